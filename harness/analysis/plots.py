@@ -1,0 +1,476 @@
+"""Figures from stored results, one message per figure, rendered to PNG with the Agg canvas.
+
+Builders turn ``RunResults`` into ``FigureSpec`` data; one renderer draws every spec. A builder
+whose data is absent yields nothing, so the same code serves every suite:
+
+- training curves per arm with a min-max band over seeds (trial ``curves``);
+- each directed metric per arm with 95% CIs, or against a numeric sweep axis when the suite
+  sweeps one (recall@k vs bank size, throughput vs bank size);
+- a metric family against the number after '@' in its keys (nmse@256..., tokens/s per context);
+- recurrent-state bytes against the KV cache over context (families ``state_bytes`` and
+  ``kv_cache_bytes``);
+- per-item scatters of paired lists that tasks record in trial ``details`` (gate vs interference).
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from harness.analysis.results import RunResults
+from harness.analysis.stats import summarize
+from harness.execution.trials import point_label
+from harness.tasks.base import metric_family
+
+STATE_BYTES_FAMILY = "state_bytes"
+KV_CACHE_BYTES_FAMILY = "kv_cache_bytes"
+# What the number after '@' means, by metric family; families not named get a generic label.
+QUALIFIER_AXES: dict[str, str] = {
+    "recall": "k (documents retrieved)",
+    "nmse": "context (tokens)",
+    "cosine": "context (tokens)",
+    "kv_cache_bytes": "context (tokens)",
+    "state_bytes": "context (tokens)",
+}
+LOG_AXIS_SPAN = 8.0
+MARKER_LIMIT = 30  # longer lines (training curves) are drawn without point markers  # a numeric axis spanning at least this factor is drawn on a log scale
+
+
+@dataclass(frozen=True)
+class DetailScatter:
+    """Two equal-length numeric lists in a trial's ``details``, one point per item."""
+
+    x_key: str
+    y_key: str
+    title: str
+    xlabel: str
+    ylabel: str
+
+
+DETAIL_SCATTERS: tuple[DetailScatter, ...] = (
+    DetailScatter(
+        "interference_score", "final_gate", "final gate vs interference score per split row",
+        "interference score (gradient conflict)", "final gate g",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    x: tuple[float | str, ...]
+    y: tuple[float, ...]
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """style: 'line' (numeric x, shaded band), 'categorical' (error bars) or 'scatter'."""
+
+    name: str
+    title: str
+    xlabel: str
+    ylabel: str
+    series: tuple[Series, ...]
+    style: str
+    logx: bool = False
+    logy: bool = False
+
+
+def build_figures(results: RunResults) -> list[FigureSpec]:
+    """Every figure the stored data supports."""
+    return [
+        *training_curve_figures(results),
+        *metric_figures(results),
+        *qualifier_figures(results),
+        *state_bytes_figures(results),
+        *detail_scatter_figures(results),
+    ]
+
+
+def write_plots(results: RunResults, out_dir: Path) -> list[Path]:
+    """Render every figure to ``out_dir`` (stale PNGs from an earlier report are removed)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob("*.png"):
+        stale.unlink()
+    paths: list[Path] = []
+    used: set[str] = set()
+    for spec in build_figures(results):
+        stem = _file_stem(spec.name)
+        candidate, n = stem, 1
+        while candidate in used:
+            n += 1
+            candidate = f"{stem}_{n}"
+        used.add(candidate)
+        path = out_dir / f"{candidate}.png"
+        render(spec, path)
+        paths.append(path)
+    return paths
+
+
+def render(spec: FigureSpec, path: Path) -> None:
+    figure = Figure(figsize=(7.5, 4.6), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    if spec.style == "categorical":
+        _draw_categorical(axes, spec.series)
+    else:
+        for series in spec.series:
+            if spec.style == "scatter":
+                axes.scatter(series.x, series.y, s=14, alpha=0.6, label=series.label)
+                continue
+            marker = "o" if len(series.x) <= MARKER_LIMIT else None
+            (line,) = axes.plot(series.x, series.y, marker=marker, markersize=4, label=series.label)
+            if series.low is not None and series.high is not None and len(series.x) > 1:
+                axes.fill_between(series.x, series.low, series.high, alpha=0.2, color=line.get_color())
+    if spec.logx:
+        axes.set_xscale("log")
+    if spec.logy:
+        axes.set_yscale("log")
+    axes.set_title(spec.title, fontsize=10)
+    axes.set_xlabel(spec.xlabel)
+    axes.set_ylabel(spec.ylabel)
+    axes.grid(True, alpha=0.3)
+    if any(series.label for series in spec.series):
+        axes.legend(fontsize="small", loc="best")
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+
+
+def training_curve_figures(results: RunResults) -> list[FigureSpec]:
+    """Mean curve per arm over seeds, band from the lowest to the highest seed at each step."""
+    figures = []
+    curve_keys = sorted({key for trial in results.finished for key in trial["curves"]})
+    points = results.point_labels()
+    for key in curve_keys:
+        for point in points:
+            series = []
+            seeds = 0
+            for label in results.arm_labels():
+                by_step: dict[float, list[float]] = defaultdict(list)
+                trials = [t for t in results.trials_of(label, point) if key in t["curves"]]
+                for trial in trials:
+                    for step, value in _pairs(trial["curves"][key]):
+                        by_step[step].append(value)
+                if not by_step:
+                    continue
+                seeds = max(seeds, len(trials))
+                steps = sorted(by_step)
+                series.append(
+                    Series(
+                        label,
+                        tuple(steps),
+                        tuple(sum(by_step[s]) / len(by_step[s]) for s in steps),
+                        tuple(min(by_step[s]) for s in steps),
+                        tuple(max(by_step[s]) for s in steps),
+                    )
+                )
+            if series:
+                figures.append(
+                    FigureSpec(
+                        name=f"curve_{key}{_suffix(point, points)}",
+                        title=_title(results, f"{key} during training, mean of {seeds} seed(s), band = min-max", point, points),
+                        xlabel="training step",
+                        ylabel=_axis_label(key, results.spec_for(key).unit if results.spec_for(key).kind != "info" else ""),
+                        series=tuple(series),
+                        style="line",
+                    )
+                )
+    return figures
+
+
+def metric_figures(results: RunResults) -> list[FigureSpec]:
+    """Key metrics per arm with 95% CIs; with a numeric sweep axis, key, speed and memory
+    metrics against that axis instead."""
+    keys = _key_metrics(results)
+    axes = _numeric_axes(results)
+    if axes:
+        sized = [k for k in results.metric_keys() if k in keys or _is_cost(results, k)]
+        return [figure for axis in axes for key in sized if (figure := _metric_vs_axis(results, key, axis))]
+    qualified = _qualifier_families(results)
+    return [figure for key in keys if metric_family(key) not in qualified if (figure := _metric_per_arm(results, key))]
+
+
+def qualifier_figures(results: RunResults) -> list[FigureSpec]:
+    """A metric family against the number after '@' (e.g. NMSE per evaluation context)."""
+    figures = []
+    points = results.point_labels()
+    special = {STATE_BYTES_FAMILY, KV_CACHE_BYTES_FAMILY} if _has_state_vs_kv(results) else set()
+    for family, keys in sorted(_qualifier_families(results).items()):
+        if family in special:
+            continue
+        spec = results.spec_for(keys[0])
+        for point in points:
+            series = []
+            for label in results.arm_labels():
+                line = _line(((_qualifier(key), results.values(label, point, key)) for key in keys), label)
+                if line:
+                    series.append(line)
+            if series:
+                xs = [_qualifier(key) for key in keys]
+                figures.append(
+                    FigureSpec(
+                        name=f"{family}_by_qualifier{_suffix(point, points)}",
+                        title=_title(results, f"{family} by '@' qualifier, mean and 95% CI over seeds", point, points),
+                        xlabel=QUALIFIER_AXES.get(family, f"N in '{family}@N'"),
+                        ylabel=_axis_label(family, spec.unit, spec.direction),
+                        series=tuple(series),
+                        style="line",
+                        logx=_wide(xs),
+                    )
+                )
+    return figures
+
+
+def state_bytes_figures(results: RunResults) -> list[FigureSpec]:
+    """Recurrent-state bytes per arm (flat unless qualified by context) against the KV cache."""
+    if not _has_state_vs_kv(results):
+        return []
+    figures = []
+    points = results.point_labels()
+    kv_keys = _qualifier_families(results)[KV_CACHE_BYTES_FAMILY]
+    contexts = [_qualifier(key) for key in kv_keys]
+    for point in points:
+        series = []
+        for label in results.arm_labels():
+            values = []
+            for context, kv_key in zip(contexts, kv_keys):
+                state_key = _state_key_at(results, label, point, kv_key)
+                values.append((context, results.values(label, point, state_key) if state_key else {}))
+            line = _line(values, f"{label}: recurrent state")
+            if line:
+                series.append(line)
+        all_trials = [t for label in results.arm_labels() for t in results.trials_of(label, point)]
+        kv = _line(
+            ((c, {i: t["metrics"][k] for i, t in enumerate(all_trials) if _is_number(t["metrics"].get(k))}) for c, k in zip(contexts, kv_keys)),
+            "KV cache of the attention teacher",
+        )
+        if kv:
+            series.append(kv)
+        if series:
+            figures.append(
+                FigureSpec(
+                    name=f"state_bytes_vs_context{_suffix(point, points)}",
+                    title=_title(results, "recurrent-state bytes vs KV-cache bytes over context", point, points),
+                    xlabel="context (tokens)",
+                    ylabel="bytes per sequence",
+                    series=tuple(series),
+                    style="line",
+                    logx=True,
+                    logy=True,
+                )
+            )
+    return figures
+
+
+def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:
+    figures = []
+    points = results.point_labels()
+    for scatter in DETAIL_SCATTERS:
+        for point in points:
+            series = []
+            for label in results.arm_labels():
+                xs: list[float] = []
+                ys: list[float] = []
+                for trial in results.trials_of(label, point):
+                    x, y = trial["details"].get(scatter.x_key), trial["details"].get(scatter.y_key)
+                    if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+                        kept = [(a, b) for a, b in zip(x, y) if _is_number(a) and _is_number(b)]
+                        xs.extend(a for a, _ in kept)
+                        ys.extend(b for _, b in kept)
+                if xs:
+                    series.append(Series(label, tuple(xs), tuple(ys)))
+            if series:
+                figures.append(
+                    FigureSpec(
+                        name=f"{scatter.y_key}_vs_{scatter.x_key}{_suffix(point, points)}",
+                        title=_title(results, f"{scatter.title} (all seeds)", point, points),
+                        xlabel=scatter.xlabel,
+                        ylabel=scatter.ylabel,
+                        series=tuple(series),
+                        style="scatter",
+                    )
+                )
+    return figures
+
+
+def _metric_vs_axis(results: RunResults, key: str, axis: str) -> FigureSpec | None:
+    spec = results.spec_for(key)
+    groups: dict[tuple[str, str], list[tuple[float, dict[int, float]]]] = defaultdict(list)
+    for point in results.point_labels():
+        coordinates = results.point_of(point)
+        if axis not in coordinates:
+            continue
+        rest = point_label({k: v for k, v in coordinates.items() if k != axis})
+        for label in results.arm_labels():
+            values = results.values(label, point, key)
+            if values:
+                groups[(label, rest)].append((float(coordinates[axis]), values))
+    series = []
+    for (label, rest), values in groups.items():
+        line = _line(sorted(values, key=lambda item: item[0]), f"{label} {rest}".strip())
+        if line:
+            series.append(line)
+    if not series:
+        return None
+    xs = [float(v) for v in (results.meta.get("sweep") or {}).get(axis, [])]
+    return FigureSpec(
+        name=f"{key}_vs_{axis}",
+        title=_title(results, f"{key} vs {axis}, mean and 95% CI over seeds", "", []),
+        xlabel=axis.replace("_", " "),
+        ylabel=_axis_label(key, spec.unit, spec.direction),
+        series=tuple(series),
+        style="line",
+        logx=_wide(xs),
+    )
+
+
+def _metric_per_arm(results: RunResults, key: str) -> FigureSpec | None:
+    spec = results.spec_for(key)
+    series = []
+    for point in results.point_labels():
+        labels, means, lows, highs = [], [], [], []
+        for label in results.arm_labels():
+            summary = summarize(list(results.values(label, point, key).values()))
+            if summary is None:
+                continue
+            labels.append(label)
+            means.append(summary.mean)
+            lows.append(summary.interval.low)
+            highs.append(summary.interval.high)
+        if labels:
+            series.append(Series(point, tuple(labels), tuple(means), tuple(lows), tuple(highs)))
+    if not series:
+        return None
+    return FigureSpec(
+        name=f"{key}_per_arm",
+        title=_title(results, f"{key} per arm, mean and 95% CI over seeds", "", []),
+        xlabel="arm",
+        ylabel=_axis_label(key, spec.unit, spec.direction),
+        series=tuple(series),
+        style="categorical",
+    )
+
+
+def _draw_categorical(axes, series: Sequence[Series]) -> None:
+    categories: list[str] = []
+    for one in series:
+        categories.extend(str(x) for x in one.x if str(x) not in categories)
+    width = 0.6 / max(len(series), 1)
+    for n, one in enumerate(series):
+        offset = (n - (len(series) - 1) / 2) * width
+        positions = [categories.index(str(x)) + offset for x in one.x]
+        low = one.low or one.y
+        high = one.high or one.y
+        errors = [[y - lo for y, lo in zip(one.y, low)], [hi - y for y, hi in zip(one.y, high)]]
+        axes.errorbar(positions, one.y, yerr=errors, fmt="o", capsize=4, label=one.label)
+    axes.set_xticks(range(len(categories)))
+    axes.set_xticklabels(categories, rotation=20 if len(categories) > 3 else 0, ha="right" if len(categories) > 3 else "center")
+
+
+def _line(values: Iterable[tuple[float, dict[int, float]]], label: str) -> Series | None:
+    """Mean and bootstrap 95% CI at each x that has at least one value."""
+    xs, means, lows, highs = [], [], [], []
+    for x, by_seed in values:
+        summary = summarize(list(by_seed.values()))
+        if summary is None:
+            continue
+        xs.append(x)
+        means.append(summary.mean)
+        lows.append(summary.interval.low)
+        highs.append(summary.interval.high)
+    if not xs:
+        return None
+    return Series(label, tuple(xs), tuple(means), tuple(lows), tuple(highs))
+
+
+def _key_metrics(results: RunResults) -> list[str]:
+    return [k for k in results.metric_keys() if results.is_key_metric(k)]
+
+
+def _is_cost(results: RunResults, key: str) -> bool:
+    """Speed and memory figures are worth plotting against size even when not key metrics."""
+    spec = results.spec_for(key)
+    return spec.kind in ("speed", "memory") and spec.direction != "none"
+
+
+def _numeric_axes(results: RunResults) -> list[str]:
+    sweep = results.meta.get("sweep") or {}
+    return [axis for axis, values in sweep.items() if len(values) >= 2 and all(_is_number(v) for v in values)]
+
+
+def _qualifier_families(results: RunResults) -> dict[str, list[str]]:
+    """Families reported with two or more numeric qualifiers, keys sorted by qualifier."""
+    families: dict[str, list[str]] = defaultdict(list)
+    for key in results.metric_keys():
+        if _qualifier(key) is not None and results.spec_for(key).kind != "info":
+            families[metric_family(key)].append(key)
+    return {f: sorted(keys, key=_qualifier) for f, keys in families.items() if len(keys) >= 2}
+
+
+def _has_state_vs_kv(results: RunResults) -> bool:
+    families = {metric_family(k) for k in results.metric_keys()}
+    return STATE_BYTES_FAMILY in families and KV_CACHE_BYTES_FAMILY in _qualifier_families(results)
+
+
+def _state_key_at(results: RunResults, label: str, point: str, kv_key: str) -> str | None:
+    qualified = f"{STATE_BYTES_FAMILY}@{kv_key.split('@', 1)[1]}"
+    keys = results.metric_keys(label, point)
+    if qualified in keys:
+        return qualified
+    return STATE_BYTES_FAMILY if STATE_BYTES_FAMILY in keys else None
+
+
+def _qualifier(key: str) -> float | None:
+    if "@" not in key:
+        return None
+    try:
+        value = float(key.split("@", 1)[1])
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _pairs(curve: object) -> list[tuple[float, float]]:
+    if not isinstance(curve, list):
+        return []
+    return [
+        (float(item[0]), float(item[1]))
+        for item in curve
+        if isinstance(item, (list, tuple)) and len(item) == 2 and _is_number(item[0]) and _is_number(item[1])
+    ]
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _wide(xs: Sequence[float]) -> bool:
+    positive = [x for x in xs if x > 0]
+    return len(positive) == len(xs) >= 2 and max(positive) / min(positive) >= LOG_AXIS_SPAN
+
+
+def _axis_label(name: str, unit: str, direction: str = "none") -> str:
+    label = f"{name} ({unit})" if unit else name
+    hint = {"higher": "higher is better", "lower": "lower is better"}.get(direction)
+    return f"{label}, {hint}" if hint else label
+
+
+def _title(results: RunResults, what: str, point: str, points: Sequence[str]) -> str:
+    where = f" at {point}" if point and len(points) > 1 else ""
+    return f"{results.suite} ({results.profile}): {what}{where}"
+
+
+def _suffix(point: str, points: Sequence[str]) -> str:
+    return f"_{point}" if point and len(points) > 1 else ""
+
+
+def _file_stem(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name.replace("@", "_at_")).strip("_") or "figure"

@@ -1,0 +1,203 @@
+"""Stored results indexed for analysis: finished values by (arm label, point, seed), failures aside.
+
+Everything downstream (contrasts, claims, plots, gating) reads results through ``RunResults``
+so that failed or malformed trials are set aside in exactly one place.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.execution.trials import point_label, sweep_points
+from harness.store import SUITE_FILE, iter_trial_files, read_json
+from harness.tasks.base import metric_family
+
+
+class ResultsError(ValueError):
+    """A results folder that cannot be read; the message names the folder and the problem."""
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A declared metric family as stored in suite.json."""
+
+    family: str
+    direction: str
+    unit: str
+    kind: str
+    description: str = ""
+    key: bool = False  # declared a key metric by the task: shown in tables and plots
+
+    @property
+    def better_sign(self) -> int:
+        return {"higher": 1, "lower": -1}.get(self.direction, 0)
+
+
+@dataclass(frozen=True)
+class FailedTrial:
+    arm_label: str
+    seed: int | None
+    point_label: str
+    error: str
+    status: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "arm": self.arm_label,
+            "seed": self.seed,
+            "point": self.point_label,
+            "status": self.status,
+            "error": self.error,
+        }
+
+
+@dataclass
+class RunResults:
+    """One ``<suite>/<profile>`` run: its suite metadata and its finished trials, indexed."""
+
+    run_dir: Path
+    meta: dict[str, Any]
+    finished: list[dict[str, Any]]
+    failed: list[FailedTrial]
+    metric_specs: dict[str, MetricSpec] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.metric_specs = {
+            name: MetricSpec(
+                family=name,
+                direction=str(spec.get("direction", "none")),
+                unit=str(spec.get("unit", "")),
+                kind=str(spec.get("kind", "info")),
+                description=str(spec.get("description", "")),
+                key=bool(spec.get("key", False)),
+            )
+            for name, spec in (self.meta.get("metrics") or {}).items()
+        }
+
+    @property
+    def suite(self) -> str:
+        return str(self.meta.get("suite", self.run_dir.parent.name))
+
+    @property
+    def profile(self) -> str:
+        return str(self.meta.get("profile", self.run_dir.name))
+
+    @property
+    def device_class(self) -> str:
+        return str(self.meta.get("device_class", "cpu"))
+
+    def spec_for(self, key: str) -> MetricSpec:
+        """The declared family of a key; an undeclared key is informational (no verdict)."""
+        family = metric_family(key)
+        return self.metric_specs.get(family) or MetricSpec(family, "none", "", "info")
+
+    def is_key_metric(self, key: str) -> bool:
+        """Declared key metrics and those the suite's claims and validity name; every directed
+        metric when the task flags none as key."""
+        spec = self.spec_for(key)
+        if spec.direction == "none" or spec.kind == "info":
+            return False
+        named = {c["metric"] for c in self.meta.get("claims") or []} | {(self.meta.get("validity") or {}).get("metric")}
+        if key in named or spec.family in named:
+            return True
+        return spec.key or not any(s.key for s in self.metric_specs.values())
+
+    def arm_labels(self, arm: str | None = None) -> list[str]:
+        """Labels in suite order (then any only seen in trials), optionally of one arm."""
+        labels: list[str] = []
+        for name, entry in (self.meta.get("arms") or {}).items():
+            if arm is None or name == arm:
+                labels.extend((entry or {}).get("labels") or [name])
+        for trial in self.finished:
+            if (arm is None or trial.get("arm") == arm) and trial["arm_label"] not in labels:
+                labels.append(trial["arm_label"])
+        return labels
+
+    def point_labels(self) -> list[str]:
+        """Sweep points in declaration order; a suite without a sweep has the single point ''."""
+        labels = [point_label(p) for p in sweep_points(self.meta.get("sweep") or {})]
+        for trial in self.finished:
+            if trial["point_label"] not in labels:
+                labels.append(trial["point_label"])
+        return labels
+
+    def point_of(self, label: str) -> dict[str, Any]:
+        for point in sweep_points(self.meta.get("sweep") or {}):
+            if point_label(point) == label:
+                return point
+        for trial in self.finished:
+            if trial["point_label"] == label:
+                return dict(trial.get("point") or {})
+        return {}
+
+    def trials_of(self, arm_label: str, point: str) -> list[dict[str, Any]]:
+        return [t for t in self.finished if t["arm_label"] == arm_label and t["point_label"] == point]
+
+    def values(self, arm_label: str, point: str, key: str) -> dict[int, float]:
+        """Finite values of one metric key by seed."""
+        out: dict[int, float] = {}
+        for trial in self.trials_of(arm_label, point):
+            value = trial["metrics"].get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                out[trial["seed"]] = float(value)
+        return out
+
+    def metric_keys(self, arm_label: str | None = None, point: str | None = None) -> list[str]:
+        keys: set[str] = set()
+        for trial in self.finished:
+            if (arm_label is None or trial["arm_label"] == arm_label) and (
+                point is None or trial["point_label"] == point
+            ):
+                keys.update(trial["metrics"])
+        return sorted(keys)
+
+
+def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, Any]]) -> RunResults:
+    """Split trial records into finished ones (with usable metrics) and failures to report."""
+    finished: list[dict[str, Any]] = []
+    failed: list[FailedTrial] = []
+    for trial in trials:
+        label = str(trial.get("arm_label") or trial.get("arm") or "?")
+        status = str(trial.get("status", "unknown"))
+        if status == "finished" and isinstance(trial.get("metrics"), dict):
+            finished.append(
+                {
+                    **trial,
+                    "arm_label": label,
+                    "point_label": str(trial.get("point_label") or ""),
+                    "curves": trial.get("curves") or {},
+                    "details": trial.get("details") or {},
+                }
+            )
+        else:
+            failed.append(
+                FailedTrial(
+                    arm_label=label,
+                    seed=trial.get("seed"),
+                    point_label=str(trial.get("point_label") or ""),
+                    error=str(trial.get("error") or f"status {status!r} without an error message"),
+                    status=status,
+                )
+            )
+    return RunResults(Path(run_dir), meta, finished, failed)
+
+
+def load_results(run_dir: Path) -> RunResults:
+    """Read one run folder through the store; an unreadable trial file is reported as failed."""
+    run_dir = Path(run_dir)
+    try:
+        meta = read_json(run_dir / SUITE_FILE)
+    except FileNotFoundError as exc:
+        raise ResultsError(f"{run_dir}: no results here ({SUITE_FILE} is missing)") from exc
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{run_dir / SUITE_FILE}: cannot be read ({exc})") from exc
+    trials: list[dict[str, Any]] = []
+    for path in iter_trial_files(run_dir):
+        try:
+            trials.append(read_json(path))
+        except (OSError, json.JSONDecodeError) as exc:
+            trials.append({"arm_label": "?", "status": "unreadable", "error": f"{path.name}: {exc}"})
+    return index_results(run_dir, meta, trials)

@@ -1,0 +1,206 @@
+"""`harness run`, `validate`, `list` and `ui`: from suite files to stored, tracked results."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from harness.suite.loader import DEFAULT_PROFILE, SuiteError, load_suites
+
+RESULTS_DEFAULT = Path("results")
+EXIT_USAGE = 2
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _int_list(_ctx, _param, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+
+
+def _str_list(_ctx, _param, value: str | None) -> list[str] | None:
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+
+
+suite_argument = click.argument("suite_file", metavar="SUITE.yaml", type=click.Path(path_type=Path))
+results_option = click.option(
+    "--results", "results_root", type=click.Path(path_type=Path), default=RESULTS_DEFAULT, show_default=True,
+    help="Results folder (trial JSON, plots, the embedded MLflow store).",
+)
+
+
+@click.command()
+@suite_argument
+@click.option("--profile", default=DEFAULT_PROFILE, show_default=True, help="Named profile of the suite, e.g. smoke.")
+@click.option("--seeds", callback=_int_list, help="Override the seeds, e.g. 0,1.")
+@click.option("--arms", callback=_str_list, help="Run only these arms, e.g. raw,compressed.")
+@results_option
+@click.option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///RESULTS/mlflow.db).")
+@click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
+@click.option("--no-resume", is_flag=True, help="Rerun trials even if a finished result is stored.")
+@click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow.")
+def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow) -> None:
+    """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow."""
+    from harness.analysis.report import build_report
+    from harness.devices import resolve_device, device_name
+    from harness.execution.runner import run_suite
+    from harness.results_table import arm_table
+    from harness.terminal import Console
+    from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
+
+    started = time.perf_counter()
+    suites = _load(suite_file, profile, seeds, arms)
+    try:
+        torch_device = resolve_device(device)
+    except ValueError as exc:
+        _fail(str(exc))
+    tracker = None
+    if not no_mlflow:
+        uri = tracking_uri or default_tracking_uri(results_root)
+        try:
+            check_reachable(uri)
+        except TrackingError as exc:
+            _fail(str(exc))
+        results_root.mkdir(parents=True, exist_ok=True)
+        tracker = MlflowTracker(uri, artifact_root=results_root / "mlartifacts")
+
+    console = Console()
+    console.line(f"device: {torch_device} ({device_name(torch_device)})")
+    outcomes, exit_code = [], 0
+    try:
+        for suite in suites:
+            outcome = run_suite(suite, results_root, torch_device, tracker, console, resume=not no_resume)
+            outcomes.append(outcome)
+            if outcome.interrupted:
+                exit_code = 130
+                console.line(f"interrupted: {outcome.ran} trial(s) of {suite.name!r} finished and are stored")
+                if tracker and outcome.parent_run_id:
+                    tracker.finish_parent(outcome.parent_run_id, "KILLED", {})
+                break
+            report = build_report(outcome.run_dir)
+            if tracker and outcome.parent_run_id:
+                share = outcome.mlflow_seconds / max(outcome.wall_seconds, 1e-9)
+                tracker.finish_parent(
+                    outcome.parent_run_id,
+                    "FAILED" if outcome.failed else "FINISHED",
+                    {"harness.wall_seconds": outcome.wall_seconds, "harness.mlflow_seconds": outcome.mlflow_seconds,
+                     "harness.mlflow_share": share, "harness.failed_trials": len(outcome.failed)},
+                    report.artifact_paths,
+                )
+            console.out(_suite_header(outcome))
+            console.out(arm_table(outcome.run_dir))
+            console.out(report.text)
+            if outcome.failed:
+                exit_code = 1
+    except TrackingError as exc:
+        _fail(f"{exc} (finished trials are stored under {results_root}; rerun to mirror them)")
+    except KeyboardInterrupt:
+        exit_code = 130
+    _footer(outcomes, tracker, results_root, time.perf_counter() - started)
+    raise SystemExit(exit_code)
+
+
+def _load(suite_file: Path, profile: str, seeds, arms):
+    try:
+        return load_suites(suite_file, profile=profile, seeds=seeds, arms=arms)
+    except SuiteError as exc:
+        _fail(str(exc))
+
+
+def _suite_header(outcome) -> str:
+    suite = outcome.suite
+    parts = [f"{outcome.ran} ran", f"{outcome.skipped} already finished"]
+    if outcome.failed:
+        parts.append(f"{len(outcome.failed)} FAILED")
+    lines = [f"\n== {suite.name} ({suite.profile}) — {', '.join(parts)}, {outcome.wall_seconds:.1f}s"]
+    for record in outcome.failed:
+        lines.append(f"   failed: {record['arm_label']} seed={record['seed']} {record['point_label']}: {record['error']}")
+    return "\n".join(lines)
+
+
+def _footer(outcomes, tracker, results_root: Path, seconds: float) -> None:
+    wall = sum(o.wall_seconds for o in outcomes)
+    lines = [f"\nresults: {results_root.resolve()}  ({seconds:.1f}s)"]
+    if tracker is not None:
+        share = 100 * tracker.seconds / max(wall, 1e-9)
+        lines.append(f"mlflow: {tracker.uri}  ({tracker.seconds:.2f}s, {share:.1f}% of suite wall time)")
+        lines.append(f"browse: harness ui --results {results_root}")
+    click.echo("\n".join(lines))
+
+
+@click.command()
+@suite_argument
+@click.option("--profile", default=DEFAULT_PROFILE, show_default=True)
+def validate(suite_file, profile) -> None:
+    """Validate SUITE.yaml fully (includes, profile, arms, params, contrasts, claims) without running."""
+    from harness.execution.trials import expand_trials
+
+    suites = _load(suite_file, profile, None, None)
+    for suite in suites:
+        trials = expand_trials(suite)
+        click.echo(
+            f"ok: {suite.name} ({suite.profile}): task {suite.task_name} v{suite.task.version}, "
+            f"{len(suite.arms)} arms, {len(suite.seeds)} seeds, {len(trials)} trials; "
+            f"profiles: {', '.join([DEFAULT_PROFILE, *suite.profiles])}"
+        )
+
+
+@click.command(name="list")
+def list_tasks() -> None:
+    """Registered tasks with their params (defaults) and metrics (direction, unit, kind)."""
+    from harness.tasks import REGISTRY, UnknownTaskError, load_task
+
+    for name in sorted(REGISTRY):
+        try:
+            task = load_task(name)
+        except UnknownTaskError as exc:
+            click.echo(f"{name}: unavailable ({exc})\n")
+            continue
+        click.echo(f"{name}  (v{task.version})  {task.description}")
+        click.echo("  params:")
+        for key, info in task.Params.model_fields.items():
+            default = "required" if info.is_required() else repr(info.get_default(call_default_factory=True))
+            click.echo(f"    {key} = {default}" + (f"  # {info.description}" if info.description else ""))
+        click.echo("  metrics:")
+        for metric in task.metrics:
+            unit = f" [{metric.unit}]" if metric.unit else ""
+            click.echo(f"    {metric.name}{unit}  {metric.direction} is better, {metric.kind}" if metric.direction != "none"
+                       else f"    {metric.name}{unit}  informational, {metric.kind}")
+        click.echo()
+
+
+@click.command()
+@results_option
+@click.option("--port", default=5000, show_default=True, type=int)
+@click.option("--tracking-uri", help="Browse this store instead of RESULTS/mlflow.db.")
+def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
+    """Serve the MLflow UI on 127.0.0.1 over the results store, opening on the runs table."""
+    from harness.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri
+
+    uri = tracking_uri or default_tracking_uri(results_root)
+    if uri.startswith("sqlite:") and not (results_root / "mlflow.db").exists():
+        _fail(f"no MLflow store at {results_root / 'mlflow.db'}; run a suite first")
+    experiments = MlflowTracker(uri).client.search_experiments()
+    base = f"http://127.0.0.1:{port}"
+    for experiment in experiments:
+        if experiment.name != "Default":
+            click.echo(f"{experiment.name}: {base}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning")
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)]
+    click.echo(f"serving {uri} on {base} (Ctrl-C stops)")
+    try:
+        subprocess.run(command, check=False)
+    except KeyboardInterrupt:
+        pass
+
+
+COMMANDS = (run, validate, list_tasks, ui)

@@ -1,0 +1,1 @@
+"""Trial expansion and execution."""

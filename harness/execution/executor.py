@@ -1,0 +1,159 @@
+"""Running trials: one trial in-process, and the executor seam that maps trials to records.
+
+``SerialExecutor`` runs trials one after another in this process. A distributed executor
+(e.g. Ray) implements the same ``run`` signature: it receives picklable ``Trial`` objects and
+yields records as they complete; everything else (store, tracking, analysis) is unchanged.
+"""
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
+
+import torch
+
+from harness.devices import device_name, resolve_device
+from harness.execution.seeding import seed_everything
+from harness.execution.trials import Trial, config_hash
+from harness.store import SCHEMA_VERSION
+from harness.tasks import Task, TrialContext
+from harness.terminal import Console
+
+
+class NonFiniteLoss(RuntimeError):
+    """A logged loss became NaN or infinite: the trial is recorded as failed."""
+
+
+class _Progress:
+    def __init__(self, console: Console | None, total: int, description: str) -> None:
+        self.console, self.total, self.description, self.done = console, total, description, 0
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        if self.console:
+            self.console.inner(self.description, self.done, self.total)
+
+    def close(self) -> None:
+        self.done = self.total
+
+
+class TrialRecorder:
+    """The TrialLogger handed to tasks: keeps curves and details for the trial record."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console
+        self.curves: dict[str, list[list[float]]] = {}
+        self.details: dict[str, Any] = {}
+
+    def log_metric(self, key: str, value: float, step: int) -> None:
+        value = float(value)
+        if "loss" in key and not math.isfinite(value):
+            raise NonFiniteLoss(f"non-finite {key} ({value}) at step {step}")
+        self.curves.setdefault(key, []).append([int(step), value])
+
+    def record(self, key: str, value: Any) -> None:
+        self.details[key] = value
+
+    def progress(self, total: int, description: str = "") -> _Progress:
+        return _Progress(self.console, total, description or "steps")
+
+
+def _final_metrics(metrics: Mapping[str, float]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for key, value in metrics.items():
+        value = float(value)
+        if "loss" in key and not math.isfinite(value):
+            raise NonFiniteLoss(f"non-finite final {key} ({value})")
+        out[str(key)] = value if math.isfinite(value) else None
+    return out
+
+
+def execute_trial(
+    task_cls: type[Task],
+    trial: Trial,
+    device: torch.device,
+    cache_dir: Path,
+    work_dir: Path,
+    environment: Mapping[str, str],
+    console: Console | None = None,
+) -> dict[str, Any]:
+    """Run one trial and return its record; task errors become a failed record, Ctrl-C propagates."""
+    recorder = TrialRecorder(console)
+    started = datetime.now(timezone.utc)
+    clock = time.perf_counter()
+    status, error, metrics = "finished", None, {}
+    try:
+        seed_everything(trial.seed, device)
+        work_dir.mkdir(parents=True, exist_ok=True)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        ctx = TrialContext(
+            seed=trial.seed, device=device, logger=recorder, cache_dir=cache_dir, work_dir=work_dir, arm=trial.arm
+        )
+        params = task_cls.validate_params(trial.params)
+        metrics = _final_metrics(task_cls().run(params, ctx))
+    except Exception as exc:  # a failing trial must not stop the others
+        status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
+        recorder.details["traceback"] = traceback.format_exc(limit=8)
+    return {
+        "schema": SCHEMA_VERSION,
+        "trial_id": trial.trial_id,
+        "suite": trial.suite,
+        "profile": trial.profile,
+        "task": trial.task,
+        "task_version": trial.task_version,
+        "arm": trial.arm,
+        "arm_label": trial.arm_label,
+        "seed": trial.seed,
+        "point": trial.point,
+        "point_label": trial.point_label,
+        "params": trial.params,
+        "status": status,
+        "error": error,
+        "metrics": metrics,
+        "curves": recorder.curves,
+        "details": recorder.details,
+        "environment": dict(environment),
+        "started_at": started.isoformat(timespec="seconds"),
+        "wall_seconds": round(time.perf_counter() - clock, 3),
+    }
+
+
+class Executor(Protocol):
+    def run(self, trials: Iterable[Trial], run_one: Callable[[Trial], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Yield one record per trial as each completes (any order)."""
+
+
+@dataclass
+class SerialExecutor:
+    """Trials one at a time in this process: deterministic order, exact CPU timings."""
+
+    def run(self, trials: Iterable[Trial], run_one: Callable[[Trial], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for trial in trials:
+            yield run_one(trial)
+
+
+def run_single(
+    task_cls: type[Task],
+    params: Mapping[str, Any],
+    seed: int,
+    device: str = "cpu",
+    work_root: Path | None = None,
+    arm: str = "adhoc",
+) -> dict[str, Any]:
+    """Run one configuration of a task outside any suite (tests, notebooks); returns the record."""
+    torch_device = resolve_device(device)
+    resolved = task_cls.validate_params(params).model_dump(mode="json")
+    trial = Trial(
+        suite="adhoc", profile="adhoc", task=task_cls.name, task_version=task_cls.version, arm=arm,
+        arm_label=arm, seed=seed, point={}, params=resolved,
+    )
+    root = Path(work_root) if work_root is not None else Path(tempfile.mkdtemp(prefix="harness-"))
+    env = {"device": str(torch_device), "device_name": device_name(torch_device)}
+    return execute_trial(
+        task_cls, trial, torch_device, root / "cache", root / "work" / config_hash(trial.identity), env
+    )

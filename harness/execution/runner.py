@@ -1,0 +1,136 @@
+"""One suite, end to end: expand trials, skip finished ones, execute, store, mirror to MLflow."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.devices import device_class, device_name
+from harness.execution.executor import Executor, SerialExecutor, execute_trial
+from harness.execution.trials import Trial, arm_label, expand_trials, sweep_points
+from harness.store import RunFolder, write_json_atomic
+from harness.suite.loader import Suite
+from harness.terminal import Console
+from harness.tracking.environment import environment
+from harness.tracking.mlflow_tracker import MlflowTracker, is_mirrored, marker_path
+
+
+@dataclass
+class SuiteOutcome:
+    suite: Suite
+    run_dir: Path
+    records: list[dict[str, Any]] = field(default_factory=list)
+    ran: int = 0
+    skipped: int = 0
+    interrupted: bool = False
+    parent_run_id: str | None = None
+    wall_seconds: float = 0.0
+    mlflow_seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["status"] != "finished"]
+
+
+def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
+    """suite.json: the resolved suite plus the task's metric declarations and the device."""
+    arms = {}
+    for arm in suite.arms.values():
+        arms[arm.name] = {
+            "params": arm.params,
+            "sweep": arm.sweep,
+            "labels": [arm_label(arm, p) for p in sweep_points(arm.sweep)],
+        }
+    meta = suite.describe()
+    meta.update(
+        schema=1,
+        arms=arms,
+        metrics={
+            m.name: {"direction": m.direction, "unit": m.unit, "kind": m.kind, "description": m.description, "key": m.key}
+            for m in suite.task.metrics
+        },
+        device=str(device),
+        device_class=device_class(device),
+        device_name=device_name(device),
+    )
+    return meta
+
+
+def run_suite(
+    suite: Suite,
+    results_root: Path,
+    device: torch.device,
+    tracker: MlflowTracker | None,
+    console: Console,
+    resume: bool = True,
+    executor: Executor | None = None,
+    repo: Path = Path.cwd(),
+) -> SuiteOutcome:
+    """Run every unfinished trial of a suite; Ctrl-C stops after storing what finished."""
+    clock = time.perf_counter()
+    mlflow_before = tracker.seconds if tracker else 0.0
+    folder = RunFolder(results_root, suite.name, suite.profile)
+    outcome = SuiteOutcome(suite=suite, run_dir=folder.path)
+    meta = suite_metadata(suite, device)
+    folder.save_suite(meta)
+    env = environment(device, repo)
+
+    trials = expand_trials(suite)
+    stored = {t.trial_id: folder.finished(t.trial_id) for t in trials} if resume else {}
+    done = [r for r in stored.values() if r is not None]
+    pending = [t for t in trials if stored.get(t.trial_id) is None]
+    outcome.records, outcome.skipped = list(done), len(done)
+    unmirrored = [r for r in done if tracker and not is_mirrored(folder.path, r["trial_id"], tracker.uri)]
+
+    if tracker and (pending or unmirrored):
+        run_name = f"{suite.name}/{suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        outcome.parent_run_id = tracker.start_parent(meta, env, run_name)
+        _reconcile(tracker, folder, outcome.parent_run_id, unmirrored, suite)
+
+    def run_one(trial: Trial) -> dict[str, Any]:
+        index = trials.index(trial) + 1
+        console.trial_started(suite.name, index, len(trials), trial.title)
+        return execute_trial(
+            suite.task, trial, device, results_root / "cache" / suite.name,
+            folder.path / "work" / trial.trial_id, env, console,
+        )
+
+    runner = executor or SerialExecutor()
+    try:
+        for record in runner.run(pending, run_one):
+            trial_file = folder.save_trial(record)
+            outcome.records.append(record)
+            outcome.ran += 1
+            status = "ok" if record["status"] == "finished" else f"FAILED: {record['error']}"
+            index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record["trial_id"])
+            console.trial_finished(suite.name, index, len(trials), _title(record), status, record["wall_seconds"])
+            if tracker and outcome.parent_run_id:
+                tracker.log_trial(outcome.parent_run_id, record, trial_file, marker_path(folder.path, record["trial_id"]))
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    finally:
+        console.close()
+        outcome.wall_seconds = time.perf_counter() - clock
+        outcome.mlflow_seconds = (tracker.seconds - mlflow_before) if tracker else 0.0
+    return outcome
+
+
+def _title(record: dict[str, Any]) -> str:
+    point = f" {record['point_label']}" if record["point_label"] else ""
+    return f"{record['arm_label']} seed={record['seed']}{point}"
+
+
+def _reconcile(tracker: MlflowTracker, folder: RunFolder, parent_id: str, unmirrored: list[dict], suite: Suite) -> None:
+    """Mirror finished trials that never reached MLflow (a crash between store and mirror)."""
+    if not unmirrored:
+        return
+    present = tracker.logged_trial_ids(suite.name, suite.profile)
+    for record in unmirrored:
+        marker = marker_path(folder.path, record["trial_id"])
+        if record["trial_id"] in present:
+            write_json_atomic(marker, {"tracking_uri": tracker.uri, "run_id": present[record["trial_id"]]})
+        else:
+            tracker.log_trial(parent_id, record, folder.trial_path(record["trial_id"]), marker)

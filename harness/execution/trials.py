@@ -1,0 +1,97 @@
+"""Suite -> trials (arm variant x seed x sweep point), each identified by a content hash."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from harness.suite.loader import Arm, Suite
+from harness.suite.schema import SweepAxes
+
+
+def sweep_points(axes: SweepAxes) -> list[dict[str, Any]]:
+    """Cartesian product of sweep axes in declaration order; one empty point without axes."""
+    names = list(axes)
+    return [dict(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
+
+
+def point_label(point: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in point.items())
+
+
+def arm_variants(arm: Arm) -> Iterator[dict[str, Any]]:
+    """The arm's params at each value of its own sweep."""
+    for point in sweep_points(arm.sweep):
+        yield {**arm.params, **point}
+
+
+def arm_label(arm: Arm, point: dict[str, Any]) -> str:
+    return f"{arm.name}[{point_label(point)}]" if point else arm.name
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Trial:
+    suite: str
+    profile: str
+    task: str
+    task_version: str
+    arm: str
+    arm_label: str
+    seed: int
+    point: dict[str, Any]
+    params: dict[str, Any]
+
+    @property
+    def point_label(self) -> str:
+        return point_label(self.point)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What determines the result: the hash covers exactly this."""
+        return {
+            "task": self.task,
+            "task_version": self.task_version,
+            "arm": self.arm_label,
+            "seed": self.seed,
+            "params": self.params,
+        }
+
+    @property
+    def trial_id(self) -> str:
+        return config_hash(self.identity)
+
+    @property
+    def title(self) -> str:
+        where = f" {self.point_label}" if self.point else ""
+        return f"{self.arm_label} seed={self.seed}{where}"
+
+
+def expand_trials(suite: Suite) -> list[Trial]:
+    """Seeds outermost so that an interrupted run has complete seeds for every arm."""
+    trials = []
+    for seed in suite.seeds:
+        for point in sweep_points(suite.sweep):
+            for arm in suite.arms.values():
+                for arm_point in sweep_points(arm.sweep):
+                    params = suite.task.validate_params({**suite.params, **arm.params, **arm_point, **point})
+                    trials.append(
+                        Trial(
+                            suite=suite.name,
+                            profile=suite.profile,
+                            task=suite.task_name,
+                            task_version=suite.task.version,
+                            arm=arm.name,
+                            arm_label=arm_label(arm, arm_point),
+                            seed=seed,
+                            point=point,
+                            params=params.model_dump(mode="json"),
+                        )
+                    )
+    return trials

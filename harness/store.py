@@ -1,0 +1,107 @@
+"""The results store: one canonical JSON file per trial, written atomically.
+
+The store is the source of truth; MLflow is a mirror. A trial's file appears only once it is
+complete (tmp file + fsync + os.replace), so a crash or Ctrl-C can never leave a half-written
+result, and a rerun finds exactly the trials that finished.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA_VERSION = 1
+SUITE_FILE = "suite.json"
+TRIALS_DIR = "trials"
+
+
+def _clean(value: Any) -> Any:
+    """Canonical JSON: NaN/inf become null (JSON has neither), tuples become lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(_clean(obj), sort_keys=True, indent=1, allow_nan=False)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write obj to path so that readers see either the old file or the complete new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(canonical_json(obj))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+class RunFolder:
+    """The folder of one suite at one profile: ``<root>/<suite>/<profile>``."""
+
+    def __init__(self, root: Path, suite: str, profile: str) -> None:
+        self.path = Path(root) / suite / profile
+        self.trials_dir = self.path / TRIALS_DIR
+
+    def trial_path(self, trial_id: str) -> Path:
+        return self.trials_dir / f"{trial_id}.json"
+
+    def finished(self, trial_id: str) -> dict | None:
+        """The stored record if this trial already finished, else None (failed trials rerun)."""
+        path = self.trial_path(trial_id)
+        if not path.exists():
+            return None
+        try:
+            record = read_json(path)
+        except (OSError, json.JSONDecodeError):
+            return None
+        return record if record.get("status") == "finished" else None
+
+    def save_trial(self, record: dict) -> Path:
+        path = self.trial_path(record["trial_id"])
+        write_json_atomic(path, record)
+        return path
+
+    def save_suite(self, meta: dict) -> Path:
+        path = self.path / SUITE_FILE
+        write_json_atomic(path, meta)
+        return path
+
+
+def iter_runs(path: Path) -> list[Path]:
+    """Every ``<suite>/<profile>`` folder under path, or path itself when it is one."""
+    path = Path(path)
+    if (path / SUITE_FILE).exists():
+        return [path]
+    return sorted(p.parent for p in path.glob(f"*/*/{SUITE_FILE}")) + sorted(
+        p.parent for p in path.glob(f"*/{SUITE_FILE}")
+    )
+
+
+def iter_trial_files(run_dir: Path) -> Iterator[Path]:
+    yield from sorted((Path(run_dir) / TRIALS_DIR).glob("*.json"))
+
+
+def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
+    """suite.json and every trial record of one run folder."""
+    run_dir = Path(run_dir)
+    meta = read_json(run_dir / SUITE_FILE)
+    trials = [read_json(p) for p in iter_trial_files(run_dir)]
+    return meta, trials

@@ -1,0 +1,130 @@
+"""The shape of a suite file, validated with pydantic before anything runs."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ClaimTest = Literal["superior", "non_inferior", "equivalent", "equal", "ratio"]
+SweepAxes = dict[str, list[Any]]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _non_empty_axes(axes: SweepAxes | None) -> SweepAxes | None:
+    for name, values in (axes or {}).items():
+        if not values:
+            raise ValueError(f"sweep axis {name!r} has no values")
+    return axes
+
+
+class ContrastSpec(Strict):
+    treatment: str
+    control: str
+    name: str | None = None
+    margins: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.treatment}-vs-{self.control}"
+
+
+class ClaimSpec(Strict):
+    contrast: str
+    metric: str
+    test: ClaimTest
+    margin: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> "ClaimSpec":
+        if self.test in ("non_inferior", "equivalent") and self.margin is None:
+            raise ValueError(f"test {self.test!r} needs a 'margin'")
+        if self.test == "ratio" and self.min is None and self.max is None:
+            raise ValueError("test 'ratio' needs 'min' and/or 'max'")
+        return self
+
+
+class ValiditySpec(Strict):
+    control: str
+    metric: str
+    positive: str | None = None
+    negative: str | None = None
+
+
+class GateSpec(Strict):
+    default_tolerance: float = 0.05
+    tolerances: dict[str, float] = Field(default_factory=dict)
+
+
+class ArmOverrides(BaseModel):
+    """An arm: param overrides plus an optional arm-level ``sweep`` (one variant per value)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {k: v for k, v in (self.model_extra or {}).items() if k != "sweep"}
+
+    @property
+    def sweep(self) -> SweepAxes:
+        return dict((self.model_extra or {}).get("sweep") or {})
+
+
+class ProfileSpec(Strict):
+    description: str = ""
+    seeds: list[int] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    sweep: SweepAxes | None = None
+    arms: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("sweep")
+    @classmethod
+    def _axes(cls, axes: SweepAxes | None) -> SweepAxes | None:
+        return _non_empty_axes(axes)
+
+
+class SuiteSpec(Strict):
+    """One suite as written (before a profile is applied)."""
+
+    suite: str
+    description: str = ""
+    task: str
+    seeds: list[int] = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+    sweep: SweepAxes = Field(default_factory=dict)
+    arms: dict[str, ArmOverrides]
+    contrasts: list[ContrastSpec] = Field(default_factory=list)
+    validity: ValiditySpec | None = None
+    claims: list[ClaimSpec] = Field(default_factory=list)
+    profiles: dict[str, ProfileSpec] = Field(default_factory=dict)
+    gate: GateSpec = Field(default_factory=GateSpec)
+
+    @field_validator("sweep")
+    @classmethod
+    def _axes(cls, axes: SweepAxes) -> SweepAxes:
+        return _non_empty_axes(axes)
+
+    @field_validator("arms")
+    @classmethod
+    def _has_arms(cls, arms: dict[str, ArmOverrides]) -> dict[str, ArmOverrides]:
+        if not arms:
+            raise ValueError("a suite needs at least one arm")
+        return arms
+
+    @field_validator("suite")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        if not name or any(c in name for c in "/\\ ") or name.startswith("."):
+            raise ValueError("suite name must be a plain word (used as a folder and experiment name)")
+        return name
+
+
+class CollectionSpec(Strict):
+    """A file that only includes other suite files (e.g. suites/all.yaml)."""
+
+    include: list[str] = Field(min_length=1)
+    description: str = ""

@@ -1,0 +1,101 @@
+"""Workload data: byte-level English from ``pydoc_data.topics`` and multi-query associative recall.
+
+Both ship with Python or are generated, so nothing is downloaded at run time.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+HELD_OUT_EVERY = 4  # every 4th topic (sorted by name) is a held-out document
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Training stream and held-out documents, all as uint8 byte tensors."""
+
+    train: Tensor
+    held_out: dict[str, Tensor]
+    checksum: str
+
+
+def load_pydoc_corpus() -> Corpus:
+    """Topics split by name: training topics are joined into one stream, held-out topics stay documents."""
+    from pydoc_data.topics import topics
+
+    names = sorted(topics)
+    digest = hashlib.sha256()
+    train_parts: list[bytes] = []
+    held_out: dict[str, Tensor] = {}
+    for index, name in enumerate(names):
+        data = topics[name].encode("utf-8")
+        digest.update(name.encode() + b"\0" + data)
+        if index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1:
+            held_out[name] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        else:
+            train_parts.append(data)
+    train = torch.frombuffer(bytearray(b"\n\n".join(train_parts)), dtype=torch.uint8)
+    return Corpus(train=train, held_out=held_out, checksum=digest.hexdigest()[:16])
+
+
+def sample_windows(stream: Tensor, batch: int, length: int, generator: torch.Generator) -> Tensor:
+    """``batch`` random windows of ``length`` tokens from a 1-D stream, as int64 [batch, length]."""
+    if stream.numel() <= length:
+        raise ValueError(f"stream of {stream.numel()} tokens is too short for windows of {length}")
+    starts = torch.randint(0, stream.numel() - length, (batch,), generator=generator)
+    return torch.stack([stream[s : s + length] for s in starts.tolist()]).long()
+
+
+def document_windows(documents: dict[str, Tensor], length: int, limit: int) -> tuple[list[str], Tensor]:
+    """The first ``length`` tokens of each held-out document long enough, at most ``limit`` of them."""
+    names = [name for name, doc in documents.items() if doc.numel() >= length][:limit]
+    if not names:
+        raise ValueError(f"no held-out document has {length} tokens")
+    return names, torch.stack([documents[name][:length] for name in names]).long()
+
+
+@dataclass(frozen=True)
+class RecallLayout:
+    """Token layout of multi-query associative recall: keys, values, then a filler token."""
+
+    num_keys: int = 48
+    num_values: int = 48
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_keys + self.num_values + 1
+
+    @property
+    def filler(self) -> int:
+        return self.num_keys + self.num_values
+
+
+def recall_batch(
+    layout: RecallLayout, batch: int, length: int, pairs: int, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """Sequences of ``pairs`` key-value bindings followed by queries (key then its value) among filler.
+
+    Returns (tokens [batch, length], answer mask [batch, length]) where the mask marks the positions
+    whose *next* token is an answer, i.e. query keys: predicting it needs recall of the binding.
+    """
+    if 2 * pairs + 2 > length or pairs > layout.num_keys:
+        raise ValueError(f"{pairs} pairs do not fit in {length} tokens with {layout.num_keys} keys")
+    tokens = torch.full((batch, length), layout.filler, dtype=torch.long)
+    answers = torch.zeros(batch, length, dtype=torch.bool)
+    slots = (length - 2 * pairs) // 2  # query slots of two tokens after the bindings
+    queries = min(pairs, slots)
+    for row in range(batch):
+        keys = torch.randperm(layout.num_keys, generator=generator)[:pairs]
+        values = layout.num_keys + torch.randint(0, layout.num_values, (pairs,), generator=generator)
+        tokens[row, 0 : 2 * pairs : 2] = keys
+        tokens[row, 1 : 2 * pairs : 2] = values
+        asked = torch.randperm(pairs, generator=generator)[:queries]
+        chosen = torch.randperm(slots, generator=generator)[:queries].sort().values
+        positions = 2 * pairs + 2 * chosen
+        tokens[row, positions] = keys[asked]
+        tokens[row, positions + 1] = values[asked]
+        answers[row, positions] = True
+    return tokens, answers

@@ -1,0 +1,86 @@
+"""Distilling one attention layer into an ER2 layer with the original transfer loss."""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+
+HARD_FRACTION = 0.25
+HARD_BOOST = 3.0
+# Weights of the original study's transfer loss; the error-directed terms apply when the layer has
+# a residual memory, the code-space terms only in compressed mode (they are zero otherwise).
+ERROR_DIRECTED_WEIGHTS = {
+    "hard_teacher_nmse": 0.08,
+    "residual_code_nmse": 0.25,
+    "residual_reconstruction_nmse": 0.08,
+    "gate_bce": 0.03,
+    "orthogonality": 0.01,
+}
+
+Capture = dict[str, Tensor]  # q, k, v and the teacher's attention output "out"
+
+
+def output_nmse(prediction: Tensor, target: Tensor) -> Tensor:
+    """Squared error relative to the target's energy: 1 means no better than predicting zero."""
+    return (prediction - target).square().mean() / target.square().mean().clamp_min(1e-12)
+
+
+def output_cosine(prediction: Tensor, target: Tensor) -> Tensor:
+    """Mean cosine between predicted and teacher head outputs."""
+    return F.cosine_similarity(prediction.float(), target.float(), dim=-1).mean()
+
+
+def transfer_loss(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> tuple[Tensor, dict[str, float]]:
+    """nmse + 0.1 (1 - cosine), plus the error-directed terms when the layer has a residual memory."""
+    output, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
+    teacher = capture["out"]
+    nmse = output_nmse(output, teacher)
+    loss = nmse + 0.1 * (1.0 - output_cosine(output, teacher))
+    terms = {"nmse": float(nmse)}
+    if layer.residual is not None:
+        losses = layer.error_directed_losses(parts, teacher, HARD_FRACTION, HARD_BOOST)
+        for name, weight in ERROR_DIRECTED_WEIGHTS.items():
+            loss = loss + weight * losses[name]
+            terms[name] = float(losses[name])
+    return loss, terms
+
+
+def train_layer(
+    layer: SelectiveCompressedPDelta2Layer,
+    next_capture: Callable[[int], Capture],
+    steps: int,
+    lr: float,
+    on_step: Callable[[int, float, dict[str, float]], None] | None = None,
+) -> None:
+    """AdamW (lr 2e-3 in the original) with a cosine schedule over ``steps``."""
+    optimizer = torch.optim.AdamW(layer.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
+    layer.train()
+    for step in range(steps):
+        loss, terms = transfer_loss(layer, next_capture(step))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if on_step is not None:
+            on_step(step, float(loss), terms)
+    layer.eval()
+
+
+@torch.no_grad()
+def fidelity(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> dict[str, float]:
+    """Output NMSE, cosine and the hard-position NMSE of a layer against the teacher's output."""
+    output, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
+    losses = layer.error_directed_losses(parts, capture["out"], HARD_FRACTION, HARD_BOOST)
+    return {
+        "nmse": float(output_nmse(output, capture["out"])),
+        "cosine": float(output_cosine(output, capture["out"])),
+        "hard_teacher_nmse": float(losses["hard_teacher_nmse"]),
+        "gate_mean": float(parts["gate"].mean()) if parts["gate"] is not None else 0.0,  # none: no correction
+    }

@@ -1,0 +1,68 @@
+"""Speed of a trained layer against SDPA over the same shapes: prefill, one-token decode, training."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from harness.measure.timing import seconds_per_call, throughput
+from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.mechanisms.pdelta.recurrence import softmax_reference
+
+
+def _random_qkv(layer: SelectiveCompressedPDelta2Layer, batch: int, steps: int, device: torch.device):
+    generator = torch.Generator(device=device).manual_seed(0)
+    shape_q = (batch, layer.num_heads, steps, layer.head_dim)
+    shape_kv = (batch, layer.num_kv_heads, steps, layer.head_dim)
+    return tuple(torch.randn(s, generator=generator, device=device) for s in (shape_q, shape_kv, shape_kv))
+
+
+def prefill_speeds(
+    layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float
+) -> dict[str, float]:
+    """Tokens/s of the layer and of causal SDPA (the teacher's op) for one sequence at each context."""
+    result = {}
+    with torch.no_grad():
+        for context in contexts:
+            q, k, v = _random_qkv(layer, 1, context, device)
+            result[f"prefill_tokens_per_s@{context}"] = throughput(lambda: layer(q, k, v), context, min_run_time)
+            result[f"sdpa_prefill_tokens_per_s@{context}"] = throughput(
+                lambda: softmax_reference(q, k, v, layer.groups), context, min_run_time
+            )
+            result[f"prefill_speedup@{context}"] = (
+                result[f"prefill_tokens_per_s@{context}"] / result[f"sdpa_prefill_tokens_per_s@{context}"]
+            )
+    return result
+
+
+def decode_latencies(
+    layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float
+) -> dict[str, float]:
+    """One new token: the layer from a carried state vs SDPA reading the whole KV cache (GQA, no copy)."""
+    result = {}
+    with torch.no_grad():
+        q, k, v = _random_qkv(layer, 1, max(contexts) + 1, device)
+        _, state = layer(q[:, :, :-1], k[:, :, :-1], v[:, :, :-1], return_state=True)
+        step = (q[:, :, -1:], k[:, :, -1:], v[:, :, -1:])
+        layer_seconds = seconds_per_call(lambda: layer(*step, state=state, return_state=True), min_run_time)
+        result["decode_latency_s"] = layer_seconds
+        for context in contexts:
+            cache_k, cache_v = k[:, :, :context], v[:, :, :context]
+            seconds = seconds_per_call(
+                lambda: F.scaled_dot_product_attention(step[0], cache_k, cache_v, enable_gqa=True), min_run_time
+            )
+            result[f"sdpa_decode_latency_s@{context}"] = seconds
+            result[f"decode_speedup@{context}"] = seconds / layer_seconds
+    return result
+
+
+def training_speed(
+    layer: SelectiveCompressedPDelta2Layer, batch: int, context: int, device: torch.device, min_run_time: float
+) -> float:
+    """Forward+backward tokens/s at the training shape (gradients discarded)."""
+    q, k, v = _random_qkv(layer, batch, context, device)
+
+    def step() -> None:
+        layer(q, k, v).square().mean().backward()
+        layer.zero_grad(set_to_none=True)
+
+    return throughput(step, batch * context, min_run_time)

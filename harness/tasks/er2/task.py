@@ -1,0 +1,194 @@
+"""Task ``er2``: distil one attention layer of a small LM into ER2 layers and compare residual modes.
+
+Per seed a teacher LM is trained once (cached, shared by the arms). Each arm trains its layer on
+the teacher's captured q/k/v -> attention output at the training context, is evaluated at 1x, 2x
+and 4x that context, swapped into the frozen LM for held-out NLL, and measured for state bytes and
+speed against SDPA.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal, Mapping
+
+import torch
+
+from harness.devices import device_name
+from harness.measure.memory import tensor_bytes
+from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.base import Metric, Task, TaskParams, TrialContext
+from harness.tasks.er2.distill import fidelity, train_layer
+from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
+from harness.tasks.er2.teacher import TeacherConfig, TeacherRecipe, cached_teacher
+from harness.tasks.er2.workloads import Workload, capture, make_workload
+
+
+class ER2Params(TaskParams):
+    workload: Literal["text", "recall"] = "text"
+    residual_mode: Literal["none", "raw", "compressed"] = "compressed"
+    state_dtype: Literal["fp16", "fp32"] = "fp16"
+    feature_dim: int = 32
+    residual_dim: int = 8
+    code_rank: int = 4
+    conv_kernel: int = 4
+    chunk_size: int = 32
+    steps: int = 150
+    batch: int = 8
+    lr: float = 2e-3
+    train_context: int = 256
+    eval_multiples: tuple[int, ...] = (1, 2, 4)
+    eval_batch: int = 8
+    eval_documents: int = 16
+    teacher_steps: int = 300
+    teacher_batch: int = 4
+    teacher_lr: float = 3e-3
+    teacher_dim: int = 64
+    teacher_layers: int = 2
+    teacher_heads: int = 4
+    teacher_kv_heads: int = 2
+    probe_layer: int = 1
+    recall_pairs: int = 8
+    measure_speed: bool = True
+    speed_min_time: float = 0.1
+
+    @property
+    def eval_contexts(self) -> list[int]:
+        return [self.train_context * m for m in self.eval_multiples]
+
+
+def _metric(name: str, direction: str, unit: str, kind: str, description: str) -> Metric:
+    return Metric(name, direction, unit, kind, description)  # type: ignore[arg-type]
+
+
+class ER2Task(Task):
+    name = "er2"
+    version = "1"
+    Params = ER2Params
+    description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
+    metrics = (
+        _metric("nmse", "lower", "ratio", "quality", "output MSE / teacher output energy, per context"),
+        _metric("cosine", "higher", "cosine", "quality", "mean cosine to the teacher's head outputs, per context"),
+        _metric("hard_teacher_nmse", "lower", "ratio", "quality", "NMSE weighted toward the base's worst 25% (train context)"),
+        _metric("nll", "lower", "nats/token", "quality", "held-out NLL with the layer swapped into the frozen LM"),
+        _metric("teacher_nll", "none", "nats/token", "info", "held-out NLL of the unchanged teacher"),
+        _metric("nll_delta", "lower", "nats/token", "quality", "mean per-document NLL increase over the teacher"),
+        _metric("recall", "higher", "accuracy", "quality", "recall workload: answers right with the layer swapped in"),
+        _metric("teacher_recall", "none", "accuracy", "info", "recall workload: answers right by the teacher"),
+        _metric("state_bytes", "lower", "bytes", "memory", "recurrent state measured from returned tensors (batch 1)"),
+        _metric("kv_cache_bytes", "none", "bytes", "memory", "teacher's fp16 KV cache of the probe layer (2*T*Hkv*D*2)"),
+        _metric("state_to_kv_ratio", "lower", "ratio", "memory", "state bytes / KV-cache bytes, per context"),
+        _metric("break_even_context", "lower", "tokens", "memory", "first context whose KV cache reaches the state size"),
+        _metric("prefill_tokens_per_s", "higher", "tokens/s", "speed", "layer prefill, one sequence"),
+        _metric("sdpa_prefill_tokens_per_s", "none", "tokens/s", "speed", "causal SDPA prefill on the same shapes"),
+        _metric("prefill_speedup", "higher", "ratio", "speed", "layer / SDPA prefill throughput"),
+        _metric("decode_latency_s", "lower", "s", "speed", "one token from a carried state"),
+        _metric("sdpa_decode_latency_s", "none", "s", "speed", "one token of SDPA over the full KV cache"),
+        _metric("decode_speedup", "higher", "ratio", "speed", "SDPA / layer decode latency"),
+        _metric("train_tokens_per_s", "higher", "tokens/s", "speed", "forward+backward at the training shape"),
+        _metric("gate_mean", "none", "probability", "info", "mean applied gate (raw: 1, none: 0)"),
+        _metric("residual_gain_abs_mean", "none", "gain", "info", "mean |residual gain| after training"),
+        _metric("base_half_life_median", "none", "tokens", "info", "median base-memory retention half-life"),
+        _metric("residual_half_life_median", "none", "tokens", "info", "median residual-memory retention half-life"),
+        _metric("final_train_loss", "none", "loss", "info", "transfer loss at the last step"),
+    )
+
+    def run(self, params: ER2Params, ctx: TrialContext) -> Mapping[str, float]:
+        device = ctx.device
+        ctx.logger.record("device", device_name(device))
+        workload = make_workload(params)
+        teacher = self._teacher(params, workload, ctx)
+
+        layer = SelectiveCompressedPDelta2Layer(
+            teacher.config.num_heads, teacher.config.num_kv_heads, teacher.config.head_dim,
+            feature_dim=params.feature_dim, residual_dim=params.residual_dim, code_rank=params.code_rank,
+            chunk_size=params.chunk_size, conv_kernel=params.conv_kernel, residual_mode=params.residual_mode,
+            state_dtype=params.state_dtype,
+        ).to(device)
+        metrics = self._train(params, workload, teacher, layer, ctx)
+        metrics.update(self._quality(params, workload, teacher, layer, ctx))
+        metrics.update(self._memory(params, layer, device))
+        if params.measure_speed:
+            contexts = params.eval_contexts
+            metrics.update(prefill_speeds(layer, contexts, device, params.speed_min_time))
+            metrics.update(decode_latencies(layer, contexts, device, params.speed_min_time))
+            metrics["train_tokens_per_s"] = training_speed(
+                layer, params.batch, params.train_context, device, params.speed_min_time
+            )
+        stats = layer.retention_statistics()
+        ctx.logger.record("retention", stats)
+        metrics["residual_gain_abs_mean"] = stats.get("residual_gain_abs_mean", 0.0)
+        metrics["base_half_life_median"] = stats["base_half_life_median"]
+        if "residual_half_life_median" in stats:
+            metrics["residual_half_life_median"] = stats["residual_half_life_median"]
+        return metrics
+
+    def _teacher(self, params: ER2Params, workload: Workload, ctx: TrialContext):
+        config = TeacherConfig(
+            vocab_size=workload.vocab_size, model_dim=params.teacher_dim, num_layers=params.teacher_layers,
+            num_heads=params.teacher_heads, num_kv_heads=params.teacher_kv_heads, probe_layer=params.probe_layer,
+        )
+        recipe = TeacherRecipe(
+            config=config, steps=params.teacher_steps, batch=params.teacher_batch,
+            context=max(params.eval_contexts), lr=params.teacher_lr, seed=ctx.seed, data_id=workload.data_id,
+        )
+        progress = ctx.logger.progress(recipe.steps, "teacher")
+
+        def on_step(step: int, loss: float) -> None:
+            ctx.logger.log_metric("teacher_loss", loss, step)
+            progress.advance()
+
+        teacher, cached = cached_teacher(
+            recipe, ctx.cache_dir, lambda g: workload.training_batch(recipe.batch, recipe.context, g), ctx.device, on_step
+        )
+        progress.close()
+        ctx.logger.record("teacher", {"cache_key": recipe.cache_key(), "loaded_from_cache": cached})
+        return teacher
+
+    def _train(self, params, workload, teacher, layer, ctx: TrialContext) -> dict[str, float]:
+        generator = torch.Generator().manual_seed(1_000_003 * ctx.seed + 1)  # same batches for every arm
+        progress = ctx.logger.progress(params.steps, "distil")
+        last = {"loss": math.nan}
+
+        def next_capture(step: int):
+            tokens, _ = workload.training_batch(params.batch, params.train_context, generator)
+            return capture(teacher, tokens.to(ctx.device))
+
+        def on_step(step: int, loss: float, terms: dict[str, float]) -> None:
+            ctx.logger.log_metric("train_loss", loss, step)
+            ctx.logger.log_metric("train_nmse", terms["nmse"], step)
+            last["loss"] = loss
+            progress.advance()
+
+        train_layer(layer, next_capture, params.steps, params.lr, on_step)
+        progress.close()
+        return {"final_train_loss": last["loss"]}
+
+    def _quality(self, params, workload, teacher, layer, ctx: TrialContext) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        generator = torch.Generator().manual_seed(1_000_003 * ctx.seed + 2)
+        for context in params.eval_contexts:
+            tokens = workload.held_out_batch(params.eval_batch, context, generator).to(ctx.device)
+            scores = fidelity(layer, capture(teacher, tokens))
+            metrics[f"nmse@{context}"] = scores["nmse"]
+            metrics[f"cosine@{context}"] = scores["cosine"]
+            if context == params.train_context:
+                metrics["hard_teacher_nmse"] = scores["hard_teacher_nmse"]
+                metrics["gate_mean"] = scores["gate_mean"]
+            comparison = workload.swapped_comparison(teacher, layer, context, params.eval_documents, ctx.device)
+            ctx.logger.record(f"per_document@{context}", comparison.per_document())
+            metrics.update({f"{key}@{context}": value for key, value in comparison.summary().items()})
+        return metrics
+
+    def _memory(self, params: ER2Params, layer: SelectiveCompressedPDelta2Layer, device) -> dict[str, float]:
+        q = torch.zeros(1, layer.num_heads, 3, layer.head_dim, device=device)
+        kv = torch.zeros(1, layer.num_kv_heads, 3, layer.head_dim, device=device)
+        with torch.no_grad():
+            _, state = layer(q, kv, kv, return_state=True)
+        measured = tensor_bytes(state)
+        if measured != layer.recurrent_state_bytes(1):
+            raise RuntimeError(f"returned state holds {measured} bytes, recurrent_state_bytes says {layer.recurrent_state_bytes(1)}")
+        per_token = 2 * layer.num_kv_heads * layer.head_dim * 2  # K and V, fp16
+        metrics = {"state_bytes": float(measured), "break_even_context": float(math.ceil(measured / per_token))}
+        for context in params.eval_contexts:
+            metrics[f"kv_cache_bytes@{context}"] = float(per_token * context)
+            metrics[f"state_to_kv_ratio@{context}"] = measured / (per_token * context)
+        return metrics

@@ -1,0 +1,185 @@
+"""The teacher: a small causal transformer LM (GQA, RoPE) whose probe layer the arms replace.
+
+One attention layer is the "probe": its post-RoPE q/k/v and exact softmax output are captured
+for distillation, and a trained replacement ("mixer") can be swapped in while everything else
+stays frozen.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from harness.mechanisms.pdelta.recurrence import softmax_reference
+
+Mixer = Callable[[Tensor, Tensor, Tensor], Tensor]  # (q, k, v) -> attention output [B,Hq,T,D]
+TEACHER_FORMAT = 1  # bump when the architecture or training loop changes: invalidates cached teachers
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    vocab_size: int = 256
+    model_dim: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    probe_layer: int = 1
+    rope_base: float = 10000.0
+
+    @property
+    def head_dim(self) -> int:
+        return self.model_dim // self.num_heads
+
+
+def rotate(x: Tensor, base: float) -> Tensor:
+    """Rotary position embedding over the last dim of [B,H,T,D] (pairs: first half, second half)."""
+    steps, dim = x.shape[-2], x.shape[-1]
+    inverse = base ** (-torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim)
+    angles = torch.arange(steps, device=x.device, dtype=torch.float32)[:, None] * inverse[None]
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    first, second = x[..., : dim // 2], x[..., dim // 2 :]
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, config: TeacherConfig):
+        super().__init__()
+        self.config = config
+        d, hd = config.model_dim, config.head_dim
+        self.q_proj = nn.Linear(d, config.num_heads * hd, bias=False)
+        self.k_proj = nn.Linear(d, config.num_kv_heads * hd, bias=False)
+        self.v_proj = nn.Linear(d, config.num_kv_heads * hd, bias=False)
+        self.o_proj = nn.Linear(config.num_heads * hd, d, bias=False)
+
+    def forward(self, x: Tensor, mixer: Mixer | None = None, capture: dict[str, Tensor] | None = None) -> Tensor:
+        c = self.config
+        batch, steps, _ = x.shape
+
+        def heads(t: Tensor, count: int) -> Tensor:
+            return t.reshape(batch, steps, count, c.head_dim).transpose(1, 2)
+
+        q = rotate(heads(self.q_proj(x), c.num_heads), c.rope_base)
+        k = rotate(heads(self.k_proj(x), c.num_kv_heads), c.rope_base)
+        v = heads(self.v_proj(x), c.num_kv_heads)
+        out = softmax_reference(q, k, v, c.num_heads // c.num_kv_heads) if mixer is None else mixer(q, k, v)
+        if capture is not None:
+            capture.update(q=q, k=k, v=v, out=out)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, steps, -1))
+
+
+class Block(nn.Module):
+    def __init__(self, config: TeacherConfig):
+        super().__init__()
+        self.attn_norm = nn.RMSNorm(config.model_dim)
+        self.attn = Attention(config)
+        self.mlp_norm = nn.RMSNorm(config.model_dim)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.model_dim, 4 * config.model_dim), nn.GELU(), nn.Linear(4 * config.model_dim, config.model_dim)
+        )
+
+    def forward(self, x: Tensor, mixer: Mixer | None = None, capture: dict[str, Tensor] | None = None) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), mixer, capture)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class TeacherLM(nn.Module):
+    def __init__(self, config: TeacherConfig):
+        super().__init__()
+        if not 0 <= config.probe_layer < config.num_layers:
+            raise ValueError(f"probe_layer {config.probe_layer} outside 0..{config.num_layers - 1}")
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.model_dim)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
+        self.norm = nn.RMSNorm(config.model_dim)
+
+    def forward(self, tokens: Tensor, mixer: Mixer | None = None, capture: dict[str, Tensor] | None = None) -> Tensor:
+        """Logits [B,T,V]; ``mixer`` replaces the probe layer's attention, ``capture`` receives its q/k/v/out."""
+        x = self.embed(tokens)
+        for index, block in enumerate(self.blocks):
+            probe = index == self.config.probe_layer
+            x = block(x, mixer if probe else None, capture if probe else None)
+        return self.norm(x) @ self.embed.weight.T
+
+
+def next_token_nll(model: TeacherLM, tokens: Tensor, mixer: Mixer | None = None, mask: Tensor | None = None) -> Tensor:
+    """Mean next-token NLL per sequence [B] (over ``mask``ed positions when given)."""
+    logits = model(tokens[:, :-1], mixer)
+    losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+    weights = torch.ones_like(losses) if mask is None else mask[:, :-1].to(losses.dtype)
+    return (losses * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
+@dataclass(frozen=True)
+class TeacherRecipe:
+    """Everything besides the data that determines a trained teacher (enters the cache key)."""
+
+    config: TeacherConfig
+    steps: int
+    batch: int
+    context: int
+    lr: float
+    seed: int
+    data_id: str
+
+    def cache_key(self) -> str:
+        blob = json.dumps({"format": TEACHER_FORMAT, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def train_teacher(
+    recipe: TeacherRecipe,
+    batches: Callable[[torch.Generator], tuple[Tensor, Tensor | None]],
+    device: torch.device,
+    on_step: Callable[[int, float], None] | None = None,
+) -> TeacherLM:
+    """AdamW with cosine decay; the init and data order come only from recipe.seed (not global RNG)."""
+    generator = torch.Generator().manual_seed(recipe.seed)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(recipe.seed)
+        model = TeacherLM(recipe.config)
+    model.to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / recipe.steps))
+    )
+    for step in range(recipe.steps):
+        tokens, mask = batches(generator)
+        tokens = tokens.to(device)
+        loss = next_token_nll(model, tokens, mask=None if mask is None else mask.to(device)).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if on_step is not None:
+            on_step(step, float(loss))
+    return model.eval().requires_grad_(False)
+
+
+def cached_teacher(
+    recipe: TeacherRecipe,
+    cache_dir: Path,
+    batches: Callable[[torch.Generator], tuple[Tensor, Tensor | None]],
+    device: torch.device,
+    on_step: Callable[[int, float], None] | None = None,
+) -> tuple[TeacherLM, bool]:
+    """Load the teacher for this recipe or train and store it atomically; returns (model, was_cached)."""
+    path = Path(cache_dir) / f"er2-teacher-{recipe.cache_key()}.pt"
+    if path.is_file():
+        model = TeacherLM(recipe.config)
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        return model.to(device).eval().requires_grad_(False), True
+    model = train_teacher(recipe, batches, device, on_step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".tmp{os.getpid()}")
+    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, temporary)
+    os.replace(temporary, path)
+    return model, False

@@ -1,0 +1,131 @@
+"""The two workloads behind one interface: byte-level pydoc text and multi-query associative recall."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from harness.tasks.er2.data import RecallLayout, load_pydoc_corpus, recall_batch, document_windows, sample_windows
+from harness.tasks.er2.distill import Capture
+from harness.tasks.er2.teacher import Mixer, TeacherLM, next_token_nll
+
+
+@dataclass
+class SwapComparison:
+    """Per-document scores of the teacher and of the LM with the probe layer swapped."""
+
+    documents: list[str]
+    teacher_nll: list[float]
+    layer_nll: list[float]
+    teacher_recall: list[float] = field(default_factory=list)
+    layer_recall: list[float] = field(default_factory=list)
+
+    def per_document(self) -> dict[str, list]:
+        table = {"document": self.documents, "teacher_nll": self.teacher_nll, "layer_nll": self.layer_nll}
+        if self.layer_recall:
+            table.update(teacher_recall=self.teacher_recall, layer_recall=self.layer_recall)
+        return table
+
+    def summary(self) -> dict[str, float]:
+        n = len(self.documents)
+        result = {
+            "nll": sum(self.layer_nll) / n,
+            "teacher_nll": sum(self.teacher_nll) / n,
+            "nll_delta": sum(a - b for a, b in zip(self.layer_nll, self.teacher_nll)) / n,
+        }
+        if self.layer_recall:
+            result.update(recall=sum(self.layer_recall) / n, teacher_recall=sum(self.teacher_recall) / n)
+        return result
+
+
+class Workload(Protocol):
+    vocab_size: int
+    data_id: str
+
+    def training_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor | None]: ...
+
+    def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor: ...
+
+    def swapped_comparison(
+        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device
+    ) -> SwapComparison: ...
+
+
+@torch.no_grad()
+def capture(teacher: TeacherLM, tokens: Tensor) -> Capture:
+    """The probe layer's post-RoPE q/k/v and exact attention output for these tokens."""
+    captured: Capture = {}
+    teacher(tokens, capture=captured)
+    return captured
+
+
+class TextWorkload:
+    """Byte-level English; held-out topics are the documents NLL is paired over."""
+
+    vocab_size = 256
+
+    def __init__(self) -> None:
+        self.corpus = load_pydoc_corpus()
+        self.data_id = f"pydoc-topics-{self.corpus.checksum}"
+        self.held_out_stream = torch.cat(list(self.corpus.held_out.values()))
+
+    def training_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, None]:
+        return sample_windows(self.corpus.train, batch, length, generator), None
+
+    def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor:
+        return sample_windows(self.held_out_stream, batch, length, generator)
+
+    @torch.no_grad()
+    def swapped_comparison(
+        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device
+    ) -> SwapComparison:
+        names, tokens = document_windows(self.corpus.held_out, context + 1, documents)
+        tokens = tokens.to(device)
+        return SwapComparison(
+            documents=names,
+            teacher_nll=next_token_nll(teacher, tokens).tolist(),
+            layer_nll=next_token_nll(teacher, tokens, mixer).tolist(),
+        )
+
+
+class RecallWorkload:
+    """Key-value bindings then queries: answering needs the binding from far back (loss on answers only)."""
+
+    def __init__(self, pairs: int) -> None:
+        self.layout = RecallLayout()
+        self.pairs = pairs
+        self.vocab_size = self.layout.vocab_size
+        self.data_id = f"mqar-{self.layout.num_keys}-{self.layout.num_values}-{pairs}"
+
+    def training_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        return recall_batch(self.layout, batch, length, self.pairs, generator)
+
+    def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor:
+        return recall_batch(self.layout, batch, length, self.pairs, generator)[0]
+
+    @torch.no_grad()
+    def swapped_comparison(
+        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device
+    ) -> SwapComparison:
+        generator = torch.Generator().manual_seed(context)  # fixed evaluation sequences per context
+        tokens, answers = recall_batch(self.layout, documents, context, self.pairs, generator)
+        tokens, answers = tokens.to(device), answers.to(device)
+        scores = {}
+        for label, swap in (("teacher", None), ("layer", mixer)):
+            logits = teacher(tokens[:, :-1], swap)
+            right = (logits.argmax(-1) == tokens[:, 1:]) & answers[:, :-1]
+            recall = right.sum(1) / answers[:, :-1].sum(1).clamp_min(1)
+            scores[label] = (next_token_nll(teacher, tokens, swap, answers).tolist(), recall.tolist())
+        return SwapComparison(
+            documents=[f"sequence-{i}" for i in range(documents)],
+            teacher_nll=scores["teacher"][0], layer_nll=scores["layer"][0],
+            teacher_recall=scores["teacher"][1], layer_recall=scores["layer"][1],
+        )
+
+
+def make_workload(params) -> TextWorkload | RecallWorkload:
+    if params.workload == "text":
+        return TextWorkload()
+    return RecallWorkload(params.recall_pairs)

@@ -1,0 +1,97 @@
+"""Real multi-way parallel phrases: CLDR display names shipped with ``babel``.
+
+Every entity (a territory, language, script or currency code) has a name in each locale, so
+names are translations of each other. Tokens are casefolded words, and one token id serves every
+locale that writes the same word, as a multilingual tokenizer would: German "Island" (Iceland)
+and English "island" share a row. Contested truth is a proxy read off the entity codes: a
+locale's token is contested when none of the entities it names is named with that token in any
+other locale (same form, disjoint meanings).
+"""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import numpy as np
+from babel import Locale
+from babel.localedata import locale_identifiers
+
+from harness.tasks.vocab.corpus import PAD, Corpus, ParallelSet, pad_sentences, refuse_unknown
+
+CATEGORIES = ("territories", "languages", "scripts", "currencies")
+_WORD = re.compile(r"\w+")
+
+
+def display_names(locales: Sequence[str], categories: Sequence[str]) -> list[dict[str, str]]:
+    """One ``{locale: name}`` dict per entity that every locale names, in a stable order."""
+    refuse_unknown("locales", locales, locale_identifiers())
+    refuse_unknown("categories", categories, CATEGORIES)
+    loaded = [Locale.parse(code) for code in locales]
+    entities = []
+    for category in categories:
+        tables = [getattr(locale, category) for locale in loaded]
+        codes = sorted(set.intersection(*(set(table) for table in tables)))
+        for code in codes:
+            entities.append({name: str(table[code]) for name, table in zip(locales, tables)})
+    return entities
+
+
+def tokenize(name: str) -> list[str]:
+    return _WORD.findall(name.casefold())
+
+
+def cldr_corpus(locales: Sequence[str], categories: Sequence[str], test_fraction: float,
+                seed: int) -> Corpus:
+    """All locale pairs of every entity; a ``test_fraction`` of entities is held out."""
+    if len(locales) < 2:
+        raise ValueError(f"the cldr workload needs at least two locales, got {list(locales)}")
+    entities = display_names(locales, categories)
+    vocabulary: dict[str, int] = {}
+    tokenized = [[[vocabulary.setdefault(word, len(vocabulary) + 1) for word in tokenize(entity[code])]
+                  for code in locales] for entity in entities]
+    rng = np.random.default_rng([seed, 7])
+    is_test = np.zeros(len(entities), dtype=bool)
+    is_test[rng.permutation(len(entities))[: int(round(test_fraction * len(entities)))]] = True
+    width = max(len(words) for entity in tokenized for words in entity)
+    n_lang = len(locales)
+    pool_of = {(a, b): pool for pool, (a, b) in
+               enumerate((a, b) for a in range(n_lang) for b in range(a + 1, n_lang))}
+
+    def pairs(selected: np.ndarray) -> ParallelSet:
+        source, target, source_lang, target_lang, group = [], [], [], [], []
+        for index in np.flatnonzero(selected):
+            for (a, b), pool in pool_of.items():
+                source.append(tokenized[index][a])
+                target.append(tokenized[index][b])
+                source_lang.append(a)
+                target_lang.append(b)
+                group.append(pool)
+        return ParallelSet(_widened(source, width), np.array(source_lang), _widened(target, width),
+                           np.array(target_lang), np.array(group))
+
+    vocab_size = len(vocabulary) + 1
+    contested = _disjoint_meaning_tokens(tokenized, n_lang, vocab_size)
+    return Corpus("cldr", tuple(locales), vocab_size, pairs(~is_test), pairs(is_test), contested)
+
+
+def _widened(sentences: list[list[int]], width: int) -> np.ndarray:
+    padded = pad_sentences(sentences)
+    out = np.full((padded.shape[0], width), PAD, dtype=np.int64)
+    out[:, : padded.shape[1]] = padded
+    return out
+
+
+def _disjoint_meaning_tokens(tokenized: list[list[list[int]]], n_lang: int, vocab_size: int) -> np.ndarray:
+    """(language, token) is contested when its entities and the other languages' are disjoint."""
+    meanings: dict[tuple[int, int], set[int]] = {}
+    for entity, names in enumerate(tokenized):
+        for language, words in enumerate(names):
+            for token in words:
+                meanings.setdefault((language, token), set()).add(entity)
+    contested = np.zeros((n_lang, vocab_size), dtype=bool)
+    for (language, token), entities in meanings.items():
+        others = [meanings.get((other, token)) for other in range(n_lang) if other != language]
+        others = [entities_other for entities_other in others if entities_other]
+        if others and all(entities.isdisjoint(entities_other) for entities_other in others):
+            contested[language, token] = True
+    return contested

@@ -1,0 +1,266 @@
+"""Task ``vocab``: split vocabulary vs the shared table on bitext retrieval.
+
+Arms differ only in which (language, token) pairs get a private row (``index``) and how it is
+used (``mode``); data, initial table and batch order are functions of the seed, so arms pair.
+The interference index is chosen from scores measured on the control before any split model
+trains, cached per seed and shared by arms.
+"""
+from __future__ import annotations
+
+from typing import Literal, Mapping
+
+import numpy as np
+import torch
+from pydantic import Field, field_validator, model_validator
+
+from harness.devices import device_name
+from harness.measure.memory import tensor_bytes
+from harness.mechanisms.vocab.diagnostics import effective_vocabularies, openness, relative_drift
+from harness.mechanisms.vocab.embedder import StaticEmbedder
+from harness.mechanisms.vocab.index import save_index
+from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs, top_pairs
+from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.base import Metric, Task, TaskParams, TrialContext
+from harness.tasks.vocab.cldr import CATEGORIES, cldr_corpus
+from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
+from harness.tasks.vocab.interference_cache import cached_interference
+from harness.tasks.vocab.ranking import auprc, auroc, spearman
+from harness.tasks.vocab.retrieval import retrieval_metrics, retrieval_ranks
+from harness.tasks.vocab.synthetic import SyntheticSpec, synthetic_corpus
+from harness.tasks.vocab.throughput import embedding_throughput
+from harness.tasks.vocab.training import TrainConfig, batches, encode, initial_table, train
+
+WORKLOAD_FIELDS = {
+    "synthetic": ("n_languages", "n_concepts", "cognate_rate", "false_friend_rate", "false_friend_boost",
+                  "min_length", "max_length", "train_pairs", "test_pairs"),
+    "cldr": ("locales", "categories", "test_fraction"),
+}
+
+
+class VocabParams(TaskParams):
+    workload: Literal["synthetic", "cldr"] = "synthetic"
+    # synthetic languages
+    n_languages: int = Field(4, ge=2)
+    n_concepts: int = Field(300, ge=10)
+    cognate_rate: float = Field(0.2, ge=0.0, le=1.0)
+    false_friend_rate: float = Field(0.15, ge=0.0, le=1.0)
+    false_friend_boost: float = Field(2.0, gt=0.0)
+    min_length: int = Field(2, ge=1)
+    max_length: int = Field(5, ge=1)
+    train_pairs: int = Field(20000, ge=16)
+    test_pairs: int = Field(200, ge=2, description="held-out pairs per language pair")
+    # CLDR display names
+    locales: tuple[str, ...] = ("en", "de", "fr", "es", "it", "nl")
+    categories: tuple[str, ...] = CATEGORIES
+    test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    # model and training
+    dim: int = Field(64, ge=2)
+    steps: int = Field(300, ge=1)
+    batch_size: int = Field(128, ge=2)
+    lr: float = Field(0.02, gt=0.0)
+    scale: float = Field(20.0, gt=0.0)
+    # split vocabulary
+    index: Literal["none", "interference", "oracle", "random", "all"] = "none"
+    mode: Literal["gated", "fused"] = "gated"
+    index_fraction: float = Field(0.25, gt=0.0, le=1.0, description="share of candidate pairs split")
+    l1_weight: float = Field(0.01, ge=0.0)
+    fusion_weight: float = Field(0.01, ge=0.0)
+    gate_init: float = 0.0
+    # interference measurement
+    interference_steps: int = Field(100, ge=0)
+    interference_batches: int = Field(16, ge=1)
+    # diagnostics and throughput
+    merge_tolerance: float = Field(0.1, gt=0.0)
+    measure_throughput: bool = True
+    throughput_vocab: int = Field(50_000, ge=2)
+    throughput_tokens: int = Field(4096, ge=1)
+    throughput_dim: int = Field(256, ge=1)
+    throughput_min_time: float = Field(0.2, gt=0.0)
+    log_every: int = Field(25, ge=1)
+
+    @field_validator("locales")
+    @classmethod
+    def _known_locales(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from babel.localedata import locale_identifiers
+
+        refuse_unknown("locales", value, locale_identifiers())
+        return value
+
+    @field_validator("categories")
+    @classmethod
+    def _known_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        refuse_unknown("categories", value, CATEGORIES)
+        return value
+
+    @model_validator(mode="after")
+    def _lengths_ordered(self) -> "VocabParams":
+        if self.min_length > self.max_length:
+            raise ValueError(f"min_length {self.min_length} exceeds max_length {self.max_length}")
+        if self.batch_size > self.train_pairs:
+            raise ValueError(f"batch_size {self.batch_size} exceeds train_pairs {self.train_pairs}")
+        return self
+
+
+def _q(name: str, direction: str, unit: str, kind: str, description: str) -> Metric:
+    return Metric(name, direction, unit, kind, description)  # type: ignore[arg-type]
+
+
+class VocabTask(Task):
+    name = "vocab"
+    version = "1"
+    Params = VocabParams
+    description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
+    metrics = (
+        _q("acc1", "higher", "fraction", "quality",
+           "held-out bitext retrieval top-1 accuracy; @fwd source->target, @bwd target->source, @both mean"),
+        _q("mrr", "higher", "fraction", "quality", "mean reciprocal rank of the partner, both ways averaged"),
+        _q("contested_acc1", "higher", "fraction", "quality",
+           "acc1 on held-out pairs containing a truly contested (language, token) on either side"),
+        _q("contested_mrr", "higher", "fraction", "quality", "mrr on pairs with a contested token"),
+        _q("gate_auroc", "higher", "fraction", "quality",
+           "AUROC of per-pair openness (gate; fusion: distance from the token's consensus row) vs truth"),
+        _q("gate_auprc", "higher", "fraction", "quality", "average precision of openness vs truth"),
+        _q("interference_auroc", "higher", "fraction", "info",
+           "AUROC of the interference score (measured on the control) vs truth, over candidate pairs"),
+        _q("gate_interference_spearman", "higher", "correlation", "info",
+           "Spearman of final openness vs interference score over the indexed pairs"),
+        _q("effective_vocabularies", "none", "count", "info",
+           "mean number of distinct rows per shared token across its languages (1 = one vocabulary)"),
+        _q("shared_drift", "none", "fraction", "info", "||E_T - E_0|| / ||E_0|| over used shared rows"),
+        _q("split_rows", "none", "count", "info", "size of the split index"),
+        _q("extra_params", "lower", "count", "memory", "parameters the split vocabulary adds"),
+        _q("extra_bytes", "lower", "bytes", "memory", "bytes of the split vocabulary (parameters and lookup)"),
+        _q("embed_throughput", "higher", "tokens/s", "speed",
+           "pooled forward of this arm at throughput_vocab / throughput_tokens"),
+        _q("bag_throughput", "higher", "tokens/s", "speed", "plain nn.EmbeddingBag mean on the same batch"),
+        _q("embed_cost_ratio", "lower", "ratio", "speed", "time of this arm's forward / EmbeddingBag's"),
+        _q("train_loss", "lower", "nats", "info", "contrastive loss at the last step"),
+    )
+
+    def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:
+        assert isinstance(params, VocabParams)
+        device = ctx.device
+        ctx.logger.record("device", device_name(device))
+        corpus = build_corpus(params, ctx.seed)
+        candidates = candidate_pairs(corpus.usage())
+        truth = corpus.contested[candidates.language, candidates.token] if corpus.contested is not None else None
+        config = TrainConfig(params.steps, params.batch_size, params.lr, params.scale,
+                             params.l1_weight, params.fusion_weight)
+        scores = cached_interference(
+            ctx.cache_dir, interference_identity(params, ctx.seed, self.version), corpus, candidates,
+            params.dim, TrainConfig(params.interference_steps, params.batch_size, params.lr, params.scale),
+            params.interference_batches, ctx.seed, device)
+        chosen = choose_index(params, candidates, scores, truth, ctx.seed)
+        table = initial_table(corpus.vocab_size, params.dim, ctx.seed, device)
+        model = StaticEmbedder(table, PAD, split=self._split(params, corpus, chosen, candidates, scores, ctx),
+                               use_gate=params.mode == "gated").to(device)
+        progress = ctx.logger.progress(params.steps, f"vocab {ctx.arm}")
+
+        def on_step(step: int, loss: float) -> None:
+            progress.advance()
+            if step % params.log_every == 0 or step == params.steps - 1:
+                ctx.logger.log_metric("train_loss", loss, step)
+
+        final_loss = train(model, batches(corpus.train, params.batch_size, ctx.seed, device), config, on_step)
+        progress.close()
+        metrics: dict[str, float] = {"train_loss": final_loss}
+        metrics.update(evaluate_retrieval(model, corpus, device))
+        metrics.update(diagnose(model, params, corpus, candidates, scores, truth, chosen, table))
+        ctx.logger.record("index", {"candidates": len(candidates), "split_rows": len(chosen),
+                                    "contested_candidates": int(truth.sum()) if truth is not None else None})
+        if params.measure_throughput:
+            density = len(chosen) / (corpus.n_languages * corpus.vocab_size) if model.split is not None else None
+            metrics.update(embedding_throughput(
+                density, model.use_gate, corpus.n_languages, params.throughput_vocab, params.throughput_dim,
+                params.throughput_tokens, params.max_length, ctx.seed, device, params.throughput_min_time))
+        return {key: value for key, value in metrics.items() if np.isfinite(value)}
+
+    @staticmethod
+    def _split(params: VocabParams, corpus: Corpus, chosen: CandidatePairs, candidates: CandidatePairs,
+               scores: np.ndarray, ctx: TrialContext) -> SplitVocabulary | None:
+        if params.index == "none":
+            return None
+        position = {(int(l), int(t)): i for i, (l, t) in enumerate(zip(candidates.language, candidates.token))}
+        chosen_scores = np.array([scores[position[(int(l), int(t))]]
+                                  for l, t in zip(chosen.language, chosen.token)])
+        path = ctx.work_dir / "split_index.npz"
+        save_index(path, chosen.language, chosen.token, interference_score=chosen_scores)
+        return SplitVocabulary(path, corpus.vocab_size, params.dim, corpus.n_languages,
+                               gate_init=params.gate_init).to(ctx.device)
+
+
+def build_corpus(params: VocabParams, seed: int) -> Corpus:
+    if params.workload == "cldr":
+        return cldr_corpus(params.locales, params.categories, params.test_fraction, seed)
+    spec = SyntheticSpec(params.n_languages, params.n_concepts, params.cognate_rate, params.false_friend_rate,
+                         params.false_friend_boost, params.min_length, params.max_length, params.train_pairs,
+                         params.test_pairs)
+    return synthetic_corpus(spec, seed)
+
+
+def interference_identity(params: VocabParams, seed: int, version: str) -> dict[str, object]:
+    """Everything the interference scores depend on (and nothing arm-specific)."""
+    fields = WORKLOAD_FIELDS[params.workload] + ("dim", "batch_size", "lr", "scale", "interference_steps",
+                                                 "interference_batches")
+    identity: dict[str, object] = {name: getattr(params, name) for name in fields}
+    identity.update(workload=params.workload, seed=seed, version=version)
+    return identity
+
+
+def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.ndarray,
+                 truth: np.ndarray | None, seed: int) -> CandidatePairs:
+    """The arm's split pairs; interference and random indexes have the same size."""
+    size = max(int(round(params.index_fraction * len(candidates))), 1)
+    if params.index == "none":
+        return CandidatePairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    if params.index == "interference":
+        return top_pairs(candidates, scores, size)
+    if params.index == "random":
+        pick = np.sort(np.random.default_rng([seed, 31]).choice(len(candidates), size=size, replace=False))
+        return CandidatePairs(candidates.language[pick], candidates.token[pick])
+    if params.index == "oracle":
+        if truth is None:
+            raise ValueError(f"the oracle index needs a workload with a known contested set, not {params.workload}")
+        return CandidatePairs(candidates.language[truth], candidates.token[truth])
+    return candidates
+
+
+def evaluate_retrieval(model: StaticEmbedder, corpus: Corpus, device: torch.device) -> dict[str, float]:
+    test = corpus.test
+    forward, backward = retrieval_ranks(encode(model, test.source, test.source_language, device),
+                                        encode(model, test.target, test.target_language, device), test.group)
+    metrics = retrieval_metrics(forward, backward, np.ones(len(test), dtype=bool), prefix="")
+    contested = corpus.contested_pairs_mask(test)
+    if contested is not None:
+        metrics.update(retrieval_metrics(forward, backward, contested, prefix="contested_"))
+    return metrics
+
+
+def diagnose(model: StaticEmbedder, params: VocabParams, corpus: Corpus, candidates: CandidatePairs,
+             scores: np.ndarray, truth: np.ndarray | None, chosen: CandidatePairs,
+             table: torch.Tensor) -> dict[str, float]:
+    """Mechanism diagnostics read off the trained model."""
+    metrics = {
+        "split_rows": float(len(chosen)),
+        "effective_vocabularies": effective_vocabularies(model, candidates, params.merge_tolerance),
+        "shared_drift": relative_drift(table, model.table.detach(), np.flatnonzero(corpus.usage().any(0))),
+        "extra_params": 0.0,
+        "extra_bytes": 0.0,
+    }
+    if truth is not None:
+        metrics["interference_auroc"] = auroc(scores, truth)
+    if model.split is None:
+        return metrics
+    split = model.split
+    metrics["extra_params"] = float(sum(p.numel() for p in split.parameters()))
+    metrics["extra_bytes"] = float(tensor_bytes(dict(split.named_parameters()))
+                                   + tensor_bytes(dict(split.named_buffers())))
+    open_score = openness(model, candidates)
+    if truth is not None:
+        metrics["gate_auroc"] = auroc(open_score, truth)
+        metrics["gate_auprc"] = auprc(open_score, truth)
+    device = split.lookup.device
+    rows = split.lookup[torch.from_numpy(candidates.language).to(device), torch.from_numpy(candidates.token).to(device)]
+    indexed = rows.cpu().numpy() >= 0
+    metrics["gate_interference_spearman"] = spearman(open_score[indexed], scores[indexed])
+    return metrics

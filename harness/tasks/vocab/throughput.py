@@ -1,0 +1,48 @@
+"""Embedding throughput of an arm's pooled forward against a plain ``nn.EmbeddingBag`` mean.
+
+Both run on the same batch in the same process, at a production-like vocabulary (50k) and
+batch (4,096 tokens), with a split index as dense (share of all (language, token) pairs) as
+the arm's own.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.measure.timing import throughput
+from harness.mechanisms.vocab.embedder import StaticEmbedder
+from harness.mechanisms.vocab.index import save_index
+from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.vocab.corpus import PAD
+
+
+def embedding_throughput(split_density: float | None, use_gate: bool, n_languages: int, vocab_size: int,
+                         dim: int, tokens: int, sentence_length: int, seed: int, device: torch.device,
+                         min_run_time: float) -> dict[str, float]:
+    """tokens/s of the arm's forward (``split_density`` None: the shared control) and of the bag."""
+    rng = np.random.default_rng([seed, 23])
+    sentences = max(tokens // sentence_length, 1)
+    ids = torch.from_numpy(rng.integers(PAD + 1, vocab_size, size=(sentences, sentence_length))).to(device)
+    languages = torch.from_numpy(rng.integers(0, n_languages, size=sentences)).to(device)
+    table = torch.randn(vocab_size, dim, generator=torch.Generator().manual_seed(seed)).to(device)
+    bag = nn.EmbeddingBag(vocab_size, dim, mode="mean", padding_idx=PAD).to(device)
+    with torch.no_grad():
+        bag.weight.copy_(table)
+    split = None
+    if split_density is not None:
+        n_rows = max(int(round(split_density * n_languages * vocab_size)), 1)
+        flat = rng.choice(np.arange(n_languages * (vocab_size - 1)), size=n_rows, replace=False)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "index.npz"
+            save_index(path, flat // (vocab_size - 1), flat % (vocab_size - 1) + 1)
+            split = SplitVocabulary(path, vocab_size, dim, n_languages).to(device)
+    model = StaticEmbedder(table, PAD, split=split, use_gate=use_gate).to(device)
+    counted = float(ids.numel())
+    with torch.no_grad():
+        arm = throughput(lambda: model(ids, languages), counted, min_run_time)
+        plain = throughput(lambda: bag(ids), counted, min_run_time)
+    return {"embed_throughput": arm, "bag_throughput": plain, "embed_cost_ratio": plain / arm}

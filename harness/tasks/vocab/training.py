@@ -1,0 +1,73 @@
+"""Training loop shared by the interference warm-up and every arm.
+
+Batch order comes from a generator seeded by the trial seed alone, so all arms of a seed see
+the same batches in the same order (paired comparison).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from harness.mechanisms.vocab.embedder import StaticEmbedder, symmetric_info_nce
+from harness.tasks.vocab.corpus import ParallelSet
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int
+    batch_size: int
+    lr: float
+    scale: float
+    l1_weight: float = 0.0
+    fusion_weight: float = 0.0
+
+
+def batches(data: ParallelSet, batch_size: int, seed: int, device: torch.device) -> Iterator[Batch]:
+    """Endless random batches (source ids, source languages, target ids, target languages)."""
+    rng = np.random.default_rng([seed, 11])
+    tensors = [torch.from_numpy(array).to(device) for array in
+               (data.source, data.source_language, data.target, data.target_language)]
+    while True:
+        index = torch.from_numpy(rng.choice(len(data), size=batch_size, replace=False)).to(device)
+        yield tuple(tensor[index] for tensor in tensors)  # type: ignore[misc]
+
+
+def initial_table(vocab_size: int, dim: int, seed: int, device: torch.device) -> torch.Tensor:
+    """The starting shared table, a function of the seed only (every arm starts from it)."""
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn(vocab_size, dim, generator=generator) / dim ** 0.5).to(device)
+
+
+def train(model: StaticEmbedder, stream: Iterator[Batch], config: TrainConfig,
+          on_step: Callable[[int, float], None] | None = None) -> float:
+    """Adam on the contrastive loss plus the mode's regulariser; returns the last loss."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    loss_value = float("nan")
+    for step in range(config.steps):
+        source_ids, source_lang, target_ids, target_lang = next(stream)
+        loss = symmetric_info_nce(model(source_ids, source_lang), model(target_ids, target_lang),
+                                  config.scale)
+        total = loss + model.regulariser(config.l1_weight, config.fusion_weight)
+        optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        optimizer.step()
+        loss_value = float(loss.detach())
+        if on_step is not None:
+            on_step(step, loss_value)
+    return loss_value
+
+
+@torch.no_grad()
+def encode(model: StaticEmbedder, ids: np.ndarray, languages: np.ndarray, device: torch.device,
+           chunk: int = 4096) -> torch.Tensor:
+    """Sentence vectors for a whole split, in chunks."""
+    parts = []
+    for start in range(0, ids.shape[0], chunk):
+        parts.append(model(torch.from_numpy(ids[start:start + chunk]).to(device),
+                           torch.from_numpy(languages[start:start + chunk]).to(device)))
+    return torch.cat(parts)

@@ -1,0 +1,1 @@
+"""Experiment tracking (MLflow) and the environment every result is tagged with."""

@@ -1,0 +1,249 @@
+"""Mirror stored results to MLflow: one parent run per suite invocation, one nested run per trial.
+
+The results store is the source of truth. A trial is mirrored only after its JSON is on disk,
+in a handful of batched calls, and a marker file records the MLflow run it went to; a rerun
+mirrors any finished trial that lacks a marker (after checking MLflow for it by trial id), so a
+crash between the two writes loses nothing and duplicates nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from harness.store import read_json, write_json_atomic
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+TRIAL_ID_TAG = "harness.trial_id"
+MARKER_DIR = "mlflow"
+_BAD_NAME = re.compile(r"[^/\w.\- :]")
+
+
+class TrackingError(RuntimeError):
+    """The tracking server or store cannot be used: one line for the user."""
+
+
+def default_tracking_uri(results_root: Path) -> str:
+    return f"sqlite:///{(results_root / 'mlflow.db').resolve()}"
+
+
+def mlflow_key(key: str) -> str:
+    """MLflow names allow [/\\w.- :]; '@' qualifiers become '_at_' (nmse@1024 -> nmse_at_1024)."""
+    return _BAD_NAME.sub("_", key.replace("@", "_at_"))
+
+
+def flatten(prefix: str, value: Any) -> dict[str, str]:
+    if isinstance(value, Mapping):
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            out.update(flatten(f"{prefix}.{k}" if prefix else str(k), v))
+        return out
+    text = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
+    return {mlflow_key(prefix): text[:6000]}
+
+
+def check_reachable(uri: str, timeout: float = 5.0) -> None:
+    """Fail fast (seconds, before any training) when an HTTP tracking server does not answer."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            if response.status >= 400:
+                raise TrackingError(f"tracking server {uri} answered HTTP {response.status} on /health")
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TrackingError(f"tracking server {uri} is unreachable ({reason})") from None
+
+
+class MlflowTracker:
+    """Batched MLflow logging with its own wall-clock accounting (MLflow's share of a run)."""
+
+    def __init__(self, tracking_uri: str, artifact_root: Path | None = None) -> None:
+        self.uri = tracking_uri
+        self.artifact_root = artifact_root
+        self.seconds = 0.0
+        self._client = None
+        self._experiments: dict[str, str] = {}
+        self._depth = 0  # only the outermost timed call adds to self.seconds
+
+    # -- plumbing -------------------------------------------------------------------------
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = self._timed(self._connect)
+        return self._client
+
+    def _connect(self):
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # keep store migrations out of the terminal
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri)
+
+    def _timed(self, fn, *args, **kwargs):
+        started = time.perf_counter()
+        self._depth += 1
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if exc.__class__.__module__.startswith("mlflow"):
+                raise TrackingError(f"MLflow ({self.uri}): {str(exc).splitlines()[0]}") from exc
+            raise
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                self.seconds += time.perf_counter() - started
+
+    def experiment_id(self, name: str) -> str:
+        if name not in self._experiments:
+            self._experiments[name] = self._timed(self._ensure_experiment, name)
+        return self._experiments[name]
+
+    def _ensure_experiment(self, name: str) -> str:
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is None:
+            location = None
+            if self.artifact_root is not None and not self.uri.startswith(("http://", "https://")):
+                location = (self.artifact_root / name).resolve().as_uri()
+            experiment_id = self.client.create_experiment(name, artifact_location=location)
+        else:
+            experiment_id = experiment.experiment_id
+        if experiment is None or experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+            # MLflow 3 opens untagged experiments on the GenAI overview; this opens the runs table.
+            self.client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        return experiment_id
+
+    def _log_batch(self, run_id: str, metrics=(), params: Mapping[str, str] | None = None, tags=None) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        metric_list = list(metrics)
+        for start in range(0, len(metric_list), 1000):
+            self.client.log_batch(run_id, metrics=[Metric(*m) for m in metric_list[start : start + 1000]])
+        param_items = list((params or {}).items())
+        for start in range(0, len(param_items), 100):
+            self.client.log_batch(run_id, params=[Param(k, v) for k, v in param_items[start : start + 100]])
+        tag_items = list((tags or {}).items())
+        for start in range(0, len(tag_items), 100):
+            self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tag_items[start : start + 100]])
+
+    # -- suite (parent) runs --------------------------------------------------------------
+    def start_parent(self, suite_meta: Mapping[str, Any], environment: Mapping[str, str], run_name: str) -> str:
+        experiment_id = self.experiment_id(suite_meta["suite"])
+
+        def start() -> str:
+            tags = {
+                "mlflow.runName": run_name,
+                "harness.kind": "suite",
+                "harness.suite": suite_meta["suite"],
+                "harness.profile": suite_meta["profile"],
+                "harness.task": suite_meta["task"],
+                **{f"harness.{k}": v for k, v in environment.items()},
+            }
+            run = self.client.create_run(experiment_id, tags=tags)
+            self._log_batch(
+                run.info.run_id,
+                params=flatten("", {"seeds": suite_meta["seeds"], "sweep": suite_meta["sweep"], "params": suite_meta["params"]}),
+            )
+            self.client.log_dict(run.info.run_id, dict(suite_meta), "suite.json")
+            self.client.log_dict(run.info.run_id, dict(environment), "environment.json")
+            return run.info.run_id
+
+        return self._timed(start)
+
+    def finish_parent(self, run_id: str, status: str, metrics: Mapping[str, float], artifacts: Iterable[Path] = ()) -> None:
+        def finish() -> None:
+            now = int(time.time() * 1000)
+            self._log_batch(run_id, metrics=[(mlflow_key(k), float(v), now, 0) for k, v in metrics.items()])
+            for path in artifacts:
+                folder = "plots" if path.suffix == ".png" else None
+                self.client.log_artifact(run_id, str(path), folder)
+            self.client.set_terminated(run_id, status)
+
+        self._timed(finish)
+
+    # -- trial (nested) runs --------------------------------------------------------------
+    def log_trial(self, parent_id: str, record: Mapping[str, Any], trial_file: Path, marker: Path) -> str:
+        experiment_id = self.experiment_id(record["suite"])
+
+        def log() -> str:
+            env = record.get("environment", {})
+            tags = {
+                "mlflow.parentRunId": parent_id,
+                "mlflow.runName": f"{record['arm_label']} s{record['seed']}"
+                + (f" {record['point_label']}" if record["point_label"] else ""),
+                "harness.kind": "trial",
+                TRIAL_ID_TAG: record["trial_id"],
+                "harness.config_hash": record["trial_id"],
+                "harness.suite": record["suite"],
+                "harness.profile": record["profile"],
+                "harness.task": record["task"],
+                "harness.task_version": record["task_version"],
+                "harness.arm": record["arm"],
+                "harness.arm_label": record["arm_label"],
+                "harness.seed": record["seed"],
+                "harness.point": record["point_label"],
+                "harness.status": record["status"],
+                **{f"harness.{k}": v for k, v in env.items() if k != "argv"},
+            }
+            if record.get("error"):
+                tags["harness.error"] = record["error"][:8000]
+            run = self.client.create_run(experiment_id, tags=tags)
+            start_ms = int(time.time() * 1000)
+            metrics = [
+                (mlflow_key(key), float(value), start_ms, int(step))
+                for key, points in record.get("curves", {}).items()
+                for step, value in points
+            ]
+            metrics += [
+                (mlflow_key(k), float(v), start_ms, 0) for k, v in record.get("metrics", {}).items() if v is not None
+            ]
+            metrics.append(("wall_seconds", float(record.get("wall_seconds", 0.0)), start_ms, 0))
+            self._log_batch(run.info.run_id, metrics=metrics, params=flatten("", record["params"]))
+            self.client.log_artifact(run.info.run_id, str(trial_file))
+            self.client.set_terminated(run.info.run_id, "FINISHED" if record["status"] == "finished" else "FAILED")
+            return run.info.run_id
+
+        run_id = self._timed(log)
+        write_json_atomic(marker, {"tracking_uri": self.uri, "run_id": run_id})
+        return run_id
+
+    def logged_trial_ids(self, suite: str, profile: str) -> dict[str, str]:
+        """Trial id -> MLflow run id of the trials already in MLflow for this suite and profile."""
+        experiment_id = self.experiment_id(suite)
+
+        def search() -> dict[str, str]:
+            found: dict[str, str] = {}
+            token = None
+            while True:
+                page = self.client.search_runs(
+                    [experiment_id],
+                    filter_string=f"tags.`harness.kind` = 'trial' and tags.`harness.profile` = '{profile}'",
+                    max_results=1000,
+                    page_token=token,
+                )
+                found.update((r.data.tags.get(TRIAL_ID_TAG, ""), r.info.run_id) for r in page)
+                token = page.token
+                if not token:
+                    return found
+
+        return self._timed(search)
+
+
+def marker_path(run_dir: Path, trial_id: str) -> Path:
+    return run_dir / MARKER_DIR / f"{trial_id}.json"
+
+
+def is_mirrored(run_dir: Path, trial_id: str, uri: str) -> bool:
+    path = marker_path(run_dir, trial_id)
+    if not path.exists():
+        return False
+    try:
+        return read_json(path).get("tracking_uri") == uri
+    except (OSError, ValueError):
+        return False

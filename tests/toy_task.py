@@ -1,0 +1,74 @@
+"""A small real task that exercises the spine: logistic regression trained with SGD.
+
+Arms differ by optimiser settings, so treatment vs control is a genuine comparison; knobs
+make a trial fail, produce a NaN loss, or run slowly (for interrupt tests).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from harness.tasks.base import Metric, Task, TaskParams, TrialContext
+from harness.measure.memory import tensor_bytes
+
+
+class ToyParams(TaskParams):
+    steps: int = 60
+    lr: float = 0.1
+    momentum: float = 0.0
+    features: int = 8
+    samples: int = 256
+    fail: bool = False
+    nan_at_step: int = -1
+    seconds_per_step: float = 0.0
+
+
+class ToyTask(Task):
+    name = "toy"
+    version = "1"
+    Params = ToyParams
+    description = "logistic regression on a fixed synthetic problem (spine tests)"
+    metrics = (
+        Metric("accuracy", "higher", "fraction", "quality", "held-out accuracy", key=True),
+        Metric("loss", "lower", "nats", "quality", "final held-out loss", key=True),
+        Metric("samples_per_s", "higher", "samples/s", "speed", "training throughput"),
+        Metric("param_bytes", "lower", "bytes", "memory", "bytes of the weights"),
+    )
+
+    def run(self, params: ToyParams, ctx: TrialContext) -> dict[str, float]:
+        if params.fail:
+            raise RuntimeError("this trial was configured to fail")
+        data = torch.Generator().manual_seed(1234)  # the problem is fixed; the seed drives init and order
+        truth = torch.randn(params.features, generator=data)
+        x = torch.randn(2 * params.samples, params.features, generator=data)
+        y = (x @ truth + 0.5 * torch.randn(2 * params.samples, generator=data) > 0).float()
+        x_train, y_train, x_test, y_test = x[: params.samples], y[: params.samples], x[params.samples :], y[params.samples :]
+        weight = (0.1 * torch.randn(params.features)).requires_grad_()
+        optimiser = torch.optim.SGD([weight], lr=params.lr, momentum=params.momentum)
+        bar = ctx.logger.progress(params.steps, "train")
+        started = time.perf_counter()
+        for step in range(params.steps):
+            batch = torch.randint(0, params.samples, (32,))
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(x_train[batch] @ weight, y_train[batch])
+            if step == params.nan_at_step:
+                loss = loss * float("nan")
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            ctx.logger.log_metric("train/loss", loss.item(), step)
+            bar.advance()
+            if params.seconds_per_step:
+                time.sleep(params.seconds_per_step)
+        elapsed = time.perf_counter() - started
+        with torch.no_grad():
+            logits = x_test @ weight
+            test_loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y_test).item()
+            accuracy = ((logits > 0).float() == y_test).float().mean().item()
+        ctx.logger.record("device", str(ctx.device))
+        return {
+            "accuracy": accuracy,
+            "loss": test_loss,
+            "samples_per_s": params.steps * 32 / elapsed,
+            "param_bytes": float(tensor_bytes(weight)),
+        }
