@@ -1,0 +1,387 @@
+"""Paired statistics, verdicts, claims, validity, failed trials, plots and `harness report`.
+
+Every test writes a synthetic results folder in the documented format (suite.json plus one
+JSON per trial, through the store) whose differences are constructed, so the expected verdict
+follows from the construction.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib.image
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from harness.analysis.claims import evaluate_claims
+from harness.analysis.report import analyse, build_report, render_verdict_table
+from harness.analysis.results import load_results
+from harness.analysis.stats import BOOTSTRAP_SEED, CONFIDENCE, RESAMPLES, paired_difference
+from harness.analysis.verdicts import evaluate_validity, verdict
+from harness.cli import main
+from harness.execution.trials import point_label
+from harness.store import RunFolder
+
+SEEDS = [0, 1, 2, 3, 4]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+METRICS = {
+    "acc": {"direction": "higher", "unit": "fraction", "kind": "quality", "key": True},
+    "err": {"direction": "lower", "unit": "nats", "kind": "quality", "key": True},
+    "size": {"direction": "lower", "unit": "", "kind": "quality", "key": True},
+    "noisy": {"direction": "higher", "unit": "", "kind": "quality", "key": True},
+    "bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"},
+    "speed": {"direction": "higher", "unit": "items/s", "kind": "speed"},
+    "note": {"direction": "none", "unit": "", "kind": "info"},
+}
+# treatment - control per seed, by construction
+DIFFS = {
+    "acc": [0.10, 0.12, 0.09, 0.11, 0.10],  # higher is better: better
+    "err": [0.20, 0.25, 0.18, 0.22, 0.20],  # lower is better: worse
+    "size": [0.01, -0.01, 0.005, 0.0, -0.005],  # inside the 0.05 margin: equivalent
+    "noisy": [1.0, -1.0, 0.5, -0.5, 0.2],  # straddles 0, no margin: inconclusive
+    "bytes": [0.0] * 5,
+    "note": [3.0] * 5,
+}
+
+
+def suite_meta(**overrides: Any) -> dict[str, Any]:
+    meta = {
+        "schema": 1, "suite": "synth", "profile": "default", "task": "synth", "task_version": "1",
+        "description": "synthetic", "seeds": SEEDS, "sweep": {},
+        "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
+        "contrasts": [{"name": "treat-vs-control", "treatment": "treat", "control": "control", "margins": {"size": 0.05}}],
+        "validity": None, "claims": [], "gate": {"default_tolerance": 0.05, "tolerances": {}},
+        "metrics": METRICS, "device": "cpu", "device_class": "cpu", "device_name": "synthetic cpu",
+    }
+    meta.update(overrides)
+    return meta
+
+
+def record(arm: str, seed: int, metrics: dict[str, float], label: str | None = None, point: dict | None = None,
+           status: str = "finished", error: str | None = None, **extra: Any) -> dict[str, Any]:
+    point = point or {}
+    return {
+        "schema": 1, "suite": "synth", "profile": "default", "task": "synth", "task_version": "1",
+        "arm": arm, "arm_label": label or arm, "seed": seed, "point": point, "point_label": point_label(point),
+        "params": {}, "status": status, "error": error, "metrics": metrics if status == "finished" else {},
+        "curves": extra.get("curves", {}), "details": extra.get("details", {}),
+        "environment": {"device": "cpu", "git_commit": "0" * 40}, "started_at": "2026-01-01T00:00:00+00:00",
+        "wall_seconds": 1.0,
+    }
+
+
+def write_run(root: Path, meta: dict[str, Any], records: list[dict[str, Any]]) -> Path:
+    folder = RunFolder(root, meta["suite"], meta["profile"])
+    folder.save_suite(meta)
+    for n, rec in enumerate(records):
+        folder.save_trial({**rec, "suite": meta["suite"], "profile": meta["profile"], "trial_id": f"t{n:04d}"})
+    return folder.path
+
+
+def control_values(seed: int) -> dict[str, float]:
+    rng = np.random.default_rng(100 + seed)  # seed-to-seed variation shared by both arms
+    return {"acc": 0.6 + 0.1 * rng.random(), "err": 1.0 + rng.random(), "size": 2.0 + rng.random(),
+            "noisy": 5.0 + rng.random(), "bytes": 4096.0, "speed": 1000.0 * (1 + rng.random()), "note": rng.random()}
+
+
+def paired_records(seeds: list[int] = SEEDS, diffs: dict[str, list[float]] = DIFFS) -> list[dict[str, Any]]:
+    records = []
+    for n, seed in enumerate(seeds):
+        control = control_values(seed)
+        treated = {k: v + diffs[k][n] if k in diffs else v for k, v in control.items()}
+        records += [record("control", seed, control), record("treat", seed, treated)]
+    return records
+
+
+def verdicts_by_metric(run_dir: Path) -> dict[str, str]:
+    return {row.key: row.verdict for row in analyse(load_results(run_dir)).rows}
+
+
+# --- statistics ---------------------------------------------------------------------------
+
+def test_paired_difference_matches_direct_numpy_computation():
+    rng = np.random.default_rng(7)
+    control = {seed: float(v) for seed, v in enumerate(rng.normal(10, 2, 6))}
+    treatment = {seed: control[seed] + float(d) for seed, d in enumerate(rng.normal(0.5, 0.3, 6))}
+    treatment[99] = 1.0  # unpaired: ignored
+    control[5] = float("nan")  # not finite: the pair is dropped
+    result = paired_difference(treatment, control)
+
+    seeds = [0, 1, 2, 3, 4]
+    diffs = np.array([treatment[s] - control[s] for s in seeds])
+    assert result.pair_keys == tuple(seeds)
+    np.testing.assert_allclose(result.differences, diffs)
+    assert result.mean_difference == pytest.approx(diffs.mean())
+    assert result.relative_change == pytest.approx(diffs.mean() / abs(np.mean([control[s] for s in seeds])))
+    means = diffs[np.random.default_rng(BOOTSTRAP_SEED).integers(0, 5, size=(RESAMPLES, 5))].mean(axis=1)
+    low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+    assert (result.interval.low, result.interval.high) == pytest.approx((low, high))
+    assert diffs.min() <= result.interval.low < result.mean_difference < result.interval.high <= diffs.max()
+
+
+def test_bootstrap_interval_agrees_with_normal_theory_for_a_large_sample():
+    diffs = np.random.default_rng(3).normal(1.0, 2.0, 400)
+    result = paired_difference(dict(enumerate(diffs)), dict.fromkeys(range(400), 0.0))
+    half_width = 1.96 * diffs.std(ddof=1) / np.sqrt(diffs.size)
+    assert result.interval.high - result.interval.low == pytest.approx(2 * half_width, rel=0.1)
+    assert (result.interval.low + result.interval.high) / 2 == pytest.approx(diffs.mean(), abs=0.05)
+
+
+def test_one_pair_gives_a_degenerate_interval_and_an_inconclusive_verdict():
+    result = paired_difference({0: 2.0}, {0: 1.0})
+    assert result.interval.degenerate and result.interval.low == result.interval.high == 1.0
+    assert verdict(result, "higher") == "inconclusive"
+    assert verdict(result, "none") == "info"
+
+
+# --- verdicts and claims --------------------------------------------------------------------
+
+def test_verdicts_follow_direction_interval_and_margin(tmp_path):
+    run_dir = write_run(tmp_path, suite_meta(), paired_records())
+    verdicts = verdicts_by_metric(run_dir)
+    assert verdicts == {"acc": "better", "err": "worse", "size": "equivalent", "noisy": "inconclusive",
+                        "bytes": "equivalent", "speed": "equivalent", "note": "info"}
+
+
+def test_margin_by_exact_key_wins_over_family(tmp_path):
+    meta = suite_meta(contrasts=[{"treatment": "treat", "control": "control", "margins": {"size": 0.0, "size@1": 0.05}}])
+    records = [
+        record(arm, seed, {"size@1": 1.0 + d, "size@2": 1.0 + d})
+        for seed, delta in zip(SEEDS, DIFFS["size"])
+        for arm, d in (("control", 0.0), ("treat", delta))
+    ]
+    assert verdicts_by_metric(write_run(tmp_path, meta, records)) == {"size@1": "equivalent", "size@2": "inconclusive"}
+
+
+def test_single_seed_verdicts_are_inconclusive(tmp_path):
+    run_dir = write_run(tmp_path, suite_meta(seeds=[0]), paired_records([0]))
+    assert set(verdicts_by_metric(run_dir).values()) == {"inconclusive", "info"}
+
+
+def test_pairs_are_formed_within_each_sweep_point(tmp_path):
+    meta = suite_meta(sweep={"bank_size": [64, 256]})
+    records = []
+    for seed in SEEDS:
+        for bank, base, delta in ((64, 0.5, 0.1), (256, 0.9, -0.1)):
+            point = {"bank_size": bank}
+            noise = 0.01 * seed
+            records += [record("control", seed, {"acc": base + noise}, point=point),
+                        record("treat", seed, {"acc": base + noise + delta + 0.001 * seed}, point=point)]
+    rows = analyse(load_results(write_run(tmp_path, meta, records))).rows
+    assert {(r.point, r.verdict) for r in rows} == {("bank_size=64", "better"), ("bank_size=256", "worse")}
+    assert all(r.difference.n == 5 for r in rows)
+
+
+def claim(metric: str, test: str, **bounds: float) -> dict[str, Any]:
+    return {"contrast": "treat-vs-control", "metric": metric, "test": test, "margin": bounds.get("margin"),
+            "min": bounds.get("min"), "max": bounds.get("max")}
+
+
+def test_claims_pass_fail_and_inconclusive(tmp_path):
+    claims = [
+        claim("acc", "superior"),
+        claim("err", "superior"),
+        claim("err", "non_inferior", margin=0.5),
+        claim("err", "non_inferior", margin=0.1),
+        claim("noisy", "non_inferior", margin=0.1),
+        claim("size", "equivalent", margin=0.05),
+        claim("err", "equivalent", margin=0.1),
+        claim("bytes", "equal"),
+        claim("acc", "equal"),
+        claim("speed", "ratio", min=0.9, max=1.1),
+        claim("speed", "ratio", min=1.5),
+        claim("missing_metric", "superior"),
+        {**claim("acc", "superior"), "contrast": "nope-vs-control"},
+    ]
+    results = load_results(write_run(tmp_path, suite_meta(claims=claims), paired_records()))
+    statuses = [(c.claim["metric"], c.claim["test"], c.status) for c in evaluate_claims(results)]
+    assert statuses == [
+        ("acc", "superior", "pass"),
+        ("err", "superior", "fail"),
+        ("err", "non_inferior", "pass"),
+        ("err", "non_inferior", "fail"),
+        ("noisy", "non_inferior", "inconclusive"),
+        ("size", "equivalent", "pass"),
+        ("err", "equivalent", "fail"),
+        ("bytes", "equal", "pass"),
+        ("acc", "equal", "fail"),
+        ("speed", "ratio", "pass"),
+        ("speed", "ratio", "fail"),
+        ("missing_metric", "superior", "inconclusive"),
+        ("acc", "superior", "inconclusive"),
+    ]
+
+
+def test_one_pair_decides_only_the_equal_claim(tmp_path):
+    claims = [claim("acc", "superior"), claim("bytes", "equal"), claim("speed", "ratio", min=0.5)]
+    results = load_results(write_run(tmp_path, suite_meta(seeds=[0], claims=claims), paired_records([0])))
+    assert [c.status for c in evaluate_claims(results)] == ["inconclusive", "pass", "inconclusive"]
+
+
+def test_swept_treatment_gives_one_contrast_and_claim_per_variant(tmp_path):
+    labels = ["split[w=1]", "split[w=2]"]
+    meta = suite_meta(
+        arms={"control": {"labels": ["control"]}, "split": {"labels": labels}},
+        contrasts=[{"treatment": "split", "control": "control", "margins": {}}],
+        claims=[{**claim("acc", "superior"), "contrast": "split-vs-control"}],
+    )
+    records = []
+    for seed in SEEDS:
+        records.append(record("control", seed, {"acc": 0.5 + 0.01 * seed}))
+        records.append(record("split", seed, {"acc": 0.6 + 0.01 * seed}, label=labels[0]))
+        records.append(record("split", seed, {"acc": 0.4 + 0.011 * seed}, label=labels[1]))
+    analysis = analyse(load_results(write_run(tmp_path, meta, records)))
+    assert {(r.variant.name, r.verdict) for r in analysis.rows} == {
+        ("split[w=1]-vs-control", "better"), ("split[w=2]-vs-control", "worse")}
+    assert [(c.contrast, c.status) for c in analysis.claims] == [
+        ("split[w=1]-vs-control", "pass"), ("split[w=2]-vs-control", "fail")]
+
+
+# --- validity ----------------------------------------------------------------------------------
+
+def validity_run(tmp_path: Path, oracle_delta: float, random_delta: float) -> Path:
+    meta = suite_meta(
+        arms={name: {"labels": [name]} for name in ("control", "treat", "oracle", "random")},
+        validity={"control": "control", "positive": "oracle", "negative": "random", "metric": "acc"},
+    )
+    records = paired_records()
+    for seed in SEEDS:
+        base = control_values(seed)["acc"]
+        jitter = 0.002 * seed
+        records.append(record("oracle", seed, {"acc": base + oracle_delta + jitter}))
+        records.append(record("random", seed, {"acc": base + random_delta + jitter}))
+    return write_run(tmp_path, meta, records)
+
+
+def test_valid_suite_when_positive_beats_and_negative_does_not(tmp_path):
+    validity = evaluate_validity(load_results(validity_run(tmp_path, 0.3, -0.2)))
+    assert validity.valid is True
+    assert {(c.role, c.beats_control) for c in validity.checks} == {("positive", True), ("negative", False)}
+
+
+@pytest.mark.parametrize(("oracle_delta", "random_delta", "culprit"), [(0.3, 0.05, "negative"), (0.0, -0.2, "positive")])
+def test_failed_controls_mark_every_verdict_invalid(tmp_path, oracle_delta, random_delta, culprit):
+    run_dir = validity_run(tmp_path, oracle_delta, random_delta)
+    built = build_report(run_dir)
+    assert built.valid is False
+    assert "validity: INVALID" in built.text and f"{culprit} control" in built.text
+    table_rows = render_verdict_table(analyse(load_results(run_dir))).splitlines()[2:]
+    assert table_rows and all("(INVALID)" in line for line in table_rows if line.startswith("treat-vs-control"))
+    summary = json.loads(built.summary_path.read_text())
+    assert summary["valid"] is False and summary["validity"]["problems"]
+    assert not any(row["counts"] for row in summary["contrasts"])
+
+
+# --- failed trials ----------------------------------------------------------------------------
+
+def test_failed_and_unreadable_trials_are_listed_and_excluded(tmp_path):
+    records = paired_records()
+    records[5] = record("treat", 2, {}, status="failed", error="NaN loss at step 12")
+    run_dir = write_run(tmp_path, suite_meta(), records)
+    (run_dir / "trials" / "broken.json").write_text("{not json")
+
+    built = build_report(run_dir)
+    assert built.failed_trials == 2
+    assert "NaN loss at step 12" in built.text and "broken.json" in built.text
+    summary = json.loads(built.summary_path.read_text())
+    failed = {(f["arm"], f["seed"], f["error"]) for f in summary["failed_trials"]}
+    assert ("treat", 2, "NaN loss at step 12") in failed
+    acc = next(row for row in summary["contrasts"] if row["metric"] == "acc")
+    assert acc["n"] == 4 and 2 not in acc["seeds"]
+
+
+# --- plots and the report ---------------------------------------------------------------------
+
+def plot_names(paths: list[Path]) -> set[str]:
+    return {p.name for p in paths}
+
+
+def assert_real_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE and len(data) > 10_000
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert height > 200 and width > 300
+
+
+def test_report_draws_curves_metric_vs_size_and_detail_scatter(tmp_path):
+    meta = suite_meta(
+        sweep={"bank_size": [64, 256, 1024]},
+        metrics={"recall": {"direction": "higher", "unit": "fraction", "kind": "quality", "key": True},
+                 "queries_per_s": {"direction": "higher", "unit": "queries/s", "kind": "speed"}},
+        contrasts=[{"treatment": "treat", "control": "control", "margins": {}}],
+    )
+    records = []
+    for seed in SEEDS[:3]:
+        for bank in (64, 256, 1024):
+            for arm, lift in (("control", 0.0), ("treat", 0.1)):
+                scale = 64 / bank
+                records.append(record(
+                    arm, seed, {"recall@1": 0.3 * scale + lift, "recall@4": 0.6 * scale + lift, "queries_per_s": 1e6 / bank},
+                    point={"bank_size": bank},
+                    curves={"train/loss": [[step, 2.0 / (1 + step) + 0.01 * seed] for step in range(0, 50, 5)]},
+                    details={"interference_score": [0.1 * i for i in range(8)], "final_gate": [0.05 * i + lift for i in range(8)]},
+                ))
+    built = build_report(write_run(tmp_path, meta, records))
+    names = plot_names(list(built.plot_paths))
+    assert {"recall_at_1_vs_bank_size.png", "recall_at_4_vs_bank_size.png", "queries_per_s_vs_bank_size.png",
+            "curve_train_loss_bank_size_64.png", "final_gate_vs_interference_score_bank_size_64.png"} <= names
+    assert all(p.parent == built.report_dir / "plots" for p in built.plot_paths)
+    for path in built.plot_paths:
+        assert_real_png(path)
+    summary = json.loads(built.summary_path.read_text())
+    assert sorted(summary["plots"]) == sorted(f"plots/{n}" for n in names)
+
+
+def test_report_draws_per_arm_cis_families_by_qualifier_and_state_vs_kv_bytes(tmp_path):
+    meta = suite_meta(
+        metrics={"nmse": {"direction": "lower", "unit": "", "kind": "quality", "key": True},
+                 "state_bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"},
+                 "kv_cache_bytes": {"direction": "none", "unit": "bytes", "kind": "memory"},
+                 "loss": {"direction": "lower", "unit": "nats", "kind": "quality", "key": True}},
+        contrasts=[{"treatment": "treat", "control": "control", "margins": {}}],
+    )
+    contexts = (256, 512, 1024)
+    records = []
+    for seed in SEEDS[:3]:
+        for arm, lift in (("control", 0.0), ("treat", -0.05)):
+            metrics = {f"nmse@{t}": 0.2 + t / 1e4 + lift + 0.01 * seed for t in contexts}
+            metrics |= {f"kv_cache_bytes@{t}": 768.0 * t for t in contexts}
+            metrics |= {"state_bytes": 45504.0, "loss": 1.0 + lift}
+            records.append(record(arm, seed, metrics))
+    built = build_report(write_run(tmp_path, meta, records))
+    names = plot_names(list(built.plot_paths))
+    assert names == {"loss_per_arm.png", "nmse_by_qualifier.png", "state_bytes_vs_context.png"}
+    for path in built.plot_paths:
+        assert_real_png(path)
+
+
+def test_rebuilding_the_report_replaces_stale_plots(tmp_path):
+    run_dir = write_run(tmp_path, suite_meta(), paired_records())
+    stale = run_dir / "report" / "plots" / "old_figure.png"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(PNG_SIGNATURE)
+    first = build_report(run_dir)
+    second = build_report(run_dir)
+    assert not stale.exists()
+    assert plot_names(list(first.plot_paths)) == plot_names(list(second.plot_paths))
+    assert first.text == second.text  # seeded bootstrap: the same intervals every time
+
+
+def test_report_command_prints_the_verdict_table_for_every_run(tmp_path):
+    write_run(tmp_path, suite_meta(), paired_records())
+    write_run(tmp_path, suite_meta(suite="other", profile="smoke"), paired_records())
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "== synth / default" in result.output and "== other / smoke" in result.output
+    assert "BETTER" in result.output and "WORSE" in result.output
+    assert (tmp_path / "other" / "smoke" / "report" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("make", ["missing", "empty"])
+def test_report_command_usage_errors_are_one_line(tmp_path, make):
+    target = tmp_path / "nothing" if make == "missing" else tmp_path
+    result = CliRunner().invoke(main, ["report", str(target)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
