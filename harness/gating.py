@@ -184,7 +184,9 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
 
 def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
     ours = {"suite": results.suite, "profile": results.profile, "device class": results.device_class}
-    theirs = {"suite": baseline.get("suite"), "profile": baseline.get("profile"), "device class": baseline.get("device_class")}
+    theirs = {
+        "suite": baseline.get("suite"), "profile": baseline.get("profile"), "device class": baseline.get("device_class")
+    }
     differing = [f"{k} {theirs[k]!r} vs {ours[k]!r}" for k in ours if theirs[k] != ours[k]]
     if differing:
         raise GateError(

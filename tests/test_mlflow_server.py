@@ -53,3 +53,28 @@ def test_run_against_real_server(tmp_path, mlflow_server, toy_suite, harness_cmd
     assert all(r.data.metrics["accuracy"] > 0.5 for r in runs)
     artifacts = client.list_artifacts(runs[0].info.run_id)
     assert any(a.path.endswith(".json") for a in artifacts)
+
+
+def test_ui_serves_the_results_store_and_prints_runs_urls(tmp_path, toy_suite, harness_cmd, cli_env):
+    results = tmp_path / "results"
+    assert run_cli(harness_cmd, cli_env, "run", str(toy_suite), "--profile", "smoke", "--results", str(results)).returncode == 0
+    port = free_port()
+    proc = subprocess.Popen([*harness_cmd, "ui", "--results", str(results), "--port", str(port)], env=cli_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        first_line = proc.stdout.readline()
+        assert first_line.startswith("toy: http://127.0.0.1:")
+        assert first_line.rstrip().endswith("?workflowType=machine_learning")
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("harness ui did not serve /health within 90 s")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.analysis.results import RunResults
+from harness.analysis.results import RunResults, metric_order
 from harness.analysis.stats import Interval, bootstrap_mean_interval, pair_values
 from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, oriented
 from harness.tasks.base import metric_family
@@ -58,7 +58,8 @@ def evaluate_claims(results: RunResults) -> list[ClaimResult]:
     variants = contrast_variants(results)
     out: list[ClaimResult] = []
     for claim in results.meta.get("claims") or []:
-        matching = [v for v in variants if claim["contrast"] in (v.name, v.declared_name, f"{v.treatment_arm}-vs-{v.control_arm}")]
+        wanted = claim["contrast"]
+        matching = [v for v in variants if wanted in (v.name, v.declared_name, f"{v.treatment_arm}-vs-{v.control_arm}")]
         if not matching:
             out.append(_undecided(claim, claim["contrast"], "", claim["metric"], "no such contrast in this run"))
         for variant in matching:
@@ -72,13 +73,16 @@ def _evaluate_at(results: RunResults, claim: Mapping[str, Any], variant: Contras
         results.metric_keys(variant.control_label, point)
     )
     wanted = claim["metric"]
-    keys = [wanted] if wanted in reported else sorted(k for k in reported if "@" not in wanted and metric_family(k) == wanted)
+    family_keys = (k for k in reported if "@" not in wanted and metric_family(k) == wanted)
+    keys = [wanted] if wanted in reported else sorted(family_keys, key=metric_order)
     if not keys:
         return [_undecided(claim, variant.name, point, wanted, "metric not reported by both arms")]
     return [_evaluate_key(results, claim, variant, point, key) for key in keys]
 
 
-def _evaluate_key(results: RunResults, claim: Mapping[str, Any], variant: ContrastVariant, point: str, key: str) -> ClaimResult:
+def _evaluate_key(
+    results: RunResults, claim: Mapping[str, Any], variant: ContrastVariant, point: str, key: str
+) -> ClaimResult:
     test = claim["test"]
     if test == "ratio":
         return _ratio(results, claim, variant, point, key)

@@ -31,21 +31,27 @@ from harness.tasks.base import metric_family
 STATE_BYTES_FAMILY = "state_bytes"
 KV_CACHE_BYTES_FAMILY = "kv_cache_bytes"
 # What the number after '@' means, by metric family; families not named get a generic label.
+_CONTEXT_FAMILIES = (
+    "nmse", "cosine", "nll", "teacher_nll", "nll_delta", "kv_cache_bytes", "state_bytes", "state_to_kv_ratio",
+    "prefill_tokens_per_s", "sdpa_prefill_tokens_per_s", "prefill_speedup", "decode_latency_s",
+    "sdpa_decode_latency_s", "decode_speedup",
+)
 QUALIFIER_AXES: dict[str, str] = {
     "recall": "k (documents retrieved)",
-    "nmse": "context (tokens)",
-    "cosine": "context (tokens)",
-    "kv_cache_bytes": "context (tokens)",
-    "state_bytes": "context (tokens)",
+    **{family: "context (tokens)" for family in _CONTEXT_FAMILIES},
 }
 LOG_AXIS_SPAN = 8.0
-MARKER_LIMIT = 30  # longer lines (training curves) are drawn without point markers  # a numeric axis spanning at least this factor is drawn on a log scale
+MARKER_LIMIT = 30  # longer lines (training curves) are drawn without point markers
+# Series differ in marker and line style too, so identical series (e.g. equal state bytes) stay visible.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+LINESTYLES = ("-", "--", "-.", ":")  # a numeric axis spanning at least this factor is drawn on a log scale
 
 
 @dataclass(frozen=True)
 class DetailScatter:
-    """Two equal-length numeric lists in a trial's ``details``, one point per item."""
+    """A trial detail ``{x_key: [...], y_key: [...]}`` recorded under ``detail``, one point per item."""
 
+    detail: str
     x_key: str
     y_key: str
     title: str
@@ -55,8 +61,8 @@ class DetailScatter:
 
 DETAIL_SCATTERS: tuple[DetailScatter, ...] = (
     DetailScatter(
-        "interference_score", "final_gate", "final gate vs interference score per split row",
-        "interference score (gradient conflict)", "final gate g",
+        "gate_vs_interference", "interference", "gate", "final gate vs interference score per split row",
+        "interference score (gradient conflict, measured on the control)", "final gate g",
     ),
 )
 
@@ -122,12 +128,15 @@ def render(spec: FigureSpec, path: Path) -> None:
     if spec.style == "categorical":
         _draw_categorical(axes, spec.series)
     else:
-        for series in spec.series:
+        for n, series in enumerate(spec.series):
+            marker = MARKERS[n % len(MARKERS)]
             if spec.style == "scatter":
-                axes.scatter(series.x, series.y, s=14, alpha=0.6, label=series.label)
+                axes.scatter(series.x, series.y, s=14, alpha=0.6, marker=marker, label=series.label)
                 continue
-            marker = "o" if len(series.x) <= MARKER_LIMIT else None
-            (line,) = axes.plot(series.x, series.y, marker=marker, markersize=4, label=series.label)
+            (line,) = axes.plot(
+                series.x, series.y, label=series.label, linestyle=LINESTYLES[n % len(LINESTYLES)],
+                marker=marker if len(series.x) <= MARKER_LIMIT else None, markersize=5,
+            )
             if series.low is not None and series.high is not None and len(series.x) > 1:
                 axes.fill_between(series.x, series.low, series.high, alpha=0.2, color=line.get_color())
     if spec.logx:
@@ -178,7 +187,7 @@ def training_curve_figures(results: RunResults) -> list[FigureSpec]:
                         name=f"curve_{key}{_suffix(point, points)}",
                         title=_title(results, f"{key} during training, mean of {seeds} seed(s), band = min-max", point, points),
                         xlabel="training step",
-                        ylabel=_axis_label(key, results.spec_for(key).unit if results.spec_for(key).kind != "info" else ""),
+                        ylabel=_axis_label(key, results.spec_for(key).unit),
                         series=tuple(series),
                         style="line",
                     )
@@ -215,11 +224,12 @@ def qualifier_figures(results: RunResults) -> list[FigureSpec]:
                     series.append(line)
             if series:
                 xs = [_qualifier(key) for key in keys]
+                axis = QUALIFIER_AXES.get(family, f"N in '{family}@N'")
                 figures.append(
                     FigureSpec(
                         name=f"{family}_by_qualifier{_suffix(point, points)}",
-                        title=_title(results, f"{family} by '@' qualifier, mean and 95% CI over seeds", point, points),
-                        xlabel=QUALIFIER_AXES.get(family, f"N in '{family}@N'"),
+                        title=_title(results, f"{family} by {axis}, mean and 95% CI over seeds", point, points),
+                        xlabel=axis,
                         ylabel=_axis_label(family, spec.unit, spec.direction),
                         series=tuple(series),
                         style="line",
@@ -247,11 +257,12 @@ def state_bytes_figures(results: RunResults) -> list[FigureSpec]:
             line = _line(values, f"{label}: recurrent state")
             if line:
                 series.append(line)
-        all_trials = [t for label in results.arm_labels() for t in results.trials_of(label, point)]
-        kv = _line(
-            ((c, {i: t["metrics"][k] for i, t in enumerate(all_trials) if _is_number(t["metrics"].get(k))}) for c, k in zip(contexts, kv_keys)),
-            "KV cache of the attention teacher",
-        )
+        trials = [t for label in results.arm_labels() for t in results.trials_of(label, point)]
+        kv_values = [
+            (context, {n: t["metrics"][key] for n, t in enumerate(trials) if _is_number(t["metrics"].get(key))})
+            for context, key in zip(contexts, kv_keys)
+        ]
+        kv = _line(kv_values, "KV cache of the attention teacher")
         if kv:
             series.append(kv)
         if series:
@@ -280,7 +291,8 @@ def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:
                 xs: list[float] = []
                 ys: list[float] = []
                 for trial in results.trials_of(label, point):
-                    x, y = trial["details"].get(scatter.x_key), trial["details"].get(scatter.y_key)
+                    detail = trial["details"].get(scatter.detail)
+                    x, y = (detail.get(scatter.x_key), detail.get(scatter.y_key)) if isinstance(detail, dict) else (None, None)
                     if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
                         kept = [(a, b) for a, b in zip(x, y) if _is_number(a) and _is_number(b)]
                         xs.extend(a for a, _ in kept)
@@ -290,7 +302,7 @@ def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:
             if series:
                 figures.append(
                     FigureSpec(
-                        name=f"{scatter.y_key}_vs_{scatter.x_key}{_suffix(point, points)}",
+                        name=f"{scatter.detail}{_suffix(point, points)}",
                         title=_title(results, f"{scatter.title} (all seeds)", point, points),
                         xlabel=scatter.xlabel,
                         ylabel=scatter.ylabel,
@@ -370,9 +382,10 @@ def _draw_categorical(axes, series: Sequence[Series]) -> None:
         low = one.low or one.y
         high = one.high or one.y
         errors = [[y - lo for y, lo in zip(one.y, low)], [hi - y for y, hi in zip(one.y, high)]]
-        axes.errorbar(positions, one.y, yerr=errors, fmt="o", capsize=4, label=one.label)
+        axes.errorbar(positions, one.y, yerr=errors, fmt=MARKERS[n % len(MARKERS)], capsize=4, label=one.label)
     axes.set_xticks(range(len(categories)))
-    axes.set_xticklabels(categories, rotation=20 if len(categories) > 3 else 0, ha="right" if len(categories) > 3 else "center")
+    crowded = len(categories) > 3
+    axes.set_xticklabels(categories, rotation=20 if crowded else 0, ha="right" if crowded else "center")
 
 
 def _line(values: Iterable[tuple[float, dict[int, float]]], label: str) -> Series | None:

@@ -152,7 +152,17 @@ class RunResults:
                 point is None or trial["point_label"] == point
             ):
                 keys.update(trial["metrics"])
-        return sorted(keys)
+        return sorted(keys, key=metric_order)
+
+
+def metric_order(key: str) -> tuple[str, int, float, str]:
+    """Family first, then numeric qualifiers by value (nmse@64 before nmse@256), then the rest."""
+    family, _, qualifier = key.partition("@")
+    try:
+        value = float(qualifier)
+    except ValueError:
+        return (family, 1, 0.0, qualifier)
+    return (family, 0, value, qualifier) if math.isfinite(value) else (family, 1, 0.0, qualifier)
 
 
 def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, Any]]) -> RunResults:
@@ -160,9 +170,12 @@ def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, An
     finished: list[dict[str, Any]] = []
     failed: list[FailedTrial] = []
     for trial in trials:
+        if not isinstance(trial, dict):
+            failed.append(FailedTrial("?", None, "", f"not a trial record: {str(trial)[:80]}", "unreadable"))
+            continue
         label = str(trial.get("arm_label") or trial.get("arm") or "?")
         status = str(trial.get("status", "unknown"))
-        if status == "finished" and isinstance(trial.get("metrics"), dict):
+        if status == "finished" and isinstance(trial.get("metrics"), dict) and isinstance(trial.get("seed"), int):
             finished.append(
                 {
                     **trial,

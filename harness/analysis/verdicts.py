@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.analysis.results import MetricSpec, RunResults
+from harness.analysis.results import MetricSpec, RunResults, metric_order
 from harness.analysis.stats import Interval, PairedDifference, paired_difference
 from harness.tasks.base import metric_family
 
@@ -146,7 +146,7 @@ def evaluate_contrasts(results: RunResults) -> list[ContrastRow]:
             keys = set(results.metric_keys(variant.treatment_label, point)) & set(
                 results.metric_keys(variant.control_label, point)
             )
-            for key in sorted(keys):
+            for key in sorted(keys, key=metric_order):
                 difference = compare(results, variant.treatment_label, variant.control_label, point, key)
                 if difference is None:
                     continue

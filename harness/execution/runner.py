@@ -67,7 +67,6 @@ def run_suite(
     console: Console,
     resume: bool = True,
     executor: Executor | None = None,
-    repo: Path = Path.cwd(),
 ) -> SuiteOutcome:
     """Run every unfinished trial of a suite; Ctrl-C stops after storing what finished."""
     clock = time.perf_counter()
@@ -76,7 +75,7 @@ def run_suite(
     outcome = SuiteOutcome(suite=suite, run_dir=folder.path)
     meta = suite_metadata(suite, device)
     folder.save_suite(meta)
-    env = environment(device, repo)
+    env = environment(device, suite.source.parent)  # the git state of the checkout holding the suite
 
     trials = expand_trials(suite)
     stored = {t.trial_id: folder.finished(t.trial_id) for t in trials} if resume else {}
@@ -108,7 +107,10 @@ def run_suite(
             index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record["trial_id"])
             console.trial_finished(suite.name, index, len(trials), _title(record), status, record["wall_seconds"])
             if tracker and outcome.parent_run_id:
-                tracker.log_trial(outcome.parent_run_id, record, trial_file, marker_path(folder.path, record["trial_id"]))
+                tracker.log_trial(
+                    outcome.parent_run_id, record, trial_file, marker_path(folder.path, record["trial_id"]),
+                    work_dir=folder.path / "work" / record["trial_id"],
+                )
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:

@@ -21,7 +21,7 @@ def _git(*args: str, cwd: Path) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def git_state(cwd: Path = Path.cwd()) -> tuple[str, bool]:
+def git_state(cwd: Path) -> tuple[str, bool]:
     """(commit, dirty) of the checkout holding the suite; ('unknown', False) outside git."""
     commit = _git("rev-parse", "HEAD", cwd=cwd)
     if commit is None:

@@ -145,7 +145,7 @@ class MlflowTracker:
                 "harness.task": suite_meta["task"],
                 **{f"harness.{k}": v for k, v in environment.items()},
             }
-            run = self.client.create_run(experiment_id, tags=tags)
+            run = self.client.create_run(experiment_id, tags={k: str(v) for k, v in tags.items()})
             self._log_batch(
                 run.info.run_id,
                 params=flatten("", {"seeds": suite_meta["seeds"], "sweep": suite_meta["sweep"], "params": suite_meta["params"]}),
@@ -168,7 +168,10 @@ class MlflowTracker:
         self._timed(finish)
 
     # -- trial (nested) runs --------------------------------------------------------------
-    def log_trial(self, parent_id: str, record: Mapping[str, Any], trial_file: Path, marker: Path) -> str:
+    def log_trial(
+        self, parent_id: str, record: Mapping[str, Any], trial_file: Path, marker: Path, work_dir: Path | None = None
+    ) -> str:
+        """One nested run holding the trial's params, curves, final metrics, tags and files."""
         experiment_id = self.experiment_id(record["suite"])
 
         def log() -> str:
@@ -193,7 +196,7 @@ class MlflowTracker:
             }
             if record.get("error"):
                 tags["harness.error"] = record["error"][:8000]
-            run = self.client.create_run(experiment_id, tags=tags)
+            run = self.client.create_run(experiment_id, tags={k: str(v) for k, v in tags.items()})
             start_ms = int(time.time() * 1000)
             metrics = [
                 (mlflow_key(key), float(value), start_ms, int(step))
@@ -206,6 +209,8 @@ class MlflowTracker:
             metrics.append(("wall_seconds", float(record.get("wall_seconds", 0.0)), start_ms, 0))
             self._log_batch(run.info.run_id, metrics=metrics, params=flatten("", record["params"]))
             self.client.log_artifact(run.info.run_id, str(trial_file))
+            if work_dir is not None and work_dir.is_dir() and any(work_dir.iterdir()):
+                self.client.log_artifacts(run.info.run_id, str(work_dir), "files")
             self.client.set_terminated(run.info.run_id, "FINISHED" if record["status"] == "finished" else "FAILED")
             return run.info.run_id
 

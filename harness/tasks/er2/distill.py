@@ -41,12 +41,12 @@ def transfer_loss(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> t
     teacher = capture["out"]
     nmse = output_nmse(output, teacher)
     loss = nmse + 0.1 * (1.0 - output_cosine(output, teacher))
-    terms = {"nmse": float(nmse)}
+    terms = {"nmse": float(nmse.detach())}
     if layer.residual is not None:
         losses = layer.error_directed_losses(parts, teacher, HARD_FRACTION, HARD_BOOST)
         for name, weight in ERROR_DIRECTED_WEIGHTS.items():
             loss = loss + weight * losses[name]
-            terms[name] = float(losses[name])
+            terms[name] = float(losses[name].detach())
     return loss, terms
 
 
@@ -69,7 +69,7 @@ def train_layer(
         optimizer.step()
         schedule.step()
         if on_step is not None:
-            on_step(step, float(loss), terms)
+            on_step(step, float(loss.detach()), terms)
     layer.eval()
 
 

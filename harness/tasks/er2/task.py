@@ -31,15 +31,16 @@ class ER2Params(TaskParams):
     code_rank: int = 4
     conv_kernel: int = 4
     chunk_size: int = 32
-    steps: int = 150
+    steps: int = 120
     batch: int = 8
+    train_pool: int = 64
     lr: float = 2e-3
-    train_context: int = 256
+    train_context: int = 128
     eval_multiples: tuple[int, ...] = (1, 2, 4)
     eval_batch: int = 8
     eval_documents: int = 16
-    teacher_steps: int = 300
-    teacher_batch: int = 4
+    teacher_steps: int = 200
+    teacher_batch: int = 2
     teacher_lr: float = 3e-3
     teacher_dim: int = 64
     teacher_layers: int = 2
@@ -55,40 +56,36 @@ class ER2Params(TaskParams):
         return [self.train_context * m for m in self.eval_multiples]
 
 
-def _metric(name: str, direction: str, unit: str, kind: str, description: str) -> Metric:
-    return Metric(name, direction, unit, kind, description)  # type: ignore[arg-type]
-
-
 class ER2Task(Task):
     name = "er2"
     version = "1"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
-        _metric("nmse", "lower", "ratio", "quality", "output MSE / teacher output energy, per context"),
-        _metric("cosine", "higher", "cosine", "quality", "mean cosine to the teacher's head outputs, per context"),
-        _metric("hard_teacher_nmse", "lower", "ratio", "quality", "NMSE weighted toward the base's worst 25% (train context)"),
-        _metric("nll", "lower", "nats/token", "quality", "held-out NLL with the layer swapped into the frozen LM"),
-        _metric("teacher_nll", "none", "nats/token", "info", "held-out NLL of the unchanged teacher"),
-        _metric("nll_delta", "lower", "nats/token", "quality", "mean per-document NLL increase over the teacher"),
-        _metric("recall", "higher", "accuracy", "quality", "recall workload: answers right with the layer swapped in"),
-        _metric("teacher_recall", "none", "accuracy", "info", "recall workload: answers right by the teacher"),
-        _metric("state_bytes", "lower", "bytes", "memory", "recurrent state measured from returned tensors (batch 1)"),
-        _metric("kv_cache_bytes", "none", "bytes", "memory", "teacher's fp16 KV cache of the probe layer (2*T*Hkv*D*2)"),
-        _metric("state_to_kv_ratio", "lower", "ratio", "memory", "state bytes / KV-cache bytes, per context"),
-        _metric("break_even_context", "lower", "tokens", "memory", "first context whose KV cache reaches the state size"),
-        _metric("prefill_tokens_per_s", "higher", "tokens/s", "speed", "layer prefill, one sequence"),
-        _metric("sdpa_prefill_tokens_per_s", "none", "tokens/s", "speed", "causal SDPA prefill on the same shapes"),
-        _metric("prefill_speedup", "higher", "ratio", "speed", "layer / SDPA prefill throughput"),
-        _metric("decode_latency_s", "lower", "s", "speed", "one token from a carried state"),
-        _metric("sdpa_decode_latency_s", "none", "s", "speed", "one token of SDPA over the full KV cache"),
-        _metric("decode_speedup", "higher", "ratio", "speed", "SDPA / layer decode latency"),
-        _metric("train_tokens_per_s", "higher", "tokens/s", "speed", "forward+backward at the training shape"),
-        _metric("gate_mean", "none", "probability", "info", "mean applied gate (raw: 1, none: 0)"),
-        _metric("residual_gain_abs_mean", "none", "gain", "info", "mean |residual gain| after training"),
-        _metric("base_half_life_median", "none", "tokens", "info", "median base-memory retention half-life"),
-        _metric("residual_half_life_median", "none", "tokens", "info", "median residual-memory retention half-life"),
-        _metric("final_train_loss", "none", "loss", "info", "transfer loss at the last step"),
+        Metric("nmse", "lower", "ratio", "quality", "output MSE / teacher output energy, per context"),
+        Metric("cosine", "higher", "cosine", "quality", "mean cosine to the teacher's head outputs, per context"),
+        Metric("hard_teacher_nmse", "lower", "ratio", "quality", "NMSE weighted toward the base's worst 25% (train context)"),
+        Metric("nll", "lower", "nats/token", "quality", "held-out NLL with the layer swapped into the frozen LM"),
+        Metric("teacher_nll", "none", "nats/token", "info", "held-out NLL of the unchanged teacher"),
+        Metric("nll_delta", "lower", "nats/token", "quality", "mean per-document NLL increase over the teacher"),
+        Metric("recall", "higher", "accuracy", "quality", "recall workload: answers right with the layer swapped in"),
+        Metric("teacher_recall", "none", "accuracy", "info", "recall workload: answers right by the teacher"),
+        Metric("state_bytes", "lower", "bytes", "memory", "recurrent state measured from returned tensors (batch 1)"),
+        Metric("kv_cache_bytes", "none", "bytes", "memory", "teacher's fp16 KV cache of the probe layer (2*T*Hkv*D*2)"),
+        Metric("state_to_kv_ratio", "lower", "ratio", "memory", "state bytes / KV-cache bytes, per context"),
+        Metric("break_even_context", "lower", "tokens", "memory", "first context whose KV cache reaches the state size"),
+        Metric("prefill_tokens_per_s", "higher", "tokens/s", "speed", "layer prefill, one sequence"),
+        Metric("sdpa_prefill_tokens_per_s", "none", "tokens/s", "speed", "causal SDPA prefill on the same shapes"),
+        Metric("prefill_speedup", "higher", "ratio", "speed", "layer / SDPA prefill throughput"),
+        Metric("decode_latency_s", "lower", "s", "speed", "one token from a carried state"),
+        Metric("sdpa_decode_latency_s", "none", "s", "speed", "one token of SDPA over the full KV cache"),
+        Metric("decode_speedup", "higher", "ratio", "speed", "SDPA / layer decode latency"),
+        Metric("train_tokens_per_s", "higher", "tokens/s", "speed", "forward+backward at the training shape"),
+        Metric("gate_mean", "none", "probability", "info", "mean applied gate (raw: 1, none: 0)"),
+        Metric("residual_gain_abs_mean", "none", "gain", "info", "mean |residual gain| after training"),
+        Metric("base_half_life_median", "none", "tokens", "info", "median base-memory retention half-life"),
+        Metric("residual_half_life_median", "none", "tokens", "info", "median residual-memory retention half-life"),
+        Metric("final_train_loss", "none", "loss", "info", "transfer loss at the last step"),
     )
 
     def run(self, params: ER2Params, ctx: TrialContext) -> Mapping[str, float]:
@@ -148,9 +145,13 @@ class ER2Task(Task):
         progress = ctx.logger.progress(params.steps, "distil")
         last = {"loss": math.nan}
 
+        # One teacher pass over a fixed pool of windows; steps draw batches from it.
+        pool_tokens, _ = workload.training_batch(params.train_pool, params.train_context, generator)
+        pool = capture(teacher, pool_tokens.to(ctx.device))
+
         def next_capture(step: int):
-            tokens, _ = workload.training_batch(params.batch, params.train_context, generator)
-            return capture(teacher, tokens.to(ctx.device))
+            rows = torch.randint(0, params.train_pool, (params.batch,), generator=generator).to(ctx.device)
+            return {name: tensor[rows] for name, tensor in pool.items()}
 
         def on_step(step: int, loss: float, terms: dict[str, float]) -> None:
             ctx.logger.log_metric("train_loss", loss, step)

@@ -99,6 +99,7 @@ class TeacherLM(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.model_dim)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
         self.norm = nn.RMSNorm(config.model_dim)
+        nn.init.normal_(self.embed.weight, std=config.model_dim**-0.5)  # tied output: logits start near uniform
 
     def forward(self, tokens: Tensor, mixer: Mixer | None = None, capture: dict[str, Tensor] | None = None) -> Tensor:
         """Logits [B,T,V]; ``mixer`` replaces the probe layer's attention, ``capture`` receives its q/k/v/out."""
@@ -134,6 +135,13 @@ class TeacherRecipe:
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
+def _isolated_init(recipe: TeacherRecipe, device: torch.device) -> TeacherLM:
+    """Initialise from recipe.seed without touching the global RNG, which the arm's layer init uses."""
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(recipe.seed)
+        return TeacherLM(recipe.config).to(device)
+
+
 def train_teacher(
     recipe: TeacherRecipe,
     batches: Callable[[torch.Generator], tuple[Tensor, Tensor | None]],
@@ -142,10 +150,7 @@ def train_teacher(
 ) -> TeacherLM:
     """AdamW with cosine decay; the init and data order come only from recipe.seed (not global RNG)."""
     generator = torch.Generator().manual_seed(recipe.seed)
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(recipe.seed)
-        model = TeacherLM(recipe.config)
-    model.to(device).train()
+    model = _isolated_init(recipe, device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / recipe.steps))
@@ -160,7 +165,7 @@ def train_teacher(
         optimizer.step()
         schedule.step()
         if on_step is not None:
-            on_step(step, float(loss))
+            on_step(step, float(loss.detach()))
     return model.eval().requires_grad_(False)
 
 
@@ -174,9 +179,9 @@ def cached_teacher(
     """Load the teacher for this recipe or train and store it atomically; returns (model, was_cached)."""
     path = Path(cache_dir) / f"er2-teacher-{recipe.cache_key()}.pt"
     if path.is_file():
-        model = TeacherLM(recipe.config)
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        return model.to(device).eval().requires_grad_(False), True
+        model = _isolated_init(recipe, device)
+        model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
+        return model.eval().requires_grad_(False), True
     model = train_teacher(recipe, batches, device, on_step)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(f".tmp{os.getpid()}")

@@ -2,9 +2,9 @@
 
 Every chunk of a document holds one fact laid out as ``key = value filler...``: keys are distinct
 within a document (drawn from a shared key vocabulary, so a key recurs across documents), values
-and fillers are random. A query is a passage of some of its gold document's facts, in shuffled
-order, whose value tokens are always masked and whose other tokens are masked with diffusion
-noise at step t. Everything is drawn from explicit generators, so a seed fixes the data.
+and fillers are random. A query quotes some of its gold document's facts at their document slots
+among fresh filler; its value tokens are always masked and its other tokens are masked with
+diffusion noise at step t. Everything is drawn from explicit generators, so a seed fixes the data.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class Layout:
 
     @property
     def query_len(self) -> int:
-        return self.query_facts * self.chunk_size
+        return self.doc_len
 
 
 def make_documents(layout: Layout, n_docs: int, generator: torch.Generator) -> torch.Tensor:
@@ -105,21 +105,24 @@ def make_queries(
     n_diffusion_steps: int,
     generator: torch.Generator,
 ) -> QueryBatch:
-    """Queries quoting ``query_facts`` random facts of each gold document."""
+    """Queries quoting ``query_facts`` random facts of each gold document at their document
+    slots (positions restart at 0 in documents and queries alike); the other slots hold fresh
+    filler, so a query is as long as a document."""
     batch = gold.shape[0]
-    facts = torch.rand(batch, layout.doc_facts, generator=generator).argsort(dim=-1)[:, : layout.query_facts]
-    chunks = documents[gold].view(batch, layout.doc_facts, layout.chunk_size)
-    clean = torch.gather(chunks, 1, facts.unsqueeze(-1).expand(-1, -1, layout.chunk_size)).reshape(batch, -1)
-    is_value = torch.zeros(batch, layout.query_facts, layout.chunk_size, dtype=torch.bool)
-    is_value[:, :, 2] = True
-    is_value = is_value.reshape(batch, -1)
+    vocab = layout.vocabulary
+    quoted = torch.rand(batch, layout.doc_facts, generator=generator).argsort(dim=-1)[:, : layout.query_facts]
+    fact_chunks = torch.zeros(batch, layout.doc_facts, dtype=torch.bool)
+    fact_chunks.scatter_(1, quoted, True)
+    filler = torch.randint(vocab.n_fillers, (batch, layout.doc_len), generator=generator) + vocab.filler_start
+    keep = fact_chunks.repeat_interleave(layout.chunk_size, dim=1)
+    clean = torch.where(keep, documents[gold], filler)
+    slot_offset = torch.arange(layout.doc_len) % layout.chunk_size
+    is_value = keep & (slot_offset == 2)[None, :]
     t = torch.randint(1, max_noise_step + 1, (batch,), generator=generator)
     noise = torch.rand(clean.shape, generator=generator) < (t.float() / n_diffusion_steps)[:, None]
     masked = noise | is_value
-    fact_chunks = torch.zeros(batch, layout.doc_facts, dtype=torch.bool)
-    fact_chunks.scatter_(1, facts, True)
     return QueryBatch(
-        noisy=clean.masked_fill(masked, layout.vocabulary.size),
+        noisy=clean.masked_fill(masked, vocab.size),
         clean=clean,
         masked=masked,
         is_value=is_value,

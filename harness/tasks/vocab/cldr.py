@@ -71,7 +71,8 @@ def cldr_corpus(locales: Sequence[str], categories: Sequence[str], test_fraction
 
     vocab_size = len(vocabulary) + 1
     contested = _disjoint_meaning_tokens(tokenized, n_lang, vocab_size)
-    return Corpus("cldr", tuple(locales), vocab_size, pairs(~is_test), pairs(is_test), contested)
+    names = ("<pad>", *vocabulary)
+    return Corpus("cldr", tuple(locales), vocab_size, pairs(~is_test), pairs(is_test), contested, names)
 
 
 def _widened(sentences: list[list[int]], width: int) -> np.ndarray:

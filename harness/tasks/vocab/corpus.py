@@ -33,6 +33,7 @@ class Corpus:
     train: ParallelSet
     test: ParallelSet
     contested: np.ndarray | None
+    token_names: tuple[str, ...] | None = None  # the word each token id stands for, when it has one
 
     @property
     def n_languages(self) -> int:

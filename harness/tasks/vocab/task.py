@@ -32,7 +32,7 @@ from harness.tasks.vocab.training import TrainConfig, batches, encode, initial_t
 
 WORKLOAD_FIELDS = {
     "synthetic": ("n_languages", "n_concepts", "cognate_rate", "false_friend_rate", "false_friend_boost",
-                  "min_length", "max_length", "train_pairs", "test_pairs"),
+                  "min_length", "max_length", "train_pairs", "test_pairs", "twin_fraction"),
     "cldr": ("locales", "categories", "test_fraction"),
 }
 
@@ -46,9 +46,10 @@ class VocabParams(TaskParams):
     false_friend_rate: float = Field(0.15, ge=0.0, le=1.0)
     false_friend_boost: float = Field(2.0, gt=0.0)
     min_length: int = Field(2, ge=1)
-    max_length: int = Field(5, ge=1)
+    max_length: int = Field(4, ge=1)
     train_pairs: int = Field(20000, ge=16)
-    test_pairs: int = Field(200, ge=2, description="held-out pairs per language pair")
+    test_pairs: int = Field(300, ge=2, description="held-out pairs per language pair")
+    twin_fraction: float = Field(0.5, ge=0.0, le=1.0, description="test pairs built as false-friend twins")
     # CLDR display names
     locales: tuple[str, ...] = ("en", "de", "fr", "es", "it", "nl")
     categories: tuple[str, ...] = CATEGORIES
@@ -67,8 +68,8 @@ class VocabParams(TaskParams):
     fusion_weight: float = Field(0.01, ge=0.0)
     gate_init: float = 0.0
     # interference measurement
-    interference_steps: int = Field(100, ge=0)
-    interference_batches: int = Field(16, ge=1)
+    interference_steps: int = Field(30, ge=0)
+    interference_batches: int = Field(256, ge=1)
     # diagnostics and throughput
     merge_tolerance: float = Field(0.1, gt=0.0)
     measure_throughput: bool = True
@@ -101,40 +102,36 @@ class VocabParams(TaskParams):
         return self
 
 
-def _q(name: str, direction: str, unit: str, kind: str, description: str) -> Metric:
-    return Metric(name, direction, unit, kind, description)  # type: ignore[arg-type]
-
-
 class VocabTask(Task):
     name = "vocab"
     version = "1"
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
-        _q("acc1", "higher", "fraction", "quality",
+        Metric("acc1", "higher", "fraction", "quality",
            "held-out bitext retrieval top-1 accuracy; @fwd source->target, @bwd target->source, @both mean"),
-        _q("mrr", "higher", "fraction", "quality", "mean reciprocal rank of the partner, both ways averaged"),
-        _q("contested_acc1", "higher", "fraction", "quality",
+        Metric("mrr", "higher", "fraction", "quality", "mean reciprocal rank of the partner, both ways averaged"),
+        Metric("contested_acc1", "higher", "fraction", "quality",
            "acc1 on held-out pairs containing a truly contested (language, token) on either side"),
-        _q("contested_mrr", "higher", "fraction", "quality", "mrr on pairs with a contested token"),
-        _q("gate_auroc", "higher", "fraction", "quality",
+        Metric("contested_mrr", "higher", "fraction", "quality", "mrr on pairs with a contested token"),
+        Metric("gate_auroc", "higher", "fraction", "quality",
            "AUROC of per-pair openness (gate; fusion: distance from the token's consensus row) vs truth"),
-        _q("gate_auprc", "higher", "fraction", "quality", "average precision of openness vs truth"),
-        _q("interference_auroc", "higher", "fraction", "info",
+        Metric("gate_auprc", "higher", "fraction", "quality", "average precision of openness vs truth"),
+        Metric("interference_auroc", "higher", "fraction", "info",
            "AUROC of the interference score (measured on the control) vs truth, over candidate pairs"),
-        _q("gate_interference_spearman", "higher", "correlation", "info",
+        Metric("gate_interference_spearman", "higher", "correlation", "info",
            "Spearman of final openness vs interference score over the indexed pairs"),
-        _q("effective_vocabularies", "none", "count", "info",
+        Metric("effective_vocabularies", "none", "count", "info",
            "mean number of distinct rows per shared token across its languages (1 = one vocabulary)"),
-        _q("shared_drift", "none", "fraction", "info", "||E_T - E_0|| / ||E_0|| over used shared rows"),
-        _q("split_rows", "none", "count", "info", "size of the split index"),
-        _q("extra_params", "lower", "count", "memory", "parameters the split vocabulary adds"),
-        _q("extra_bytes", "lower", "bytes", "memory", "bytes of the split vocabulary (parameters and lookup)"),
-        _q("embed_throughput", "higher", "tokens/s", "speed",
+        Metric("shared_drift", "none", "fraction", "info", "||E_T - E_0|| / ||E_0|| over used shared rows"),
+        Metric("split_rows", "none", "count", "info", "size of the split index"),
+        Metric("extra_params", "lower", "count", "memory", "parameters the split vocabulary adds"),
+        Metric("extra_bytes", "lower", "bytes", "memory", "bytes of the split vocabulary (parameters and lookup)"),
+        Metric("embed_throughput", "higher", "tokens/s", "speed",
            "pooled forward of this arm at throughput_vocab / throughput_tokens"),
-        _q("bag_throughput", "higher", "tokens/s", "speed", "plain nn.EmbeddingBag mean on the same batch"),
-        _q("embed_cost_ratio", "lower", "ratio", "speed", "time of this arm's forward / EmbeddingBag's"),
-        _q("train_loss", "lower", "nats", "info", "contrastive loss at the last step"),
+        Metric("bag_throughput", "higher", "tokens/s", "speed", "plain nn.EmbeddingBag mean on the same batch"),
+        Metric("embed_cost_ratio", "lower", "ratio", "speed", "time of this arm's forward / EmbeddingBag's"),
+        Metric("train_loss", "lower", "nats", "info", "contrastive loss at the last step"),
     )
 
     def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:
@@ -194,7 +191,7 @@ def build_corpus(params: VocabParams, seed: int) -> Corpus:
         return cldr_corpus(params.locales, params.categories, params.test_fraction, seed)
     spec = SyntheticSpec(params.n_languages, params.n_concepts, params.cognate_rate, params.false_friend_rate,
                          params.false_friend_boost, params.min_length, params.max_length, params.train_pairs,
-                         params.test_pairs)
+                         params.test_pairs, params.twin_fraction)
     return synthetic_corpus(spec, seed)
 
 

@@ -1,0 +1,141 @@
+"""The four routing arms and how the two learned ones are trained.
+
+``router_projector`` (control) keeps MSA's RouterProjector; ``precision`` (mechanism) swaps in
+the PrecisionGuidedRouter fed by the routing layer's (frozen) precision head; both start from
+the same router weights and are trained on the frozen backbone with the same contrastive
+routing loss, batches and sampled negatives. ``random`` (negative control) scores documents at
+random and ``oracle`` (positive control) gives the gold document the top score.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn as nn
+
+from harness.mechanisms.routing.msa import RouterProjector, routing_contrastive_loss
+from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter, replace_router_in_msa_layer
+from harness.measure.timing import throughput
+from harness.tasks.routing.backbone import Backbone
+from harness.tasks.routing.workload import Layout, QueryBatch, make_queries, stream
+
+Arm = Literal["router_projector", "precision", "random", "oracle"]
+LEARNED: tuple[str, ...] = ("router_projector", "precision")
+
+
+@dataclass(frozen=True)
+class RouterTraining:
+    steps: int
+    batch: int
+    lr: float
+    temperature: float
+    negatives: int
+    max_noise_step: int
+
+
+def install_router(arm: Arm, backbone: Backbone) -> nn.Module | None:
+    """The arm's router on the routing layer (None for the fixed random/oracle arms).
+
+    The precision router takes over the RouterProjector's q_proj as well as its k_proj, so the
+    two learned arms start from identical router weights; its precision head stays frozen.
+    """
+    if arm not in LEARNED:
+        return None
+    layer = backbone.model.blocks[backbone.routing_layer]
+    if arm == "precision":
+        old = layer.router
+        router = replace_router_in_msa_layer(layer, backbone.model.precision_up[backbone.routing_layer])
+        with torch.no_grad():
+            router.q_proj.weight.copy_(old.q_proj.weight)
+            router.q_proj.bias.copy_(old.q_proj.bias)
+    for parameter in backbone.model.parameters():
+        parameter.requires_grad_(False)
+    for parameter in new_parameters(layer.router):
+        parameter.requires_grad_(True)
+    return layer.router
+
+
+def new_parameters(router: nn.Module) -> list[nn.Parameter]:
+    """The router's own projections; a precision router's head is the model's, not new."""
+    return [*router.q_proj.parameters(), *router.k_proj.parameters()]
+
+
+def routing_queries(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """(B, S', router_dim): per-token queries for RouterProjector, one pooled query otherwise."""
+    if isinstance(router, PrecisionGuidedRouter):
+        return router.project_query(hidden, t=t).unsqueeze(1)
+    if isinstance(router, RouterProjector):
+        return router.project_query(hidden)
+    raise TypeError(f"unsupported router {type(router).__name__}")
+
+
+def chunk_scores(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """(B, n_chunks) with the router's own (reference) scoring."""
+    if isinstance(router, PrecisionGuidedRouter):
+        return router.compute_routing_scores(hidden, keys, t=t)
+    return router.compute_routing_scores(hidden, keys)
+
+
+def train_router(
+    router: nn.Module,
+    backbone: Backbone,
+    pooled_states: torch.Tensor,
+    documents: torch.Tensor,
+    layout: Layout,
+    config: RouterTraining,
+    seed: int,
+    logger,
+) -> float:
+    """Contrastive training over the gold documents plus sampled negatives; returns tokens/s.
+
+    ``pooled_states`` (n_docs, chunks_per_doc, D) are the routing layer's chunk-pooled inputs:
+    routing keys are affine in them, so ``project_key`` of the pooled states equals pooling the
+    projected tokens, and documents need no re-encoding while k_proj learns.
+    """
+    n_docs = documents.shape[0]
+    device = pooled_states.device
+    data = stream(seed, "router-batches", n_docs)
+    optimizer = torch.optim.Adam(new_parameters(router), lr=config.lr)
+
+    def next_batch() -> tuple[QueryBatch, torch.Tensor]:
+        gold = torch.randint(n_docs, (config.batch,), generator=data)
+        queries = make_queries(layout, documents, gold, config.max_noise_step, backbone.model.config.n_diffusion_steps, data)
+        candidates = torch.unique(torch.cat([gold, torch.randint(n_docs, (config.negatives,), generator=data)]))
+        return queries.to(device), candidates.to(device)
+
+    def loss_of(queries: QueryBatch, candidates: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
+        keys = router.project_key(pooled_states[candidates]).flatten(0, 1)
+        positive = (candidates[None, :, None] == queries.gold[:, None, None]) & queries.fact_chunks[:, None, :]
+        return routing_contrastive_loss(chunk_scores(router, hidden, queries.t, keys), positive.flatten(1), config.temperature)
+
+    progress = logger.progress(config.steps, "router")
+    for index in range(config.steps):
+        loss = loss_of(*next_batch())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        progress.advance()
+        if index % 20 == 0 or index == config.steps - 1:
+            logger.log_metric("router_loss", float(loss), index)
+    progress.close()
+    fixed = next_batch()
+
+    def forward_backward() -> None:
+        loss_of(*fixed).backward()
+
+    rate = throughput(forward_backward, config.batch * layout.query_len, min_run_time=0.1)
+    optimizer.zero_grad(set_to_none=True)
+    return rate
+
+
+def fixed_document_scores(arm: Arm, gold: torch.Tensor, n_docs: int, generator: torch.Generator) -> torch.Tensor:
+    """(B, n_docs) scores of the controls: uniform noise, or 1 for the gold document."""
+    if arm == "random":
+        return torch.rand(gold.shape[0], n_docs, generator=generator).to(gold.device)
+    if arm == "oracle":
+        return torch.nn.functional.one_hot(gold, n_docs).float()
+    raise ValueError(f"arm {arm!r} has a learned router")
+

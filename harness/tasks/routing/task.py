@@ -1,0 +1,287 @@
+"""Task ``routing``: precision-guided router vs MSA's RouterProjector on a key=value memory.
+
+One trial = one arm at one seed and bank size. The backbone (PC-SHO-DLM with MSA layers) is
+trained once per seed and cached; the bank's documents are encoded once into a MemoryBank; the
+arm's router (if learned) is trained with the contrastive routing loss; then routing quality,
+end-to-end masked-value accuracy (no memory / gold document / routed top-k), active-retrieval
+AUROC, precision sanity figures and costs are measured on held-out queries.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal, Mapping
+
+import torch
+from pydantic import Field, model_validator
+
+from harness.devices import device_name
+from harness.measure.memory import copy_bandwidth
+from harness.measure.timing import seconds_per_call
+from harness.mechanisms.routing.model import PCSHOConfig, per_token_loss
+from harness.mechanisms.routing.msa import MemoryBank, MSAConfig, ensure_bank_fits
+from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
+from harness.tasks.base import Metric, Task, TaskParams, TrialContext
+from harness.tasks.routing.backbone import Backbone, BackboneSpec, encode_bank, load_or_train
+from harness.tasks.routing.evaluation import (
+    auroc,
+    gold_ranks,
+    precision_sanity,
+    retrieval_metrics,
+    value_predictions,
+)
+from harness.tasks.routing.routers import (
+    RouterTraining,
+    fixed_document_scores,
+    install_router,
+    new_parameters,
+    routing_queries,
+    train_router,
+)
+from harness.tasks.routing.scoring import RoutingIndex, random_keys
+from harness.tasks.routing.workload import Layout, QueryBatch, Vocabulary, make_documents, make_queries, stream
+
+EVAL_BATCH = 16
+
+
+class RoutingParams(TaskParams):
+    router: Literal["router_projector", "precision", "random", "oracle"] = "router_projector"
+    bank_size: int = Field(256, ge=2, description="documents in the memory bank")
+    # workload
+    doc_facts: int = Field(8, ge=1)
+    query_facts: int = Field(3, ge=1)
+    chunk_size: int = Field(4, ge=3, description="tokens per fact and per pooled memory chunk")
+    n_keys: int = Field(512, ge=1)
+    n_values: int = Field(64, ge=2)
+    n_fillers: int = Field(64, ge=1)
+    query_noise: float = Field(0.2, ge=0.0, le=1.0, description="largest diffusion step of a query, as a fraction of T")
+    # backbone
+    d_model: int = Field(64, ge=8)
+    n_heads: int = Field(4, ge=1)
+    n_layers: int = Field(4, ge=2)
+    d_ff: int = Field(128, ge=8)
+    n_diffusion_steps: int = Field(100, ge=1)
+    n_settling_steps: int = Field(2, ge=0)
+    msa_from_layer: int = Field(3, ge=0, description="first MSA layer is max(this, n_layers // 2)")
+    backbone_steps: int = Field(400, ge=1)
+    backbone_batch: int = Field(32, ge=2)
+    backbone_lr: float = Field(3e-3, gt=0)
+    backbone_docs: int = Field(4096, ge=2)
+    energy_weight: float = Field(0.1, ge=0)
+    gold_rate: float = Field(0.8, ge=0.0, le=1.0)
+    # router
+    router_dim: int = Field(64, ge=1)
+    n_router_heads: int = Field(4, ge=1)
+    top_k: int = Field(4, ge=1)
+    router_steps: int = Field(150, ge=1)
+    router_batch: int = Field(32, ge=1)
+    router_lr: float = Field(3e-3, gt=0)
+    router_temperature: float = Field(0.05, gt=0)
+    router_negatives: int = Field(256, ge=1)
+    # evaluation
+    eval_queries: int = Field(256, ge=2)
+    measure_speed: bool = True
+    score_bank_chunks: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    score_batch: int = Field(1, ge=1, description="queries per scoring call in the throughput figure")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RoutingParams":
+        if self.top_k >= self.backbone_batch:
+            raise ValueError(f"top_k ({self.top_k}) must be below backbone_batch ({self.backbone_batch})")
+        if self.top_k > self.bank_size:
+            raise ValueError(f"top_k ({self.top_k}) exceeds bank_size ({self.bank_size})")
+        return self
+
+
+def _metrics() -> tuple[Metric, ...]:
+    q, s, m, i = "quality", "speed", "memory", "info"
+    return (
+        Metric("recall", "higher", "fraction", q, "gold document in the router's top-1 / top-k (k = top_k)"),
+        Metric("mrr", "higher", "fraction", q, "mean reciprocal rank of the gold document"),
+        Metric("recall_over_chance", "higher", "x", q, "recall@1 divided by chance (1 / bank_size)"),
+        Metric("hub_share", "lower", "fraction", q, "share of queries whose top-1 is the most retrieved document"),
+        Metric("top1_entropy", "higher", "bits", q, "entropy of the top-1 document histogram"),
+        Metric("acc_none", "higher", "fraction", q, "masked-value accuracy without memory"),
+        Metric("acc_oracle", "higher", "fraction", q, "masked-value accuracy with the gold document as memory"),
+        Metric("acc_routed", "higher", "fraction", q, "masked-value accuracy with the routed top-k documents"),
+        Metric("oracle_lift", "higher", "fraction", q, "acc_oracle - acc_none: what memory can add"),
+        Metric("gap_closed", "higher", "fraction", q, "(acc_routed - acc_none) / (acc_oracle - acc_none)"),
+        Metric("auroc_helps", "higher", "fraction", q,
+               "AUROC of precision gain (precision arm) or top-1 score margin (others) for 'retrieval helps'"),
+        Metric("prec_masked", "none", "precision", i, "mean token precision at masked positions (routing layer)"),
+        Metric("prec_unmasked", "none", "precision", i, "mean token precision at visible positions (routing layer)"),
+        Metric("prec_ratio", "lower", "ratio", i, "prec_masked / prec_unmasked"),
+        Metric("prec_spearman", "lower", "rho", i, "Spearman(token precision, per-token denoising loss), all positions"),
+        Metric("prec_spearman_masked", "lower", "rho", i, "the same over masked positions only"),
+        Metric("new_params", "lower", "parameters", m, "new trainable router parameters (shared heads excluded)"),
+        Metric("key_bytes_per_doc", "lower", "bytes", m, "routing-key bytes stored per document"),
+        Metric("score_qps", "higher", "queries/s", s, "top-k routing throughput against a bank of N chunks (@N)"),
+        Metric("score_bw_frac", "higher", "fraction", s, "routing-key bytes read per second / copy bandwidth (@N)"),
+        Metric("copy_bandwidth", "none", "GB/s", s, "large tensor copy bandwidth measured in the same run"),
+        Metric("router_train_tokens_per_s", "higher", "tokens/s", s, "router training step throughput"),
+        Metric("backbone_train_tokens_per_s", "higher", "tokens/s", s, "backbone training step throughput"),
+    )
+
+
+class RoutingTask(Task):
+    name = "routing"
+    version = "1"
+    description = "precision-guided router vs MSA RouterProjector on a key=value memory (PC-SHO-DLM backbone)"
+    Params = RoutingParams
+    metrics = _metrics()
+
+    def run(self, params: RoutingParams, ctx: TrialContext) -> Mapping[str, float]:
+        device = ctx.device
+        ctx.logger.record("device", device_name(device))
+        layout = layout_of(params)
+        backbone = load_or_train(backbone_spec(params, layout, ctx.seed, device), device, ctx.cache_dir, ctx.logger)
+        ctx.logger.record("backbone_from_cache", backbone.from_cache)
+        documents = make_documents(layout, params.bank_size, stream(ctx.seed, "bank", params.bank_size)).to(device)
+        widths = 2 * params.d_model * len(backbone.msa_layers) + params.router_dim + params.d_model
+        ensure_bank_fits(params.bank_size * params.doc_facts, widths, device)
+        encoded, pooled = encode_bank(backbone.model, backbone.msa, documents)
+
+        router = install_router(params.router, backbone)
+        metrics: dict[str, float] = {"backbone_train_tokens_per_s": backbone.train_tokens_per_s}
+        if router is not None:
+            training = RouterTraining(
+                steps=params.router_steps, batch=params.router_batch, lr=params.router_lr,
+                temperature=params.router_temperature, negatives=params.router_negatives,
+                max_noise_step=max_noise_step(params),
+            )
+            metrics["router_train_tokens_per_s"] = train_router(
+                router, backbone, pooled, documents, layout, training, ctx.seed, ctx.logger
+            )
+        bank = build_bank(backbone, router, encoded, pooled, layout.chunk_size)
+        queries = make_queries(
+            layout, documents.cpu(), torch.randint(params.bank_size, (params.eval_queries,),
+                                                   generator=stream(ctx.seed, "eval-gold", params.bank_size)),
+            max_noise_step(params), params.n_diffusion_steps, stream(ctx.seed, "eval", params.bank_size),
+        ).to(device)
+        with torch.no_grad():
+            metrics.update(evaluate(params, backbone, router, bank, queries, ctx))
+        metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
+        metrics["key_bytes_per_doc"] = float(params.doc_facts * params.router_dim * 4) if router is not None else 0.0
+        if router is not None and params.measure_speed:
+            metrics.update(scoring_speed(params, router, layout, device, ctx.seed))
+        return metrics
+
+
+def layout_of(params: RoutingParams) -> Layout:
+    vocabulary = Vocabulary(n_fillers=params.n_fillers, n_keys=params.n_keys, n_values=params.n_values)
+    return Layout(vocabulary, params.chunk_size, params.doc_facts, params.query_facts)
+
+
+def max_noise_step(params: RoutingParams) -> int:
+    return max(1, round(params.query_noise * params.n_diffusion_steps))
+
+
+def backbone_spec(params: RoutingParams, layout: Layout, seed: int, device: torch.device) -> BackboneSpec:
+    model = PCSHOConfig(
+        vocab_size=layout.vocabulary.size, max_seq_len=max(layout.doc_len, layout.query_len),
+        d_model=params.d_model, n_heads=params.n_heads, n_layers=params.n_layers, d_ff=params.d_ff,
+        n_diffusion_steps=params.n_diffusion_steps, n_settling_steps=params.n_settling_steps,
+    )
+    msa = MSAConfig(chunk_size=params.chunk_size, top_k=params.top_k, router_dim=params.router_dim,
+                    n_router_heads=params.n_router_heads, apply_from_layer=params.msa_from_layer)
+    return BackboneSpec(
+        model=model, msa=msa, layout=layout, steps=params.backbone_steps, batch=params.backbone_batch,
+        lr=params.backbone_lr, energy_weight=params.energy_weight, gold_rate=params.gold_rate,
+        pool_docs=params.backbone_docs, max_noise_step=max_noise_step(params), seed=seed, device_type=device.type,
+    )
+
+
+def build_bank(
+    backbone: Backbone, router, encoded: dict[int, dict[str, torch.Tensor]], pooled: torch.Tensor, chunk_size: int
+) -> MemoryBank:
+    """Documents into the MemoryBank; the routing layer's keys come from the arm's (trained) router."""
+    keys = dict(encoded[backbone.routing_layer])
+    if router is not None:
+        with torch.no_grad():
+            keys["KR"] = router.project_key(pooled)
+    layers = {**encoded, backbone.routing_layer: keys}
+    bank = MemoryBank(chunk_size)
+    for doc in range(pooled.shape[0]):
+        bank.add_document(str(doc), {layer: {name: entry[name][doc] for name in MemoryBank.FIELDS} for layer, entry in layers.items()})
+    return bank
+
+
+def document_scores(
+    params: RoutingParams, backbone: Backbone, router, bank: MemoryBank, hidden: torch.Tensor, queries: QueryBatch, seed: int
+) -> torch.Tensor:
+    """(B, n_docs) for every eval query: the fast index for learned routers, fixed for controls."""
+    if router is None:
+        return fixed_document_scores(params.router, queries.gold, params.bank_size, stream(seed, "random-router", params.bank_size))
+    keys, _ = bank.get_routing_keys(backbone.routing_layer)
+    heads = 1 if isinstance(router, PrecisionGuidedRouter) else router.n_heads
+    index = RoutingIndex(keys, heads, params.doc_facts)
+    return torch.cat([
+        index.document_scores(routing_queries(router, hidden[i : i + EVAL_BATCH], queries.t[i : i + EVAL_BATCH]))
+        for i in range(0, hidden.shape[0], EVAL_BATCH)
+    ])
+
+
+def evaluate(
+    params: RoutingParams, backbone: Backbone, router, bank: MemoryBank, queries: QueryBatch, ctx: TrialContext
+) -> dict[str, float]:
+    model, layer = backbone.model, backbone.routing_layer
+    hidden = model.hidden_before(layer, queries.noisy, queries.t)
+    scores = document_scores(params, backbone, router, bank, hidden, queries, ctx.seed)
+    out = retrieval_metrics(scores, queries.gold, params.top_k)
+    out["recall_over_chance"] = out["recall@1"] * params.bank_size
+    routed = scores.topk(params.top_k, dim=1).indices
+
+    def memory_of(docs: torch.Tensor) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        return {
+            msa_layer: (bank.per_document(msa_layer, "K")[docs].flatten(1, 2), bank.per_document(msa_layer, "V")[docs].flatten(1, 2))
+            for msa_layer in backbone.msa_layers
+        }
+
+    acc_none, logp_none = value_predictions(model, hidden, queries, layer, None)
+    acc_oracle, _ = value_predictions(model, hidden, queries, layer, memory_of(queries.gold[:, None]))
+    acc_routed, logp_routed = value_predictions(model, hidden, queries, layer, memory_of(routed))
+    none, oracle, routed_acc = float(acc_none.mean()), float(acc_oracle.mean()), float(acc_routed.mean())
+    out.update(acc_none=none, acc_oracle=oracle, acc_routed=routed_acc, oracle_lift=oracle - none)
+    out["gap_closed"] = (routed_acc - none) / (oracle - none) if oracle > none else math.nan
+    out["auroc_helps"] = auroc(retrieval_confidence(params, backbone, router, bank, hidden, queries, scores), logp_routed > logp_none)
+
+    trace = model.forward_trace(queries.noisy, queries.t)
+    token_loss = per_token_loss(trace.logits, queries.clean, queries.masked)
+    out.update(precision_sanity(trace.tok_precision[layer], queries.masked, token_loss))
+    ctx.logger.record("precision_by_layer", [
+        precision_sanity(tok, queries.masked, token_loss) for tok in trace.tok_precision
+    ])
+    ctx.logger.record("gold_rank", gold_ranks(scores, queries.gold).tolist())
+    return out
+
+
+def retrieval_confidence(
+    params: RoutingParams, backbone: Backbone, router, bank: MemoryBank, hidden: torch.Tensor, queries: QueryBatch, scores: torch.Tensor
+) -> torch.Tensor:
+    """Per query: the precision router's top estimated gain, else the top-1 minus top-2 score."""
+    if isinstance(router, PrecisionGuidedRouter):
+        return torch.cat([
+            router.estimate_precision_gain(hidden[i : i + EVAL_BATCH], queries.t[i : i + EVAL_BATCH], bank,
+                                           backbone.routing_layer, top_k=1)[0][:, 0]
+            for i in range(0, hidden.shape[0], EVAL_BATCH)
+        ])
+    top2 = scores.topk(2, dim=1).values
+    return top2[:, 0] - top2[:, 1]
+
+
+def scoring_speed(params: RoutingParams, router, layout: Layout, device: torch.device, seed: int) -> dict[str, float]:
+    """Top-k routing throughput against synthetic banks, and its share of the copy bandwidth."""
+    bandwidth = copy_bandwidth(device)
+    out = {"copy_bandwidth": bandwidth / 1e9}
+    generator = stream(seed, "speed")
+    largest = max(params.score_bank_chunks) // params.doc_facts * params.doc_facts
+    keys = random_keys(largest, params.router_dim, device, generator)
+    per_token = not isinstance(router, PrecisionGuidedRouter)
+    heads = router.n_heads if per_token else 1
+    queries = torch.randn(params.score_batch, layout.query_len if per_token else 1, params.router_dim, generator=generator).to(device)
+    for n_chunks in params.score_bank_chunks:
+        n_chunks = n_chunks // params.doc_facts * params.doc_facts
+        index = RoutingIndex(keys[:n_chunks], heads, params.doc_facts)
+        seconds = seconds_per_call(lambda: index.top_documents(queries, params.top_k), min_run_time=0.1)
+        out[f"score_qps@{n_chunks}"] = params.score_batch / seconds
+        out[f"score_bw_frac@{n_chunks}"] = n_chunks * params.router_dim * keys.element_size() / seconds / bandwidth
+    return out

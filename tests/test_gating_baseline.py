@@ -1,0 +1,181 @@
+"""`harness baseline save` and `harness gate` on synthetic results folders.
+
+Quality may worsen within its tolerance, bytes must not change, speed is judged only as the
+treatment/control ratio measured in the same run; mismatched baselines are refused (exit 2).
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.store import RunFolder
+
+METRICS = {
+    "acc": {"direction": "higher", "unit": "fraction", "kind": "quality", "key": True},
+    "err": {"direction": "lower", "unit": "nats", "kind": "quality"},
+    "bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"},
+    "qps": {"direction": "higher", "unit": "queries/s", "kind": "speed"},
+    "latency": {"direction": "lower", "unit": "s", "kind": "speed"},
+    "note": {"direction": "none", "unit": "", "kind": "info"},
+}
+VALUES = {
+    "control": {"acc": 0.80, "err": 0.50, "bytes": 4096.0, "qps": 1000.0, "latency": 2.0, "note": 1.0},
+    "treat": {"acc": 0.85, "err": 0.45, "bytes": 4096.0, "qps": 1500.0, "latency": 1.5, "note": 2.0},
+}
+SEEDS = (0, 1)
+
+
+def make_run(root: Path, edit: Callable[[dict[str, dict[str, float]]], None] | None = None, *, suite: str = "synth",
+             profile: str = "smoke", device_class: str = "cpu", failed: bool = False) -> Path:
+    values = copy.deepcopy(VALUES)
+    if edit:
+        edit(values)
+    folder = RunFolder(root, suite, profile)
+    folder.save_suite({
+        "schema": 1, "suite": suite, "profile": profile, "task": "synth", "task_version": "1", "seeds": list(SEEDS),
+        "sweep": {}, "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
+        "contrasts": [{"name": "treat-vs-control", "treatment": "treat", "control": "control", "margins": {}}],
+        "validity": None, "claims": [], "gate": {"default_tolerance": 0.05, "tolerances": {"acc": 0.02}},
+        "metrics": METRICS, "device": device_class, "device_class": device_class, "device_name": "synthetic",
+    })
+    for arm, metrics in values.items():
+        for seed in SEEDS:
+            broken = failed and arm == "treat" and seed == 1
+            folder.save_trial({
+                "schema": 1, "trial_id": f"{arm}-{seed}", "suite": suite, "profile": profile, "arm": arm, "arm_label": arm,
+                "seed": seed, "point": {}, "point_label": "", "params": {},
+                "status": "failed" if broken else "finished", "error": "RuntimeError: boom" if broken else None,
+                "metrics": {} if broken else {k: v + (0.001 * seed if METRICS[k]["kind"] == "quality" else 0.0)
+                                              for k, v in metrics.items()},
+                "curves": {}, "details": {}, "environment": {"git_commit": "f" * 40},
+            })
+    return folder.path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture
+def baseline(tmp_path) -> Path:
+    result = invoke("baseline", "save", make_run(tmp_path / "reference"), "--out", tmp_path / "baselines")
+    assert result.exit_code == 0, result.output
+    return tmp_path / "baselines" / "synth-smoke-cpu.json"
+
+
+def gate(tmp_path: Path, edit=None, **run: Any):
+    results = make_run(tmp_path / "current", edit, **run)
+    return invoke("gate", results, "--baselines-dir", tmp_path / "baselines")
+
+
+def scale(arm: str, key: str, factor: float):
+    return lambda values: values[arm].update({key: values[arm][key] * factor})
+
+
+def shift(arm: str, key: str, delta: float):
+    return lambda values: values[arm].update({key: values[arm][key] + delta})
+
+
+def test_baseline_holds_quality_bytes_and_speed_ratios_only(baseline):
+    stored = json.loads(baseline.read_text())
+    assert (stored["suite"], stored["profile"], stored["device_class"]) == ("synth", "smoke", "cpu")
+    checks = {(v["check"], v["subject"], v["metric"]) for v in stored["values"]}
+    assert ("quality", "treat", "acc") in checks and ("memory", "control", "bytes") in checks
+    assert ("speed_ratio", "treat-vs-control", "qps") in checks
+    assert not any(metric in ("qps", "latency") and check != "speed_ratio" for check, _, metric in checks)
+    assert not any(metric == "note" for _, _, metric in checks)
+    ratio = next(v["value"] for v in stored["values"] if v["metric"] == "qps")
+    assert ratio == pytest.approx(1500.0 / 1000.0)
+
+
+def test_gate_passes_on_the_same_results(tmp_path, baseline):
+    result = gate(tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.output
+
+
+@pytest.mark.parametrize(
+    ("edit", "regressed"),
+    [
+        (shift("treat", "acc", -0.03), "acc"),  # beyond the named tolerance 0.02
+        (shift("control", "err", +0.06), "err"),  # beyond the default tolerance 0.05 (lower is better)
+        (shift("treat", "bytes", +1.0), "bytes"),  # bytes must be exact
+        (scale("treat", "qps", 0.5), "qps"),  # treatment throughput halves against the same control
+        (scale("treat", "latency", 2.0), "latency"),  # treatment latency doubles against the same control
+    ],
+)
+def test_gate_fails_on_a_regression(tmp_path, baseline, edit, regressed):
+    result = gate(tmp_path, edit)
+    assert result.exit_code == 1, result.output
+    regressions = [line for line in result.output.splitlines() if "REGRESSION" in line]
+    assert len(regressions) == 1 and f" {regressed}:" in regressions[0]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        shift("treat", "acc", -0.015),  # within tolerance
+        shift("treat", "acc", +0.1),  # improvements pass
+        shift("control", "err", +0.04),
+        lambda v: [scale(arm, "qps", 0.3)(v) for arm in v],  # slower machine: every arm 3x slower, same ratio
+        lambda v: [scale(arm, "latency", 5.0)(v) for arm in v],
+        shift("treat", "note", 100.0),  # informational metrics are not gated
+    ],
+)
+def test_gate_passes_within_tolerance_and_on_absolute_speed_changes(tmp_path, baseline, edit):
+    result = gate(tmp_path, edit)
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("run", "named"),
+    [({"profile": "default"}, "profile"), ({"suite": "other"}, "suite"), ({"device_class": "cuda"}, "device class")],
+)
+def test_gate_refuses_a_baseline_of_another_run(tmp_path, baseline, run, named):
+    result = invoke("gate", make_run(tmp_path / "current", **run), "--baseline", baseline)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: refusing to gate") and named in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_gate_without_a_matching_baseline_is_a_usage_error(tmp_path, baseline):
+    result = gate(tmp_path, profile="default")
+    assert result.exit_code == 2
+    assert "no baseline" in result.stderr and "synth-default-cpu.json" in result.stderr
+
+
+def test_gate_lists_metrics_missing_on_either_side(tmp_path, baseline):
+    def edit(values):
+        del values["treat"]["err"]
+        values["treat"]["recall"] = 0.5
+
+    METRICS["recall"] = {"direction": "higher", "unit": "", "kind": "quality"}
+    try:
+        result = gate(tmp_path, edit)
+    finally:
+        del METRICS["recall"]
+    assert result.exit_code == 1
+    assert "MISSING in this run (present in the baseline): quality treat err" in result.output
+    assert "not in the baseline" in result.output and "recall" in result.output
+
+
+def test_failed_trials_fail_the_gate_and_block_a_baseline(tmp_path, baseline):
+    result = gate(tmp_path, failed=True)
+    assert result.exit_code == 1
+    assert "FAILED TRIAL treat seed=1: RuntimeError: boom" in result.output
+    refused = invoke("baseline", "save", tmp_path / "current", "--out", tmp_path / "other")
+    assert refused.exit_code == 2 and "failed trial" in refused.stderr
+
+
+def test_one_baseline_file_for_a_root_with_several_runs_is_a_usage_error(tmp_path, baseline):
+    root = tmp_path / "current"
+    make_run(root)
+    make_run(root, suite="other")
+    result = invoke("gate", root, "--baseline", baseline)
+    assert result.exit_code == 2 and "holds 2 runs" in result.stderr

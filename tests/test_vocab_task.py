@@ -1,0 +1,42 @@
+"""The vocab task end to end through the spine's run_single, tiny sizes."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.execution.executor import run_single
+from harness.tasks.vocab.task import VocabTask
+
+TINY = {"n_concepts": 40, "train_pairs": 300, "test_pairs": 20, "steps": 6, "batch_size": 32, "dim": 8,
+        "interference_steps": 2, "interference_batches": 3, "throughput_vocab": 300, "throughput_tokens": 64,
+        "throughput_dim": 8, "throughput_min_time": 0.002}
+
+
+@pytest.mark.parametrize("arm", [{"index": "interference"}, {"index": "all", "mode": "fused"}])
+def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> None:
+    params = {**TINY, **arm}
+    first = run_single(VocabTask, params, seed=1, work_root=tmp_path / "a")
+    second = run_single(VocabTask, params, seed=1, work_root=tmp_path / "b")
+    assert first["status"] == "finished", first["error"]
+    metrics = first["metrics"]
+    for key in ("acc1@both", "contested_acc1@both", "mrr", "gate_auroc", "extra_params", "embed_cost_ratio",
+                "effective_vocabularies", "shared_drift", "interference_auroc"):
+        assert key in metrics
+        assert VocabTask.metric_for(key) is not None
+    assert metrics["split_rows"] > 0 and metrics["extra_params"] == metrics["split_rows"] * (TINY["dim"] + 1)
+    assert "device" in first["details"] and first["curves"]["train_loss"]
+    quality = [k for k in metrics if VocabTask.metric_for(k).kind != "speed"]
+    assert {k: metrics[k] for k in quality} == {k: second["metrics"][k] for k in quality}
+    assert list((tmp_path / "a" / "cache").glob("vocab-interference-*.npz"))
+
+
+def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None:
+    shared = run_single(VocabTask, {**TINY, "measure_throughput": False}, seed=0, work_root=tmp_path)
+    oracle = run_single(VocabTask, {**TINY, "measure_throughput": False, "index": "oracle"}, seed=0,
+                        work_root=tmp_path)
+    assert shared["status"] == oracle["status"] == "finished", (shared["error"], oracle["error"])
+    assert len(list((tmp_path / "cache").glob("vocab-interference-*.npz"))) == 1
+    assert shared["metrics"]["extra_params"] == 0 and shared["metrics"]["effective_vocabularies"] == 1.0
+    assert oracle["metrics"]["gate_auroc"] == 1.0
+    assert shared["metrics"]["interference_auroc"] == oracle["metrics"]["interference_auroc"]
