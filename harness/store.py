@@ -35,11 +35,16 @@ def canonical_json(obj: Any) -> str:
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write obj to path so that readers see either the old file or the complete new one."""
+    write_text_atomic(path, canonical_json(obj))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """tmp file + fsync + rename: a crash leaves the old file or the new one, never a mix."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(canonical_json(obj))
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -80,8 +85,10 @@ class RunFolder:
         return path
 
     def save_suite(self, meta: dict) -> Path:
+        """Rewritten only when the resolved suite changed, so its mtime dates the last change."""
         path = self.path / SUITE_FILE
-        write_json_atomic(path, meta)
+        if not path.exists() or path.read_text(encoding="utf-8") != canonical_json(meta):
+            write_json_atomic(path, meta)
         return path
 
 

@@ -16,7 +16,7 @@ from harness.analysis.plots import write_plots
 from harness.analysis.results import RunResults, load_results
 from harness.analysis.stats import BOOTSTRAP_SEED, CONFIDENCE, RESAMPLES, Interval, PairedDifference, summarize
 from harness.analysis.verdicts import BETTER, WORSE, ContrastRow, Validity, evaluate_contrasts, evaluate_validity
-from harness.store import write_json_atomic
+from harness.store import SUITE_FILE, iter_trial_files, write_json_atomic, write_text_atomic
 
 REPORT_DIR = "report"
 PLOTS_DIR = "plots"
@@ -79,7 +79,7 @@ def build_report(run_dir: Path) -> RunReport:
     summary_path = report_dir / SUMMARY_FILE
     text_path = report_dir / TEXT_FILE
     write_json_atomic(summary_path, summary(analysis, [p.relative_to(report_dir).as_posix() for p in plot_paths]))
-    text_path.write_text(text + "\n", encoding="utf-8")
+    write_text_atomic(text_path, text + "\n")
     return RunReport(
         run_dir=results.run_dir,
         suite=results.suite,
@@ -92,6 +92,18 @@ def build_report(run_dir: Path) -> RunReport:
         valid=analysis.validity.valid,
         failed_trials=len(results.failed),
     )
+
+
+def stored_report_text(run_dir: Path) -> str | None:
+    """The last report's text if no trial or suite file changed since (a rerun that ran nothing)."""
+    text_path = Path(run_dir) / REPORT_DIR / TEXT_FILE
+    if not text_path.exists():
+        return None
+    written = text_path.stat().st_mtime
+    inputs = [Path(run_dir) / SUITE_FILE, *iter_trial_files(run_dir)]
+    if any(p.stat().st_mtime > written for p in inputs if p.exists()):
+        return None
+    return text_path.read_text(encoding="utf-8").rstrip("\n")
 
 
 def render_report(analysis: RunAnalysis) -> str:

@@ -51,7 +51,7 @@ results_option = click.option(
 @click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow.")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow."""
-    from harness.analysis.report import build_report
+    from harness.analysis.report import build_report, stored_report_text
     from harness.devices import resolve_device, device_name
     from harness.execution.runner import run_suite
     from harness.results_table import arm_table
@@ -87,6 +87,12 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
                 if tracker and outcome.parent_run_id:
                     tracker.finish_parent(outcome.parent_run_id, "KILLED", {})
                 break
+            cached = stored_report_text(outcome.run_dir) if outcome.ran == 0 else None
+            if cached is not None:  # nothing new: the stored verdicts stand, no need to redraw plots
+                console.out(_suite_header(outcome))
+                console.out(arm_table(outcome.run_dir))
+                console.out(cached)
+                continue
             report = build_report(outcome.run_dir)
             if tracker and outcome.parent_run_id:
                 share = outcome.mlflow_seconds / max(outcome.wall_seconds, 1e-9)

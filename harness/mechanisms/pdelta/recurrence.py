@@ -97,11 +97,12 @@ def delta_recurrence(
 
     cumulative = split(log_decay).cumsum(dim=3)
     scale = cumulative.exp()  # c_t: decay from the chunk start to t inclusive
-    write = split(k) * (-cumulative).exp()  # k_t / c_t
+    write = split(k) / scale  # k_t / c_t
     read = split(erase) * scale  # erase_t * c_t
-    grouped_q = split(q.reshape(batch * kv_heads, groups, steps, features))
-    grouped_q = grouped_q.reshape(batch, kv_heads, groups, chunks, chunk_size, features)
-    scaled_q = grouped_q * scale[:, :, None]
+    # Query heads of one KV head are stacked along the rows of each chunk: [B, Hkv, chunks, G*n, F].
+    grouped_q = _pad_time(q, pad).reshape(batch, kv_heads, groups, chunks, chunk_size, features)
+    grouped_q = grouped_q.transpose(2, 3) * scale[:, :, :, None]
+    scaled_q = grouped_q.reshape(batch, kv_heads, chunks, groups * chunk_size, features)
 
     strict = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=k.device).tril(-1)
     inclusive = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=k.device).tril()
@@ -114,7 +115,7 @@ def delta_recurrence(
         system, torch.cat([split(z), read], dim=-1), upper=False, unitriangular=True
     )
     solved_z, solved_read = solved.split([value_dim, features], dim=-1)
-    mixing = (scaled_q @ write[:, :, None].transpose(-1, -2)).masked_fill(~inclusive, 0.0)
+    mixing = (scaled_q @ write.transpose(-1, -2)).masked_fill(~inclusive.repeat(groups, 1), 0.0)
 
     # Only the memory entering each chunk is sequential: chunk-major, contiguous operands keep the
     # loop to two small matmuls per chunk; every output is formed afterwards in one batched matmul.
@@ -129,9 +130,8 @@ def delta_recurrence(
         entering.append(state)
         updates.append(update)
         state = chunk_scale[c] * (state + chunk_write_t[c] @ update)
-    entering_memory = torch.stack(entering, dim=2)[:, :, None]  # [B, Hkv, 1, C, F, Dv]
-    chunk_updates = torch.stack(updates, dim=2)[:, :, None]  # [B, Hkv, 1, C, n, Dv]
-    output = scaled_q @ entering_memory + mixing @ chunk_updates
+    output = scaled_q @ torch.stack(entering, dim=2) + mixing @ torch.stack(updates, dim=2)  # [B, Hkv, C, G*n, Dv]
+    output = output.reshape(batch, kv_heads, chunks, groups, chunk_size, value_dim).transpose(2, 3)
     output = output.reshape(batch, kv_heads * groups, chunks * chunk_size, value_dim)
     return output[:, :, :steps], state
 

@@ -2,10 +2,13 @@
 
 Sentences are a padded ``(batch, length)`` tensor of token ids with one language per sentence.
 The reference gathers per-token vectors through ``SplitVocabulary.forward`` (the seed's
-semantics) and averages them. The fast op never materialises per-token vectors: it is two
-weighted ``embedding_bag`` sums, one over the shared table with weight ``(1 - g) / length``
-and one over the split rows with weight ``g / length`` (zero for tokens without a split row),
-so its cost stays close to a plain ``nn.EmbeddingBag`` mean and it never syncs with the host.
+semantics) and averages them. The fast ops never materialise per-token vectors: a mean is a
+weighted ``embedding_bag`` sum with weight ``1 / length`` (zero on padding), and the split op is
+two such sums, over the shared table with ``(1 - g) / length`` and over the split rows with
+``g / length`` (zero for tokens without a split row). They never sync with the host.
+
+Padding is a zero weight rather than ``padding_idx`` because ``padding_idx`` sends CPU
+``embedding_bag`` off its fbgemm kernel onto a loop several times slower.
 """
 from __future__ import annotations
 
@@ -15,9 +18,16 @@ import torch.nn.functional as F
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
 
 
+def mean_weights(token_ids: torch.Tensor, padding_idx: int, dtype: torch.dtype) -> torch.Tensor:
+    """Per-token weight ``1 / length`` of its sentence, zero on padding: a mean as a weighted sum."""
+    real = (token_ids != padding_idx).to(dtype)
+    return real / real.sum(1, keepdim=True).clamp(min=1.0)
+
+
 def pooled_shared(table: torch.Tensor, token_ids: torch.Tensor, padding_idx: int) -> torch.Tensor:
     """The control: mean of shared rows over the non-padding tokens of each sentence."""
-    return F.embedding_bag(token_ids, table, mode="mean", padding_idx=padding_idx)
+    return F.embedding_bag(token_ids, table, mode="sum",
+                           per_sample_weights=mean_weights(token_ids, padding_idx, table.dtype))
 
 
 def pooled_split_reference(split: SplitVocabulary, table: torch.Tensor, token_ids: torch.Tensor,
@@ -32,17 +42,22 @@ def pooled_split_reference(split: SplitVocabulary, table: torch.Tensor, token_id
 
 def pooled_split(split: SplitVocabulary, table: torch.Tensor, token_ids: torch.Tensor,
                  languages: torch.Tensor, padding_idx: int, use_gate: bool = True) -> torch.Tensor:
-    """Same values and gradients as ``pooled_split_reference``, as two weighted bag sums."""
-    flat = languages.unsqueeze(1) * split.vocab_size + token_ids
-    row = split.lookup.view(-1)[flat]
-    has_row = (row >= 0).to(table.dtype)
+    """Same values and gradients as ``pooled_split_reference``, as two weighted bag sums.
+
+    Assumes the padding token has no split row (``StaticEmbedder`` refuses such an index).
+    """
+    weight = mean_weights(token_ids, padding_idx, table.dtype)
+    row = flat_gather(split.lookup.view(-1), torch.add(token_ids, languages.unsqueeze(1), alpha=split.vocab_size))
     safe_row = row.clamp(min=0)
-    inv_length = 1.0 / (token_ids != padding_idx).sum(1, keepdim=True).clamp(min=1).to(table.dtype)
-    mix = has_row * inv_length
+    split_weight = weight * (row >= 0)
     if use_gate:
-        mix = split.gate()[safe_row] * mix
-    shared_weight = inv_length.expand_as(mix) - mix
-    shared_part = F.embedding_bag(token_ids, table, mode="sum", per_sample_weights=shared_weight,
-                                  padding_idx=padding_idx)
-    split_part = F.embedding_bag(safe_row, split.rows, mode="sum", per_sample_weights=mix)
-    return shared_part + split_part
+        split_weight = split_weight * flat_gather(split.gate(), safe_row)
+    shared_weight = weight - split_weight
+    shared_part = F.embedding_bag(token_ids, table, mode="sum", per_sample_weights=shared_weight)
+    split_part = F.embedding_bag(safe_row, split.rows, mode="sum", per_sample_weights=split_weight)
+    return shared_part.add_(split_part)
+
+
+def flat_gather(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``values[index]`` for a 1-d ``values``: ``index_select`` is several times cheaper than indexing."""
+    return values.index_select(0, index.reshape(-1)).view(index.shape)

@@ -1,9 +1,9 @@
 """The shared backbone: PC-SHO-DLM with MSA layers, trained once per seed and cached.
 
 The backbone learns to denoise queries while reading chunk-pooled memory: each query sees the
-pooled K/V of ``top_k`` documents from its batch, its gold document among them with
-probability ``gold_rate``, so it learns both to copy a value from the right chunk and to cope
-with distractors. Its precision heads are trained with the precision-weighted energy at the
+pooled K/V of ``memory_docs`` documents from its batch, its gold document among them with
+probability ``gold_rate``, so it learns both to copy a value from the right chunk and that
+memory can be wrong. Its precision heads are trained with the precision-weighted energy at the
 same time. Arms then reuse it unchanged (same init, same weights, same data).
 """
 from __future__ import annotations
@@ -48,6 +48,7 @@ class BackboneSpec:
     lr: float
     energy_weight: float
     gold_rate: float
+    memory_docs: int
     pool_docs: int
     max_noise_step: int
     seed: int
@@ -164,12 +165,13 @@ def train_backbone(spec: BackboneSpec, device: torch.device, logger) -> tuple[PC
     pool = make_documents(spec.layout, spec.pool_docs, stream(spec.seed, "backbone-docs"))
     data = stream(spec.seed, "backbone-batches")
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=spec.lr, total_steps=spec.steps, pct_start=0.1)
+    warmup = max(1, spec.steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
 
     def next_batch() -> tuple[QueryBatch, torch.Tensor, torch.Tensor]:
         gold = torch.randint(spec.pool_docs, (spec.batch,), generator=data)
         queries = make_queries(spec.layout, pool, gold, spec.max_noise_step, spec.model.n_diffusion_steps, data)
-        slots = memory_slots(spec.batch, spec.msa.top_k, spec.gold_rate, data)
+        slots = memory_slots(spec.batch, spec.memory_docs, spec.gold_rate, data)
         # the batch's documents are the gold ones, so slot i is query i's gold document
         return queries.to(device), pool[gold].to(device), slots
 
@@ -179,7 +181,7 @@ def train_backbone(spec: BackboneSpec, device: torch.device, logger) -> tuple[PC
         (denoise + spec.energy_weight * energy).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        return float(denoise), float(energy)
+        return float(denoise.detach()), float(energy.detach())
 
     progress = logger.progress(spec.steps, "backbone")
     for index in range(spec.steps):
@@ -200,7 +202,7 @@ def measure_training_throughput(model: PCSHODLM, spec: BackboneSpec, device: tor
     pool = make_documents(spec.layout, spec.batch, data)
     gold = torch.arange(spec.batch)
     queries = make_queries(spec.layout, pool, gold, spec.max_noise_step, spec.model.n_diffusion_steps, data).to(device)
-    slots = memory_slots(spec.batch, spec.msa.top_k, spec.gold_rate, data)
+    slots = memory_slots(spec.batch, spec.memory_docs, spec.gold_rate, data)
     documents = pool.to(device)
 
     def forward_backward() -> None:

@@ -108,7 +108,7 @@ def train_router(
         with torch.no_grad():
             hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
         keys = router.project_key(pooled_states[candidates]).flatten(0, 1)
-        positive = (candidates[None, :, None] == queries.gold[:, None, None]) & queries.fact_chunks[:, None, :]
+        positive = (candidates[None, :, None] == queries.gold[:, None, None]) & queries.positive_chunks[:, None, :]
         return routing_contrastive_loss(chunk_scores(router, hidden, queries.t, keys), positive.flatten(1), config.temperature)
 
     progress = logger.progress(config.steps, "router")
@@ -119,7 +119,7 @@ def train_router(
         optimizer.step()
         progress.advance()
         if index % 20 == 0 or index == config.steps - 1:
-            logger.log_metric("router_loss", float(loss), index)
+            logger.log_metric("router_loss", float(loss.detach()), index)
     progress.close()
     fixed = next_batch()
 

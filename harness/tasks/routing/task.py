@@ -47,13 +47,14 @@ class RoutingParams(TaskParams):
     router: Literal["router_projector", "precision", "random", "oracle"] = "router_projector"
     bank_size: int = Field(256, ge=2, description="documents in the memory bank")
     # workload
-    doc_facts: int = Field(8, ge=1)
-    query_facts: int = Field(3, ge=1)
-    chunk_size: int = Field(4, ge=3, description="tokens per fact and per pooled memory chunk")
-    n_keys: int = Field(512, ge=1)
-    n_values: int = Field(64, ge=2)
-    n_fillers: int = Field(64, ge=1)
-    query_noise: float = Field(0.2, ge=0.0, le=1.0, description="largest diffusion step of a query, as a fraction of T")
+    entity_len: int = Field(2, ge=1, description="tokens of an entity name (names are unique within a bank)")
+    n_entities: int = Field(128, ge=2, description="entity-name tokens")
+    n_attributes: int = Field(16, ge=1)
+    n_values: int = Field(16, ge=2)
+    doc_facts: int = Field(4, ge=1, description="attribute=value facts per document")
+    query_facts: int = Field(2, ge=1, description="facts a query asks (their values masked)")
+    chunk_size: int = Field(2, ge=1, description="tokens per pooled memory chunk (one fact)")
+    query_noise: float = Field(0.1, ge=0.0, le=1.0, description="largest diffusion step of a query, as a fraction of T")
     # backbone
     d_model: int = Field(64, ge=8)
     n_heads: int = Field(4, ge=1)
@@ -61,20 +62,21 @@ class RoutingParams(TaskParams):
     d_ff: int = Field(128, ge=8)
     n_diffusion_steps: int = Field(100, ge=1)
     n_settling_steps: int = Field(2, ge=0)
-    msa_from_layer: int = Field(3, ge=0, description="first MSA layer is max(this, n_layers // 2)")
-    backbone_steps: int = Field(400, ge=1)
+    msa_from_layer: int = Field(2, ge=0, description="first MSA layer is max(this, n_layers // 2)")
+    backbone_steps: int = Field(350, ge=1)
     backbone_batch: int = Field(32, ge=2)
     backbone_lr: float = Field(3e-3, gt=0)
     backbone_docs: int = Field(4096, ge=2)
     energy_weight: float = Field(0.1, ge=0)
-    gold_rate: float = Field(0.8, ge=0.0, le=1.0)
+    gold_rate: float = Field(0.8, ge=0.0, le=1.0, description="chance the backbone's memory holds the gold document")
+    backbone_memory_docs: int = Field(1, ge=1, description="documents in memory per query while training the backbone")
     # router
     router_dim: int = Field(64, ge=1)
     n_router_heads: int = Field(4, ge=1)
     top_k: int = Field(4, ge=1)
-    router_steps: int = Field(150, ge=1)
+    router_steps: int = Field(200, ge=1)
     router_batch: int = Field(32, ge=1)
-    router_lr: float = Field(3e-3, gt=0)
+    router_lr: float = Field(1e-2, gt=0)
     router_temperature: float = Field(0.05, gt=0)
     router_negatives: int = Field(256, ge=1)
     # evaluation
@@ -85,8 +87,16 @@ class RoutingParams(TaskParams):
 
     @model_validator(mode="after")
     def _consistent(self) -> "RoutingParams":
-        if self.top_k >= self.backbone_batch:
-            raise ValueError(f"top_k ({self.top_k}) must be below backbone_batch ({self.backbone_batch})")
+        if self.backbone_memory_docs >= self.backbone_batch:
+            raise ValueError(
+                f"backbone_memory_docs ({self.backbone_memory_docs}) must be below backbone_batch ({self.backbone_batch})"
+            )
+        names = self.n_entities**self.entity_len
+        if max(self.bank_size, self.backbone_docs) > names:
+            raise ValueError(
+                f"bank_size ({self.bank_size}) and backbone_docs ({self.backbone_docs}) must not exceed the "
+                f"{names} distinct entity names (n_entities ** entity_len)"
+            )
         if self.top_k > self.bank_size:
             raise ValueError(f"top_k ({self.top_k}) exceeds bank_size ({self.bank_size})")
         return self
@@ -137,7 +147,7 @@ class RoutingTask(Task):
         ctx.logger.record("backbone_from_cache", backbone.from_cache)
         documents = make_documents(layout, params.bank_size, stream(ctx.seed, "bank", params.bank_size)).to(device)
         widths = 2 * params.d_model * len(backbone.msa_layers) + params.router_dim + params.d_model
-        ensure_bank_fits(params.bank_size * params.doc_facts, widths, device)
+        ensure_bank_fits(params.bank_size * layout.chunks_per_doc, widths, device)
         encoded, pooled = encode_bank(backbone.model, backbone.msa, documents)
 
         router = install_router(params.router, backbone)
@@ -160,15 +170,15 @@ class RoutingTask(Task):
         with torch.no_grad():
             metrics.update(evaluate(params, backbone, router, bank, queries, ctx))
         metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
-        metrics["key_bytes_per_doc"] = float(params.doc_facts * params.router_dim * 4) if router is not None else 0.0
+        metrics["key_bytes_per_doc"] = float(layout.chunks_per_doc * params.router_dim * 4) if router is not None else 0.0
         if router is not None and params.measure_speed:
             metrics.update(scoring_speed(params, router, layout, device, ctx.seed))
         return metrics
 
 
 def layout_of(params: RoutingParams) -> Layout:
-    vocabulary = Vocabulary(n_fillers=params.n_fillers, n_keys=params.n_keys, n_values=params.n_values)
-    return Layout(vocabulary, params.chunk_size, params.doc_facts, params.query_facts)
+    vocabulary = Vocabulary(n_entities=params.n_entities, n_attributes=params.n_attributes, n_values=params.n_values)
+    return Layout(vocabulary, params.entity_len, params.doc_facts, params.query_facts, params.chunk_size)
 
 
 def max_noise_step(params: RoutingParams) -> int:
@@ -186,6 +196,7 @@ def backbone_spec(params: RoutingParams, layout: Layout, seed: int, device: torc
     return BackboneSpec(
         model=model, msa=msa, layout=layout, steps=params.backbone_steps, batch=params.backbone_batch,
         lr=params.backbone_lr, energy_weight=params.energy_weight, gold_rate=params.gold_rate,
+        memory_docs=params.backbone_memory_docs,
         pool_docs=params.backbone_docs, max_noise_step=max_noise_step(params), seed=seed, device_type=device.type,
     )
 
@@ -213,7 +224,7 @@ def document_scores(
         return fixed_document_scores(params.router, queries.gold, params.bank_size, stream(seed, "random-router", params.bank_size))
     keys, _ = bank.get_routing_keys(backbone.routing_layer)
     heads = 1 if isinstance(router, PrecisionGuidedRouter) else router.n_heads
-    index = RoutingIndex(keys, heads, params.doc_facts)
+    index = RoutingIndex(keys, heads, layout_of(params).chunks_per_doc)
     return torch.cat([
         index.document_scores(routing_queries(router, hidden[i : i + EVAL_BATCH], queries.t[i : i + EVAL_BATCH]))
         for i in range(0, hidden.shape[0], EVAL_BATCH)
@@ -270,17 +281,18 @@ def retrieval_confidence(
 
 def scoring_speed(params: RoutingParams, router, layout: Layout, device: torch.device, seed: int) -> dict[str, float]:
     """Top-k routing throughput against synthetic banks, and its share of the copy bandwidth."""
-    bandwidth = copy_bandwidth(device)
+    per_doc = layout.chunks_per_doc
+    largest = max(params.score_bank_chunks) // per_doc * per_doc
+    bandwidth = copy_bandwidth(device, max(64 * 2**20, largest * params.router_dim * 4))
     out = {"copy_bandwidth": bandwidth / 1e9}
     generator = stream(seed, "speed")
-    largest = max(params.score_bank_chunks) // params.doc_facts * params.doc_facts
     keys = random_keys(largest, params.router_dim, device, generator)
     per_token = not isinstance(router, PrecisionGuidedRouter)
     heads = router.n_heads if per_token else 1
     queries = torch.randn(params.score_batch, layout.query_len if per_token else 1, params.router_dim, generator=generator).to(device)
     for n_chunks in params.score_bank_chunks:
-        n_chunks = n_chunks // params.doc_facts * params.doc_facts
-        index = RoutingIndex(keys[:n_chunks], heads, params.doc_facts)
+        n_chunks = n_chunks // per_doc * per_doc
+        index = RoutingIndex(keys[:n_chunks], heads, per_doc)
         seconds = seconds_per_call(lambda: index.top_documents(queries, params.top_k), min_run_time=0.1)
         out[f"score_qps@{n_chunks}"] = params.score_batch / seconds
         out[f"score_bw_frac@{n_chunks}"] = n_chunks * params.router_dim * keys.element_size() / seconds / bandwidth

@@ -1,13 +1,16 @@
-"""The key=value memory workload: synthetic documents of facts and queries about them.
+"""The entity memory workload: synthetic documents of attribute=value facts about named entities.
 
-Every chunk of a document holds one fact laid out as ``key = value filler...``: keys are distinct
-within a document (drawn from a shared key vocabulary, so a key recurs across documents), values
-and fillers are random. A query quotes some of its gold document's facts at their document slots
-among fresh filler; its value tokens are always masked and its other tokens are masked with
-diffusion noise at step t. Everything is drawn from explicit generators, so a seed fixes the data.
+A document is ``entity_name attribute value attribute value ...``: the entity name is
+``entity_len`` tokens, unique within a set of documents (so even a large bank has exactly one
+right answer), followed by ``doc_facts`` distinct attributes with values drawn at random per
+document. A query names the entity and asks ``query_facts`` of its attributes with the values
+masked (plus diffusion noise at step t elsewhere). Values are random, so only the gold document
+can supply them: no memory gives chance accuracy, and routing means matching the entity name.
+Everything is drawn from explicit generators, so a seed fixes the data.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -15,83 +18,86 @@ import torch
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """Token id layout: '=' first, then fillers, keys and values; MASK is ``size``."""
+    """Token id layout: entity tokens, then attributes, then values; MASK is ``size``."""
 
-    n_fillers: int
-    n_keys: int
+    n_entities: int
+    n_attributes: int
     n_values: int
 
-    EQUALS = 0
-
     @property
-    def filler_start(self) -> int:
-        return 1
-
-    @property
-    def key_start(self) -> int:
-        return 1 + self.n_fillers
+    def attribute_start(self) -> int:
+        return self.n_entities
 
     @property
     def value_start(self) -> int:
-        return 1 + self.n_fillers + self.n_keys
+        return self.n_entities + self.n_attributes
 
     @property
     def size(self) -> int:
-        return 1 + self.n_fillers + self.n_keys + self.n_values
+        return self.n_entities + self.n_attributes + self.n_values
 
 
 @dataclass(frozen=True)
 class Layout:
     vocabulary: Vocabulary
-    chunk_size: int
+    entity_len: int
     doc_facts: int
     query_facts: int
+    chunk_size: int
 
     def __post_init__(self) -> None:
-        if self.chunk_size < 3:
-            raise ValueError(f"chunk_size must be >= 3 to hold 'key = value', got {self.chunk_size}")
+        if self.entity_len < 1 or self.chunk_size < 1:
+            raise ValueError(f"entity_len and chunk_size must be >= 1, got {self.entity_len}, {self.chunk_size}")
         if not 1 <= self.query_facts <= self.doc_facts:
             raise ValueError(f"query_facts must be in 1..doc_facts={self.doc_facts}, got {self.query_facts}")
-        if self.doc_facts > self.vocabulary.n_keys:
-            raise ValueError(f"doc_facts {self.doc_facts} exceeds the {self.vocabulary.n_keys} distinct keys")
+        if self.doc_facts > self.vocabulary.n_attributes:
+            raise ValueError(f"doc_facts {self.doc_facts} exceeds the {self.vocabulary.n_attributes} attributes")
 
     @property
     def doc_len(self) -> int:
-        return self.doc_facts * self.chunk_size
+        return self.entity_len + 2 * self.doc_facts
 
     @property
     def query_len(self) -> int:
-        return self.doc_len
+        return self.entity_len + 2 * self.query_facts
+
+    @property
+    def chunks_per_doc(self) -> int:
+        return math.ceil(self.doc_len / self.chunk_size)
+
+    @property
+    def max_documents(self) -> int:
+        """How many documents can have distinct entity names."""
+        return self.vocabulary.n_entities**self.entity_len
+
+    def entity_chunks(self) -> torch.Tensor:
+        """(chunks_per_doc,) bool: the chunks holding entity-name tokens (the routing targets)."""
+        return torch.arange(self.chunks_per_doc) * self.chunk_size < self.entity_len
 
 
 def make_documents(layout: Layout, n_docs: int, generator: torch.Generator) -> torch.Tensor:
-    """(n_docs, doc_len) token ids; chunk c of a document is its fact c."""
+    """(n_docs, doc_len) token ids with distinct entity names."""
+    if n_docs > layout.max_documents:
+        raise ValueError(f"{n_docs} documents need more than the {layout.max_documents} distinct entity names")
     vocab = layout.vocabulary
-    keys = torch.rand(n_docs, vocab.n_keys, generator=generator).argsort(dim=-1)[:, : layout.doc_facts]
+    names = torch.randperm(layout.max_documents, generator=generator)[:n_docs]
+    digits = vocab.n_entities ** torch.arange(layout.entity_len - 1, -1, -1)
+    entity = names[:, None] // digits % vocab.n_entities
+    attributes = torch.rand(n_docs, vocab.n_attributes, generator=generator).argsort(dim=-1)[:, : layout.doc_facts]
     values = torch.randint(vocab.n_values, (n_docs, layout.doc_facts), generator=generator)
-    n_filler = layout.chunk_size - 3
-    fillers = torch.randint(vocab.n_fillers, (n_docs, layout.doc_facts, n_filler), generator=generator)
-    chunks = torch.cat(
-        [
-            (keys + vocab.key_start).unsqueeze(-1),
-            torch.full((n_docs, layout.doc_facts, 1), vocab.EQUALS),
-            (values + vocab.value_start).unsqueeze(-1),
-            fillers + vocab.filler_start,
-        ],
-        dim=-1,
-    )
-    return chunks.reshape(n_docs, layout.doc_len)
+    facts = torch.stack([attributes + vocab.attribute_start, values + vocab.value_start], dim=-1).flatten(1)
+    return torch.cat([entity, facts], dim=1)
 
 
 @dataclass
 class QueryBatch:
     noisy: torch.Tensor  # (B, S) token ids with MASK where masked
-    clean: torch.Tensor  # (B, S) the passage
+    clean: torch.Tensor  # (B, S) the query
     masked: torch.Tensor  # (B, S) bool
-    is_value: torch.Tensor  # (B, S) bool: the value positions (always masked)
+    is_value: torch.Tensor  # (B, S) bool: the asked values (always masked)
     t: torch.Tensor  # (B,) diffusion step
     gold: torch.Tensor  # (B,) index of the gold document
-    fact_chunks: torch.Tensor  # (B, doc_facts) bool: the gold chunks the query quotes
+    positive_chunks: torch.Tensor  # (B, chunks_per_doc) bool: gold chunks the router must find
 
     def to(self, device: torch.device) -> "QueryBatch":
         return QueryBatch(**{name: value.to(device) for name, value in vars(self).items()})
@@ -105,30 +111,26 @@ def make_queries(
     n_diffusion_steps: int,
     generator: torch.Generator,
 ) -> QueryBatch:
-    """Queries quoting ``query_facts`` random facts of each gold document at their document
-    slots (positions restart at 0 in documents and queries alike); the other slots hold fresh
-    filler, so a query is as long as a document."""
+    """Queries ``entity_name attribute [MASK] ...`` asking ``query_facts`` random facts of each
+    gold document; positions restart at 0 in documents and queries alike."""
     batch = gold.shape[0]
-    vocab = layout.vocabulary
-    quoted = torch.rand(batch, layout.doc_facts, generator=generator).argsort(dim=-1)[:, : layout.query_facts]
-    fact_chunks = torch.zeros(batch, layout.doc_facts, dtype=torch.bool)
-    fact_chunks.scatter_(1, quoted, True)
-    filler = torch.randint(vocab.n_fillers, (batch, layout.doc_len), generator=generator) + vocab.filler_start
-    keep = fact_chunks.repeat_interleave(layout.chunk_size, dim=1)
-    clean = torch.where(keep, documents[gold], filler)
-    slot_offset = torch.arange(layout.doc_len) % layout.chunk_size
-    is_value = keep & (slot_offset == 2)[None, :]
+    asked = torch.rand(batch, layout.doc_facts, generator=generator).argsort(dim=-1)[:, : layout.query_facts]
+    fact_positions = layout.entity_len + 2 * asked[:, :, None] + torch.arange(2)
+    gold_docs = documents[gold]
+    clean = torch.cat([gold_docs[:, : layout.entity_len], gold_docs.gather(1, fact_positions.flatten(1))], dim=1)
+    offsets = torch.arange(layout.query_len)
+    is_value = ((offsets >= layout.entity_len) & ((offsets - layout.entity_len) % 2 == 1)).expand(batch, -1)
     t = torch.randint(1, max_noise_step + 1, (batch,), generator=generator)
     noise = torch.rand(clean.shape, generator=generator) < (t.float() / n_diffusion_steps)[:, None]
     masked = noise | is_value
     return QueryBatch(
-        noisy=clean.masked_fill(masked, vocab.size),
+        noisy=clean.masked_fill(masked, layout.vocabulary.size),
         clean=clean,
         masked=masked,
-        is_value=is_value,
+        is_value=is_value.clone(),
         t=t,
         gold=gold,
-        fact_chunks=fact_chunks,
+        positive_chunks=layout.entity_chunks().expand(batch, -1).clone(),
     )
 
 

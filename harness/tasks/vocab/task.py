@@ -109,13 +109,14 @@ class VocabTask(Task):
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
         Metric("acc1", "higher", "fraction", "quality",
-           "held-out bitext retrieval top-1 accuracy; @fwd source->target, @bwd target->source, @both mean"),
+           "held-out bitext retrieval top-1 accuracy; @fwd source->target, @bwd target->source, @both mean",
+           key=True),
         Metric("mrr", "higher", "fraction", "quality", "mean reciprocal rank of the partner, both ways averaged"),
         Metric("contested_acc1", "higher", "fraction", "quality",
-           "acc1 on held-out pairs containing a truly contested (language, token) on either side"),
+           "acc1 on held-out pairs containing a truly contested (language, token) on either side", key=True),
         Metric("contested_mrr", "higher", "fraction", "quality", "mrr on pairs with a contested token"),
         Metric("gate_auroc", "higher", "fraction", "quality",
-           "AUROC of per-pair openness (gate; fusion: distance from the token's consensus row) vs truth"),
+           "AUROC of per-pair openness (gate; fusion: distance from the token's consensus row) vs truth", key=True),
         Metric("gate_auprc", "higher", "fraction", "quality", "average precision of openness vs truth"),
         Metric("interference_auroc", "higher", "fraction", "info",
            "AUROC of the interference score (measured on the control) vs truth, over candidate pairs"),
@@ -126,11 +127,12 @@ class VocabTask(Task):
         Metric("shared_drift", "none", "fraction", "info", "||E_T - E_0|| / ||E_0|| over used shared rows"),
         Metric("split_rows", "none", "count", "info", "size of the split index"),
         Metric("extra_params", "lower", "count", "memory", "parameters the split vocabulary adds"),
-        Metric("extra_bytes", "lower", "bytes", "memory", "bytes of the split vocabulary (parameters and lookup)"),
+        Metric("extra_bytes", "lower", "bytes", "memory", "bytes of the split vocabulary (parameters and lookup)",
+               key=True),
         Metric("embed_throughput", "higher", "tokens/s", "speed",
            "pooled forward of this arm at throughput_vocab / throughput_tokens"),
         Metric("bag_throughput", "higher", "tokens/s", "speed", "plain nn.EmbeddingBag mean on the same batch"),
-        Metric("embed_cost_ratio", "lower", "ratio", "speed", "time of this arm's forward / EmbeddingBag's"),
+        Metric("embed_cost_ratio", "lower", "ratio", "speed", "time of this arm's forward / EmbeddingBag's", key=True),
         Metric("train_loss", "lower", "nats", "info", "contrastive loss at the last step"),
     )
 
