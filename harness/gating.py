@@ -7,8 +7,8 @@ What is compared, and how, follows what is stable across runs of the same code:
 - memory metrics (bytes and other deterministic sizes): exactly equal;
 - speed metrics: never absolute (timings move with machine load), only as the ratio of a
   contrast's treatment mean to its control's mean measured in the same run, allowed to worsen by
-  a relative tolerance (the suite's tolerance when it names the key or family, else
-  ``SPEED_RATIO_TOLERANCE``).
+  a relative tolerance (the suite's tolerance when it names the key or family, else the suite's
+  ``gate.speed_tolerance``, else ``SPEED_RATIO_TOLERANCE``).
 A baseline belongs to one suite, profile and device class: gating across them is refused.
 """
 from __future__ import annotations
@@ -205,7 +205,7 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str
         passed = sign * (current - value) >= -tolerance
         rule = f"{reference['direction']} is better, may worsen by {tolerance:g}"
     else:
-        tolerance = _tolerance(tolerances, key, SPEED_RATIO_TOLERANCE)
+        tolerance = _tolerance(tolerances, key, float(tolerances.get("speed_tolerance", SPEED_RATIO_TOLERANCE)))
         passed = current >= value * (1 - tolerance) if sign > 0 else current <= value * (1 + tolerance)
         rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
     return GateCheck(check, reference["subject"], reference["point"], key, value, current, passed, rule)

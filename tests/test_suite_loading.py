@@ -118,3 +118,16 @@ def test_claim_on_undeclared_metric_and_contrast(tmp_path):
 def test_bad_param_value_is_reported(tmp_path):
     message = error_of(write(tmp_path, "s.yaml", TOY.replace("steps: 5", "steps: many")))
     assert "param 'steps'" in message and "integer" in message
+
+
+def test_profile_gate_overrides_merge_over_the_suite_gate(tmp_path):
+    text = TOY + "gate: {default_tolerance: 0.01, tolerances: {accuracy: 0.02}}\n"
+    text = text.replace("smoke: {seeds: [0], params: {steps: 2}}", "smoke: {seeds: [0], gate: {speed_tolerance: 0.9}}")
+    path = write(tmp_path, "s.yaml", text)
+    (default,) = load_suites(path)
+    (smoke,) = load_suites(path, profile="smoke")
+    assert default.gate.speed_tolerance == 0.25
+    assert smoke.gate.speed_tolerance == 0.9
+    assert smoke.gate.tolerances == {"accuracy": 0.02} and smoke.gate.default_tolerance == 0.01
+    bad = write(tmp_path, "b.yaml", text.replace("speed_tolerance: 0.9", "speed_tolerence: 0.9"))
+    assert "unknown key 'speed_tolerence'" in error_of(bad, profile="smoke")

@@ -194,6 +194,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter) -> S
         raise SuiteError(f"{_where(path, node, ['task'])}: task: {exc}") from None
 
     params, sweep, arm_specs, run_seeds = dict(spec.params), dict(spec.sweep), dict(spec.arms), list(spec.seeds)
+    gate = spec.gate
     arm_params = {name: a.params for name, a in arm_specs.items()}
     arm_sweeps = {name: a.sweep for name, a in arm_specs.items()}
     if profile != DEFAULT_PROFILE:
@@ -206,6 +207,11 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter) -> S
             sweep = dict(chosen.sweep)
         if chosen.seeds is not None:
             run_seeds = list(chosen.seeds)
+        if chosen.gate:
+            try:
+                gate = GateSpec.model_validate(_deep_merge(spec.gate.model_dump(), chosen.gate))
+            except ValidationError as exc:
+                raise SuiteError(_validation_message(path, node, exc, ["profiles", profile, "gate"])) from None
         for name, override in chosen.arms.items():
             if name not in arm_params:
                 raise SuiteError(
@@ -232,7 +238,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter) -> S
         name=spec.suite, description=spec.description, source=path, profile=profile, task_name=spec.task,
         task=task, seeds=run_seeds, params=params, sweep=sweep, arms=arms,
         contrasts=[c for c in spec.contrasts if not arm_filter or (c.treatment in arms and c.control in arms)],
-        validity=spec.validity, claims=spec.claims, gate=spec.gate, profiles=sorted(spec.profiles),
+        validity=spec.validity, claims=spec.claims, gate=gate, profiles=sorted(spec.profiles),
     )
     _check_references(path, node, spec, suite)
     _check_params(path, node, suite)

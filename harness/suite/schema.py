@@ -56,7 +56,10 @@ class ValiditySpec(Strict):
 
 
 class GateSpec(Strict):
+    """Regression tolerances: quality absolute (metric units), speed ratios relative."""
+
     default_tolerance: float = 0.05
+    speed_tolerance: float = 0.25
     tolerances: dict[str, float] = Field(default_factory=dict)
 
 
@@ -80,6 +83,7 @@ class ProfileSpec(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     sweep: SweepAxes | None = None
     arms: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    gate: dict[str, Any] = Field(default_factory=dict)  # merged over the suite's gate section
 
     @field_validator("sweep")
     @classmethod
