@@ -58,33 +58,39 @@ def precondition_chunked(
 ) -> tuple[Tensor, Tensor]:
     """Within a chunk the curvature seen by each token is a closed form; only chunks recur.
 
-    C_t = alpha^t C0 + beta * sum_{j<t} alpha^(t-1-j) k_j^2, evaluated for t = 0..n so the last
-    row is the curvature entering the next chunk.
+    C_t = alpha^t C0 + beta * sum_{j<t} alpha^(t-1-j) k_j^2 for t = 0..n: the key sums are taken for
+    all chunks at once, then only the curvature entering each chunk (row n of the previous one) recurs.
+    Zero padding of a ragged last chunk only touches rows after its last real token.
     """
     chunk_size = check_chunk_size(chunk_size)
     if kp.ndim != 4 or curvature.shape != (kp.shape[0], kp.shape[1], kp.shape[3]):
         raise ValueError(
             f"inconsistent shapes: kp {tuple(kp.shape)} needs curvature [B,Hkv,F], got {tuple(curvature.shape)}"
         )
-    steps = kp.shape[2]
+    batch, kv_heads, steps, features = kp.shape
+    n = min(chunk_size, max(steps, 1))  # every chunk size gives the same result: skip padding work
+    pad = (-steps) % n
+    chunks = (steps + pad) // n
     log_alpha = alpha.log()  # [Hkv, F]
-    positions = torch.arange(chunk_size + 1, device=kp.device, dtype=kp.dtype)
-    lags = positions[:, None] - 1 - positions[None, :chunk_size]  # t - 1 - j, [n+1, n]
+    positions = torch.arange(n + 1, device=kp.device, dtype=kp.dtype)
+    lags = positions[:, None] - 1 - positions[None, :n]  # t - 1 - j, [n+1, n]
     decay_powers = torch.exp(log_alpha[..., None, None] * lags.clamp_min(0))  # [Hkv, F, n+1, n]
     decay_powers = decay_powers * (lags >= 0)
-    start_powers = torch.exp(log_alpha[..., None] * positions)  # [Hkv, F, n+1]
+    start_powers = torch.exp(log_alpha[..., None, :] * positions[:, None])  # [Hkv, n+1, F]
 
-    keys = []
-    for start in range(0, steps, chunk_size):
-        chunk = kp[:, :, start : start + chunk_size]
-        n = chunk.shape[2]
-        seen = start_powers[None, :, :, : n + 1] * curvature[..., None] + beta[None, :, :, None] * torch.einsum(
-            "hftj,bhjf->bhft", decay_powers[:, :, : n + 1, :n], chunk.square()
-        )
-        seen = seen.transpose(-1, -2)  # [B, Hkv, n+1, F]
-        keys.append(_preconditioned_key(chunk, seen[:, :, :n], log_x[:, None, :], center[:, None, :]))
-        curvature = seen[:, :, n]
-    return torch.cat(keys, dim=2), curvature
+    chunked = F.pad(kp, (0, 0, 0, pad)).reshape(batch, kv_heads, chunks, n, features)
+    key_sums = beta[None, :, None, None] * torch.einsum("hftj,bhcjf->bhctf", decay_powers, chunked.square())
+    entering = []
+    for c in range(chunks):
+        entering.append(curvature)
+        curvature = start_powers[None, :, n] * curvature + key_sums[:, :, c, n]
+    seen = start_powers[None, :, None, :n] * torch.stack(entering, dim=2)[:, :, :, None] + key_sums[:, :, :, :n]
+    keys = _preconditioned_key(chunked, seen, log_x[:, None, None, :], center[:, None, None, :])
+    keys = keys.reshape(batch, kv_heads, chunks * n, features)[:, :, :steps]
+    if pad:  # the last chunk ends at its last real token, not after the padding
+        last = steps - (chunks - 1) * n
+        curvature = start_powers[None, :, last] * entering[-1] + key_sums[:, :, -1, last]
+    return keys, curvature
 
 
 def _logit(p: float) -> float:

@@ -78,62 +78,70 @@ def delta_recurrence(
     groups: int,
     chunk_size: int = 32,
 ) -> tuple[Tensor, Tensor]:
-    """Chunked delta rule: within-chunk work is batched matmuls and one triangular solve.
+    """Chunked delta rule (WY form): everything independent of the carried memory is batched over chunks.
 
-    Everything that does not depend on the memory entering a chunk is computed for all chunks at
-    once; only a few matmuls per chunk remain sequential. Padding tokens (zero key, erase, query
-    and decay) leave the memory untouched, so T need not be a multiple of chunk_size.
+    With A = (I + strictly_lower(read write^T))^-1, a chunk entered with memory M0 has updates
+    U = A Z - (A read) M0, outputs (q c) M0 + P U with P = lower_incl((q c) write^T), and final memory
+    diag(c_n) M0 + (c_n write)^T U. Only U and the final memory are sequential (two small matmuls per
+    chunk); the outputs of all chunks are formed afterwards in batched matmuls. Padding tokens (zero key,
+    erase, query and decay) leave the memory untouched, so T need not be a multiple of chunk_size.
     """
     chunk_size = check_chunk_size(chunk_size)
     check_recurrence_shapes(q, k, z, erase, log_decay, memory, groups)
     batch, kv_heads, steps, features = k.shape
     value_dim = z.shape[-1]
-    pad = (-steps) % chunk_size
-    chunks = (steps + pad) // chunk_size
+    chunk_size = min(chunk_size, max(steps, 1))  # every chunk size gives the same result: skip padding work
+    n = chunk_size
+    pad = (-steps) % n
+    chunks = (steps + pad) // n
 
     def split(x: Tensor) -> Tensor:
         # [B, H, T, X] -> [B, H, chunks, n, X]
-        return _pad_time(x, pad).reshape(x.shape[0], x.shape[1], chunks, chunk_size, x.shape[-1])
+        return _pad_time(x, pad).reshape(x.shape[0], x.shape[1], chunks, n, x.shape[-1])
 
-    cumulative = split(log_decay).cumsum(dim=3)
-    scale = cumulative.exp()  # c_t: decay from the chunk start to t inclusive
+    scale = split(log_decay).cumsum(dim=3).exp()  # c_t: decay from the chunk start to t inclusive
+    last_scale = scale[:, :, :, -1:]  # c_n
     write = split(k) / scale  # k_t / c_t
-    read = split(erase) * scale  # erase_t * c_t
-    # Query heads of one KV head are stacked along the rows of each chunk: [B, Hkv, chunks, G*n, F].
-    grouped_q = _pad_time(q, pad).reshape(batch, kv_heads, groups, chunks, chunk_size, features)
-    grouped_q = grouped_q.transpose(2, 3) * scale[:, :, :, None]
-    scaled_q = grouped_q.reshape(batch, kv_heads, chunks, groups * chunk_size, features)
+    # Rows of each chunk: erase, then the queries of each head sharing the KV head, all times c_t:
+    # [B, Hkv, chunks, n + G*n, F] = [read; q c].
+    grouped_q = _pad_time(q, pad).reshape(batch, kv_heads, groups, chunks, n, features).transpose(2, 3)
+    rows = torch.cat([split(erase)[:, :, :, None], grouped_q], dim=3) * scale[:, :, :, None]
+    rows = rows.flatten(3, 4)
+    read = rows[:, :, :, :n]  # erase_t * c_t
+    products = rows @ write.transpose(-1, -2)  # [read write^T; (q c) write^T]
 
-    strict = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=k.device).tril(-1)
-    inclusive = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=k.device).tril()
-    interaction = (read @ write.transpose(-1, -2)).masked_fill(~strict, 0.0)
-    identity = torch.eye(chunk_size, dtype=k.dtype, device=k.device)
-    system = identity + interaction
-    # (I + strictly_lower(read write^T)) U = Z - read M0, solved for Z and read separately so the
-    # memory-dependent part reduces to a matmul inside the sequential loop.
-    solved = torch.linalg.solve_triangular(
-        system, torch.cat([split(z), read], dim=-1), upper=False, unitriangular=True
+    # A = (I + strictly_lower(read write^T))^-1: a unit-triangular solve reads only the strict lower part.
+    identity = torch.eye(n, dtype=k.dtype, device=k.device)
+    inverse = torch.linalg.solve_triangular(
+        products[:, :, :, :n], identity.expand(batch, kv_heads, chunks, n, n), upper=False, unitriangular=True
     )
-    solved_z, solved_read = solved.split([value_dim, features], dim=-1)
-    mixing = (scaled_q @ write.transpose(-1, -2)).masked_fill(~inclusive.repeat(groups, 1), 0.0)
+    solved_z, solved_read = (inverse @ torch.cat([split(z), read], dim=-1)).split([value_dim, features], dim=-1)
+    inclusive = torch.ones(n, n, dtype=torch.bool, device=k.device).tril().repeat(groups, 1)
+    mixing = products[:, :, :, n:].masked_fill(~inclusive, 0.0)  # P = lower_incl((q c) write^T)
 
-    # Only the memory entering each chunk is sequential: chunk-major, contiguous operands keep the
-    # loop to two small matmuls per chunk; every output is formed afterwards in one batched matmul.
-    chunk_z = solved_z.movedim(2, 0).contiguous()
-    chunk_read = solved_read.movedim(2, 0).contiguous()
-    chunk_write_t = write.transpose(-1, -2).movedim(2, 0).contiguous()
-    chunk_scale = scale[:, :, :, -1, :, None].movedim(2, 0).contiguous()  # c_n per chunk
-    state = memory
+    # Sequential part, chunk-major [chunks, B*Hkv, ...]: two small matmuls per chunk.
+    def chunk_major(x: Tensor) -> Tensor:
+        return x.movedim(2, 0).reshape(chunks, batch * kv_heads, *x.shape[-2:])
+
+    chunk_z, chunk_read = chunk_major(solved_z), chunk_major(solved_read)
+    chunk_write_t = chunk_major((write * last_scale).transpose(-1, -2))  # (c_n / c_t) k_t, at most |k_t|
+    chunk_scale = chunk_major(last_scale.transpose(-1, -2))  # c_n as a column
+    state = memory.reshape(batch * kv_heads, features, value_dim)
     entering, updates = [], []
     for c in range(chunks):
-        update = chunk_z[c] - chunk_read[c] @ state  # rows: z_t - old_t
+        update = torch.baddbmm(chunk_z[c], chunk_read[c], state, alpha=-1.0)  # rows: z_t - old_t
         entering.append(state)
         updates.append(update)
-        state = chunk_scale[c] * (state + chunk_write_t[c] @ update)
-    output = scaled_q @ torch.stack(entering, dim=2) + mixing @ torch.stack(updates, dim=2)  # [B, Hkv, C, G*n, Dv]
-    output = output.reshape(batch, kv_heads, chunks, groups, chunk_size, value_dim).transpose(2, 3)
-    output = output.reshape(batch, kv_heads * groups, chunks * chunk_size, value_dim)
-    return output[:, :, :steps], state
+        state = torch.baddbmm(chunk_scale[c] * state, chunk_write_t[c], update)
+
+    def batch_major(parts: list[Tensor]) -> Tensor:
+        return torch.stack(parts, dim=1).view(batch, kv_heads, chunks, *parts[0].shape[-2:])
+
+    # Outputs of all chunks at once: (q c) M0 + P U, [B, Hkv, chunks, G*n, Dv].
+    output = rows[:, :, :, n:] @ batch_major(entering) + mixing @ batch_major(updates)
+    output = output.view(batch, kv_heads, chunks, groups, n, value_dim).transpose(2, 3)
+    output = output.reshape(batch, kv_heads * groups, chunks * n, value_dim)
+    return output[:, :, :steps], state.reshape(batch, kv_heads, features, value_dim)
 
 
 def expand_kv(x: Tensor, groups: int) -> Tensor:
