@@ -206,7 +206,8 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str
         rule = f"{reference['direction']} is better, may worsen by {tolerance:g}"
     else:
         tolerance = _tolerance(tolerances, key, float(tolerances.get("speed_tolerance", SPEED_RATIO_TOLERANCE)))
-        passed = current >= value * (1 - tolerance) if sign > 0 else current <= value * (1 + tolerance)
+        # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
+        passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
         rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
     return GateCheck(check, reference["subject"], reference["point"], key, value, current, passed, rule)
 

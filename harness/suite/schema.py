@@ -58,8 +58,8 @@ class ValiditySpec(Strict):
 class GateSpec(Strict):
     """Regression tolerances: quality absolute (metric units), speed ratios relative."""
 
-    default_tolerance: float = 0.05
-    speed_tolerance: float = 0.25
+    default_tolerance: float = Field(0.05, ge=0)
+    speed_tolerance: float = Field(0.25, ge=0, lt=1)
     tolerances: dict[str, float] = Field(default_factory=dict)
 
 
