@@ -1,19 +1,23 @@
-"""The routing task end to end with tiny params: metrics in range, reruns bit-identical."""
+"""The routing task end to end with tiny params: metrics in range, reruns bit-identical; the
+learned arms start from identical router weights."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
 import pytest
+import torch
 
 from harness.execution.executor import run_single
-from harness.tasks.routing.task import RoutingTask
+from harness.tasks.routing.backbone import Backbone, build_model
+from harness.tasks.routing.routers import install_router
+from harness.tasks.routing.task import RoutingTask, backbone_spec, layout_of
 
 TINY = {
     "bank_size": 16, "d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 2, "msa_from_layer": 1,
     "router_dim": 8, "n_router_heads": 2, "top_k": 2, "backbone_steps": 6, "backbone_batch": 8,
     "backbone_docs": 32, "router_steps": 4, "router_batch": 8, "router_negatives": 8, "eval_queries": 16,
-    "score_bank_chunks": [400], "n_keys": 16,
+    "score_bank_chunks": [400], "n_entities": 8,
 }
 
 
@@ -32,9 +36,25 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, tmp
         assert metrics["recall@1"] == 1.0 and metrics["new_params"] == 0.0
     else:
         assert metrics["new_params"] == 2 * (16 * 8 + 8)
-        assert metrics["key_bytes_per_doc"] == 4 * 8 * 4
+        chunks_per_doc = 5  # entity (2 tokens) + 4 facts of 2 tokens, in chunks of 2
+        assert metrics["key_bytes_per_doc"] == chunks_per_doc * 8 * 4
         assert metrics["score_qps@400"] > 0 and metrics["score_bw_frac@400"] > 0
     assert first["details"]["device"]
     again = run_single(RoutingTask, params, seed=3, work_root=tmp_path / "b")
     quality = [k for k in metrics if RoutingTask.metric_for(k).kind in ("quality", "info", "memory")]
     assert {k: again["metrics"][k] for k in quality} == {k: metrics[k] for k in quality}
+
+
+def test_both_learned_arms_start_from_the_same_similarity_search_router() -> None:
+    params = RoutingTask.validate_params(TINY)
+    layout = layout_of(params)
+    spec = backbone_spec(params, layout, seed=5, device=torch.device("cpu"))
+    routers = {}
+    for arm in ("router_projector", "precision"):
+        backbone = Backbone(build_model(spec, torch.device("cpu")), spec.msa, 0.0, from_cache=False)
+        routers[arm] = install_router(arm, backbone)
+    for router in routers.values():
+        assert torch.equal(router.k_proj.weight, router.q_proj.weight)
+    for name in ("q_proj", "k_proj"):
+        a, b = getattr(routers["router_projector"], name), getattr(routers["precision"], name)
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)

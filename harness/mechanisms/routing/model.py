@@ -174,6 +174,10 @@ class PCSHODLM(nn.Module):
         self.token_embedding = nn.Embedding(config.vocab_size + 1, d)
         self.position_embedding = nn.Embedding(config.max_seq_len, d)
         self.time_embedding = nn.Embedding(config.n_diffusion_steps + 1, d)
+        # A small step embedding keeps token identity dominant, so the state of a noisy query
+        # token stays comparable with the same token in a clean (t = 0) document.
+        with torch.no_grad():
+            self.time_embedding.weight.mul_(0.1)
         self.blocks = nn.ModuleList(
             TransformerBlock(d, config.n_heads, config.d_ff) for _ in range(config.n_layers)
         )

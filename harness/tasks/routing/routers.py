@@ -37,12 +37,14 @@ class RouterTraining:
 def install_router(arm: Arm, backbone: Backbone) -> nn.Module | None:
     """The arm's router on the routing layer (None for the fixed random/oracle arms).
 
-    The precision router takes over the RouterProjector's q_proj as well as its k_proj, so the
-    two learned arms start from identical router weights; its precision head stays frozen.
+    Both learned arms start from the same weights (see ``start_as_similarity_search``): the
+    precision router takes over the RouterProjector's q_proj as well as its k_proj. Its
+    precision head stays frozen.
     """
     if arm not in LEARNED:
         return None
     layer = backbone.model.blocks[backbone.routing_layer]
+    start_as_similarity_search(layer.router)
     if arm == "precision":
         old = layer.router
         router = replace_router_in_msa_layer(layer, backbone.model.precision_up[backbone.routing_layer])
@@ -54,6 +56,17 @@ def install_router(arm: Arm, backbone: Backbone) -> nn.Module | None:
     for parameter in new_parameters(layer.router):
         parameter.requires_grad_(True)
     return layer.router
+
+
+def start_as_similarity_search(router: nn.Module) -> None:
+    """Set k_proj to q_proj, so an untrained router scores by cosine in one shared projection
+    of query and document states (a nearest-neighbour search) instead of between two unrelated
+    random projections; contrastive training then starts from a router that can already match
+    a query's entity tokens to the same tokens in a document, and escapes the plateau where it
+    only tells entity chunks from fact chunks."""
+    with torch.no_grad():
+        router.k_proj.weight.copy_(router.q_proj.weight)
+        router.k_proj.bias.copy_(router.q_proj.bias)
 
 
 def new_parameters(router: nn.Module) -> list[nn.Parameter]:

@@ -3,9 +3,11 @@
 A document is ``entity_name attribute value attribute value ...``: the entity name is
 ``entity_len`` tokens, unique within a set of documents (so even a large bank has exactly one
 right answer), followed by ``doc_facts`` distinct attributes with values drawn at random per
-document. A query names the entity and asks ``query_facts`` of its attributes with the values
-masked (plus diffusion noise at step t elsewhere). Values are random, so only the gold document
-can supply them: no memory gives chance accuracy, and routing means matching the entity name.
+document. A query is laid out like its gold document: the entity name, the ``query_facts``
+asked attributes at their document slots with the values masked, every other slot BLANK (plus
+diffusion noise at step t). Values are random, so only the gold document can supply them: no
+memory gives chance accuracy, and routing means matching the entity name. Keeping the asked
+facts at their slots lets the backbone find the fact in memory by attribute or by slot.
 Everything is drawn from explicit generators, so a seed fixes the data.
 """
 from __future__ import annotations
@@ -18,23 +20,29 @@ import torch
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """Token id layout: entity tokens, then attributes, then values; MASK is ``size``."""
+    """Token id layout: BLANK, entity tokens, attributes, values; MASK is ``size``."""
 
     n_entities: int
     n_attributes: int
     n_values: int
 
+    BLANK = 0
+
+    @property
+    def entity_start(self) -> int:
+        return 1
+
     @property
     def attribute_start(self) -> int:
-        return self.n_entities
+        return 1 + self.n_entities
 
     @property
     def value_start(self) -> int:
-        return self.n_entities + self.n_attributes
+        return 1 + self.n_entities + self.n_attributes
 
     @property
     def size(self) -> int:
-        return self.n_entities + self.n_attributes + self.n_values
+        return 1 + self.n_entities + self.n_attributes + self.n_values
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,7 @@ class Layout:
 
     @property
     def query_len(self) -> int:
-        return self.entity_len + 2 * self.query_facts
+        return self.doc_len
 
     @property
     def chunks_per_doc(self) -> int:
@@ -82,7 +90,7 @@ def make_documents(layout: Layout, n_docs: int, generator: torch.Generator) -> t
     vocab = layout.vocabulary
     names = torch.randperm(layout.max_documents, generator=generator)[:n_docs]
     digits = vocab.n_entities ** torch.arange(layout.entity_len - 1, -1, -1)
-    entity = names[:, None] // digits % vocab.n_entities
+    entity = names[:, None] // digits % vocab.n_entities + vocab.entity_start
     attributes = torch.rand(n_docs, vocab.n_attributes, generator=generator).argsort(dim=-1)[:, : layout.doc_facts]
     values = torch.randint(vocab.n_values, (n_docs, layout.doc_facts), generator=generator)
     facts = torch.stack([attributes + vocab.attribute_start, values + vocab.value_start], dim=-1).flatten(1)
@@ -111,15 +119,17 @@ def make_queries(
     n_diffusion_steps: int,
     generator: torch.Generator,
 ) -> QueryBatch:
-    """Queries ``entity_name attribute [MASK] ...`` asking ``query_facts`` random facts of each
-    gold document; positions restart at 0 in documents and queries alike."""
+    """Queries asking ``query_facts`` random facts of each gold document, laid out at their
+    document slots (positions restart at 0 in documents and queries alike)."""
     batch = gold.shape[0]
     asked = torch.rand(batch, layout.doc_facts, generator=generator).argsort(dim=-1)[:, : layout.query_facts]
-    fact_positions = layout.entity_len + 2 * asked[:, :, None] + torch.arange(2)
-    gold_docs = documents[gold]
-    clean = torch.cat([gold_docs[:, : layout.entity_len], gold_docs.gather(1, fact_positions.flatten(1))], dim=1)
-    offsets = torch.arange(layout.query_len)
-    is_value = ((offsets >= layout.entity_len) & ((offsets - layout.entity_len) % 2 == 1)).expand(batch, -1)
+    asked_slots = torch.zeros(batch, layout.doc_facts, dtype=torch.bool)
+    asked_slots.scatter_(1, asked, True)
+    fact_tokens = asked_slots.repeat_interleave(2, dim=1)
+    keep = torch.cat([torch.ones(batch, layout.entity_len, dtype=torch.bool), fact_tokens], dim=1)
+    clean = documents[gold].masked_fill(~keep, layout.vocabulary.BLANK)
+    is_value = torch.cat([torch.zeros(batch, layout.entity_len, dtype=torch.bool), fact_tokens], dim=1)
+    is_value[:, layout.entity_len :: 2] = False
     t = torch.randint(1, max_noise_step + 1, (batch,), generator=generator)
     noise = torch.rand(clean.shape, generator=generator) < (t.float() / n_diffusion_steps)[:, None]
     masked = noise | is_value
@@ -127,7 +137,7 @@ def make_queries(
         noisy=clean.masked_fill(masked, layout.vocabulary.size),
         clean=clean,
         masked=masked,
-        is_value=is_value.clone(),
+        is_value=is_value,
         t=t,
         gold=gold,
         positive_chunks=layout.entity_chunks().expand(batch, -1).clone(),
