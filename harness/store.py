@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 SCHEMA_VERSION = 1
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 SUITE_FILE = "suite.json"
 TRIALS_DIR = "trials"
 
@@ -43,6 +45,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are meant to be shared
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
