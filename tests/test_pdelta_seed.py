@@ -1,14 +1,12 @@
 """Acceptance: the research seed runs on our modules (only its imports rewritten) and matches our layer."""
 from __future__ import annotations
 
-import os
-import sys
 import types
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 import torch
+from seed_files import seed_module
 
 from harness.measure.memory import tensor_bytes
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
@@ -19,28 +17,10 @@ IMPORT_REWRITES = {
 }
 
 
-def _seed_path() -> Path:
-    root = os.environ.get("HARNESS_SEEDS_DIR")
-    folder = Path(root) if root else Path(__file__).resolve().parents[2] / "shared" / "seeds"
-    return folder / "pdelta2_er2.py"
-
-
 @pytest.fixture(scope="module")
 def seed() -> Iterator[types.ModuleType]:
-    path = _seed_path()
-    if not path.is_file():
-        pytest.skip(f"research seed not found at {path} (set HARNESS_SEEDS_DIR)")
-    source = path.read_text(encoding="utf-8")
-    for old, new in IMPORT_REWRITES.items():
-        assert source.count(old) == 1, f"seed import line {old!r} not found exactly once"
-        source = source.replace(old, new)
-    module = types.ModuleType("pdelta2_er2_seed")
-    sys.modules[module.__name__] = module  # dataclasses look their module up while the class is built
-    try:
-        exec(compile(source, str(path), "exec"), module.__dict__)
+    with seed_module("pdelta2_er2.py", IMPORT_REWRITES) as module:
         yield module
-    finally:
-        del sys.modules[module.__name__]
 
 
 def _inputs(batch=2, hq=4, hkv=2, steps=37, dim=8, seed=0):

@@ -2,14 +2,12 @@
 own PrecisionGuidedRouter matches the seed's numerically on identical weights."""
 from __future__ import annotations
 
-import os
-import sys
 import types
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 import torch
+from seed_files import seed_module
 
 from harness.mechanisms.routing import precision_router as ours
 from harness.mechanisms.routing.model import PCSHOConfig, PCSHODLM
@@ -21,28 +19,10 @@ IMPORT_REWRITES = {
 }
 
 
-def _seed_path() -> Path:
-    root = os.environ.get("HARNESS_SEEDS_DIR")
-    folder = Path(root) if root else Path(__file__).resolve().parents[2] / "shared" / "seeds"
-    return folder / "precision_router.py"
-
-
 @pytest.fixture(scope="module")
 def seed() -> Iterator[types.ModuleType]:
-    path = _seed_path()
-    if not path.is_file():
-        pytest.skip(f"research seed not found at {path} (set HARNESS_SEEDS_DIR to the seeds folder)")
-    source = path.read_text(encoding="utf-8")
-    for old, new in IMPORT_REWRITES.items():
-        assert source.count(old) == 1, f"seed import line {old!r} not found exactly once"
-        source = source.replace(old, new)
-    module = types.ModuleType("precision_router_seed")
-    sys.modules[module.__name__] = module
-    try:
-        exec(compile(source, str(path), "exec"), module.__dict__)
+    with seed_module("precision_router.py", IMPORT_REWRITES) as module:
         yield module
-    finally:
-        del sys.modules[module.__name__]
 
 
 def test_seed_own_test_passes_on_our_modules(seed: types.ModuleType) -> None:

@@ -1,13 +1,12 @@
 """SplitVocabulary: agreement with the seed, step-zero equivalence, fast vs reference pooling."""
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from seed_files import seed_module
 
 from harness.mechanisms.vocab.embedder import StaticEmbedder, symmetric_info_nce
 from harness.mechanisms.vocab.index import save_index
@@ -15,10 +14,6 @@ from harness.mechanisms.vocab.pooling import pooled_shared, pooled_split, pooled
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
 
 VOCAB, DIM, LANGS = 40, 6, 3
-
-
-def seeds_dir() -> Path:
-    return Path(os.environ.get("HARNESS_SEEDS_DIR") or Path(__file__).resolve().parents[2] / "shared" / "seeds")
 
 
 @pytest.fixture
@@ -39,13 +34,8 @@ def randomised(module: SplitVocabulary, seed: int) -> SplitVocabulary:
 
 
 def test_matches_the_seed_on_outputs_gradients_and_penalties(index_path: Path) -> None:
-    seed_file = seeds_dir() / "split_vocabulary.py"
-    if not seed_file.exists():
-        pytest.skip(f"seed file not found at {seed_file} (set HARNESS_SEEDS_DIR)")
-    spec = importlib.util.spec_from_file_location("seed_split_vocabulary", seed_file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    theirs = module.SplitVocabulary(str(index_path), VOCAB, DIM, LANGS, gate_init=0.3)
+    with seed_module("split_vocabulary.py") as module:
+        theirs = module.SplitVocabulary(str(index_path), VOCAB, DIM, LANGS, gate_init=0.3)
     ours = randomised(SplitVocabulary(index_path, VOCAB, DIM, LANGS, gate_init=0.3), seed=1)
     assert ours.state_dict().keys() == theirs.state_dict().keys()
     assert dict(ours.named_buffers()).keys() == dict(theirs.named_buffers()).keys()
