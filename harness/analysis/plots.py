@@ -38,6 +38,8 @@ _CONTEXT_FAMILIES = (
 )
 QUALIFIER_AXES: dict[str, str] = {
     "recall": "k (documents retrieved)",
+    "score_qps": "bank size (chunks)",
+    "score_bw_frac": "bank size (chunks)",
     **{family: "context (tokens)" for family in _CONTEXT_FAMILIES},
 }
 LOG_AXIS_SPAN = 8.0

@@ -150,8 +150,9 @@ class VocabTask(Task):
             params.dim, TrainConfig(params.interference_steps, params.batch_size, params.lr, params.scale),
             params.interference_batches, ctx.seed, device)
         chosen = choose_index(params, candidates, scores, truth, ctx.seed)
+        chosen_scores = scores_of(chosen, candidates, scores)
         table = initial_table(corpus.vocab_size, params.dim, ctx.seed, device)
-        model = StaticEmbedder(table, PAD, split=self._split(params, corpus, chosen, candidates, scores, ctx),
+        model = StaticEmbedder(table, PAD, split=self._split(params, corpus, chosen, chosen_scores, ctx),
                                use_gate=params.mode == "gated").to(device)
         progress = ctx.logger.progress(params.steps, f"vocab {ctx.arm}")
 
@@ -167,6 +168,9 @@ class VocabTask(Task):
         metrics.update(diagnose(model, params, corpus, candidates, scores, truth, chosen, table))
         ctx.logger.record("index", {"candidates": len(candidates), "split_rows": len(chosen),
                                     "contested_candidates": int(truth.sum()) if truth is not None else None})
+        if model.split is not None and model.use_gate:  # the scientific question: did gates follow interference?
+            ctx.logger.record("gate_vs_interference", {
+                "interference": chosen_scores.tolist(), "gate": model.split.gate().detach().cpu().tolist()})
         if params.measure_throughput:
             density = len(chosen) / (corpus.n_languages * corpus.vocab_size) if model.split is not None else None
             metrics.update(embedding_throughput(
@@ -175,17 +179,20 @@ class VocabTask(Task):
         return {key: value for key, value in metrics.items() if np.isfinite(value)}
 
     @staticmethod
-    def _split(params: VocabParams, corpus: Corpus, chosen: CandidatePairs, candidates: CandidatePairs,
-               scores: np.ndarray, ctx: TrialContext) -> SplitVocabulary | None:
+    def _split(params: VocabParams, corpus: Corpus, chosen: CandidatePairs, chosen_scores: np.ndarray,
+               ctx: TrialContext) -> SplitVocabulary | None:
         if params.index == "none":
             return None
-        position = {(int(l), int(t)): i for i, (l, t) in enumerate(zip(candidates.language, candidates.token))}
-        chosen_scores = np.array([scores[position[(int(l), int(t))]]
-                                  for l, t in zip(chosen.language, chosen.token)])
         path = ctx.work_dir / "split_index.npz"
         save_index(path, chosen.language, chosen.token, interference_score=chosen_scores)
         return SplitVocabulary(path, corpus.vocab_size, params.dim, corpus.n_languages,
                                gate_init=params.gate_init).to(ctx.device)
+
+
+def scores_of(chosen: CandidatePairs, candidates: CandidatePairs, scores: np.ndarray) -> np.ndarray:
+    """Interference score of each chosen (language, token) pair, in the index's row order."""
+    position = {(int(l), int(t)): i for i, (l, t) in enumerate(zip(candidates.language, candidates.token))}
+    return np.array([scores[position[(int(l), int(t))]] for l, t in zip(chosen.language, chosen.token)])
 
 
 def build_corpus(params: VocabParams, seed: int) -> Corpus:
