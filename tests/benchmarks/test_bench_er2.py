@@ -1,5 +1,5 @@
 """Benchmarks (skipped in the default run by --benchmark-skip): chunked recurrence vs token oracle,
-ER2 prefill vs SDPA. Run: pytest tests/test_bench_er2.py --benchmark-only --benchmark-group-by=group
+ER2 prefill vs SDPA. Run: pytest tests/benchmarks/test_bench_er2.py --benchmark-only --benchmark-group-by=group
 The chunked/token ratio at T=2048 is the speedup figure; compare the prefill rows per context for
 the crossover.
 """
