@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from harness.tasks.vocab.cldr import cldr_corpus, display_names
 from harness.tasks.vocab.corpus import PAD
-from harness.tasks.vocab.ranking import auprc, auroc
+from harness.measure.ranks import auprc, auroc
 from harness.tasks.vocab.synthetic import SyntheticSpec, build_lexicon, synthetic_corpus
 from harness.tasks.vocab.task import VocabTask
 

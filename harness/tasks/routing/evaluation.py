@@ -5,6 +5,7 @@ import math
 
 import torch
 
+from harness.measure import ranks
 from harness.mechanisms.routing.model import PCSHODLM
 from harness.tasks.routing.workload import QueryBatch
 
@@ -49,29 +50,16 @@ def value_predictions(
     return accuracy, mean_log_prob
 
 
-def average_ranks(x: torch.Tensor) -> torch.Tensor:
-    """1-based ranks of a 1-D tensor with ties given their average rank."""
-    _, inverse, counts = torch.unique(x, sorted=True, return_inverse=True, return_counts=True)
-    ends = counts.cumsum(0).double()
-    return ((ends - counts.double() + 1 + ends) / 2)[inverse]
+def _numpy(x: torch.Tensor):
+    return x.detach().flatten().double().cpu().numpy()
 
 
 def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Spearman's rho with average ranks for ties (NaN when either side is constant)."""
-    ra, rb = average_ranks(a.flatten()), average_ranks(b.flatten())
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denominator = float(ra.norm() * rb.norm())
-    return float((ra * rb).sum()) / denominator if denominator > 0 else math.nan
+    return ranks.spearman(_numpy(a), _numpy(b))
 
 
 def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
-    """Area under the ROC curve (Mann-Whitney); NaN when only one class is present."""
-    labels = labels.bool().flatten()
-    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
-    if n_pos == 0 or n_neg == 0:
-        return math.nan
-    ranks = average_ranks(scores.flatten().double())
-    return (float(ranks[labels].sum()) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+    return ranks.auroc(_numpy(scores), labels.detach().flatten().bool().cpu().numpy())
 
 
 def precision_sanity(tok_precision: torch.Tensor, masked: torch.Tensor, token_loss: torch.Tensor) -> dict[str, float]:

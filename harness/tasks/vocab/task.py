@@ -24,7 +24,7 @@ from harness.tasks.base import Metric, Task, TaskParams, TrialContext
 from harness.tasks.vocab.cldr import CATEGORIES, cldr_corpus
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
 from harness.tasks.vocab.interference_cache import cached_interference
-from harness.tasks.vocab.ranking import auprc, auroc, spearman
+from harness.measure.ranks import auprc, auroc, spearman
 from harness.tasks.vocab.retrieval import retrieval_metrics, retrieval_ranks
 from harness.tasks.vocab.synthetic import SyntheticSpec, synthetic_corpus
 from harness.tasks.vocab.throughput import embedding_throughput
