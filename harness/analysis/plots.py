@@ -145,7 +145,7 @@ def render(spec: FigureSpec, path: Path) -> None:
         axes.set_xscale("log")
     if spec.logy:
         axes.set_yscale("log")
-    axes.set_title(spec.title, fontsize=10)
+    axes.set_title(spec.title, fontsize=10, wrap=True)
     axes.set_xlabel(spec.xlabel)
     axes.set_ylabel(spec.ylabel)
     axes.grid(True, alpha=0.3)
