@@ -108,16 +108,19 @@ def test_sigkill_midway_then_rerun_runs_only_unfinished_without_duplicates(tmp_p
     assert len(ids) == 12 and len(set(ids)) == 12  # none lost, none duplicated
 
 
-def test_ctrl_c_keeps_finished_trials_and_exits_130(tmp_path, toy_suite, harness_cmd, cli_env):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_interrupt_keeps_finished_trials_and_exits_130(stop, tmp_path, toy_suite, harness_cmd, cli_env):
     suite = tmp_path / "slow.yaml"
     suite.write_text(toy_suite.read_text().replace("params: {steps: 60}", "params: {steps: 60, seconds_per_step: 0.01}"))
     results = tmp_path / "results"
+    # A shell without job control starts background jobs with SIGINT ignored (CI does): restore it.
     proc = subprocess.Popen([*harness_cmd, "run", str(suite), "--results", str(results), "--no-mlflow"],
-                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while len(trial_files(results, profile="default")) < 2 and time.time() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err

@@ -1,6 +1,7 @@
 """`harness run`, `validate`, `list` and `ui`: from suite files to stored, tracked results."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -59,6 +60,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
 
     started = time.perf_counter()
+    signal.signal(signal.SIGTERM, _interrupt)
     suites = _load(suite_file, profile, seeds, arms)
     try:
         torch_device = resolve_device(device)
@@ -114,6 +116,11 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         exit_code = 130
     _footer(outcomes, tracker, results_root, time.perf_counter() - started)
     raise SystemExit(exit_code)
+
+
+def _interrupt(_signum, _frame) -> None:
+    """`kill` stops a run like Ctrl-C: finished trials stay stored, the MLflow run is marked KILLED."""
+    raise KeyboardInterrupt
 
 
 def _load(suite_file: Path, profile: str, seeds, arms):
