@@ -103,9 +103,14 @@ def test_sigkill_midway_then_rerun_runs_only_unfinished_without_duplicates(tmp_p
     for path in files:
         if path.name in survivors:
             assert path.read_text() == survivors[path.name]  # finished results untouched
-    _, runs = mlflow_trial_runs(results)
+    experiment, runs = mlflow_trial_runs(results)
     ids = [r.data.tags["harness.trial_id"] for r in runs]
     assert len(ids) == 12 and len(set(ids)) == 12  # none lost, none duplicated
+    import mlflow
+
+    parents = mlflow.MlflowClient(default_tracking_uri(results)).search_runs(
+        [experiment.experiment_id], filter_string="tags.`harness.kind` = 'suite'")
+    assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]  # the killed invocation is closed
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])

@@ -98,6 +98,28 @@ def test_recall_batches_bind_keys_to_values():
         recall_batch(layout, 1, 10, 5, torch.Generator())
 
 
+def test_recall_answers_are_determined_by_the_prompt():
+    """Each answer is the value bound to the query key, and exactly one binding names that key."""
+    layout = RecallLayout(num_keys=6, num_values=6)
+    pairs = 4
+    tokens, answers = recall_batch(layout, 8, 24, pairs, torch.Generator().manual_seed(3))
+    for row in range(8):
+        prompt_keys = tokens[row, 0 : 2 * pairs : 2].tolist()
+        prompt_values = tokens[row, 1 : 2 * pairs : 2].tolist()
+        assert len(set(prompt_keys)) == pairs and all(k < layout.num_keys for k in prompt_keys)
+        assert all(layout.num_keys <= v < layout.filler for v in prompt_values)
+        asked = answers[row].nonzero().flatten().tolist()
+        assert len(asked) == pairs and all(p >= 2 * pairs for p in asked)
+        for position in asked:
+            matches = [i for i, key in enumerate(prompt_keys) if key == int(tokens[row, position])]
+            assert len(matches) == 1
+            assert int(tokens[row, position + 1]) == prompt_values[matches[0]]
+        query_region = tokens[row, 2 * pairs :].clone()
+        query_region[[p - 2 * pairs for p in asked]] = layout.filler
+        query_region[[p + 1 - 2 * pairs for p in asked]] = layout.filler
+        assert bool((query_region == layout.filler).all())  # nothing else is shown: no other hint
+
+
 def test_corpus_split_is_disjoint_and_stable():
     corpus = load_pydoc_corpus()
     assert len(corpus.held_out) > 10 and corpus.train.numel() > 200_000

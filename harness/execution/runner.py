@@ -86,6 +86,7 @@ def run_suite(
 
     if tracker and (pending or unmirrored):
         run_name = f"{suite.name}/{suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        tracker.close_stale_parents(suite.name, suite.profile)
         outcome.parent_run_id = tracker.start_parent(meta, env, run_name)
         _reconcile(tracker, folder, outcome.parent_run_id, unmirrored, suite)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -140,6 +141,8 @@ class MlflowTracker:
             tags = {
                 "mlflow.runName": run_name,
                 "harness.kind": "suite",
+                "harness.pid": os.getpid(),
+                "harness.host": socket.gethostname(),
                 "harness.suite": suite_meta["suite"],
                 "harness.profile": suite_meta["profile"],
                 "harness.task": suite_meta["task"],
@@ -155,6 +158,24 @@ class MlflowTracker:
             return run.info.run_id
 
         return self._timed(start)
+
+    def close_stale_parents(self, suite: str, profile: str) -> int:
+        """Mark KILLED the suite runs of this host whose process died (SIGKILL, power loss)."""
+        experiment_id = self.experiment_id(suite)
+
+        def close() -> int:
+            stale = 0
+            for run in self.client.search_runs(
+                [experiment_id],
+                filter_string=f"tags.`harness.kind` = 'suite' and tags.`harness.profile` = '{profile}' "
+                f"and attributes.status = 'RUNNING' and tags.`harness.host` = '{socket.gethostname()}'",
+            ):
+                if not _alive(int(run.data.tags.get("harness.pid", "0"))):
+                    self.client.set_terminated(run.info.run_id, "KILLED")
+                    stale += 1
+            return stale
+
+        return self._timed(close)
 
     def finish_parent(self, run_id: str, status: str, metrics: Mapping[str, float], artifacts: Iterable[Path] = ()) -> None:
         def finish() -> None:
@@ -238,6 +259,18 @@ class MlflowTracker:
                     return found
 
         return self._timed(search)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def marker_path(run_dir: Path, trial_id: str) -> Path:

@@ -87,15 +87,17 @@ def recall_batch(
     answers = torch.zeros(batch, length, dtype=torch.bool)
     slots = (length - 2 * pairs) // 2  # query slots of two tokens after the bindings
     queries = min(pairs, slots)
-    for row in range(batch):
-        keys = torch.randperm(layout.num_keys, generator=generator)[:pairs]
-        values = layout.num_keys + torch.randint(0, layout.num_values, (pairs,), generator=generator)
-        tokens[row, 0 : 2 * pairs : 2] = keys
-        tokens[row, 1 : 2 * pairs : 2] = values
-        asked = torch.randperm(pairs, generator=generator)[:queries]
-        chosen = torch.randperm(slots, generator=generator)[:queries].sort().values
-        positions = 2 * pairs + 2 * chosen
-        tokens[row, positions] = keys[asked]
-        tokens[row, positions + 1] = values[asked]
-        answers[row, positions] = True
+    # Whole batch at once (argsort of uniform noise = one random permutation per row): the teacher
+    # draws thousands of these batches, a per-row loop would dominate its training time.
+    keys = torch.rand(batch, layout.num_keys, generator=generator).argsort(-1)[:, :pairs]
+    values = layout.num_keys + torch.randint(0, layout.num_values, (batch, pairs), generator=generator)
+    tokens[:, 0 : 2 * pairs : 2] = keys
+    tokens[:, 1 : 2 * pairs : 2] = values
+    asked = torch.rand(batch, pairs, generator=generator).argsort(-1)[:, :queries]
+    chosen = torch.rand(batch, slots, generator=generator).argsort(-1)[:, :queries].sort(-1).values
+    positions = 2 * pairs + 2 * chosen
+    rows = torch.arange(batch)[:, None]
+    tokens[rows, positions] = keys.gather(1, asked)
+    tokens[rows, positions + 1] = values.gather(1, asked)
+    answers[rows, positions] = True
     return tokens, answers

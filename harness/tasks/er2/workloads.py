@@ -93,11 +93,11 @@ class TextWorkload:
 class RecallWorkload:
     """Key-value bindings then queries: answering needs the binding from far back (loss on answers only)."""
 
-    def __init__(self, pairs: int) -> None:
-        self.layout = RecallLayout()
+    def __init__(self, pairs: int, keys: int) -> None:
+        self.layout = RecallLayout(num_keys=keys, num_values=keys)
         self.pairs = pairs
         self.vocab_size = self.layout.vocab_size
-        self.data_id = f"mqar-{self.layout.num_keys}-{self.layout.num_values}-{pairs}"
+        self.data_id = f"mqar-v2-{self.layout.num_keys}-{self.layout.num_values}-{pairs}"
 
     def training_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         return recall_batch(self.layout, batch, length, self.pairs, generator)
@@ -128,4 +128,4 @@ class RecallWorkload:
 def make_workload(params) -> TextWorkload | RecallWorkload:
     if params.workload == "text":
         return TextWorkload()
-    return RecallWorkload(params.recall_pairs)
+    return RecallWorkload(params.recall_pairs, params.recall_keys)
