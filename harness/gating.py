@@ -8,7 +8,8 @@ What is compared, and how, follows what is stable across runs of the same code:
 - speed metrics: never absolute (timings move with machine load), only as the ratio of a
   contrast's treatment mean to its control's mean measured in the same run, allowed to worsen by
   a relative tolerance (the suite's tolerance when it names the key or family, else the suite's
-  ``gate.speed_tolerance``, else ``SPEED_RATIO_TOLERANCE``).
+  ``gate.speed_tolerance``, else ``SPEED_RATIO_TOLERANCE``); a profile whose timings are too small
+  to mean anything (smoke) sets ``gate.speed: false`` and its speed ratios are not gated.
 A baseline belongs to one suite, profile and device class: gating across them is refused.
 """
 from __future__ import annotations
@@ -163,8 +164,9 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     baseline = load_baseline(path)
     _refuse_mismatch(baseline, results, path)
     tolerances = results.meta.get("gate") or {}
-    reference = {_identity(e): e for e in baseline["values"]}
-    current = {_identity(e): e for e in baseline_values(results)}
+    gated = (QUALITY, MEMORY, SPEED_RATIO) if tolerances.get("speed", True) else (QUALITY, MEMORY)
+    reference = {_identity(e): e for e in baseline["values"] if e["check"] in gated}
+    current = {_identity(e): e for e in baseline_values(results) if e["check"] in gated}
     checks = tuple(
         _check(reference[key], current[key]["value"], tolerances) for key in reference if key in current
     )

@@ -32,7 +32,8 @@ SEEDS = (0, 1)
 
 
 def make_run(root: Path, edit: Callable[[dict[str, dict[str, float]]], None] | None = None, *, suite: str = "synth",
-             profile: str = "smoke", device_class: str = "cpu", failed: bool = False) -> Path:
+             profile: str = "smoke", device_class: str = "cpu", failed: bool = False,
+             gate_section: dict[str, Any] | None = None) -> Path:
     values = copy.deepcopy(VALUES)
     if edit:
         edit(values)
@@ -41,7 +42,8 @@ def make_run(root: Path, edit: Callable[[dict[str, dict[str, float]]], None] | N
         "schema": 1, "suite": suite, "profile": profile, "task": "synth", "task_version": "1", "seeds": list(SEEDS),
         "sweep": {}, "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
         "contrasts": [{"name": "treat-vs-control", "treatment": "treat", "control": "control", "margins": {}}],
-        "validity": None, "claims": [], "gate": {"default_tolerance": 0.05, "tolerances": {"acc": 0.02}},
+        "validity": None, "claims": [],
+        "gate": gate_section or {"default_tolerance": 0.05, "tolerances": {"acc": 0.02}},
         "metrics": METRICS, "device": device_class, "device_class": device_class, "device_name": "synthetic",
     })
     for arm, metrics in values.items():
@@ -131,6 +133,13 @@ def test_gate_fails_on_a_regression(tmp_path, baseline, edit, regressed):
 def test_gate_passes_within_tolerance_and_on_absolute_speed_changes(tmp_path, baseline, edit):
     result = gate(tmp_path, edit)
     assert result.exit_code == 0, result.output
+
+
+def test_profile_without_speed_gating_ignores_speed_but_not_bytes(tmp_path, baseline):
+    no_speed = {"default_tolerance": 0.05, "tolerances": {"acc": 0.02}, "speed": False}
+    assert gate(tmp_path, scale("treat", "qps", 0.01), gate_section=no_speed).exit_code == 0
+    result = gate(tmp_path, shift("treat", "bytes", 1.0), gate_section=no_speed)
+    assert result.exit_code == 1 and "REGRESSION memory" in result.output
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,7 @@ class GateSpec(Strict):
     """Regression tolerances: quality absolute (metric units), speed ratios relative."""
 
     default_tolerance: float = Field(0.05, ge=0)
+    speed: bool = True  # gate speed ratios at all (off where timings are too small to mean anything)
     speed_tolerance: float = Field(0.25, ge=0, lt=1)
     tolerances: dict[str, float] = Field(default_factory=dict)
 
