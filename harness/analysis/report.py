@@ -11,12 +11,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from harness.analysis.claims import ClaimResult, evaluate_claims
 from harness.analysis.plots import write_plots
 from harness.analysis.results import RunResults, load_results
 from harness.analysis.stats import BOOTSTRAP_SEED, CONFIDENCE, RESAMPLES, Interval, PairedDifference, summarize
 from harness.analysis.verdicts import BETTER, WORSE, ContrastRow, Validity, evaluate_contrasts, evaluate_validity
 from harness.store import SUITE_FILE, iter_trial_files, write_json_atomic, write_text_atomic
+from harness.terminal import format_table, format_value
 
 REPORT_DIR = "report"
 PLOTS_DIR = "plots"
@@ -92,6 +95,40 @@ def build_report(run_dir: Path) -> RunReport:
         valid=analysis.validity.valid,
         failed_trials=len(results.failed),
     )
+
+
+ARM_TABLE_COLUMNS = 6
+
+
+def render_arm_table(results: RunResults) -> str:
+    """Arms x key metrics, mean ± sd over seeds, per sweep point: the first table after a run."""
+    keys = results.metric_keys()
+    columns = [k for k in keys if results.spec_for(k).key] or [
+        k for k in keys if results.spec_for(k).kind == "quality"
+    ]
+    columns = columns[:ARM_TABLE_COLUMNS]
+    points = results.point_labels()
+    rows = []
+    for point in points:
+        for label in results.arm_labels():
+            trials = results.trials_of(label, point)
+            if not trials:
+                continue
+            cells = [_mean_sd(list(results.values(label, point, key).values())) for key in columns]
+            rows.append([label, *([point] if point else []), str(len(trials)), *cells])
+    if not rows:
+        return "(no finished trials)"
+    header = ["arm", *(["point"] if any(points) else []), "seeds", *columns]
+    return format_table(header, rows)
+
+
+def _mean_sd(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    if len(values) == 1:
+        return format_value(values[0])
+    data = np.asarray(values)
+    return f"{format_value(float(data.mean()))} ± {format_value(float(data.std(ddof=1)))}"
 
 
 def stored_report_text(run_dir: Path) -> str | None:

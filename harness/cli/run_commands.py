@@ -52,10 +52,10 @@ results_option = click.option(
 @click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow.")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow."""
-    from harness.analysis.report import build_report, stored_report_text
+    from harness.analysis.report import build_report, render_arm_table, stored_report_text
+    from harness.analysis.results import load_results
     from harness.devices import resolve_device, device_name
     from harness.execution.runner import run_suite
-    from harness.results_table import arm_table
     from harness.terminal import Console
     from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
 
@@ -92,7 +92,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
             cached = stored_report_text(outcome.run_dir) if outcome.ran == 0 else None
             if cached is not None:  # nothing new: the stored verdicts stand, no need to redraw plots
                 console.out(_suite_header(outcome))
-                console.out(arm_table(outcome.run_dir))
+                console.out(render_arm_table(load_results(outcome.run_dir)))
                 console.out(cached)
                 continue
             report = build_report(outcome.run_dir)
@@ -106,7 +106,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
                     report.artifact_paths,
                 )
             console.out(_suite_header(outcome))
-            console.out(arm_table(outcome.run_dir))
+            console.out(render_arm_table(load_results(outcome.run_dir)))
             console.out(report.text)
             if outcome.failed:
                 exit_code = 1
