@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from harness.analysis.claims import evaluate_claims
 from harness.analysis.report import analyse, build_report, render_report, render_verdict_table, summary
 from harness.analysis.results import load_results
-from harness.analysis.stats import BOOTSTRAP_SEED, CONFIDENCE, RESAMPLES, paired_difference
+from harness.analysis.stats import paired_difference
 from harness.analysis.verdicts import evaluate_validity, verdict
 from harness.cli import main
 from harness.execution.trials import point_label
@@ -115,13 +115,13 @@ def test_paired_difference_matches_direct_numpy_computation():
     np.testing.assert_allclose(result.differences, diffs)
     assert result.mean_difference == pytest.approx(diffs.mean())
     assert result.relative_change == pytest.approx(diffs.mean() / abs(np.mean([control[s] for s in seeds])))
-    means = diffs[np.random.default_rng(BOOTSTRAP_SEED).integers(0, 5, size=(RESAMPLES, 5))].mean(axis=1)
-    low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
-    assert (result.interval.low, result.interval.high) == pytest.approx((low, high))
-    assert diffs.min() <= result.interval.low < result.mean_difference < result.interval.high <= diffs.max()
+    t_975_df4 = 2.7764451051977987  # Student-t table
+    half = t_975_df4 * diffs.std(ddof=1) / np.sqrt(5)
+    assert (result.interval.low, result.interval.high) == pytest.approx((diffs.mean() - half, diffs.mean() + half))
+    assert result.dropped == (5, 99)  # both are counted, not silently lost
 
 
-def test_bootstrap_interval_agrees_with_normal_theory_for_a_large_sample():
+def test_t_interval_agrees_with_normal_theory_for_a_large_sample():
     diffs = np.random.default_rng(3).normal(1.0, 2.0, 400)
     result = paired_difference(dict(enumerate(diffs)), dict.fromkeys(range(400), 0.0))
     half_width = 1.96 * diffs.std(ddof=1) / np.sqrt(diffs.size)
@@ -129,10 +129,10 @@ def test_bootstrap_interval_agrees_with_normal_theory_for_a_large_sample():
     assert (result.interval.low + result.interval.high) / 2 == pytest.approx(diffs.mean(), abs=0.05)
 
 
-def test_one_pair_gives_a_degenerate_interval_and_an_inconclusive_verdict():
+def test_one_pair_has_no_interval_and_says_insufficient_pairs():
     result = paired_difference({0: 2.0}, {0: 1.0})
-    assert result.interval.degenerate and result.interval.low == result.interval.high == 1.0
-    assert verdict(result, "higher") == "inconclusive"
+    assert result.interval is None and result.mean_difference == 1.0
+    assert verdict(result, "higher") == "insufficient pairs"
     assert verdict(result, "none") == "info"
 
 
@@ -155,9 +155,10 @@ def test_margin_by_exact_key_wins_over_family(tmp_path):
     assert verdicts_by_metric(write_run(tmp_path, meta, records)) == {"size@1": "equivalent", "size@2": "inconclusive"}
 
 
-def test_single_seed_verdicts_are_inconclusive(tmp_path):
+def test_single_seed_verdicts_say_insufficient_pairs(tmp_path):
     run_dir = write_run(tmp_path, suite_meta(seeds=[0]), paired_records([0]))
-    assert set(verdicts_by_metric(run_dir).values()) == {"inconclusive", "info"}
+    assert set(verdicts_by_metric(run_dir).values()) == {"insufficient pairs", "info"}
+    assert "- (insufficient pairs)" in render_verdict_table(analyse(load_results(run_dir)))
 
 
 def test_pairs_are_formed_within_each_sweep_point(tmp_path):
@@ -174,20 +175,39 @@ def test_pairs_are_formed_within_each_sweep_point(tmp_path):
     assert all(r.difference.n == 5 for r in rows)
 
 
-def claim(metric: str, test: str, **bounds: float) -> dict[str, Any]:
-    return {"contrast": "treat-vs-control", "metric": metric, "test": test, "margin": bounds.get("margin"),
-            "min": bounds.get("min"), "max": bounds.get("max")}
+def claim(metric: str, test: str, **bounds: Any) -> dict[str, Any]:
+    return {"contrast": "treat-vs-control", "metric": metric, "test": test, **bounds}
+
+
+# A reference arm that is clearly worse than the control on every directed metric, so that
+# "control-vs-weak" shows the control works (assay sensitivity of non-inferiority/equivalence).
+WEAKER = {"acc": -0.3, "err": 1.0, "size": 1.0, "noisy": -3.0}
+
+
+def with_reference(records: list[dict[str, Any]], seeds: list[int] = SEEDS, weaker: dict[str, float] = WEAKER,
+                   **overrides: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A suite with a 'weak' arm and the control-vs-weak reference contrast, plus its records."""
+    meta = suite_meta(
+        arms={name: {"labels": [name]} for name in ("control", "treat", "weak")},
+        contrasts=[*suite_meta()["contrasts"], {"treatment": "control", "control": "weak", "margins": {}}],
+        seeds=seeds, **overrides,
+    )
+    weak = [record("weak", seed, {k: v + weaker.get(k, 0.0) for k, v in control_values(seed).items()}) for seed in seeds]
+    return meta, records + weak
+
+
+REFERENCE = "control-vs-weak"
 
 
 def test_claims_pass_fail_and_inconclusive(tmp_path):
     claims = [
         claim("acc", "superior"),
         claim("err", "superior"),
-        claim("err", "non_inferior", margin=0.5),
-        claim("err", "non_inferior", margin=0.1),
-        claim("noisy", "non_inferior", margin=0.1),
-        claim("size", "equivalent", margin=0.05),
-        claim("err", "equivalent", margin=0.1),
+        claim("err", "non_inferior", margin=0.5, reference=REFERENCE),
+        claim("err", "non_inferior", margin=0.1, reference=REFERENCE),
+        claim("noisy", "non_inferior", margin=0.1, reference=REFERENCE),
+        claim("size", "equivalent", margin=0.05, reference=REFERENCE),
+        claim("err", "equivalent", margin=0.1, reference=REFERENCE),
         claim("bytes", "equal"),
         claim("acc", "equal"),
         claim("speed", "ratio", min=0.9, max=1.1),
@@ -195,7 +215,8 @@ def test_claims_pass_fail_and_inconclusive(tmp_path):
         claim("missing_metric", "superior"),
         {**claim("acc", "superior"), "contrast": "nope-vs-control"},
     ]
-    results = load_results(write_run(tmp_path, suite_meta(claims=claims), paired_records()))
+    meta, records = with_reference(paired_records(), claims=claims)
+    results = load_results(write_run(tmp_path, meta, records))
     statuses = [(c.claim["metric"], c.claim["test"], c.status) for c in evaluate_claims(results)]
     assert statuses == [
         ("acc", "superior", "pass"),
@@ -217,7 +238,59 @@ def test_claims_pass_fail_and_inconclusive(tmp_path):
 def test_one_pair_decides_only_the_equal_claim(tmp_path):
     claims = [claim("acc", "superior"), claim("bytes", "equal"), claim("speed", "ratio", min=0.5)]
     results = load_results(write_run(tmp_path, suite_meta(seeds=[0], claims=claims), paired_records([0])))
-    assert [c.status for c in evaluate_claims(results)] == ["inconclusive", "pass", "inconclusive"]
+    assert [c.status for c in evaluate_claims(results)] == ["insufficient pairs", "pass", "insufficient pairs"]
+
+
+@pytest.mark.parametrize(("weaker", "reference", "expected"), [
+    (WEAKER, REFERENCE, "pass"),
+    ({"err": 0.0}, REFERENCE, "vacuous"),  # the control is no better than the weak arm: nothing shows it works
+    ({"err": 0.3}, REFERENCE, "vacuous"),  # the control works, but by less than the 0.5 margin
+    (WEAKER, None, "vacuous"),  # results stored before references were required
+])
+def test_non_inferiority_needs_an_established_reference_effect(tmp_path, weaker, reference, expected):
+    bounds = {"margin": 0.5, **({"reference": reference} if reference else {})}
+    meta, records = with_reference(paired_records(), weaker=weaker, claims=[claim("err", "non_inferior", **bounds)])
+    (result,) = evaluate_claims(load_results(write_run(tmp_path, meta, records)))
+    assert result.status == expected
+    if expected == "vacuous":
+        assert result.detail.startswith("vacuous")
+    assert "PASS" not in render_report(analyse(load_results(tmp_path / "synth" / "default"))) or expected == "pass"
+
+
+def test_relative_margin_is_a_fraction_of_the_reference_effect(tmp_path):
+    # err: the treatment is 0.21 worse; the control beats the weak arm by 1.0 (or 0.3)
+    strong = [claim("err", "non_inferior", relative_margin=0.5, reference=REFERENCE)]
+    meta, records = with_reference(paired_records(), claims=strong)
+    (result,) = evaluate_claims(load_results(write_run(tmp_path / "a", meta, records)))
+    assert result.status == "pass" and result.reference.margin == pytest.approx(0.5 * 1.0, rel=0.05)
+    meta, records = with_reference(paired_records(), weaker={"err": 0.3}, claims=strong)
+    (result,) = evaluate_claims(load_results(write_run(tmp_path / "b", meta, records)))
+    assert result.status == "fail" and result.reference.margin == pytest.approx(0.15, rel=0.05)
+
+
+def test_holm_correction_turns_a_lone_pass_into_inconclusive_among_many_claims(tmp_path):
+    diffs = [0.2, 1.0, 0.6, 1.4, 0.3]  # one-sided t p ~ 0.017: below 0.025 alone, not after Holm with four
+    metrics = {f"m{i}": {"direction": "higher", "unit": "", "kind": "quality"} for i in range(4)}
+    records = [record(arm, seed, {name: 10.0 + seed + (d if arm == "treat" else 0.0) for name in metrics})
+               for seed, d in zip(SEEDS, diffs) for arm in ("control", "treat")]
+    alone = suite_meta(metrics=metrics, claims=[claim("m0", "superior")])
+    (result,) = evaluate_claims(load_results(write_run(tmp_path / "alone", alone, records)))
+    assert result.status == "pass" and 0.01 < result.p_value < 0.025 and result.p_adjusted == result.p_value
+    family = suite_meta(metrics=metrics, claims=[claim(name, "superior") for name in metrics])
+    results = evaluate_claims(load_results(write_run(tmp_path / "family", family, records)))
+    assert [r.status for r in results] == ["inconclusive"] * 4
+    assert all(r.p_adjusted == pytest.approx(4 * result.p_value) for r in results)
+
+
+def test_claims_come_first_and_state_method_n_confidence_and_mde(tmp_path):
+    meta, records = with_reference(paired_records(), claims=[claim("noisy", "superior")])
+    text = render_report(analyse(load_results(write_run(tmp_path, meta, records))))
+    assert text.index("primary claims") < text.index("exploratory contrasts")
+    assert text.count("paired Student-t on seed-paired differences, 95% confidence, 5 seed(s)") == 2
+    (result,) = evaluate_claims(load_results(tmp_path / "synth" / "default"))
+    sd = float(np.std(DIFFS["noisy"], ddof=1))
+    # one-sided 2.5%, 80% power, n = 5: (t_.975,4 + ~t_.80,4) * sd / sqrt(5), a bit above the normal 2.8 sd/sqrt(n)
+    assert 2.8 * sd / np.sqrt(5) < result.mde < 4.5 * sd / np.sqrt(5)
 
 
 def test_swept_treatment_gives_one_contrast_and_claim_per_variant(tmp_path):
@@ -267,7 +340,7 @@ def test_failed_controls_mark_every_verdict_invalid(tmp_path, oracle_delta, rand
     assert analysis.validity.valid is False
     text = render_report(analysis)
     assert "validity: INVALID" in text and f"{culprit} control" in text
-    table_rows = render_verdict_table(analysis).splitlines()[2:]
+    table_rows = render_verdict_table(analysis).splitlines()[4:]
     assert table_rows and all("(INVALID)" in line for line in table_rows if line.startswith("treat-vs-control"))
     report = summary(analysis, plots=[])
     assert report["valid"] is False and report["validity"]["problems"]
@@ -289,7 +362,8 @@ def test_failed_and_unreadable_trials_are_listed_and_excluded(tmp_path):
     failed = {(f["arm"], f["seed"], f["error"]) for f in report["failed_trials"]}
     assert ("treat", 2, "NaN loss at step 12") in failed
     acc = next(row for row in report["contrasts"] if row["metric"] == "acc")
-    assert acc["n"] == 4 and 2 not in acc["seeds"]
+    assert acc["n"] == 4 and 2 not in acc["seeds"] and acc["dropped_seeds"] == [2]
+    assert "4 (-1)" in render_verdict_table(analysis)
 
 
 # --- plots and the report ---------------------------------------------------------------------
@@ -367,7 +441,7 @@ def test_rebuilding_the_report_replaces_stale_plots(tmp_path):
     second = build_report(run_dir)
     assert not stale.exists()
     assert plot_names(list(first.plot_paths)) == plot_names(list(second.plot_paths))
-    assert first.text == second.text  # seeded bootstrap: the same intervals every time
+    assert first.text == second.text  # deterministic statistics: the same intervals every time
 
 
 def test_report_command_prints_the_verdict_table_for_every_run(tmp_path):

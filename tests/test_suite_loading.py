@@ -111,8 +111,50 @@ def test_claim_on_undeclared_metric_and_contrast(tmp_path):
     assert "declares no metric 'f1'" in error_of(write(tmp_path, "s.yaml", TOY + claim))
     claim = "claims:\n  - {contrast: adam-vs-sgd, metric: accuracy, test: superior}\n"
     assert "unknown contrast 'adam-vs-sgd'" in error_of(write(tmp_path, "t.yaml", TOY + claim))
-    claim = "claims:\n  - {contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior}\n"
-    assert "needs a 'margin'" in error_of(write(tmp_path, "u.yaml", TOY + claim))
+    claim = "claims:\n  - {contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, reference: x}\n"
+    assert "needs exactly one of 'margin'" in error_of(write(tmp_path, "u.yaml", TOY + claim))
+
+
+WITH_REFERENCE = TOY.replace("  - {treatment: momentum, control: sgd}\n",
+                             "  - {treatment: momentum, control: sgd}\n  - {treatment: sgd, control: slow}\n"
+                             "  - {treatment: slow, control: sgd}\n").replace(
+    "  momentum: {momentum: 0.9}\n", "  momentum: {momentum: 0.9}\n  slow: {lr: 0.001}\n")
+
+
+@pytest.mark.parametrize(("claim", "expected"), [
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, margin: 0.05}",
+     "claims.0: Value error, test 'non_inferior' needs a 'reference': a contrast whose treatment is this claim's control"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: equivalent, margin: 0.05}", "needs a 'reference'"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, margin: 0.05, reference: sgd-vs-adam}",
+     "claims[0].reference: unknown contrast 'sgd-vs-adam'; contrasts: momentum-vs-sgd, sgd-vs-slow, slow-vs-sgd"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, margin: 0.05, reference: slow-vs-sgd}",
+     "must have the claim's control 'sgd' as its treatment"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, relative_margin: 0.5}", "needs a 'reference'"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, margin: -0.05, reference: sgd-vs-slow}",
+     "claims.0.margin: Input should be greater than or equal to 0"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, margin: lots, reference: sgd-vs-slow}",
+     "claims.0.margin: Input should be a valid number"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, relative_margin: 1.5, reference: sgd-vs-slow}",
+     "claims.0.relative_margin: Input should be less than 1"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: superior, margin: 0.05}", "test 'superior' takes no 'margin'"),
+])
+def test_bad_claims_are_refused_with_file_key_and_expectation(tmp_path, claim, expected):
+    path = write(tmp_path, "s.yaml", WITH_REFERENCE + f"claims:\n  - {claim}\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:") and expected in message
+
+
+@pytest.mark.parametrize("level", ["0", "1", "1.5", "-0.1", "high"])
+def test_confidence_outside_zero_one_is_refused(tmp_path, level):
+    path = write(tmp_path, "s.yaml", TOY + f"confidence: {level}\n")
+    message = error_of(path)
+    assert message.startswith(f"{path}:") and "confidence:" in message
+
+
+def test_a_claim_with_an_established_reference_loads(tmp_path):
+    claim = "claims:\n  - {contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, relative_margin: 0.5, reference: sgd-vs-slow}\n"
+    (suite,) = load_suites(write(tmp_path, "s.yaml", WITH_REFERENCE + claim + "confidence: 0.9\n"))
+    assert suite.confidence == 0.9 and suite.describe()["claims"][0]["reference"] == "sgd-vs-slow"
 
 
 def test_bad_param_value_is_reported(tmp_path):

@@ -13,11 +13,22 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.analysis.claims import ClaimResult, evaluate_claims
+from harness.analysis.claims import ClaimResult, claim_alpha, evaluate_claims
 from harness.analysis.plots import write_plots
 from harness.analysis.results import RunResults, load_results
-from harness.analysis.stats import BOOTSTRAP_SEED, CONFIDENCE, RESAMPLES, Interval, PairedDifference, summarize
-from harness.analysis.verdicts import BETTER, WORSE, ContrastRow, Validity, evaluate_contrasts, evaluate_validity
+from harness.analysis.stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
+from harness.analysis.verdicts import (
+    BETTER,
+    INVALID,
+    UNDECLARED,
+    UNDETERMINED,
+    VALID,
+    WORSE,
+    ContrastRow,
+    Validity,
+    evaluate_contrasts,
+    evaluate_validity,
+)
 from harness.store import SUITE_FILE, iter_trial_files, write_json_atomic, write_text_atomic
 from harness.terminal import format_table, format_value
 
@@ -41,7 +52,7 @@ class RunAnalysis:
 class RunReport:
     """What ``build_report`` wrote for one ``<suite>/<profile>`` run.
 
-    ``text`` is the terminal report (validity, failed trials, verdict table, claims);
+    ``text`` is the terminal report (validity, failed trials, claims, exploratory table);
     ``summary_path`` the machine-readable summary; ``plot_paths`` every PNG written, so the
     spine can log ``summary_path``, ``text_path`` and ``plot_paths`` as MLflow artifacts.
     ``valid`` is None when the suite declares no validity controls.
@@ -57,6 +68,7 @@ class RunReport:
     text: str
     valid: bool | None
     failed_trials: int
+    tags: dict[str, str]  # the statistics used and the outcome, for the parent MLflow run
 
     @property
     def artifact_paths(self) -> tuple[Path, ...]:
@@ -94,6 +106,7 @@ def build_report(run_dir: Path) -> RunReport:
         text=text,
         valid=analysis.validity.valid,
         failed_trials=len(results.failed),
+        tags=tracking_tags(analysis),
     )
 
 
@@ -144,7 +157,7 @@ def stored_report_text(run_dir: Path) -> str | None:
 
 
 def render_report(analysis: RunAnalysis) -> str:
-    """Heading, validity, failed trials, verdict table and claims, as terminal text."""
+    """Heading, validity, failed trials, the primary claims, then the exploratory table."""
     results = analysis.results
     parts = [
         f"== {results.suite} / {results.profile}  ({results.meta.get('device_name') or results.device_class})",
@@ -152,25 +165,31 @@ def render_report(analysis: RunAnalysis) -> str:
     ]
     if results.failed:
         parts.append(render_failed(results))
-    parts.append(render_verdict_table(analysis))
     if analysis.claims:
-        parts.append(render_claims(analysis.claims, analysis.validity.valid is False))
+        parts.append(render_claims(analysis.claims, analysis.validity, results.confidence))
+    parts.append(render_verdict_table(analysis))
     return "\n\n".join(part for part in parts if part)
 
 
+def statistics_line(confidence: float, n_seeds: int) -> str:
+    """The method, n and confidence, stated above every table."""
+    return f"({METHOD} on seed-paired differences, {100 * confidence:g}% confidence, {n_seeds} seed(s) per arm)"
+
+
 def render_verdict_table(analysis: RunAnalysis) -> str:
-    """One line per contrast x sweep point x key metric; the other rows are in summary.json."""
+    """Secondary rows: one per contrast x sweep point x key metric; the others are in summary.json."""
     results = analysis.results
     rows = [row for row in analysis.rows if results.is_key_metric(row.key)]
     hidden = len(analysis.rows) - len(rows)
     note = f"\n({hidden} more rows, non-key or informational metrics, are in summary.json)" if hidden else ""
     if not rows:
         return ("no contrast has paired results" if not analysis.rows else "no key metrics to compare") + note
-    invalid = analysis.validity.valid is False
+    not_counted = not analysis.validity.claims_count
     with_points = any(row.point for row in rows)
     with_margins = any(row.margin for row in rows)
+    ci = f"{100 * results.confidence:g}% CI of diff"
     header = ["contrast", *(["point"] if with_points else []), "metric", "better", "n", "control", "treatment",
-              "diff", "rel", "95% CI of diff", *(["margin"] if with_margins else []), "verdict"]
+              "diff", "rel", ci, "p", "q (BH)", "sign-flip p", *(["margin"] if with_margins else []), "verdict"]
     lines = []
     for row in rows:
         difference = row.difference
@@ -180,65 +199,121 @@ def render_verdict_table(analysis: RunAnalysis) -> str:
             *([row.point] if with_points else []),
             f"{row.key} [{row.spec.unit}]" if row.spec.unit else row.key,
             row.spec.direction,
-            str(difference.n),
+            _pairs(difference),
             fmt(difference.control_mean),
             fmt(difference.treatment_mean),
             fmt(difference.mean_difference, signed=True),
             _percent(difference.relative_change),
-            _interval(difference),
+            _interval(difference.interval, signed=True),
+            _p(difference.estimate.p_value),
+            _p(row.q_value),
+            _p(difference.sign_flip_p),
             *([f"+-{row.margin:g}" if row.margin else "-"] if with_margins else []),
-            f"{shown} (INVALID)" if invalid else shown,
+            f"{shown} ({analysis.validity.status.upper()})" if not_counted else shown,
         ])
-    return _table(header, lines) + note
+    title = (
+        f"exploratory contrasts (secondary: each row is one test at its level, not corrected for the "
+        f"{len(analysis.rows)} rows; q = Benjamini-Hochberg over the run's directed rows)\n"
+        f"{statistics_line(results.confidence, len(results.seeds))}\n"
+    )
+    return title + format_table(header, lines) + note
 
 
 def render_validity(validity: Validity) -> str:
-    if validity.valid is None:
+    """The status, then each control's margin over the control with its interval."""
+    if validity.status == UNDECLARED:
         return "validity: no positive/negative controls declared"
-    if validity.valid:
-        return f"validity: OK ({'; '.join(c.reason for c in validity.checks) or 'no checks'})"
-    return "validity: INVALID, verdicts below do not count: " + "; ".join(validity.problems)
+    heading = {
+        VALID: "validity: OK",
+        INVALID: "validity: INVALID, the claims below do not count: " + "; ".join(validity.problems),
+        UNDETERMINED: "validity: UNDETERMINED (too few pairs to show the controls work), the claims below do not count",
+    }[validity.status]
+    lines = [heading]
+    for check in validity.checks:
+        difference = check.difference
+        figures = "no pairs" if difference is None else (
+            f"{fmt(difference.mean_difference, signed=True)} {_interval(difference.interval, signed=True)} "
+            f"n={_pairs(difference)}"
+        )
+        mark = {True: "ok", False: "FAILS", None: "undetermined"}[check.ok]
+        where = f" @ {check.point}" if check.point else ""
+        lines.append(f"  {check.role:<8} {check.arm_label} - {validity.control} on {validity.metric}{where}: "
+                     f"{figures}  [{mark}]")
+    return "\n".join(lines)
 
 
 def render_failed(results: RunResults) -> str:
     lines = [[f.arm_label, "" if f.seed is None else str(f.seed), f.point_label or "-", f.error] for f in results.failed]
-    return f"{len(results.failed)} failed trial(s), excluded from contrasts:\n" + _table(["arm", "seed", "point", "error"], lines)
+    return f"{len(results.failed)} failed trial(s), excluded from contrasts:\n" + format_table(["arm", "seed", "point", "error"], lines)
 
 
-def render_claims(claims: Sequence[ClaimResult], invalid: bool) -> str:
-    lines = [
-        [
+def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence: float) -> str:
+    """The primary hypotheses, Holm-corrected, with the effect each could have detected."""
+    not_counted = "" if validity.claims_count else f" ({validity.status.upper()})"
+    lines = []
+    for claim in claims:
+        signed = claim.claim["test"] != "ratio"
+        lines.append([
             claim.contrast,
             claim.point or "-",
             claim.key,
             claim.statement,
-            str(claim.n),
-            "-" if claim.estimate is None else fmt(claim.estimate, signed=claim.claim["test"] != "ratio"),
-            "-" if claim.interval is None or claim.interval.degenerate else _bounds(claim.interval, claim.claim["test"] != "ratio"),
-            f"{claim.status.upper()}{' (INVALID)' if invalid else ''}",
-            claim.detail,
-        ]
-        for claim in claims
-    ]
-    return "claims:\n" + _table(["contrast", "point", "metric", "test", "n", "estimate", "95% CI", "result", "why"], lines)
+            str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else ""),
+            "-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
+            _interval(claim.interval, signed=signed),
+            _p(claim.p_value),
+            _p(claim.p_adjusted),
+            "-" if claim.mde is None else fmt(claim.mde),
+            f"{claim.status.upper()}{not_counted}",
+            claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail,
+        ])
+    alpha = claim_alpha(confidence)
+    title = (
+        f"primary claims (one-sided t at {alpha:g} each, Holm-corrected across the {len(claims)} claim rows; "
+        f"MDE = effect found with 80% power at this n and spread)\n"
+        f"{statistics_line(confidence, max((c.n for c in claims), default=0))}\n"
+    )
+    ci = f"{100 * confidence:g}% CI"
+    return title + format_table(
+        ["contrast", "point", "metric", "test", "n", "estimate", ci, "p", "p (Holm)", "MDE", "result", "why"], lines
+    )
+
+
+def statistics_summary(confidence: float) -> dict[str, Any]:
+    """How every number in the report was computed (summary.json and MLflow)."""
+    return {
+        "method": METHOD,
+        "confidence": confidence,
+        "min_pairs": MIN_PAIRS,
+        "pairing": "seed within sweep point",
+        "difference": "treatment - control",
+        "interval": "Student-t interval of the mean paired difference",
+        "check": "exact two-sided sign-flip permutation test (Monte Carlo beyond 16 pairs)",
+        "primary": f"claims: one-sided t at {claim_alpha(confidence):g}, Holm across the suite's claims; "
+                   "non-inferiority/equivalence vacuous unless their reference effect is established",
+        "secondary": "contrast rows: per-row verdict at the confidence level; Benjamini-Hochberg q over directed rows",
+        "power": POWER,
+    }
 
 
 def summary(analysis: RunAnalysis, plots: Sequence[str]) -> dict[str, Any]:
     """The machine-readable report: every contrast row (informational ones too), claims, arms."""
     results = analysis.results
     validity = analysis.validity
+    counts = validity.claims_count
     return {
-        "schema": 1,
+        "schema": 2,
         "suite": results.suite,
         "profile": results.profile,
         "task": results.meta.get("task"),
         "device_class": results.device_class,
         "device_name": results.meta.get("device_name"),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "statistics": {"confidence": CONFIDENCE, "bootstrap_resamples": RESAMPLES, "bootstrap_seed": BOOTSTRAP_SEED,
-                       "pairing": "seed within sweep point", "difference": "treatment - control"},
+        "seeds": results.seeds,
+        "statistics": statistics_summary(results.confidence),
         "valid": validity.valid,
         "validity": {
+            "status": validity.status,
             "metric": validity.metric,
             "control": validity.control,
             "problems": list(validity.problems),
@@ -249,8 +324,36 @@ def summary(analysis: RunAnalysis, plots: Sequence[str]) -> dict[str, Any]:
             ],
         },
         "failed_trials": [f.as_dict() for f in results.failed],
+        "claims": [
+            {
+                **dict(claim.claim),
+                "role": "primary",
+                "variant": claim.contrast,
+                "point": claim.point,
+                "key": claim.key,
+                "result": claim.status,
+                "n": claim.n,
+                "dropped": claim.dropped,
+                "estimate": claim.estimate,
+                "ci_low": None if claim.interval is None else claim.interval.low,
+                "ci_high": None if claim.interval is None else claim.interval.high,
+                "p_value": claim.p_value,
+                "p_holm": claim.p_adjusted,
+                "mde_80": claim.mde,
+                "reference_effect": None if claim.reference is None else {
+                    "contrast": claim.reference.contrast, "estimate": claim.reference.estimate, "n": claim.reference.n,
+                    "ci_low": None if claim.reference.interval is None else claim.reference.interval.low,
+                    "ci_high": None if claim.reference.interval is None else claim.reference.interval.high,
+                    "margin": claim.reference.margin, "established": claim.reference.established,
+                },
+                "detail": claim.detail,
+                "counts": counts,
+            }
+            for claim in analysis.claims
+        ],
         "contrasts": [
             {
+                "role": "secondary",
                 "contrast": row.variant.name,
                 "declared_contrast": row.variant.declared_name,
                 "treatment": row.variant.treatment_label,
@@ -262,40 +365,42 @@ def summary(analysis: RunAnalysis, plots: Sequence[str]) -> dict[str, Any]:
                 "unit": row.spec.unit,
                 "margin": row.margin,
                 "verdict": row.verdict,
-                "counts": validity.valid is not False,
+                "q_value": row.q_value,
+                "counts": counts,
                 **_difference_json(row.difference),
             }
             for row in analysis.rows
-        ],
-        "claims": [
-            {
-                **dict(claim.claim),
-                "variant": claim.contrast,
-                "point": claim.point,
-                "key": claim.key,
-                "result": claim.status,
-                "n": claim.n,
-                "estimate": claim.estimate,
-                "ci_low": None if claim.interval is None else claim.interval.low,
-                "ci_high": None if claim.interval is None else claim.interval.high,
-                "detail": claim.detail,
-                "counts": validity.valid is not False,
-            }
-            for claim in analysis.claims
         ],
         "arms": _arm_summaries(results),
         "plots": list(plots),
     }
 
 
+def tracking_tags(analysis: RunAnalysis) -> dict[str, str]:
+    """What the parent MLflow run says about the statistics and the outcome."""
+    results = analysis.results
+    outcomes: dict[str, int] = {}
+    for claim in analysis.claims:
+        outcomes[claim.status] = outcomes.get(claim.status, 0) + 1
+    return {
+        "harness.stats.method": METHOD,
+        "harness.stats.confidence": f"{results.confidence:g}",
+        "harness.stats.seeds": str(len(results.seeds)),
+        "harness.stats.primary": "one-sided t, Holm across claims",
+        "harness.stats.secondary": "per-row t, Benjamini-Hochberg q",
+        "harness.validity": analysis.validity.status,
+        "harness.claims": ", ".join(f"{n} {status}" for status, n in sorted(outcomes.items())) or "none",
+    }
+
+
 def _arm_summaries(results: RunResults) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per arm label and point: n, mean, sd and the mean's 95% CI of every metric key."""
+    """Per arm label and point: n, mean, sd and the mean's t interval of every metric key."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for label in results.arm_labels():
         for point in results.point_labels():
             metrics = {}
             for key in results.metric_keys(label, point):
-                stats = summarize(list(results.values(label, point, key).values()))
+                stats = summarize(list(results.values(label, point, key).values()), results.confidence)
                 if stats is not None:
                     metrics[key] = {"n": stats.n, "mean": stats.mean, "sd": stats.sd,
                                     "ci_low": stats.interval.low, "ci_high": stats.interval.high}
@@ -305,17 +410,25 @@ def _arm_summaries(results: RunResults) -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def _difference_json(difference: PairedDifference) -> dict[str, Any]:
+    estimate = difference.estimate
     return {
         "n": difference.n,
         "seeds": list(difference.pair_keys),
+        "dropped": len(difference.dropped),
+        "dropped_seeds": list(difference.dropped),
         "control_mean": difference.control_mean,
         "treatment_mean": difference.treatment_mean,
         "differences": list(difference.differences),
         "mean_difference": difference.mean_difference,
+        "sd": estimate.sd,
         "relative_change": difference.relative_change,
-        "ci_low": difference.interval.low,
-        "ci_high": difference.interval.high,
-        "ci_degenerate": difference.interval.degenerate,
+        "method": METHOD,
+        "confidence": estimate.confidence,
+        "ci_low": None if estimate.interval is None else estimate.interval.low,
+        "ci_high": None if estimate.interval is None else estimate.interval.high,
+        "insufficient_pairs": estimate.insufficient,
+        "p_value": estimate.p_value,
+        "sign_flip_p": difference.sign_flip_p,
     }
 
 
@@ -327,22 +440,22 @@ def fmt(value: float, signed: bool = False) -> str:
     return f"{value:+.4g}" if signed else f"{value:.4g}"
 
 
+def _pairs(difference: PairedDifference) -> str:
+    """n, with the pairs dropped for a missing or non-finite value."""
+    return str(difference.n) + (f" (-{len(difference.dropped)})" if difference.dropped else "")
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
 def _percent(relative: float | None) -> str:
     return "-" if relative is None else f"{100 * relative:+.1f}%"
 
 
-def _interval(difference: PairedDifference) -> str:
-    return "- (1 pair)" if difference.interval.degenerate else _bounds(difference.interval, signed=True)
-
-
-def _bounds(interval: Interval, signed: bool) -> str:
+def _interval(interval: Interval | None, signed: bool) -> str:
+    if interval is None:
+        return "- (insufficient pairs)"
     return f"[{fmt(interval.low, signed=signed)}, {fmt(interval.high, signed=signed)}]"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])

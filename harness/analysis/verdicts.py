@@ -1,25 +1,34 @@
-"""Verdicts per contrast x metric x sweep point, and the validity of a suite from its controls.
+"""Exploratory verdicts per contrast x metric x sweep point, and the validity of a suite.
 
-A verdict reads the bootstrap interval of the paired difference in the metric's direction:
+A verdict reads the Student-t interval of the mean paired difference in the metric's direction:
 entirely on the better side -> better; entirely on the worse side -> worse; inside the declared
-margin -> equivalent; anything else -> inconclusive. A single pair gives no interval, so it is
-always inconclusive. A suite whose positive control does not beat the control, or whose negative
-control does, cannot tell mechanisms apart: all its verdicts are marked invalid.
+margin -> equivalent; anything else -> inconclusive; fewer than two pairs -> insufficient pairs.
+Each row is a test at the run's confidence level and nothing more: a suite prints many rows, so
+every row also carries a Benjamini–Hochberg q-value over all directed rows of the run, and the
+table is labelled exploratory. The pre-declared claims (``claims.py``) are the primary hypotheses.
+
+A suite whose positive control does not beat the control on the declared end-to-end metric, or
+whose negative control does, cannot tell mechanisms apart: it is INVALID and its claims do not
+count. With too few pairs to decide either, validity is undetermined and the claims do not count
+either.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from harness.analysis.results import MetricSpec, RunResults, metric_order
-from harness.analysis.stats import Interval, PairedDifference, paired_difference
+from harness.analysis.stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
 from harness.tasks.base import metric_family
 
 BETTER = "better"
 WORSE = "worse"
 EQUIVALENT = "equivalent"
 INCONCLUSIVE = "inconclusive"
+INSUFFICIENT = "insufficient pairs"
 INFO = "info"
+
+VALID, INVALID, UNDETERMINED, UNDECLARED = "valid", "invalid", "undetermined", "undeclared"
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,7 @@ class ContrastRow:
     difference: PairedDifference
     margin: float
     verdict: str
+    q_value: float | None = None  # Benjamini–Hochberg over every directed row of the run
 
 
 @dataclass(frozen=True)
@@ -52,20 +62,28 @@ class ValidityCheck:
     arm_label: str
     point: str
     difference: PairedDifference | None
-    beats_control: bool
-    ok: bool
+    beats_control: bool | None  # None: too few pairs to tell
+    ok: bool | None
     reason: str
 
 
 @dataclass(frozen=True)
 class Validity:
-    """``valid`` is None when the suite declares no validity section."""
-
-    valid: bool | None
+    status: str  # valid / invalid / undetermined / undeclared
     metric: str
     control: str
     checks: tuple[ValidityCheck, ...]
     problems: tuple[str, ...]
+
+    @property
+    def valid(self) -> bool | None:
+        """True / False when decided; None when undeclared or undetermined."""
+        return {VALID: True, INVALID: False}.get(self.status)
+
+    @property
+    def claims_count(self) -> bool:
+        """Claims count only in a valid suite, or one that declares no controls."""
+        return self.status in (VALID, UNDECLARED)
 
 
 def oriented(interval: Interval, sign: int) -> tuple[float, float]:
@@ -83,12 +101,12 @@ def margin_for(margins: Mapping[str, float], key: str) -> float:
 
 
 def verdict(difference: PairedDifference, direction: str, margin: float = 0.0) -> str:
-    """Better / worse / equivalent (within +-margin) / inconclusive, or info without a direction."""
+    """Better / worse / equivalent (within +-margin) / inconclusive / insufficient pairs, or info."""
     sign = {"higher": 1, "lower": -1}.get(direction, 0)
     if sign == 0:
         return INFO
-    if difference.interval.degenerate:
-        return INCONCLUSIVE
+    if difference.interval is None:
+        return INSUFFICIENT
     low, high = oriented(difference.interval, sign)
     if low > 0:
         return BETTER
@@ -99,11 +117,11 @@ def verdict(difference: PairedDifference, direction: str, margin: float = 0.0) -
     return INCONCLUSIVE
 
 
-def beats(difference: PairedDifference, sign: int) -> bool:
-    """Mean strictly better and, with two or more pairs, the whole interval on the better side."""
-    if sign == 0 or sign * difference.mean_difference <= 0:
-        return False
-    return difference.interval.degenerate or oriented(difference.interval, sign)[0] > 0
+def beats(difference: PairedDifference, sign: int) -> bool | None:
+    """Whole interval on the better side; None with too few pairs to say."""
+    if difference.interval is None:
+        return None
+    return sign != 0 and oriented(difference.interval, sign)[0] > 0
 
 
 def contrast_variants(results: RunResults) -> list[ContrastVariant]:
@@ -134,12 +152,15 @@ def contrast_variants(results: RunResults) -> list[ContrastVariant]:
 def compare(results: RunResults, treatment_label: str, control_label: str, point: str, key: str) -> PairedDifference | None:
     """Paired by seed within one sweep point; None when no seed finished on both sides."""
     return paired_difference(
-        results.values(treatment_label, point, key), results.values(control_label, point, key)
+        results.values(treatment_label, point, key),
+        results.values(control_label, point, key),
+        confidence=results.confidence,
+        expected=results.seeds,
     )
 
 
 def evaluate_contrasts(results: RunResults) -> list[ContrastRow]:
-    """A row per contrast variant x sweep point x metric key both arms reported."""
+    """A row per contrast variant x sweep point x metric key both arms reported, with BH q-values."""
     rows = []
     for variant in contrast_variants(results):
         for point in results.point_labels():
@@ -155,6 +176,10 @@ def evaluate_contrasts(results: RunResults) -> list[ContrastRow]:
                 rows.append(
                     ContrastRow(variant, point, key, spec, difference, margin, verdict(difference, spec.direction, margin))
                 )
+    tested = [i for i, row in enumerate(rows) if row.verdict not in (INFO, INSUFFICIENT)]
+    q_values = benjamini_hochberg([rows[i].difference.estimate.p_value for i in tested])
+    for i, q in zip(tested, q_values):
+        rows[i] = replace(rows[i], q_value=q)
     return rows
 
 
@@ -162,7 +187,7 @@ def evaluate_validity(results: RunResults) -> Validity:
     """Positive control must beat the control at every point; the negative control must not."""
     section: Mapping[str, Any] | None = results.meta.get("validity")
     if not section:
-        return Validity(None, "", "", (), ())
+        return Validity(UNDECLARED, "", "", (), ())
     metric, control = section["metric"], section["control"]
     sign = results.spec_for(metric).better_sign
     problems: list[str] = []
@@ -177,8 +202,14 @@ def evaluate_validity(results: RunResults) -> Validity:
             arm = section.get(role)
             if arm:
                 checks.extend(_role_checks(results, role, arm, control_labels[0], metric, sign))
-    problems.extend(check.reason for check in checks if not check.ok)
-    return Validity(not problems, metric, control, tuple(checks), tuple(problems))
+    problems.extend(check.reason for check in checks if check.ok is False)
+    if problems:
+        status = INVALID
+    elif any(check.ok is None for check in checks):
+        status = UNDETERMINED
+    else:
+        status = VALID
+    return Validity(status, metric, control, tuple(checks), tuple(problems))
 
 
 def _role_checks(
@@ -191,10 +222,15 @@ def _role_checks(
             where = f" at {point}" if point else ""
             if difference is None:
                 reason = f"{role} control {label!r} has no finished pair with {control_label!r} on {metric}{where}"
-                checks.append(ValidityCheck(role, label, point, None, False, False, reason))
+                checks.append(ValidityCheck(role, label, point, None, None, False, reason))
                 continue
             won = beats(difference, sign)
-            ok = won if role == "positive" else not won
-            reason = f"{role} control {label!r} {'beats' if won else 'does not beat'} {control_label!r} on {metric}{where}"
+            if won is None:
+                ok = None
+                outcome = f"cannot be shown to beat or not beat (n={difference.n}, insufficient pairs)"
+            else:
+                ok = won if role == "positive" else not won
+                outcome = "beats" if won else "does not beat"
+            reason = f"{role} control {label!r} {outcome} {control_label!r} on {metric}{where}"
             checks.append(ValidityCheck(role, label, point, difference, won, ok, reason))
     return checks

@@ -56,6 +56,7 @@ class Suite:
     validity: ValiditySpec | None
     claims: list[ClaimSpec]
     gate: GateSpec
+    confidence: float = 0.95
     profiles: list[str] = field(default_factory=list)
 
     def describe(self) -> dict[str, Any]:
@@ -73,7 +74,8 @@ class Suite:
             "arms": {a.name: {"params": a.params, "sweep": a.sweep} for a in self.arms.values()},
             "contrasts": [c.model_dump() | {"name": c.label} for c in self.contrasts],
             "validity": self.validity.model_dump() if self.validity else None,
-            "claims": [c.model_dump() for c in self.claims],
+            "claims": [c.model_dump(exclude_none=True) for c in self.claims],
+            "confidence": self.confidence,
             "gate": self.gate.model_dump(),
         }
 
@@ -238,7 +240,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter) -> S
         name=spec.suite, description=spec.description, source=path, profile=profile, task_name=spec.task,
         task=task, seeds=run_seeds, params=params, sweep=sweep, arms=arms,
         contrasts=[c for c in spec.contrasts if not arm_filter or (c.treatment in arms and c.control in arms)],
-        validity=spec.validity, claims=spec.claims, gate=gate, profiles=sorted(spec.profiles),
+        validity=spec.validity, claims=spec.claims, gate=gate, confidence=spec.confidence, profiles=sorted(spec.profiles),
     )
     _check_references(path, node, spec, suite)
     _check_params(path, node, suite)
@@ -273,12 +275,28 @@ def _check_references(path: Path, node, spec: SuiteSpec, suite: Suite) -> None:
                 f"{claim.contrast!r}; contrasts: {', '.join(sorted(labels)) or '(none declared)'}"
             )
         metric_refs.append((["claims", i, "metric"], claim.metric))
+        if claim.reference is not None:
+            _check_reference(path, node, spec, i, claim, labels)
     for loc, key in metric_refs:
         if metric_family(key) not in declared:
             raise SuiteError(
                 f"{_where(path, node, loc)}: {'.'.join(map(str, loc))}: task {suite.task_name!r} declares no metric "
                 f"{metric_family(key)!r}; metrics: {', '.join(sorted(declared))}"
             )
+
+
+def _check_reference(path: Path, node, spec: SuiteSpec, index: int, claim: ClaimSpec, labels: set[str]) -> None:
+    """A claim's reference must be a declared contrast whose treatment is the claim's control."""
+    where = f"{_where(path, node, ['claims', index, 'reference'])}: claims[{index}].reference"
+    if claim.reference not in labels:
+        raise SuiteError(f"{where}: unknown contrast {claim.reference!r}; contrasts: {', '.join(sorted(labels))}")
+    contrasts = {c.label: c for c in spec.contrasts}
+    control = contrasts[claim.contrast].control
+    if contrasts[claim.reference].treatment != control:
+        raise SuiteError(
+            f"{where}: contrast {claim.reference!r} must have the claim's control {control!r} as its treatment "
+            f"(it shows that {control!r} works in this run), not {contrasts[claim.reference].treatment!r}"
+        )
 
 
 def _check_params(path: Path, node, suite: Suite) -> None:

@@ -32,17 +32,33 @@ class ContrastSpec(Strict):
 
 
 class ClaimSpec(Strict):
+    """A primary hypothesis. Non-inferiority and equivalence name a ``reference`` contrast that shows
+    the control works in this run (assay sensitivity); their margin is absolute (``margin``, metric
+    units) or a fraction of the reference effect (``relative_margin``)."""
+
     contrast: str
     metric: str
     test: ClaimTest
-    margin: float | None = None
+    margin: float | None = Field(None, ge=0)
+    relative_margin: float | None = Field(None, gt=0, lt=1)
+    reference: str | None = None
     min: float | None = None
     max: float | None = None
 
     @model_validator(mode="after")
     def _needs(self) -> "ClaimSpec":
-        if self.test in ("non_inferior", "equivalent") and self.margin is None:
-            raise ValueError(f"test {self.test!r} needs a 'margin'")
+        margined = self.test in ("non_inferior", "equivalent")
+        if margined and (self.margin is None) == (self.relative_margin is None):
+            raise ValueError(f"test {self.test!r} needs exactly one of 'margin' (absolute, >= 0) or "
+                             "'relative_margin' (a fraction in (0, 1) of the reference effect)")
+        if margined and not self.reference:
+            raise ValueError(
+                f"test {self.test!r} needs a 'reference': a contrast whose treatment is this claim's control "
+                "(e.g. raw-vs-none), showing the control works in this run; without it the claim passes "
+                "even when neither arm works"
+            )
+        if not margined and (self.margin is not None or self.relative_margin is not None or self.reference):
+            raise ValueError(f"test {self.test!r} takes no 'margin', 'relative_margin' or 'reference'")
         if self.test == "ratio" and self.min is None and self.max is None:
             raise ValueError("test 'ratio' needs 'min' and/or 'max'")
         return self
@@ -105,6 +121,7 @@ class SuiteSpec(Strict):
     contrasts: list[ContrastSpec] = Field(default_factory=list)
     validity: ValiditySpec | None = None
     claims: list[ClaimSpec] = Field(default_factory=list)
+    confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of every interval and test")
     profiles: dict[str, ProfileSpec] = Field(default_factory=dict)
     gate: GateSpec = Field(default_factory=GateSpec)
 

@@ -177,10 +177,13 @@ class MlflowTracker:
 
         return self._timed(close)
 
-    def finish_parent(self, run_id: str, status: str, metrics: Mapping[str, float], artifacts: Iterable[Path] = ()) -> None:
+    def finish_parent(
+        self, run_id: str, status: str, metrics: Mapping[str, float], artifacts: Iterable[Path] = (),
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
         def finish() -> None:
             now = int(time.time() * 1000)
-            self._log_batch(run_id, metrics=[(mlflow_key(k), float(v), now, 0) for k, v in metrics.items()])
+            self._log_batch(run_id, metrics=[(mlflow_key(k), float(v), now, 0) for k, v in metrics.items()], tags=tags)
             for path in artifacts:
                 folder = "plots" if path.suffix == ".png" else None
                 self.client.log_artifact(run_id, str(path), folder)
