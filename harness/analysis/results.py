@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.stats import CONFIDENCE
 from harness.execution.trials import point_label, sweep_points
 from harness.store import SUITE_FILE, iter_trial_files, read_json
 from harness.tasks.base import metric_family
@@ -84,6 +85,16 @@ class RunResults:
     @property
     def profile(self) -> str:
         return str(self.meta.get("profile", self.run_dir.name))
+
+    @property
+    def confidence(self) -> float:
+        """The suite's declared confidence level (results written before it was declared: 0.95)."""
+        return float(self.meta.get("confidence") or CONFIDENCE)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds the run was meant to have: a missing one is a dropped pair, not a smaller n."""
+        return [s for s in self.meta.get("seeds") or [] if isinstance(s, int)]
 
     @property
     def device_class(self) -> str:
