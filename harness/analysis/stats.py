@@ -233,14 +233,18 @@ def sign_flip_p_value(differences: Sequence[float]) -> float | None:
     if data.size == 0:
         return None
     observed = abs(data.mean())
-    if data.size <= EXACT_PERMUTATION_MAX_PAIRS:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=data.size)))
-    else:
-        rng = np.random.default_rng(PERMUTATION_SEED)
-        signs = rng.choice((1.0, -1.0), size=(PERMUTATION_SAMPLES, data.size))
-        signs[0] = 1.0
-    means = np.abs(signs @ data) / data.size
+    means = np.abs(_sign_patterns(data.size) @ data) / data.size
     return float(np.mean(means >= observed * (1.0 - 1e-12) - 1e-300))
+
+
+@lru_cache(maxsize=32)
+def _sign_patterns(n: int) -> np.ndarray:
+    """Every sign pattern of n pairs, or a seeded sample of them (the identity first) beyond the limit."""
+    if n <= EXACT_PERMUTATION_MAX_PAIRS:
+        return np.array(list(itertools.product((1.0, -1.0), repeat=n)))
+    signs = np.random.default_rng(PERMUTATION_SEED).choice((1.0, -1.0), size=(PERMUTATION_SAMPLES, n))
+    signs[0] = 1.0
+    return signs
 
 
 def smallest_sign_flip_p(n: int) -> float:
