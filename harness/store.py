@@ -11,7 +11,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 SCHEMA_VERSION = 1
 _UMASK = os.umask(0)
@@ -41,13 +41,22 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """tmp file + fsync + rename: a crash leaves the old file or the new one, never a mix."""
+    """Write text to path so that readers see either the old file or the complete new one."""
+    write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """tmp file + fsync + rename: a crash leaves the old file or the new one, never a mix.
+
+    ``write`` fills a binary handle (``torch.save(obj, handle)`` works); the tmp file is named
+    ``.<name>.<random>.tmp`` next to path, so a reader of ``path`` never sees it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; results are meant to be shared
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

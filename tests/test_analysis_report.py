@@ -347,6 +347,21 @@ def test_failed_controls_mark_every_verdict_invalid(tmp_path, oracle_delta, rand
     assert not any(row["counts"] for row in report["contrasts"])
 
 
+def test_too_few_pairs_leave_validity_undetermined_and_claims_uncounted(tmp_path):
+    meta = suite_meta(
+        seeds=[0], claims=[claim("acc", "superior")],
+        arms={name: {"labels": [name]} for name in ("control", "treat", "oracle")},
+        validity={"control": "control", "positive": "oracle", "metric": "acc"},
+    )
+    records = paired_records([0]) + [record("oracle", 0, {"acc": 0.99})]
+    analysis = analyse(load_results(write_run(tmp_path, meta, records)))
+    assert analysis.validity.status == "undetermined" and analysis.validity.valid is None
+    assert not analysis.validity.claims_count
+    text = render_report(analysis)
+    assert "validity: UNDETERMINED" in text and "INSUFFICIENT PAIRS (UNDETERMINED)" in text
+    assert not any(c["counts"] for c in summary(analysis, plots=[])["claims"])
+
+
 # --- failed trials ----------------------------------------------------------------------------
 
 def test_failed_and_unreadable_trials_are_listed_and_excluded(tmp_path):
@@ -385,6 +400,8 @@ def test_report_draws_curves_metric_vs_size_and_detail_scatter(tmp_path):
         metrics={"recall": {"direction": "higher", "unit": "fraction", "kind": "quality", "key": True},
                  "queries_per_s": {"direction": "higher", "unit": "queries/s", "kind": "speed"}},
         contrasts=[{"treatment": "treat", "control": "control", "margins": {}}],
+        detail_scatters=[{"detail": "gate_vs_interference", "x_key": "interference", "y_key": "gate",
+                          "title": "gate vs interference", "xlabel": "interference", "ylabel": "gate"}],
     )
     records = []
     for seed in SEEDS[:3]:
@@ -412,8 +429,9 @@ def test_report_draws_curves_metric_vs_size_and_detail_scatter(tmp_path):
 def test_report_draws_per_arm_cis_families_by_qualifier_and_state_vs_kv_bytes(tmp_path):
     meta = suite_meta(
         metrics={"nmse": {"direction": "lower", "unit": "", "kind": "quality", "key": True},
-                 "state_bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"},
-                 "kv_cache_bytes": {"direction": "none", "unit": "bytes", "kind": "memory"},
+                 "state_bytes": {"direction": "lower", "unit": "bytes", "kind": "memory",
+                                 "pairs_with": "kv_cache_bytes"},
+                 "kv_cache_bytes": {"direction": "none", "unit": "bytes", "kind": "memory", "axis": "context (tokens)"},
                  "loss": {"direction": "lower", "unit": "nats", "kind": "quality", "key": True}},
         contrasts=[{"treatment": "treat", "control": "control", "margins": {}}],
     )
@@ -427,7 +445,7 @@ def test_report_draws_per_arm_cis_families_by_qualifier_and_state_vs_kv_bytes(tm
             records.append(record(arm, seed, metrics))
     built = build_report(write_run(tmp_path, meta, records))
     names = plot_names(list(built.plot_paths))
-    assert names == {"loss_per_arm.png", "nmse_by_qualifier.png", "state_bytes_vs_context.png"}
+    assert names == {"loss_per_arm.png", "nmse_by_qualifier.png", "state_bytes_vs_kv_cache_bytes.png"}
     for path in built.plot_paths:
         assert_real_png(path)
 

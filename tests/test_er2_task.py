@@ -54,7 +54,9 @@ def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
     assert metrics["kv_cache_bytes@64"] == 2 * 64 * 1 * 8 * 2
     assert metrics["break_even_context"] * 32 >= metrics["state_bytes"] > (metrics["break_even_context"] - 1) * 32
     details = first["details"]
-    assert details["teacher"]["loaded_from_cache"] is False and "device" in details
+    assert details["cache"]["teacher"]["loaded"] is False and first["environment"]["device_name"]
+    assert details["fit"]["distil"]["final"]["loss"] == metrics["final_train_loss"]
+    assert len(first["curves"]["distil/loss"]) == TINY["steps"] and len(first["curves"]["teacher/loss"]) == 3
     per_doc = details["per_document@32"]
     assert len(per_doc["document"]) == len(per_doc["layer_nll"]) == len(per_doc["teacher_nll"]) > 0
     assert metrics["nll_delta@32"] == pytest.approx(
@@ -62,7 +64,8 @@ def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
     )
 
     second = run_single(ER2Task, params, seed=0, work_root=tmp_path)  # teacher now comes from the cache
-    assert second["details"]["teacher"]["loaded_from_cache"] is True
+    assert second["details"]["cache"]["teacher"] == dict(details["cache"]["teacher"], loaded=True)
+    assert "teacher/loss" not in second["curves"]
     assert _quality(second) == _quality(first)
 
 
@@ -70,7 +73,7 @@ def test_arms_share_teacher_and_differ(tmp_path: Path):
     none = run_single(ER2Task, dict(TINY, residual_mode="none"), seed=1, work_root=tmp_path)
     raw = run_single(ER2Task, dict(TINY, residual_mode="raw"), seed=1, work_root=tmp_path)
     assert none["status"] == raw["status"] == "finished", (none["error"], raw["error"])
-    assert raw["details"]["teacher"] == dict(none["details"]["teacher"], loaded_from_cache=True)
+    assert raw["details"]["cache"]["teacher"] == dict(none["details"]["cache"]["teacher"], loaded=True)
     assert none["metrics"]["teacher_nll@32"] == raw["metrics"]["teacher_nll@32"]
     assert raw["metrics"]["state_bytes"] > none["metrics"]["state_bytes"]
     assert none["metrics"]["gate_mean"] == 0.0 and raw["metrics"]["gate_mean"] == 1.0

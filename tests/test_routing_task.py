@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from harness.execution.executor import run_single
+from harness.execution.seeding import torch_stream
 from harness.tasks.routing.backbone import Backbone, build_model
 from harness.tasks.routing.routers import install_router
 from harness.tasks.routing.task import RoutingTask, backbone_spec, layout_of
@@ -39,7 +40,7 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, tmp
         chunks_per_doc = 5  # entity (2 tokens) + 4 facts of 2 tokens, in chunks of 2
         assert metrics["key_bytes_per_doc"] == chunks_per_doc * 8 * 4
         assert metrics["score_qps@400"] > 0 and metrics["score_bw_frac@400"] > 0
-    assert first["details"]["device"]
+    assert first["environment"]["device_name"] and first["details"]["cache"]["backbone"]["loaded"] is False
     again = run_single(RoutingTask, params, seed=3, work_root=tmp_path / "b")
     quality = [k for k in metrics if RoutingTask.metric_for(k).kind in ("quality", "info", "memory")]
     assert {k: again["metrics"][k] for k in quality} == {k: metrics[k] for k in quality}
@@ -48,10 +49,10 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, tmp
 def test_both_learned_arms_start_from_the_same_similarity_search_router() -> None:
     params = RoutingTask.validate_params(TINY)
     layout = layout_of(params)
-    spec = backbone_spec(params, layout, seed=5, device=torch.device("cpu"))
+    spec = backbone_spec(params, layout)
     routers = {}
     for arm in ("router_projector", "precision"):
-        backbone = Backbone(build_model(spec, torch.device("cpu")), spec.msa, 0.0, from_cache=False)
+        backbone = Backbone(build_model(spec, torch_stream(5, "backbone-init"), torch.device("cpu")), spec.msa, 0.0)
         routers[arm] = install_router(arm, backbone)
     for router in routers.values():
         assert torch.equal(router.k_proj.weight, router.q_proj.weight)

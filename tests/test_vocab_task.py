@@ -25,10 +25,10 @@ def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> Non
         assert key in metrics
         assert VocabTask.metric_for(key) is not None
     assert metrics["split_rows"] > 0 and metrics["extra_params"] == metrics["split_rows"] * (TINY["dim"] + 1)
-    assert "device" in first["details"] and first["curves"]["train_loss"]
+    assert first["environment"]["device_name"] and first["curves"]["train/loss"]
     quality = [k for k in metrics if VocabTask.metric_for(k).kind != "speed"]
     assert {k: metrics[k] for k in quality} == {k: second["metrics"][k] for k in quality}
-    assert list((tmp_path / "a" / "cache").glob("vocab-interference-*.npz"))
+    assert list((tmp_path / "a" / "cache").glob("vocab-interference-*.pt"))
 
 
 def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None:
@@ -36,7 +36,8 @@ def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None
     oracle = run_single(VocabTask, {**TINY, "measure_throughput": False, "index": "oracle"}, seed=0,
                         work_root=tmp_path)
     assert shared["status"] == oracle["status"] == "finished", (shared["error"], oracle["error"])
-    assert len(list((tmp_path / "cache").glob("vocab-interference-*.npz"))) == 1
+    assert len(list((tmp_path / "cache").glob("vocab-interference-*.pt"))) == 1
+    assert oracle["details"]["cache"]["interference"]["loaded"] is True
     assert shared["metrics"]["extra_params"] == 0 and shared["metrics"]["effective_vocabularies"] == 1.0
     assert oracle["metrics"]["gate_auroc"] == 1.0
     assert shared["metrics"]["interference_auroc"] == oracle["metrics"]["interference_auroc"]

@@ -1,9 +1,13 @@
 """Workloads: synthetic ground truth, CLDR names and their proxy truth, refusals, rank statistics."""
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
+
+from harness.execution.seeding import numpy_stream
 
 from harness.tasks.vocab.cldr import cldr_corpus, display_names
 from harness.tasks.vocab.corpus import PAD
@@ -32,10 +36,10 @@ def test_false_friends_are_contested_and_cognates_are_not() -> None:
 
 
 def test_synthetic_corpus_is_seeded_and_holds_out_test_pairs() -> None:
-    corpus = synthetic_corpus(SPEC, seed=3)
-    again = synthetic_corpus(SPEC, seed=3)
+    corpus = synthetic_corpus(SPEC, partial(numpy_stream, 3))
+    again = synthetic_corpus(SPEC, partial(numpy_stream, 3))
     assert np.array_equal(corpus.test.source, again.test.source)
-    assert not np.array_equal(corpus.train.source, synthetic_corpus(SPEC, seed=4).train.source)
+    assert not np.array_equal(corpus.train.source, synthetic_corpus(SPEC, partial(numpy_stream, 4)).train.source)
     assert len(corpus.test) == 6 * SPEC.test_pairs_per_language_pair
     hit = corpus.contested_pairs_mask(corpus.test)
     assert 0 < hit.mean() < 1
@@ -48,7 +52,7 @@ def test_synthetic_corpus_is_seeded_and_holds_out_test_pairs() -> None:
 def test_cldr_names_are_parallel_and_island_is_a_false_friend() -> None:
     names = display_names(["en", "de"], ["territories"])
     assert {"en": "Iceland", "de": "Island"} in names
-    corpus = cldr_corpus(["en", "de"], ["territories"], test_fraction=0.2, seed=0)
+    corpus = cldr_corpus(["en", "de"], ["territories"], test_fraction=0.2, rng=numpy_stream(0, "cldr-split"))
     assert len(corpus.train) + len(corpus.test) == len(names)
     island = corpus.token_names.index("island")
     assert corpus.contested[1, island], "German 'Island' (Iceland) vs English 'island' is contested"

@@ -166,16 +166,13 @@ def _evaluate_key(
     common.update(mde=mde, reference=reference)
     if reference is not None and not reference.established:
         return ClaimResult(**common, status=VACUOUS, detail=reference.reason)
-    if test == "superior":
-        p = _p_better(estimate, sign, 0.0)
-        low, high = oriented(estimate.interval, sign)
-        return ClaimResult(**common, status=FAIL if high <= 0 else PASS, p_value=p,
-                           detail="one-sided t vs 0 (better side)")
-    if test == "non_inferior":
-        p = _p_better(estimate, sign, -margin)
-        low, high = oriented(estimate.interval, sign)
-        return ClaimResult(**common, status=FAIL if high < -margin else PASS, p_value=p,
-                           detail=f"one-sided t vs -{margin:.4g} (worse side)")
+    if test in ("superior", "non_inferior"):
+        bound = 0.0 if test == "superior" else -margin
+        best = oriented(estimate.interval, sign)[1]
+        failed = best <= 0 if test == "superior" else best < bound
+        where = "vs 0 (better side)" if test == "superior" else f"vs -{margin:.4g} (worse side)"
+        return ClaimResult(**common, status=FAIL if failed else PASS, p_value=_p_better(estimate, sign, bound),
+                           detail=f"one-sided t {where}")
     p = max(estimate.p_above(-margin), estimate.p_below(margin))
     outside = estimate.interval.low > margin or estimate.interval.high < -margin
     return ClaimResult(**common, status=FAIL if outside else PASS, p_value=p,

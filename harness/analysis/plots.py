@@ -6,10 +6,15 @@ whose data is absent yields nothing, so the same code serves every suite:
 - training curves per arm with a min-max band over seeds (trial ``curves``);
 - each directed metric per arm with 95% CIs, or against a numeric sweep axis when the suite
   sweeps one (recall@k vs bank size, throughput vs bank size);
-- a metric family against the number after '@' in its keys (nmse@256..., tokens/s per context);
-- recurrent-state bytes against the KV cache over context (families ``state_bytes`` and
-  ``kv_cache_bytes``);
-- per-item scatters of paired lists that tasks record in trial ``details`` (gate vs interference).
+- a metric family against the number after '@' in its keys (nmse@256..., tokens/s per context),
+  the axis named by the metric's declared ``axis``;
+- a metric against the family it declares ``pairs_with`` over that family's axis (recurrent-state
+  bytes against the KV cache over context);
+- per-item scatters of paired lists that tasks record in trial ``details``, as the task declares
+  them (suite.json ``detail_scatters``).
+
+Every hint comes from the task's declarations stored in suite.json: this module names no task
+and no task metric.
 """
 from __future__ import annotations
 
@@ -26,47 +31,13 @@ from matplotlib.figure import Figure
 from harness.analysis.results import RunResults
 from harness.analysis.stats import summarize
 from harness.execution.trials import point_label
-from harness.tasks.base import metric_family
+from harness.tasks.base import DetailScatter, metric_family
 
-STATE_BYTES_FAMILY = "state_bytes"
-KV_CACHE_BYTES_FAMILY = "kv_cache_bytes"
-# What the number after '@' means, by metric family; families not named get a generic label.
-_CONTEXT_FAMILIES = (
-    "nmse", "cosine", "nll", "teacher_nll", "nll_delta", "kv_cache_bytes", "state_bytes", "state_to_kv_ratio",
-    "prefill_tokens_per_s", "sdpa_prefill_tokens_per_s", "prefill_speedup", "decode_latency_s",
-    "sdpa_decode_latency_s", "decode_speedup",
-)
-QUALIFIER_AXES: dict[str, str] = {
-    "recall": "k (documents retrieved)",
-    "score_qps": "bank size (chunks)",
-    "score_bw_frac": "bank size (chunks)",
-    **{family: "context (tokens)" for family in _CONTEXT_FAMILIES},
-}
 LOG_AXIS_SPAN = 8.0
 MARKER_LIMIT = 30  # longer lines (training curves) are drawn without point markers
 # Series differ in marker and line style too, so identical series (e.g. equal state bytes) stay visible.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 LINESTYLES = ("-", "--", "-.", ":")  # a numeric axis spanning at least this factor is drawn on a log scale
-
-
-@dataclass(frozen=True)
-class DetailScatter:
-    """A trial detail ``{x_key: [...], y_key: [...]}`` recorded under ``detail``, one point per item."""
-
-    detail: str
-    x_key: str
-    y_key: str
-    title: str
-    xlabel: str
-    ylabel: str
-
-
-DETAIL_SCATTERS: tuple[DetailScatter, ...] = (
-    DetailScatter(
-        "gate_vs_interference", "interference", "gate", "final gate vs interference score per split row",
-        "interference score (gradient conflict, measured on the control)", "final gate g",
-    ),
-)
 
 
 @dataclass(frozen=True)
@@ -98,7 +69,7 @@ def build_figures(results: RunResults) -> list[FigureSpec]:
         *training_curve_figures(results),
         *metric_figures(results),
         *qualifier_figures(results),
-        *state_bytes_figures(results),
+        *paired_figures(results),
         *detail_scatter_figures(results),
     ]
 
@@ -213,7 +184,7 @@ def qualifier_figures(results: RunResults) -> list[FigureSpec]:
     """A metric family against the number after '@' (e.g. NMSE per evaluation context)."""
     figures = []
     points = results.point_labels()
-    special = {STATE_BYTES_FAMILY, KV_CACHE_BYTES_FAMILY} if _has_state_vs_kv(results) else set()
+    special = {family for pair in _pairings(results) for family in pair}
     for family, keys in sorted(_qualifier_families(results).items()):
         if family in special:
             continue
@@ -226,7 +197,7 @@ def qualifier_figures(results: RunResults) -> list[FigureSpec]:
                     series.append(line)
             if series:
                 xs = [_qualifier(key) for key in keys]
-                axis = QUALIFIER_AXES.get(family, f"N in '{family}@N'")
+                axis = _qualifier_axis(results, family)
                 figures.append(
                     FigureSpec(
                         name=f"{family}_by_qualifier{_suffix(point, points)}",
@@ -241,52 +212,53 @@ def qualifier_figures(results: RunResults) -> list[FigureSpec]:
     return figures
 
 
-def state_bytes_figures(results: RunResults) -> list[FigureSpec]:
-    """Recurrent-state bytes per arm (flat unless qualified by context) against the KV cache."""
-    if not _has_state_vs_kv(results):
-        return []
+def paired_figures(results: RunResults) -> list[FigureSpec]:
+    """A metric per arm (flat unless qualified like its partner) against the family it declares
+    ``pairs_with``, over the partner's qualifiers: e.g. recurrent-state bytes vs the KV cache."""
     figures = []
     points = results.point_labels()
-    kv_keys = _qualifier_families(results)[KV_CACHE_BYTES_FAMILY]
-    contexts = [_qualifier(key) for key in kv_keys]
-    for point in points:
-        series = []
-        for label in results.arm_labels():
-            values = []
-            for context, kv_key in zip(contexts, kv_keys):
-                state_key = _state_key_at(results, label, point, kv_key)
-                values.append((context, results.values(label, point, state_key) if state_key else {}))
-            line = _line(values, f"{label}: recurrent state")
+    for family, partner in _pairings(results):
+        partner_keys = _qualifier_families(results)[partner]
+        xs = [_qualifier(key) for key in partner_keys]
+        axis = _qualifier_axis(results, partner)
+        for point in points:
+            series = []
+            for label in results.arm_labels():
+                values = []
+                for x, partner_key in zip(xs, partner_keys):
+                    key = _key_at(results, family, label, point, partner_key)
+                    values.append((x, results.values(label, point, key) if key else {}))
+                line = _line(values, f"{label}: {family}")
+                if line:
+                    series.append(line)
+            trials = [t for label in results.arm_labels() for t in results.trials_of(label, point)]
+            partner_values = [
+                (x, {n: t["metrics"][key] for n, t in enumerate(trials) if _is_number(t["metrics"].get(key))})
+                for x, key in zip(xs, partner_keys)
+            ]
+            line = _line(partner_values, f"{partner} (every arm)")
             if line:
                 series.append(line)
-        trials = [t for label in results.arm_labels() for t in results.trials_of(label, point)]
-        kv_values = [
-            (context, {n: t["metrics"][key] for n, t in enumerate(trials) if _is_number(t["metrics"].get(key))})
-            for context, key in zip(contexts, kv_keys)
-        ]
-        kv = _line(kv_values, "KV cache of the attention teacher")
-        if kv:
-            series.append(kv)
-        if series:
-            figures.append(
-                FigureSpec(
-                    name=f"state_bytes_vs_context{_suffix(point, points)}",
-                    title=_title(results, "recurrent-state bytes vs KV-cache bytes over context", point, points),
-                    xlabel="context (tokens)",
-                    ylabel="bytes per sequence",
-                    series=tuple(series),
-                    style="line",
-                    logx=True,
-                    logy=True,
+            if series:
+                figures.append(
+                    FigureSpec(
+                        name=f"{family}_vs_{partner}{_suffix(point, points)}",
+                        title=_title(results, f"{family} vs {partner} over {axis}", point, points),
+                        xlabel=axis,
+                        ylabel=results.spec_for(family).unit or family,
+                        series=tuple(series),
+                        style="line",
+                        logx=_wide([x for x in xs if x is not None]),
+                        logy=True,
+                    )
                 )
-            )
     return figures
 
 
 def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:
     figures = []
     points = results.point_labels()
-    for scatter in DETAIL_SCATTERS:
+    for scatter in _detail_scatters(results):
         for point in points:
             series = []
             for label in results.arm_labels():
@@ -430,17 +402,39 @@ def _qualifier_families(results: RunResults) -> dict[str, list[str]]:
     return {f: sorted(keys, key=_qualifier) for f, keys in families.items() if len(keys) >= 2}
 
 
-def _has_state_vs_kv(results: RunResults) -> bool:
-    families = {metric_family(k) for k in results.metric_keys()}
-    return STATE_BYTES_FAMILY in families and KV_CACHE_BYTES_FAMILY in _qualifier_families(results)
+def _pairings(results: RunResults) -> list[tuple[str, str]]:
+    """(family, partner) for each declared ``pairs_with`` whose partner is reported over 2+ qualifiers."""
+    reported = {metric_family(k) for k in results.metric_keys()}
+    qualified = _qualifier_families(results)
+    return [
+        (family, spec.pairs_with)
+        for family, spec in sorted(results.metric_specs.items())
+        if spec.pairs_with and family in reported and spec.pairs_with in qualified
+    ]
 
 
-def _state_key_at(results: RunResults, label: str, point: str, kv_key: str) -> str | None:
-    qualified = f"{STATE_BYTES_FAMILY}@{kv_key.split('@', 1)[1]}"
+def _key_at(results: RunResults, family: str, label: str, point: str, partner_key: str) -> str | None:
+    """The family's key at the partner key's qualifier, else its unqualified key, else None."""
+    qualified = f"{family}@{partner_key.split('@', 1)[1]}"
     keys = results.metric_keys(label, point)
     if qualified in keys:
         return qualified
-    return STATE_BYTES_FAMILY if STATE_BYTES_FAMILY in keys else None
+    return family if family in keys else None
+
+
+def _qualifier_axis(results: RunResults, family: str) -> str:
+    return results.spec_for(family).axis or f"N in '{family}@N'"
+
+
+def _detail_scatters(results: RunResults) -> list[DetailScatter]:
+    """The scatters the task declared (suite.json ``detail_scatters``); malformed entries are skipped."""
+    scatters = []
+    for entry in results.meta.get("detail_scatters") or []:
+        try:
+            scatters.append(DetailScatter(**entry))
+        except TypeError:
+            continue
+    return scatters
 
 
 def _qualifier(key: str) -> float | None:

@@ -31,6 +31,8 @@ class MetricSpec:
     kind: str
     description: str = ""
     key: bool = False  # declared a key metric by the task: shown in tables and plots
+    axis: str = ""  # what the number after '@' means (plot axis label); "" when not declared
+    pairs_with: str | None = None  # a family plotted against this one over its axis
 
     @property
     def better_sign(self) -> int:
@@ -64,8 +66,12 @@ class RunResults:
     finished: list[dict[str, Any]]
     failed: list[FailedTrial]
     metric_specs: dict[str, MetricSpec] = field(init=False)
+    _cells: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._cells = {}
+        for trial in self.finished:  # one pass: analysis asks per (arm label, point) thousands of times
+            self._cells.setdefault((trial["arm_label"], trial["point_label"]), []).append(trial)
         self.metric_specs = {
             name: MetricSpec(
                 family=name,
@@ -74,6 +80,8 @@ class RunResults:
                 kind=str(spec.get("kind", "info")),
                 description=str(spec.get("description", "")),
                 key=bool(spec.get("key", False)),
+                axis=str(spec.get("axis") or ""),
+                pairs_with=spec.get("pairs_with") or None,
             )
             for name, spec in (self.meta.get("metrics") or {}).items()
         }
@@ -130,9 +138,11 @@ class RunResults:
     def point_labels(self) -> list[str]:
         """Sweep points in declaration order; a suite without a sweep has the single point ''."""
         labels = [point_label(p) for p in sweep_points(self.meta.get("sweep") or {})]
-        for trial in self.finished:
-            if trial["point_label"] not in labels:
-                labels.append(trial["point_label"])
+        seen = set(labels)
+        for _, point in self._cells:
+            if point not in seen:
+                labels.append(point)
+                seen.add(point)
         return labels
 
     def point_of(self, label: str) -> dict[str, Any]:
@@ -145,7 +155,7 @@ class RunResults:
         return {}
 
     def trials_of(self, arm_label: str, point: str) -> list[dict[str, Any]]:
-        return [t for t in self.finished if t["arm_label"] == arm_label and t["point_label"] == point]
+        return list(self._cells.get((arm_label, point), ()))
 
     def values(self, arm_label: str, point: str, key: str) -> dict[int, float]:
         """Finite values of one metric key by seed."""
@@ -158,11 +168,10 @@ class RunResults:
 
     def metric_keys(self, arm_label: str | None = None, point: str | None = None) -> list[str]:
         keys: set[str] = set()
-        for trial in self.finished:
-            if (arm_label is None or trial["arm_label"] == arm_label) and (
-                point is None or trial["point_label"] == point
-            ):
-                keys.update(trial["metrics"])
+        for (label, where), trials in self._cells.items():
+            if (arm_label is None or label == arm_label) and (point is None or where == point):
+                for trial in trials:
+                    keys.update(trial["metrics"])
         return sorted(keys, key=metric_order)
 
 

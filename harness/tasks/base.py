@@ -1,22 +1,30 @@
 """The contract between the spine and a task.
 
 A task owns its data, training and evaluation; the spine owns seeds, identity, storage,
-tracking and statistics. Everything the spine needs to know about a task is declared here:
-its params schema (a pydantic model that forbids unknown keys), its metrics (direction, unit,
-kind) and a version that enters every trial's identity hash.
+tracking and statistics, and lends every task the same services through ``TrialContext``:
+named random streams, a cache for artifacts shared across trials, and the training loop.
+Everything the spine needs to know about a task is declared here: its params schema (a
+pydantic model that forbids unknown keys), its metrics (direction, unit, kind, plot hints), the
+detail scatters it records, smoke params and a version that enters every trial's identity hash.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Mapping, Protocol
+from typing import Any, Callable, ClassVar, Literal, Mapping, Protocol, TypeVar
 
+import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from harness.execution.cache import artifact_key, artifact_path, load_or_build
+from harness.execution.loop import StepResult, fit
+from harness.execution.seeding import numpy_stream, torch_stream
+
 Direction = Literal["higher", "lower", "none"]
 MetricKind = Literal["quality", "speed", "memory", "info"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -29,11 +37,25 @@ class Metric:
     kind: MetricKind
     description: str = ""
     key: bool = False  # shown in the end-of-run table
+    axis: str = ""  # what the number after '@' means, for plots: "context (tokens)"
+    pairs_with: str | None = None  # a family plotted against this one over its axis (state vs KV cache)
 
     @property
     def better_sign(self) -> int:
         """+1 when larger is better, -1 when smaller is better, 0 when neither."""
         return {"higher": 1, "lower": -1, "none": 0}[self.direction]
+
+
+@dataclass(frozen=True)
+class DetailScatter:
+    """A trial detail ``{x_key: [...], y_key: [...]}`` recorded under ``detail``: one point per item."""
+
+    detail: str
+    x_key: str
+    y_key: str
+    title: str
+    xlabel: str
+    ylabel: str
 
 
 def metric_family(key: str) -> str:
@@ -68,7 +90,8 @@ class ProgressHandle(Protocol):
 
 @dataclass
 class TrialContext:
-    """Everything a trial gets from the spine besides its params."""
+    """Everything a trial gets from the spine besides its params, and the services tasks share:
+    named random streams, a cross-process artifact cache and the training loop."""
 
     seed: int
     device: torch.device
@@ -76,7 +99,55 @@ class TrialContext:
     cache_dir: Path  # shared by trials of a suite: e.g. a teacher trained once per seed
     work_dir: Path  # private to this trial: files written here become artifacts
     arm: str = ""
+    task: str = ""  # the task's name and version enter every cache key
+    task_version: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    _sections: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
+
+    def stream(self, *purpose: object) -> torch.Generator:
+        """A CPU generator fixed by the seed and the purpose: every arm draws the same values."""
+        return torch_stream(self.seed, *purpose)
+
+    def numpy_stream(self, *purpose: object) -> np.random.Generator:
+        """The numpy counterpart of ``stream`` (same derivation)."""
+        return numpy_stream(self.seed, *purpose)
+
+    def cached(
+        self,
+        kind: str,
+        identity: Mapping[str, Any],
+        build: Callable[[], Any],
+        restore: Callable[[Any], T] = lambda payload: payload,
+    ) -> T:
+        """``restore(payload)``: the payload built once per (task, version, kind, identity, seed,
+        device type) and shared by every trial and process of the suite.
+
+        ``build`` returns tensors or containers of them (a state dict); it runs with the global
+        RNG forked, so a trial continues identically whether it built or loaded. Whether the
+        artifact was loaded is recorded under the detail ``cache``.
+        """
+        key = artifact_key(self.task, self.task_version, kind, self.seed, self.device.type, identity)
+
+        def forked_build() -> Any:
+            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+                return build()
+
+        payload, loaded = load_or_build(artifact_path(self.cache_dir, self.task, kind, key), forked_build, self.device)
+        self._record("cache", kind, {"key": key, "loaded": loaded})
+        return restore(payload)
+
+    def fit(
+        self, steps: int, step: Callable[[int], StepResult], name: str = "train", log_every: int = 1
+    ) -> dict[str, float]:
+        """Run a training loop (see ``harness.execution.loop.fit``); its final values are recorded
+        under the detail ``fit`` and returned."""
+        final = fit(self.logger, steps, step, name, log_every)
+        self._record("fit", name, {"steps": steps, "final": final})
+        return final
+
+    def _record(self, section: str, name: str, value: Any) -> None:
+        self._sections.setdefault(section, {})[name] = value
+        self.logger.record(section, dict(self._sections[section]))
 
 
 class Task(ABC):
@@ -87,6 +158,9 @@ class Task(ABC):
     Params: ClassVar[type[TaskParams]]
     metrics: ClassVar[tuple[Metric, ...]]
     description: ClassVar[str] = ""
+    detail_scatters: ClassVar[tuple[DetailScatter, ...]] = ()
+    # Params that make one run take seconds on a CPU: the contract test runs every task with them.
+    smoke_params: ClassVar[Mapping[str, Any]] = {}
 
     @classmethod
     def metric_specs(cls) -> dict[str, Metric]:

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from harness.execution.loop import optimizer_step
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 
 HARD_FRACTION = 0.25
@@ -50,27 +51,19 @@ def transfer_loss(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> t
     return loss, terms
 
 
-def train_layer(
-    layer: SelectiveCompressedPDelta2Layer,
-    next_capture: Callable[[int], Capture],
-    steps: int,
-    lr: float,
-    on_step: Callable[[int, float, dict[str, float]], None] | None = None,
-) -> None:
-    """AdamW (lr 2e-3 in the original) with a cosine schedule over ``steps``."""
+def distil_step(
+    layer: SelectiveCompressedPDelta2Layer, next_capture: Callable[[int], Capture], steps: int, lr: float
+) -> Callable[[int], dict[str, float]]:
+    """One update per call: AdamW (lr 2e-3 in the original) with a cosine schedule over ``steps``."""
     optimizer = torch.optim.AdamW(layer.parameters(), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
-    layer.train()
-    for step in range(steps):
-        loss, terms = transfer_loss(layer, next_capture(step))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if on_step is not None:
-            on_step(step, float(loss.detach()), terms)
-    layer.eval()
+
+    def step(index: int) -> dict[str, float]:
+        loss, terms = transfer_loss(layer, next_capture(index))
+        optimizer_step(loss, optimizer, schedule, clip_norm=1.0)
+        return {"loss": float(loss.detach()), "nmse": terms["nmse"]}
+
+    return step
 
 
 @torch.no_grad()

@@ -9,21 +9,23 @@ from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.recurrence import softmax_reference
 
 
-def _random_qkv(layer: SelectiveCompressedPDelta2Layer, batch: int, steps: int, device: torch.device):
-    generator = torch.Generator(device=device).manual_seed(0)
+def _random_qkv(
+    layer: SelectiveCompressedPDelta2Layer, batch: int, steps: int, device: torch.device, generator: torch.Generator
+):
     shape_q = (batch, layer.num_heads, steps, layer.head_dim)
     shape_kv = (batch, layer.num_kv_heads, steps, layer.head_dim)
-    return tuple(torch.randn(s, generator=generator, device=device) for s in (shape_q, shape_kv, shape_kv))
+    return tuple(torch.randn(s, generator=generator).to(device) for s in (shape_q, shape_kv, shape_kv))
 
 
 def prefill_speeds(
-    layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float
+    layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float,
+    generator: torch.Generator,
 ) -> dict[str, float]:
     """Tokens/s of the layer and of causal SDPA (the teacher's op) for one sequence at each context."""
     result = {}
     with torch.no_grad():
         for context in contexts:
-            q, k, v = _random_qkv(layer, 1, context, device)
+            q, k, v = _random_qkv(layer, 1, context, device, generator)
             result[f"prefill_tokens_per_s@{context}"] = throughput(lambda: layer(q, k, v), context, min_run_time)
             result[f"sdpa_prefill_tokens_per_s@{context}"] = throughput(
                 lambda: softmax_reference(q, k, v, layer.groups), context, min_run_time
@@ -35,12 +37,13 @@ def prefill_speeds(
 
 
 def decode_latencies(
-    layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float
+    layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float,
+    generator: torch.Generator,
 ) -> dict[str, float]:
     """One new token: the layer from a carried state vs SDPA reading the whole KV cache (GQA, no copy)."""
     result = {}
     with torch.no_grad():
-        q, k, v = _random_qkv(layer, 1, max(contexts) + 1, device)
+        q, k, v = _random_qkv(layer, 1, max(contexts) + 1, device, generator)
         _, state = layer(q[:, :, :-1], k[:, :, :-1], v[:, :, :-1], return_state=True)
         step = (q[:, :, -1:], k[:, :, -1:], v[:, :, -1:])
         layer_seconds = seconds_per_call(lambda: layer(*step, state=state, return_state=True), min_run_time)
@@ -56,10 +59,11 @@ def decode_latencies(
 
 
 def training_speed(
-    layer: SelectiveCompressedPDelta2Layer, batch: int, context: int, device: torch.device, min_run_time: float
+    layer: SelectiveCompressedPDelta2Layer, batch: int, context: int, device: torch.device, min_run_time: float,
+    generator: torch.Generator,
 ) -> float:
     """Forward+backward tokens/s at the training shape (gradients discarded)."""
-    q, k, v = _random_qkv(layer, batch, context, device)
+    q, k, v = _random_qkv(layer, batch, context, device, generator)
 
     def step() -> None:
         layer(q, k, v).square().mean().backward()

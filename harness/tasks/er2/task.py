@@ -8,18 +8,20 @@ speed against SDPA.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Literal, Mapping
 
 import torch
 
-from harness.devices import device_name
 from harness.measure.memory import tensor_bytes
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
-from harness.tasks.er2.distill import fidelity, train_layer
+from harness.tasks.er2.distill import distil_step, fidelity
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
-from harness.tasks.er2.teacher import TeacherConfig, TeacherRecipe, cached_teacher
+from harness.tasks.er2.teacher import TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
 from harness.tasks.er2.workloads import Workload, capture, make_workload
+
+CONTEXT = "context (tokens)"
 
 
 class ER2Params(TaskParams):
@@ -63,31 +65,39 @@ class ER2Params(TaskParams):
 
 class ER2Task(Task):
     name = "er2"
-    version = "1"
+    version = "2"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
-        Metric("nmse", "lower", "ratio", "quality", "output MSE / teacher output energy, per context", key=True),
-        Metric("cosine", "higher", "cosine", "quality", "mean cosine to the teacher's head outputs, per context"),
+        Metric("nmse", "lower", "ratio", "quality", "output MSE / teacher output energy, per context", key=True,
+               axis=CONTEXT),
+        Metric("cosine", "higher", "cosine", "quality", "mean cosine to the teacher's head outputs, per context",
+               axis=CONTEXT),
         Metric("hard_teacher_nmse", "lower", "ratio", "quality",
                "NMSE weighted toward the base's worst 25% (train context)", key=True),
-        Metric("nll", "lower", "nats/token", "quality", "held-out NLL with the layer swapped into the frozen LM"),
-        Metric("teacher_nll", "none", "nats/token", "info", "held-out NLL of the unchanged teacher"),
-        Metric("nll_delta", "lower", "nats/token", "quality", "mean per-document NLL increase over the teacher", key=True),
+        Metric("nll", "lower", "nats/token", "quality", "held-out NLL with the layer swapped into the frozen LM",
+               axis=CONTEXT),
+        Metric("teacher_nll", "none", "nats/token", "info", "held-out NLL of the unchanged teacher", axis=CONTEXT),
+        Metric("nll_delta", "lower", "nats/token", "quality", "mean per-document NLL increase over the teacher",
+               key=True, axis=CONTEXT),
         Metric("recall", "higher", "accuracy", "quality",
-               "recall workload: answers right with the layer swapped in", key=True),
-        Metric("teacher_recall", "none", "accuracy", "info", "recall workload: answers right by the teacher"),
+               "recall workload: answers right with the layer swapped in", key=True, axis=CONTEXT),
+        Metric("teacher_recall", "none", "accuracy", "info", "recall workload: answers right by the teacher",
+               axis=CONTEXT),
         Metric("state_bytes", "lower", "bytes", "memory",
-               "recurrent state measured from returned tensors (batch 1)", key=True),
-        Metric("kv_cache_bytes", "none", "bytes", "memory", "teacher's fp16 KV cache of the probe layer (2*T*Hkv*D*2)"),
-        Metric("state_to_kv_ratio", "lower", "ratio", "memory", "state bytes / KV-cache bytes, per context"),
+               "recurrent state measured from returned tensors (batch 1)", key=True, pairs_with="kv_cache_bytes"),
+        Metric("kv_cache_bytes", "none", "bytes", "memory", "teacher's fp16 KV cache of the probe layer (2*T*Hkv*D*2)",
+               axis=CONTEXT),
+        Metric("state_to_kv_ratio", "lower", "ratio", "memory", "state bytes / KV-cache bytes, per context",
+               axis=CONTEXT),
         Metric("break_even_context", "lower", "tokens", "memory", "first context whose KV cache reaches the state size"),
-        Metric("prefill_tokens_per_s", "higher", "tokens/s", "speed", "layer prefill, one sequence"),
-        Metric("sdpa_prefill_tokens_per_s", "none", "tokens/s", "speed", "causal SDPA prefill on the same shapes"),
-        Metric("prefill_speedup", "higher", "ratio", "speed", "layer / SDPA prefill throughput"),
+        Metric("prefill_tokens_per_s", "higher", "tokens/s", "speed", "layer prefill, one sequence", axis=CONTEXT),
+        Metric("sdpa_prefill_tokens_per_s", "none", "tokens/s", "speed", "causal SDPA prefill on the same shapes",
+               axis=CONTEXT),
+        Metric("prefill_speedup", "higher", "ratio", "speed", "layer / SDPA prefill throughput", axis=CONTEXT),
         Metric("decode_latency_s", "lower", "s", "speed", "one token from a carried state"),
-        Metric("sdpa_decode_latency_s", "none", "s", "speed", "one token of SDPA over the full KV cache"),
-        Metric("decode_speedup", "higher", "ratio", "speed", "SDPA / layer decode latency"),
+        Metric("sdpa_decode_latency_s", "none", "s", "speed", "one token of SDPA over the full KV cache", axis=CONTEXT),
+        Metric("decode_speedup", "higher", "ratio", "speed", "SDPA / layer decode latency", axis=CONTEXT),
         Metric("train_tokens_per_s", "higher", "tokens/s", "speed", "forward+backward at the training shape", key=True),
         Metric("gate_mean", "none", "probability", "info", "mean applied gate (raw: 1, none: 0)"),
         Metric("residual_gain_abs_mean", "none", "gain", "info", "mean |residual gain| after training"),
@@ -95,10 +105,14 @@ class ER2Task(Task):
         Metric("residual_half_life_median", "none", "tokens", "info", "median residual-memory retention half-life"),
         Metric("final_train_loss", "none", "loss", "info", "transfer loss at the last step"),
     )
+    smoke_params = {
+        "train_context": 32, "eval_multiples": [1, 2], "steps": 3, "batch": 2, "train_pool": 4, "eval_batch": 2,
+        "eval_documents": 3, "teacher_steps": 3, "teacher_dim": 16, "teacher_heads": 2, "teacher_kv_heads": 1,
+        "feature_dim": 8, "residual_dim": 4, "code_rank": 2, "speed_min_time": 0.001,
+    }
 
     def run(self, params: ER2Params, ctx: TrialContext) -> Mapping[str, float]:
         device = ctx.device
-        ctx.logger.record("device", device_name(device))
         workload = make_workload(params)
         teacher = self._teacher(params, workload, ctx)
 
@@ -113,10 +127,10 @@ class ER2Task(Task):
         metrics.update(self._memory(params, layer, device))
         if params.measure_speed:
             contexts = params.eval_contexts
-            metrics.update(prefill_speeds(layer, contexts, device, params.speed_min_time))
-            metrics.update(decode_latencies(layer, contexts, device, params.speed_min_time))
+            metrics.update(prefill_speeds(layer, contexts, device, params.speed_min_time, ctx.stream("speed", "prefill")))
+            metrics.update(decode_latencies(layer, contexts, device, params.speed_min_time, ctx.stream("speed", "decode")))
             metrics["train_tokens_per_s"] = training_speed(
-                layer, params.batch, params.train_context, device, params.speed_min_time
+                layer, params.batch, params.train_context, device, params.speed_min_time, ctx.stream("speed", "train")
             )
         stats = layer.retention_statistics()
         ctx.logger.record("retention", stats)
@@ -126,64 +140,52 @@ class ER2Task(Task):
             metrics["residual_half_life_median"] = stats["residual_half_life_median"]
         return metrics
 
-    def _teacher(self, params: ER2Params, workload: Workload, ctx: TrialContext):
+    def _teacher(self, params: ER2Params, workload: Workload, ctx: TrialContext) -> TeacherLM:
+        """Trained once per seed and shared by the arms (cached)."""
         config = TeacherConfig(
             vocab_size=workload.vocab_size, model_dim=params.teacher_dim, num_layers=params.teacher_layers,
             num_heads=params.teacher_heads, num_kv_heads=params.teacher_kv_heads, probe_layer=params.probe_layer,
         )
         recipe = TeacherRecipe(
             config=config, steps=params.teacher_steps, batch=params.teacher_batch,
-            context=params.teacher_context or max(params.eval_contexts), lr=params.teacher_lr,
-            seed=ctx.seed, data_id=workload.data_id,
+            context=params.teacher_context or max(params.eval_contexts), lr=params.teacher_lr, data_id=workload.data_id,
         )
-        progress = ctx.logger.progress(recipe.steps, "teacher")
-
-        def on_step(step: int, loss: float) -> None:
-            ctx.logger.log_metric("teacher_loss", loss, step)
-            progress.advance()
-
-        teacher, cached = cached_teacher(
-            recipe, ctx.cache_dir, lambda g: workload.training_batch(recipe.batch, recipe.context, g), ctx.device, on_step
+        return ctx.cached(
+            "teacher", asdict(recipe),
+            build=lambda: train_teacher(recipe, lambda g: workload.training_batch(recipe.batch, recipe.context, g), ctx),
+            restore=lambda state: frozen_teacher(config, state, ctx),
         )
-        progress.close()
-        ctx.logger.record("teacher", {"cache_key": recipe.cache_key(), "loaded_from_cache": cached})
-        return teacher
 
-    def _train(self, params, workload, teacher, layer, ctx: TrialContext) -> dict[str, float]:
-        generator = torch.Generator().manual_seed(1_000_003 * ctx.seed + 1)  # same batches for every arm
-        progress = ctx.logger.progress(params.steps, "distil")
-        last = {"loss": math.nan}
-
-        # One teacher pass over a fixed pool of windows; steps draw batches from it.
-        pool_tokens, _ = workload.training_batch(params.train_pool, params.train_context, generator)
+    def _train(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
+               layer: SelectiveCompressedPDelta2Layer, ctx: TrialContext) -> dict[str, float]:
+        """Distil on batches drawn from one teacher pass over a fixed pool (the same for every arm)."""
+        data = ctx.stream("distil-batches")
+        pool_tokens, _ = workload.training_batch(params.train_pool, params.train_context, data)
         pool = capture(teacher, pool_tokens.to(ctx.device))
 
-        def next_capture(step: int):
-            rows = torch.randint(0, params.train_pool, (params.batch,), generator=generator).to(ctx.device)
+        def next_capture(_: int):
+            rows = torch.randint(0, params.train_pool, (params.batch,), generator=data).to(ctx.device)
             return {name: tensor[rows] for name, tensor in pool.items()}
 
-        def on_step(step: int, loss: float, terms: dict[str, float]) -> None:
-            ctx.logger.log_metric("train_loss", loss, step)
-            ctx.logger.log_metric("train_nmse", terms["nmse"], step)
-            last["loss"] = loss
-            progress.advance()
+        layer.train()
+        final = ctx.fit(params.steps, distil_step(layer, next_capture, params.steps, params.lr), name="distil")
+        layer.eval()
+        return {"final_train_loss": final["loss"]}
 
-        train_layer(layer, next_capture, params.steps, params.lr, on_step)
-        progress.close()
-        return {"final_train_loss": last["loss"]}
-
-    def _quality(self, params, workload, teacher, layer, ctx: TrialContext) -> dict[str, float]:
+    def _quality(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
+                 layer: SelectiveCompressedPDelta2Layer, ctx: TrialContext) -> dict[str, float]:
         metrics: dict[str, float] = {}
-        generator = torch.Generator().manual_seed(1_000_003 * ctx.seed + 2)
         for context in params.eval_contexts:
-            tokens = workload.held_out_batch(params.eval_batch, context, generator).to(ctx.device)
+            tokens = workload.held_out_batch(params.eval_batch, context, ctx.stream("held-out", context)).to(ctx.device)
             scores = fidelity(layer, capture(teacher, tokens))
             metrics[f"nmse@{context}"] = scores["nmse"]
             metrics[f"cosine@{context}"] = scores["cosine"]
             if context == params.train_context:
                 metrics["hard_teacher_nmse"] = scores["hard_teacher_nmse"]
                 metrics["gate_mean"] = scores["gate_mean"]
-            comparison = workload.swapped_comparison(teacher, layer, context, params.eval_documents, ctx.device)
+            comparison = workload.swapped_comparison(
+                teacher, layer, context, params.eval_documents, ctx.device, ctx.stream("swap-eval", context)
+            )
             ctx.logger.record(f"per_document@{context}", comparison.per_document())
             metrics.update({f"{key}@{context}": value for key, value in comparison.summary().items()})
         return metrics

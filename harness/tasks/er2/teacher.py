@@ -6,22 +6,21 @@ stays frozen.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from harness.execution.loop import optimizer_step
+from harness.execution.seeding import global_rng_from
 from harness.mechanisms.pdelta.recurrence import softmax_reference
+from harness.tasks.base import TrialContext
 
 Mixer = Callable[[Tensor, Tensor, Tensor], Tensor]  # (q, k, v) -> attention output [B,Hq,T,D]
-TEACHER_FORMAT = 1  # bump when the architecture or training loop changes: invalidates cached teachers
+Batches = Callable[[torch.Generator], tuple[Tensor, Tensor | None]]  # data stream -> (tokens, loss mask)
 
 
 @dataclass(frozen=True)
@@ -120,71 +119,45 @@ def next_token_nll(model: TeacherLM, tokens: Tensor, mixer: Mixer | None = None,
 
 @dataclass(frozen=True)
 class TeacherRecipe:
-    """Everything besides the data that determines a trained teacher (enters the cache key)."""
+    """Everything besides the seed and the data itself that determines a trained teacher (its cache identity)."""
 
     config: TeacherConfig
     steps: int
     batch: int
     context: int
     lr: float
-    seed: int
     data_id: str
 
-    def cache_key(self) -> str:
-        blob = json.dumps({"format": TEACHER_FORMAT, **asdict(self)}, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+def new_teacher(config: TeacherConfig, ctx: TrialContext) -> TeacherLM:
+    """Initialised from the seed's ``teacher-init`` stream; the global RNG, which the arm's layer
+    init draws from, is left as it was."""
+    with global_rng_from(ctx.stream("teacher-init"), ctx.device):
+        return TeacherLM(config).to(ctx.device)
 
 
-def _isolated_init(recipe: TeacherRecipe, device: torch.device) -> TeacherLM:
-    """Initialise from recipe.seed without touching the global RNG, which the arm's layer init uses."""
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(recipe.seed)
-        return TeacherLM(recipe.config).to(device)
-
-
-def train_teacher(
-    recipe: TeacherRecipe,
-    batches: Callable[[torch.Generator], tuple[Tensor, Tensor | None]],
-    device: torch.device,
-    on_step: Callable[[int, float], None] | None = None,
-) -> TeacherLM:
-    """AdamW with cosine decay; the init and data order come only from recipe.seed (not global RNG)."""
-    generator = torch.Generator().manual_seed(recipe.seed)
-    model = _isolated_init(recipe, device).train()
+def train_teacher(recipe: TeacherRecipe, batches: Batches, ctx: TrialContext) -> dict[str, Tensor]:
+    """AdamW with warm-up and cosine decay on the seed's ``teacher-batches``; returns the state dict."""
+    model = new_teacher(recipe.config, ctx).train()
+    data = ctx.stream("teacher-batches")
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min(1.0, (step + 1) / 20) * 0.5 * (1 + math.cos(math.pi * step / recipe.steps))
     )
-    for step in range(recipe.steps):
-        tokens, mask = batches(generator)
-        tokens = tokens.to(device)
-        loss = next_token_nll(model, tokens, mask=None if mask is None else mask.to(device)).mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        if on_step is not None:
-            on_step(step, float(loss.detach()))
+
+    def step(_: int) -> float:
+        tokens, mask = batches(data)
+        mask = None if mask is None else mask.to(ctx.device)
+        loss = next_token_nll(model, tokens.to(ctx.device), mask=mask).mean()
+        optimizer_step(loss, optimizer, schedule, clip_norm=1.0)
+        return float(loss.detach())
+
+    ctx.fit(recipe.steps, step, name="teacher")
+    return model.state_dict()
+
+
+def frozen_teacher(config: TeacherConfig, state: Mapping[str, Tensor], ctx: TrialContext) -> TeacherLM:
+    """The trained teacher from its state dict, in eval mode without gradients."""
+    model = new_teacher(config, ctx)
+    model.load_state_dict(state)
     return model.eval().requires_grad_(False)
-
-
-def cached_teacher(
-    recipe: TeacherRecipe,
-    cache_dir: Path,
-    batches: Callable[[torch.Generator], tuple[Tensor, Tensor | None]],
-    device: torch.device,
-    on_step: Callable[[int, float], None] | None = None,
-) -> tuple[TeacherLM, bool]:
-    """Load the teacher for this recipe or train and store it atomically; returns (model, was_cached)."""
-    path = Path(cache_dir) / f"er2-teacher-{recipe.cache_key()}.pt"
-    if path.is_file():
-        model = _isolated_init(recipe, device)
-        model.load_state_dict(torch.load(path, map_location=device, weights_only=True))
-        return model.eval().requires_grad_(False), True
-    model = train_teacher(recipe, batches, device, on_step)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save({k: v.cpu() for k, v in model.state_dict().items()}, temporary)
-    os.replace(temporary, path)
-    return model, False

@@ -49,8 +49,10 @@ class Workload(Protocol):
     def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor: ...
 
     def swapped_comparison(
-        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device
-    ) -> SwapComparison: ...
+        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
+        generator: torch.Generator,
+    ) -> SwapComparison:
+        """Teacher and swapped LM on ``documents`` evaluation sequences of ``context`` tokens."""
 
 
 @torch.no_grad()
@@ -79,8 +81,10 @@ class TextWorkload:
 
     @torch.no_grad()
     def swapped_comparison(
-        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device
+        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
+        generator: torch.Generator,
     ) -> SwapComparison:
+        """The held-out topics themselves (``generator`` is unused: documents are fixed)."""
         names, tokens = document_windows(self.corpus.held_out, context + 1, documents)
         tokens = tokens.to(device)
         return SwapComparison(
@@ -107,9 +111,10 @@ class RecallWorkload:
 
     @torch.no_grad()
     def swapped_comparison(
-        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device
+        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
+        generator: torch.Generator,
     ) -> SwapComparison:
-        generator = torch.Generator().manual_seed(context)  # fixed evaluation sequences per context
+        """Fresh sequences from ``generator``, the same for every arm of a seed."""
         tokens, answers = recall_batch(self.layout, documents, context, self.pairs, generator)
         tokens, answers = tokens.to(device), answers.to(device)
         scores = {}

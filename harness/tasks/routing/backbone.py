@@ -8,11 +8,8 @@ same time. Arms then reuse it unchanged (same init, same weights, same data).
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import torch
 
@@ -30,15 +27,16 @@ from harness.mechanisms.routing.msa import (
     create_msa_layers,
     msa_layer_indices,
 )
+from harness.execution.loop import optimizer_step
+from harness.execution.seeding import global_rng_from
 from harness.measure.timing import throughput
-from harness.tasks.routing.workload import Layout, QueryBatch, make_documents, make_queries, stream
-
-CACHE_FORMAT = "routing-backbone-v1"
+from harness.tasks.base import TrialContext
+from harness.tasks.routing.workload import Layout, QueryBatch, make_documents, make_queries
 
 
 @dataclass(frozen=True)
 class BackboneSpec:
-    """Everything that determines the trained backbone (and so its cache key)."""
+    """Everything besides the seed that determines the trained backbone (its cache identity)."""
 
     model: PCSHOConfig
     msa: MSAConfig
@@ -51,12 +49,6 @@ class BackboneSpec:
     memory_docs: int
     pool_docs: int
     max_noise_step: int
-    seed: int
-    device_type: str
-
-    def cache_key(self) -> str:
-        text = json.dumps({"format": CACHE_FORMAT, **asdict(self)}, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 @dataclass
@@ -64,7 +56,6 @@ class Backbone:
     model: PCSHODLM
     msa: MSAConfig
     train_tokens_per_s: float
-    from_cache: bool
 
     @property
     def routing_layer(self) -> int:
@@ -76,11 +67,12 @@ class Backbone:
         return list(msa_layer_indices(self.model.config, self.msa))
 
 
-def build_model(spec: BackboneSpec, device: torch.device) -> PCSHODLM:
-    """Fresh initialisation fixed by the seed (routers included, so arms start equal)."""
-    torch.manual_seed(int(stream(spec.seed, "backbone-init").initial_seed()))
-    model = PCSHODLM(spec.model)
-    attach_msa_layers(model, create_msa_layers(spec.model, spec.msa))
+def build_model(spec: BackboneSpec, init: torch.Generator, device: torch.device) -> PCSHODLM:
+    """Fresh initialisation fixed by the ``init`` stream (routers included, so arms start equal);
+    the global RNG is left as it was."""
+    with global_rng_from(init, device):
+        model = PCSHODLM(spec.model)
+        attach_msa_layers(model, create_msa_layers(spec.model, spec.msa))
     return model.to(device)
 
 
@@ -159,46 +151,41 @@ def backbone_loss(model: PCSHODLM, spec: BackboneSpec, queries: QueryBatch, docu
     return denoising_loss(trace.logits, queries.clean, queries.masked), energy
 
 
-def train_backbone(spec: BackboneSpec, device: torch.device, logger) -> tuple[PCSHODLM, float]:
-    """Train from the seeded init; returns the model and training tokens/s on this device."""
-    model = build_model(spec, device)
-    pool = make_documents(spec.layout, spec.pool_docs, stream(spec.seed, "backbone-docs"))
-    data = stream(spec.seed, "backbone-batches")
+def train_backbone(spec: BackboneSpec, ctx: TrialContext) -> dict[str, Any]:
+    """Train from the seeded init; the payload holds the state dict and training tokens/s on this device."""
+    device = ctx.device
+    model = build_model(spec, ctx.stream("backbone-init"), device)
+    pool = make_documents(spec.layout, spec.pool_docs, ctx.stream("backbone-docs"))
+    data = ctx.stream("backbone-batches")
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
     warmup = max(1, spec.steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
 
-    def next_batch() -> tuple[QueryBatch, torch.Tensor, torch.Tensor]:
+    def step(_: int) -> dict[str, float]:
         gold = torch.randint(spec.pool_docs, (spec.batch,), generator=data)
         queries = make_queries(spec.layout, pool, gold, spec.max_noise_step, spec.model.n_diffusion_steps, data)
         slots = memory_slots(spec.batch, spec.memory_docs, spec.gold_rate, data)
         # the batch's documents are the gold ones, so slot i is query i's gold document
-        return queries.to(device), pool[gold].to(device), slots
+        denoise, energy = backbone_loss(model, spec, queries.to(device), pool[gold].to(device), slots)
+        optimizer_step(denoise + spec.energy_weight * energy, optimizer, schedule, clip_norm=1.0)
+        return {"denoise_loss": float(denoise.detach()), "precision_energy": float(energy.detach())}
 
-    def step(queries: QueryBatch, documents: torch.Tensor, slots: torch.Tensor) -> tuple[float, float]:
-        denoise, energy = backbone_loss(model, spec, queries, documents, slots)
-        optimizer.zero_grad(set_to_none=True)
-        (denoise + spec.energy_weight * energy).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        return float(denoise.detach()), float(energy.detach())
-
-    progress = logger.progress(spec.steps, "backbone")
-    for index in range(spec.steps):
-        denoise, energy = step(*next_batch())
-        schedule.step()
-        progress.advance()
-        if index % 25 == 0 or index == spec.steps - 1:
-            logger.log_metric("backbone_denoise_loss", denoise, index)
-            logger.log_metric("backbone_precision_energy", energy, index)
-    progress.close()
-    tokens_per_s = measure_training_throughput(model, spec, device)
-    return model, tokens_per_s
+    ctx.fit(spec.steps, step, name="backbone", log_every=25)
+    tokens_per_s = measure_training_throughput(model, spec, ctx.stream("backbone-throughput"), device)
+    return {"state": model.state_dict(), "train_tokens_per_s": tokens_per_s}
 
 
-def measure_training_throughput(model: PCSHODLM, spec: BackboneSpec, device: torch.device) -> float:
+def trained_backbone(spec: BackboneSpec, payload: Mapping[str, Any], ctx: TrialContext) -> Backbone:
+    """The backbone from ``train_backbone``'s payload, in eval mode."""
+    model = build_model(spec, ctx.stream("backbone-init"), ctx.device)
+    model.load_state_dict(payload["state"])
+    return Backbone(model.eval(), spec.msa, float(payload["train_tokens_per_s"]))
+
+
+def measure_training_throughput(
+    model: PCSHODLM, spec: BackboneSpec, data: torch.Generator, device: torch.device
+) -> float:
     """Tokens/s (query + document tokens) of a forward+backward on a fixed batch, weights untouched."""
-    data = stream(spec.seed, "backbone-throughput")
     pool = make_documents(spec.layout, spec.batch, data)
     gold = torch.arange(spec.batch)
     queries = make_queries(spec.layout, pool, gold, spec.max_noise_step, spec.model.n_diffusion_steps, data).to(device)
@@ -213,19 +200,3 @@ def measure_training_throughput(model: PCSHODLM, spec: BackboneSpec, device: tor
     rate = throughput(forward_backward, tokens, min_run_time=0.1)
     model.zero_grad(set_to_none=True)
     return rate
-
-
-def load_or_train(spec: BackboneSpec, device: torch.device, cache_dir: Path, logger) -> Backbone:
-    """The cached backbone for this spec, training and caching it (atomically) if absent."""
-    path = Path(cache_dir) / f"routing-backbone-{spec.cache_key()}.pt"
-    if path.is_file():
-        saved = torch.load(path, map_location=device, weights_only=True)
-        model = build_model(spec, device)
-        model.load_state_dict(saved["state"])
-        return Backbone(model.eval(), spec.msa, float(saved["train_tokens_per_s"]), from_cache=True)
-    model, tokens_per_s = train_backbone(spec, device, logger)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    torch.save({"state": model.state_dict(), "train_tokens_per_s": tokens_per_s}, tmp)
-    os.replace(tmp, path)
-    return Backbone(model.eval(), spec.msa, tokens_per_s, from_cache=False)

@@ -14,11 +14,13 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
+from harness.execution.loop import optimizer_step
 from harness.mechanisms.routing.msa import RouterProjector, routing_contrastive_loss
 from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter, replace_router_in_msa_layer
 from harness.measure.timing import throughput
+from harness.tasks.base import TrialContext
 from harness.tasks.routing.backbone import Backbone
-from harness.tasks.routing.workload import Layout, QueryBatch, make_queries, stream
+from harness.tasks.routing.workload import Layout, QueryBatch, make_queries
 
 Arm = Literal["router_projector", "precision", "random", "oracle"]
 LEARNED: tuple[str, ...] = ("router_projector", "precision")
@@ -97,8 +99,7 @@ def train_router(
     documents: torch.Tensor,
     layout: Layout,
     config: RouterTraining,
-    seed: int,
-    logger,
+    ctx: TrialContext,
 ) -> float:
     """Contrastive training over the gold documents plus sampled negatives; returns tokens/s.
 
@@ -108,7 +109,7 @@ def train_router(
     """
     n_docs = documents.shape[0]
     device = pooled_states.device
-    data = stream(seed, "router-batches", n_docs)
+    data = ctx.stream("router-batches", n_docs)
     optimizer = torch.optim.Adam(new_parameters(router), lr=config.lr)
 
     def next_batch() -> tuple[QueryBatch, torch.Tensor]:
@@ -124,16 +125,12 @@ def train_router(
         positive = (candidates[None, :, None] == queries.gold[:, None, None]) & queries.positive_chunks[:, None, :]
         return routing_contrastive_loss(chunk_scores(router, hidden, queries.t, keys), positive.flatten(1), config.temperature)
 
-    progress = logger.progress(config.steps, "router")
-    for index in range(config.steps):
+    def step(_: int) -> float:
         loss = loss_of(*next_batch())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        progress.advance()
-        if index % 20 == 0 or index == config.steps - 1:
-            logger.log_metric("router_loss", float(loss.detach()), index)
-    progress.close()
+        optimizer_step(loss, optimizer)
+        return float(loss.detach())
+
+    ctx.fit(config.steps, step, name="router", log_every=20)
     fixed = next_batch()
 
     def forward_backward() -> None:

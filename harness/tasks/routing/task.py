@@ -9,19 +9,19 @@ AUROC, precision sanity figures and costs are measured on held-out queries.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Literal, Mapping
 
 import torch
 from pydantic import Field, model_validator
 
-from harness.devices import device_name
 from harness.measure.memory import copy_bandwidth
 from harness.measure.timing import seconds_per_call
 from harness.mechanisms.routing.model import PCSHOConfig, per_token_loss
 from harness.mechanisms.routing.msa import MemoryBank, MSAConfig, ensure_bank_fits
 from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
-from harness.tasks.routing.backbone import Backbone, BackboneSpec, encode_bank, load_or_train
+from harness.tasks.routing.backbone import Backbone, BackboneSpec, encode_bank, train_backbone, trained_backbone
 from harness.tasks.routing.evaluation import (
     auroc,
     gold_ranks,
@@ -38,7 +38,7 @@ from harness.tasks.routing.routers import (
     train_router,
 )
 from harness.tasks.routing.scoring import RoutingIndex, random_keys
-from harness.tasks.routing.workload import Layout, QueryBatch, Vocabulary, make_documents, make_queries, stream
+from harness.tasks.routing.workload import Layout, QueryBatch, Vocabulary, make_documents, make_queries
 
 EVAL_BATCH = 16
 
@@ -107,8 +107,10 @@ class RoutingParams(TaskParams):
 
 def _metrics() -> tuple[Metric, ...]:
     q, s, m, i = "quality", "speed", "memory", "info"
+    bank = "bank size (chunks)"
     return (
-        Metric("recall", "higher", "fraction", q, "gold document in the router's top-1 / top-k (k = top_k)", key=True),
+        Metric("recall", "higher", "fraction", q, "gold document in the router's top-1 / top-k (k = top_k)", key=True,
+               axis="k (documents retrieved)"),
         Metric("mrr", "higher", "fraction", q, "mean reciprocal rank of the gold document"),
         Metric("recall_over_chance", "higher", "x", q, "recall@1 divided by chance (1 / bank_size)", key=True),
         Metric("hub_share", "lower", "fraction", q, "share of queries whose top-1 is the most retrieved document", key=True),
@@ -127,8 +129,10 @@ def _metrics() -> tuple[Metric, ...]:
         Metric("prec_spearman_masked", "lower", "rho", i, "the same over masked positions only"),
         Metric("new_params", "lower", "parameters", m, "new trainable router parameters (shared heads excluded)"),
         Metric("key_bytes_per_doc", "lower", "bytes", m, "routing-key bytes stored per document"),
-        Metric("score_qps", "higher", "queries/s", s, "top-k routing throughput against a bank of N chunks (@N)"),
-        Metric("score_bw_frac", "higher", "fraction", s, "routing-key bytes read per second / copy bandwidth (@N)"),
+        Metric("score_qps", "higher", "queries/s", s, "top-k routing throughput against a bank of N chunks (@N)",
+               axis=bank),
+        Metric("score_bw_frac", "higher", "fraction", s, "routing-key bytes read per second / copy bandwidth (@N)",
+               axis=bank),
         Metric("copy_bandwidth", "none", "GB/s", s, "large tensor copy bandwidth measured in the same run"),
         Metric("router_train_tokens_per_s", "higher", "tokens/s", s, "router training step throughput"),
         Metric("backbone_train_tokens_per_s", "higher", "tokens/s", s, "backbone training step throughput"),
@@ -137,18 +141,24 @@ def _metrics() -> tuple[Metric, ...]:
 
 class RoutingTask(Task):
     name = "routing"
-    version = "1"
+    version = "2"
     description = "precision-guided router vs MSA RouterProjector on an entity attribute=value memory (PC-SHO-DLM backbone)"
     Params = RoutingParams
     metrics = _metrics()
+    smoke_params = {
+        "bank_size": 16, "d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 2, "msa_from_layer": 1,
+        "router_dim": 8, "n_router_heads": 2, "top_k": 2, "backbone_steps": 6, "backbone_batch": 8,
+        "backbone_docs": 32, "router_steps": 4, "router_batch": 8, "router_negatives": 8, "eval_queries": 16,
+        "score_bank_chunks": [400], "n_entities": 8, "router": "precision",
+    }
 
     def run(self, params: RoutingParams, ctx: TrialContext) -> Mapping[str, float]:
         device = ctx.device
-        ctx.logger.record("device", device_name(device))
         layout = layout_of(params)
-        backbone = load_or_train(backbone_spec(params, layout, ctx.seed, device), device, ctx.cache_dir, ctx.logger)
-        ctx.logger.record("backbone_from_cache", backbone.from_cache)
-        documents = make_documents(layout, params.bank_size, stream(ctx.seed, "bank", params.bank_size)).to(device)
+        spec = backbone_spec(params, layout)
+        backbone = ctx.cached("backbone", asdict(spec), build=lambda: train_backbone(spec, ctx),
+                              restore=lambda payload: trained_backbone(spec, payload, ctx))
+        documents = make_documents(layout, params.bank_size, ctx.stream("bank", params.bank_size)).to(device)
         widths = 2 * params.d_model * len(backbone.msa_layers) + params.router_dim + params.d_model
         ensure_bank_fits(params.bank_size * layout.chunks_per_doc, widths, device)
         encoded, pooled = encode_bank(backbone.model, backbone.msa, documents)
@@ -162,20 +172,20 @@ class RoutingTask(Task):
                 max_noise_step=max_noise_step(params),
             )
             metrics["router_train_tokens_per_s"] = train_router(
-                router, backbone, pooled, documents, layout, training, ctx.seed, ctx.logger
+                router, backbone, pooled, documents, layout, training, ctx
             )
         bank = build_bank(backbone, router, encoded, pooled, layout.chunk_size)
         queries = make_queries(
             layout, documents.cpu(), torch.randint(params.bank_size, (params.eval_queries,),
-                                                   generator=stream(ctx.seed, "eval-gold", params.bank_size)),
-            max_noise_step(params), params.n_diffusion_steps, stream(ctx.seed, "eval", params.bank_size),
+                                                   generator=ctx.stream("eval-gold", params.bank_size)),
+            max_noise_step(params), params.n_diffusion_steps, ctx.stream("eval", params.bank_size),
         ).to(device)
         with torch.no_grad():
             metrics.update(evaluate(params, backbone, router, bank, queries, ctx))
         metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
         metrics["key_bytes_per_doc"] = float(layout.chunks_per_doc * params.router_dim * 4) if router is not None else 0.0
         if router is not None and params.measure_speed:
-            metrics.update(scoring_speed(params, router, layout, device, ctx.seed))
+            metrics.update(scoring_speed(params, router, layout, device, ctx.stream("speed")))
         return metrics
 
 
@@ -188,7 +198,7 @@ def max_noise_step(params: RoutingParams) -> int:
     return max(1, round(params.query_noise * params.n_diffusion_steps))
 
 
-def backbone_spec(params: RoutingParams, layout: Layout, seed: int, device: torch.device) -> BackboneSpec:
+def backbone_spec(params: RoutingParams, layout: Layout) -> BackboneSpec:
     model = PCSHOConfig(
         vocab_size=layout.vocabulary.size, max_seq_len=max(layout.doc_len, layout.query_len),
         d_model=params.d_model, n_heads=params.n_heads, n_layers=params.n_layers, d_ff=params.d_ff,
@@ -200,7 +210,7 @@ def backbone_spec(params: RoutingParams, layout: Layout, seed: int, device: torc
         model=model, msa=msa, layout=layout, steps=params.backbone_steps, batch=params.backbone_batch,
         lr=params.backbone_lr, energy_weight=params.energy_weight, gold_rate=params.gold_rate,
         memory_docs=params.backbone_memory_docs,
-        pool_docs=params.backbone_docs, max_noise_step=max_noise_step(params), seed=seed, device_type=device.type,
+        pool_docs=params.backbone_docs, max_noise_step=max_noise_step(params),
     )
 
 
@@ -220,11 +230,13 @@ def build_bank(
 
 
 def document_scores(
-    params: RoutingParams, backbone: Backbone, router, bank: MemoryBank, hidden: torch.Tensor, queries: QueryBatch, seed: int
+    params: RoutingParams, backbone: Backbone, router, bank: MemoryBank, hidden: torch.Tensor, queries: QueryBatch,
+    generator: torch.Generator,
 ) -> torch.Tensor:
-    """(B, n_docs) for every eval query: the fast index for learned routers, fixed for controls."""
+    """(B, n_docs) for every eval query: the fast index for learned routers, fixed for controls
+    (``generator`` draws the random router's scores)."""
     if router is None:
-        return fixed_document_scores(params.router, queries.gold, params.bank_size, stream(seed, "random-router", params.bank_size))
+        return fixed_document_scores(params.router, queries.gold, params.bank_size, generator)
     keys, _ = bank.get_routing_keys(backbone.routing_layer)
     heads = 1 if isinstance(router, PrecisionGuidedRouter) else router.n_heads
     index = RoutingIndex(keys, heads, layout_of(params).chunks_per_doc)
@@ -239,7 +251,7 @@ def evaluate(
 ) -> dict[str, float]:
     model, layer = backbone.model, backbone.routing_layer
     hidden = model.hidden_before(layer, queries.noisy, queries.t)
-    scores = document_scores(params, backbone, router, bank, hidden, queries, ctx.seed)
+    scores = document_scores(params, backbone, router, bank, hidden, queries, ctx.stream("random-router", params.bank_size))
     out = retrieval_metrics(scores, queries.gold, params.top_k)
     out["recall_over_chance"] = out["recall@1"] * params.bank_size
     routed = scores.topk(params.top_k, dim=1).indices
@@ -282,13 +294,14 @@ def retrieval_confidence(
     return top2[:, 0] - top2[:, 1]
 
 
-def scoring_speed(params: RoutingParams, router, layout: Layout, device: torch.device, seed: int) -> dict[str, float]:
+def scoring_speed(
+    params: RoutingParams, router, layout: Layout, device: torch.device, generator: torch.Generator
+) -> dict[str, float]:
     """Top-k routing throughput against synthetic banks, and its share of the copy bandwidth."""
     per_doc = layout.chunks_per_doc
     largest = max(params.score_bank_chunks) // per_doc * per_doc
     bandwidth = copy_bandwidth(device, max(64 * 2**20, largest * params.router_dim * 4))
     out = {"copy_bandwidth": bandwidth / 1e9}
-    generator = stream(seed, "speed")
     keys = random_keys(largest, params.router_dim, device, generator)
     per_token = not isinstance(router, PrecisionGuidedRouter)
     heads = router.n_heads if per_token else 1

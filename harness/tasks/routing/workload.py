@@ -8,7 +8,7 @@ asked attributes at their document slots with the values masked, every other slo
 diffusion noise at step t). Values are random, so only the gold document can supply them: no
 memory gives chance accuracy, and routing means matching the entity name. Keeping the asked
 facts at their slots lets the backbone find the fact in memory by attribute or by slot.
-Everything is drawn from explicit generators, so a seed fixes the data.
+Everything is drawn from explicit generators (the trial's named streams), so a seed fixes the data.
 """
 from __future__ import annotations
 
@@ -143,11 +143,3 @@ def make_queries(
         positive_chunks=layout.entity_chunks().expand(batch, -1).clone(),
     )
 
-
-def stream(seed: int, *purpose: object) -> torch.Generator:
-    """A CPU generator fixed by the trial seed and a purpose, so arms share data and order."""
-    text = "/".join(str(p) for p in (seed, *purpose))
-    value = 0
-    for char in text.encode():
-        value = (value * 1_000_003 + char) % (2**61 - 1)
-    return torch.Generator().manual_seed(value)

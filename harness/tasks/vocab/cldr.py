@@ -41,15 +41,14 @@ def tokenize(name: str) -> list[str]:
 
 
 def cldr_corpus(locales: Sequence[str], categories: Sequence[str], test_fraction: float,
-                seed: int) -> Corpus:
-    """All locale pairs of every entity; a ``test_fraction`` of entities is held out."""
+                rng: np.random.Generator) -> Corpus:
+    """All locale pairs of every entity; a ``test_fraction`` of entities, drawn by ``rng``, is held out."""
     if len(locales) < 2:
         raise ValueError(f"the cldr workload needs at least two locales, got {list(locales)}")
     entities = display_names(locales, categories)
     vocabulary: dict[str, int] = {}
     tokenized = [[[vocabulary.setdefault(word, len(vocabulary) + 1) for word in tokenize(entity[code])]
                   for code in locales] for entity in entities]
-    rng = np.random.default_rng([seed, 7])
     is_test = np.zeros(len(entities), dtype=bool)
     is_test[rng.permutation(len(entities))[: int(round(test_fraction * len(entities)))]] = True
     width = max(len(words) for entity in tokenized for words in entity)

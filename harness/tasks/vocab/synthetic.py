@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.execution.seeding import NumpyStreams
 from harness.tasks.vocab.corpus import PAD, Corpus, ParallelSet
 
 
@@ -121,9 +122,9 @@ def _render(forms: np.ndarray, languages: np.ndarray, bags: list[np.ndarray], wi
     return out
 
 
-def synthetic_corpus(spec: SyntheticSpec, seed: int) -> Corpus:
-    """Lexicon, training pairs and held-out test pairs for one seed."""
-    lexicon_rng, train_rng, test_rng = (np.random.default_rng([seed, stream]) for stream in range(3))
+def synthetic_corpus(spec: SyntheticSpec, streams: NumpyStreams) -> Corpus:
+    """Lexicon, training pairs and held-out test pairs, each from its own named stream of the seed."""
+    lexicon_rng, train_rng, test_rng = (streams("synthetic", part) for part in ("lexicon", "train", "test"))
     forms, contested, vocab_size = build_lexicon(spec, lexicon_rng)
     weights = _concept_weights(forms, contested, spec.false_friend_boost)
     n_lang = spec.n_languages

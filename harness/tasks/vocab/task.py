@@ -13,17 +13,16 @@ import numpy as np
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from harness.devices import device_name
 from harness.measure.memory import tensor_bytes
 from harness.mechanisms.vocab.diagnostics import effective_vocabularies, openness, relative_drift
 from harness.mechanisms.vocab.embedder import StaticEmbedder
 from harness.mechanisms.vocab.index import save_index
 from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs, top_pairs
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
-from harness.tasks.base import Metric, Task, TaskParams, TrialContext
+from harness.tasks.base import DetailScatter, Metric, Task, TaskParams, TrialContext
 from harness.tasks.vocab.cldr import CATEGORIES, cldr_corpus
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
-from harness.tasks.vocab.interference_cache import cached_interference
+from harness.tasks.vocab.interference_scores import measure_interference
 from harness.measure.ranks import auprc, auroc, spearman
 from harness.tasks.vocab.retrieval import retrieval_metrics, retrieval_ranks
 from harness.tasks.vocab.synthetic import SyntheticSpec, synthetic_corpus
@@ -104,7 +103,7 @@ class VocabParams(TaskParams):
 
 class VocabTask(Task):
     name = "vocab"
-    version = "1"
+    version = "2"
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
@@ -135,34 +134,38 @@ class VocabTask(Task):
         Metric("embed_cost_ratio", "lower", "ratio", "speed", "time of this arm's forward / EmbeddingBag's", key=True),
         Metric("train_loss", "lower", "nats", "info", "contrastive loss at the last step"),
     )
+    detail_scatters = (
+        DetailScatter("gate_vs_interference", "interference", "gate", "final gate vs interference score per split row",
+                      "interference score (gradient conflict, measured on the control)", "final gate g"),
+    )
+    smoke_params = {
+        "n_concepts": 40, "train_pairs": 300, "test_pairs": 20, "steps": 6, "batch_size": 32, "dim": 8,
+        "interference_steps": 2, "interference_batches": 3, "throughput_vocab": 300, "throughput_tokens": 64,
+        "throughput_dim": 8, "throughput_min_time": 0.002, "index": "interference",
+    }
 
     def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:
         assert isinstance(params, VocabParams)
         device = ctx.device
-        ctx.logger.record("device", device_name(device))
-        corpus = build_corpus(params, ctx.seed)
+        corpus = build_corpus(params, ctx)
         candidates = candidate_pairs(corpus.usage())
         truth = corpus.contested[candidates.language, candidates.token] if corpus.contested is not None else None
         config = TrainConfig(params.steps, params.batch_size, params.lr, params.scale,
                              params.l1_weight, params.fusion_weight)
-        scores = cached_interference(
-            ctx.cache_dir, interference_identity(params, ctx.seed, self.version), corpus, candidates,
-            params.dim, TrainConfig(params.interference_steps, params.batch_size, params.lr, params.scale),
-            params.interference_batches, ctx.seed, device)
-        chosen = choose_index(params, candidates, scores, truth, ctx.seed)
+        warmup = TrainConfig(params.interference_steps, params.batch_size, params.lr, params.scale)
+        scores = ctx.cached(
+            "interference", interference_identity(params),
+            build=lambda: {"score": torch.from_numpy(measure_interference(
+                corpus, candidates, params.dim, warmup, params.interference_batches, ctx, params.log_every))},
+            restore=lambda payload: payload["score"].cpu().numpy(),
+        )
+        chosen = choose_index(params, candidates, scores, truth, ctx.numpy_stream("random-index"))
         chosen_scores = scores_of(chosen, candidates, scores)
-        table = initial_table(corpus.vocab_size, params.dim, ctx.seed, device)
+        table = initial_table(corpus.vocab_size, params.dim, ctx.stream("initial-table"), device)
         model = StaticEmbedder(table, PAD, split=self._split(params, corpus, chosen, chosen_scores, ctx),
                                use_gate=params.mode == "gated").to(device)
-        progress = ctx.logger.progress(params.steps, f"vocab {ctx.arm}")
-
-        def on_step(step: int, loss: float) -> None:
-            progress.advance()
-            if step % params.log_every == 0 or step == params.steps - 1:
-                ctx.logger.log_metric("train_loss", loss, step)
-
-        final_loss = train(model, batches(corpus.train, params.batch_size, ctx.seed, device), config, on_step)
-        progress.close()
+        stream = batches(corpus.train, params.batch_size, ctx.numpy_stream("batches"), device)
+        final_loss = train(model, stream, config, ctx, name="train", log_every=params.log_every)
         metrics: dict[str, float] = {"train_loss": final_loss}
         metrics.update(evaluate_retrieval(model, corpus, device))
         metrics.update(diagnose(model, params, corpus, candidates, scores, truth, chosen, table))
@@ -175,7 +178,8 @@ class VocabTask(Task):
             density = len(chosen) / (corpus.n_languages * corpus.vocab_size) if model.split is not None else None
             metrics.update(embedding_throughput(
                 density, model.use_gate, corpus.n_languages, params.throughput_vocab, params.throughput_dim,
-                params.throughput_tokens, params.max_length, ctx.seed, device, params.throughput_min_time))
+                params.throughput_tokens, params.max_length, ctx.numpy_stream("throughput"), device,
+                params.throughput_min_time))
         return {key: value for key, value in metrics.items() if np.isfinite(value)}
 
     @staticmethod
@@ -195,34 +199,34 @@ def scores_of(chosen: CandidatePairs, candidates: CandidatePairs, scores: np.nda
     return np.array([scores[position[(int(l), int(t))]] for l, t in zip(chosen.language, chosen.token)])
 
 
-def build_corpus(params: VocabParams, seed: int) -> Corpus:
+def build_corpus(params: VocabParams, ctx: TrialContext) -> Corpus:
     if params.workload == "cldr":
-        return cldr_corpus(params.locales, params.categories, params.test_fraction, seed)
+        return cldr_corpus(params.locales, params.categories, params.test_fraction, ctx.numpy_stream("cldr-split"))
     spec = SyntheticSpec(params.n_languages, params.n_concepts, params.cognate_rate, params.false_friend_rate,
                          params.false_friend_boost, params.min_length, params.max_length, params.train_pairs,
                          params.test_pairs, params.twin_fraction)
-    return synthetic_corpus(spec, seed)
+    return synthetic_corpus(spec, ctx.numpy_stream)
 
 
-def interference_identity(params: VocabParams, seed: int, version: str) -> dict[str, object]:
-    """Everything the interference scores depend on (and nothing arm-specific)."""
+def interference_identity(params: VocabParams) -> dict[str, object]:
+    """Everything besides the seed the interference scores depend on (and nothing arm-specific)."""
     fields = WORKLOAD_FIELDS[params.workload] + ("dim", "batch_size", "lr", "scale", "interference_steps",
                                                  "interference_batches")
     identity: dict[str, object] = {name: getattr(params, name) for name in fields}
-    identity.update(workload=params.workload, seed=seed, version=version)
+    identity.update(workload=params.workload)
     return identity
 
 
 def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.ndarray,
-                 truth: np.ndarray | None, seed: int) -> CandidatePairs:
-    """The arm's split pairs; interference and random indexes have the same size."""
+                 truth: np.ndarray | None, rng: np.random.Generator) -> CandidatePairs:
+    """The arm's split pairs; interference and random indexes have the same size (``rng`` draws the random one)."""
     size = max(int(round(params.index_fraction * len(candidates))), 1)
     if params.index == "none":
         return CandidatePairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     if params.index == "interference":
         return top_pairs(candidates, scores, size)
     if params.index == "random":
-        pick = np.sort(np.random.default_rng([seed, 31]).choice(len(candidates), size=size, replace=False))
+        pick = np.sort(rng.choice(len(candidates), size=size, replace=False))
         return CandidatePairs(candidates.language[pick], candidates.token[pick])
     if params.index == "oracle":
         if truth is None:

@@ -1,17 +1,19 @@
-"""Training loop shared by the interference warm-up and every arm.
+"""The contrastive training step shared by the interference warm-up and every arm.
 
-Batch order comes from a generator seeded by the trial seed alone, so all arms of a seed see
-the same batches in the same order (paired comparison).
+Batch order comes from a numpy stream of the seed, so all arms of a seed see the same batches
+in the same order (paired comparison).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 import torch
 
+from harness.execution.loop import optimizer_step
 from harness.mechanisms.vocab.embedder import StaticEmbedder, symmetric_info_nce
+from harness.tasks.base import TrialContext
 from harness.tasks.vocab.corpus import ParallelSet
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -27,9 +29,8 @@ class TrainConfig:
     fusion_weight: float = 0.0
 
 
-def batches(data: ParallelSet, batch_size: int, seed: int, device: torch.device) -> Iterator[Batch]:
+def batches(data: ParallelSet, batch_size: int, rng: np.random.Generator, device: torch.device) -> Iterator[Batch]:
     """Endless random batches (source ids, source languages, target ids, target languages)."""
-    rng = np.random.default_rng([seed, 11])
     tensors = [torch.from_numpy(array).to(device) for array in
                (data.source, data.source_language, data.target, data.target_language)]
     while True:
@@ -37,29 +38,23 @@ def batches(data: ParallelSet, batch_size: int, seed: int, device: torch.device)
         yield tuple(tensor[index] for tensor in tensors)  # type: ignore[misc]
 
 
-def initial_table(vocab_size: int, dim: int, seed: int, device: torch.device) -> torch.Tensor:
-    """The starting shared table, a function of the seed only (every arm starts from it)."""
-    generator = torch.Generator().manual_seed(seed)
+def initial_table(vocab_size: int, dim: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """The starting shared table; every arm of a seed starts from it (same stream, same table)."""
     return (torch.randn(vocab_size, dim, generator=generator) / dim ** 0.5).to(device)
 
 
-def train(model: StaticEmbedder, stream: Iterator[Batch], config: TrainConfig,
-          on_step: Callable[[int, float], None] | None = None) -> float:
-    """Adam on the contrastive loss plus the mode's regulariser; returns the last loss."""
+def train(model: StaticEmbedder, stream: Iterator[Batch], config: TrainConfig, ctx: TrialContext, name: str,
+          log_every: int) -> float:
+    """Adam on the contrastive loss plus the mode's regulariser; returns the last contrastive loss."""
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    loss_value = float("nan")
-    for step in range(config.steps):
+
+    def step(_: int) -> float:
         source_ids, source_lang, target_ids, target_lang = next(stream)
-        loss = symmetric_info_nce(model(source_ids, source_lang), model(target_ids, target_lang),
-                                  config.scale)
-        total = loss + model.regulariser(config.l1_weight, config.fusion_weight)
-        optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        optimizer.step()
-        loss_value = float(loss.detach())
-        if on_step is not None:
-            on_step(step, loss_value)
-    return loss_value
+        loss = symmetric_info_nce(model(source_ids, source_lang), model(target_ids, target_lang), config.scale)
+        optimizer_step(loss + model.regulariser(config.l1_weight, config.fusion_weight), optimizer)
+        return float(loss.detach())
+
+    return ctx.fit(config.steps, step, name=name, log_every=log_every).get("loss", float("nan"))
 
 
 @torch.no_grad()

@@ -1,0 +1,64 @@
+"""The training loop every task shares: progress bar, curves, non-finite check, final values.
+
+A task keeps its optimiser, schedule and loss in a ``step(index)`` function that does one
+update and returns the loss (or a dict of named values); ``fit`` owns everything else.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable, Mapping
+
+import torch
+
+if TYPE_CHECKING:
+    from harness.tasks.base import TrialLogger
+
+StepResult = float | Mapping[str, float]
+
+
+class NonFiniteLoss(RuntimeError):
+    """A loss became NaN or infinite: the trial is recorded as failed."""
+
+
+def fit(
+    logger: "TrialLogger", steps: int, step: Callable[[int], StepResult], name: str, log_every: int = 1
+) -> dict[str, float]:
+    """Run ``step`` for indices 0..steps-1; curves ``<name>/<value>`` every log_every steps and at the last.
+
+    A float result is named ``loss``. Any non-finite value raises NonFiniteLoss at once.
+    Returns the values of the last step.
+    """
+    progress = logger.progress(steps, name)
+    values: dict[str, float] = {}
+    try:
+        for index in range(steps):
+            result = step(index)
+            values = {"loss": float(result)} if isinstance(result, (int, float)) else {
+                str(key): float(value) for key, value in result.items()
+            }
+            bad = sorted(key for key, value in values.items() if not math.isfinite(value))
+            if bad:
+                raise NonFiniteLoss(f"{name}: non-finite {', '.join(bad)} at step {index} ({values})")
+            if index % log_every == 0 or index == steps - 1:
+                for key, value in values.items():
+                    logger.log_metric(f"{name}/{key}", value, index)
+            progress.advance()
+    finally:
+        progress.close()
+    return values
+
+
+def optimizer_step(
+    loss: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
+    clip_norm: float | None = None,
+) -> None:
+    """zero_grad, backward, optional clip of the optimiser's gradients to clip_norm, step, schedule step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], clip_norm)
+    optimizer.step()
+    if schedule is not None:
+        schedule.step()

@@ -1,0 +1,183 @@
+"""The statistics against known truth: special functions against tables and simulation, A/A runs
+whose false BETTER/WORSE rate must sit at the nominal level, and planted effects found with the
+power the method predicts. Rates are asserted with exact binomial tolerances (99.9% two-sided), so
+a correct method fails about once in a thousand runs and a wrong one (the old bootstrap rule:
+26% false verdicts at 3 seeds) fails every time.
+"""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.analysis.report import analyse
+from harness.analysis.results import index_results
+from harness.analysis.stats import (
+    benjamini_hochberg,
+    holm_adjust,
+    mean_estimate,
+    minimum_detectable_effect,
+    regularized_beta,
+    sign_flip_p_value,
+    smallest_sign_flip_p,
+    t_cdf,
+    t_quantile,
+    t_test_power,
+)
+from harness.analysis.verdicts import BETTER, WORSE
+
+ALPHA = 0.05
+TESTS = Path(__file__).resolve().parent
+
+
+def binomial_bounds(trials: int, p: float, coverage: float = 0.999) -> tuple[int, int]:
+    """The central interval holding ``coverage`` of Binomial(trials, p), from the exact pmf."""
+    k = np.arange(trials + 1)
+    log_choose = np.array([math.lgamma(trials + 1) - math.lgamma(i + 1) - math.lgamma(trials - i + 1) for i in k])
+    cdf = np.cumsum(np.exp(log_choose + k * math.log(p) + (trials - k) * math.log1p(-p)))
+    tail = (1 - coverage) / 2
+    return int(np.searchsorted(cdf, tail)), int(np.searchsorted(cdf, 1 - tail))
+
+
+# --- special functions -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("df", "table"), [(1, 12.706204736174705), (2, 4.302652729911275), (4, 2.7764451051977987),
+                                           (9, 2.2621571627409915), (30, 2.0422724563012373)])
+def test_t_quantile_matches_published_tables(df, table):
+    assert t_quantile(0.975, df) == pytest.approx(table, rel=1e-8)
+    assert t_quantile(0.025, df) == pytest.approx(-table, rel=1e-8)
+    assert t_cdf(table, df) == pytest.approx(0.975, abs=1e-10)
+
+
+def test_regularized_beta_matches_numerical_integration():
+    for a, b, x in ((0.5, 0.5, 0.3), (2.0, 0.5, 0.9), (4.5, 0.5, 0.2), (15.0, 0.5, 0.7)):
+        grid = np.linspace(0.0, x, 400_001)[1:]
+        density = grid ** (a - 1) * (1 - grid) ** (b - 1)
+        full = math.exp(math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+        integral = np.trapezoid(density, grid) if a >= 1 else None
+        if integral is not None:
+            assert regularized_beta(a, b, x) == pytest.approx(integral / full, rel=1e-4)
+    # symmetry I_x(a, b) = 1 - I_{1-x}(b, a) and a closed form: I_x(1, b) = 1 - (1 - x)**b
+    assert regularized_beta(3.0, 0.5, 0.4) == pytest.approx(1 - regularized_beta(0.5, 3.0, 0.6), abs=1e-12)
+    assert regularized_beta(1.0, 2.5, 0.3) == pytest.approx(1 - 0.7**2.5, abs=1e-12)
+
+
+@pytest.mark.parametrize(("n", "shift"), [(2, 4.0), (3, 2.5), (5, 3.0), (10, 2.0)])
+def test_noncentral_t_power_matches_simulation(n, shift):
+    rng = np.random.default_rng(n)
+    draws = 40_000
+    sample = rng.normal(shift / math.sqrt(n), 1.0, size=(draws, n))
+    statistic = sample.mean(1) / (sample.std(1, ddof=1) / math.sqrt(n))
+    critical = t_quantile(0.975, n - 1)
+    predicted = t_test_power(shift, n - 1, critical)
+    low, high = binomial_bounds(draws, predicted)
+    assert low <= int(np.sum(np.abs(statistic) > critical)) <= high
+
+
+def test_minimum_detectable_effect_has_the_stated_power():
+    mde = minimum_detectable_effect(sd=2.0, n=6, alpha=ALPHA)
+    assert t_test_power(mde * math.sqrt(6) / 2.0, 5, t_quantile(0.975, 5)) == pytest.approx(0.8, abs=1e-6)
+    assert minimum_detectable_effect(sd=0.0, n=6, alpha=ALPHA) == 0.0
+    assert minimum_detectable_effect(sd=1.0, n=1, alpha=ALPHA) is None
+    # more seeds detect smaller effects; one-sided at the same alpha detects smaller ones too
+    assert minimum_detectable_effect(1.0, 10, ALPHA) < minimum_detectable_effect(1.0, 5, ALPHA)
+    assert minimum_detectable_effect(1.0, 5, ALPHA, sided=1) < minimum_detectable_effect(1.0, 5, ALPHA)
+
+
+def test_sign_flip_p_is_exact_and_bounded_below_by_two_over_two_to_the_n():
+    assert sign_flip_p_value([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == pytest.approx(2 / 64)
+    assert sign_flip_p_value([1.0, 2.0, 3.0]) == pytest.approx(2 / 8) == smallest_sign_flip_p(3)
+    assert smallest_sign_flip_p(5) > ALPHA > smallest_sign_flip_p(6)
+    # [3, -1, 2]: patterns with |sum| >= 4 are (+,+,+), (+,-,+), and their negatives: 4 of 8
+    assert sign_flip_p_value([3.0, -1.0, 2.0]) == pytest.approx(4 / 8)
+
+
+def test_holm_and_benjamini_hochberg_on_a_worked_example():
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert holm_adjust(p) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert benjamini_hochberg(p) == pytest.approx([0.02, 0.04, 0.04, 0.02])
+
+
+def test_interval_coverage_is_nominal_at_three_seeds():
+    rng = np.random.default_rng(11)
+    covered = sum(
+        (est := mean_estimate(rng.normal(0.3, 1.0, 3))).interval.low <= 0.3 <= est.interval.high for _ in range(4000)
+    )
+    low, high = binomial_bounds(4000, 0.95)
+    assert low <= covered <= high
+
+
+# --- A/A and planted effects through the analysis -----------------------------------------------
+
+def synthetic_run(seeds: int, replicates: int, effect: float, rng: np.random.Generator):
+    """Run results of a two-arm suite whose treatment is control + effect + fresh noise, per replicate."""
+    meta = {
+        "suite": "calibration", "profile": "default", "seeds": list(range(seeds)),
+        "sweep": {"replicate": list(range(replicates))},
+        "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
+        "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+        "metrics": {"score": {"direction": "higher", "unit": "", "kind": "quality", "key": True}},
+    }
+    trials = []
+    for replicate in range(replicates):
+        for seed in range(seeds):
+            shared = rng.normal(0.0, 3.0)
+            for arm, shift in (("control", 0.0), ("treat", effect)):
+                trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished",
+                               "point_label": f"replicate={replicate}", "point": {"replicate": replicate},
+                               "metrics": {"score": shared + shift + rng.normal()}})
+    return index_results(Path("."), meta, trials)
+
+
+@pytest.mark.parametrize("seeds", [3, 5, 10])
+def test_aa_false_better_worse_rate_is_nominal(seeds):
+    rows = analyse(synthetic_run(seeds, 1500, 0.0, np.random.default_rng(seeds))).rows
+    false = sum(row.verdict in (BETTER, WORSE) for row in rows)
+    low, high = binomial_bounds(len(rows), ALPHA)
+    assert len(rows) == 1500 and low <= false <= high
+
+
+@pytest.mark.parametrize(("seeds", "effect"), [(3, 2.5), (5, 1.2), (10, 0.8)])
+def test_planted_effect_is_found_with_the_predicted_power(seeds, effect):
+    rows = analyse(synthetic_run(seeds, 1000, effect, np.random.default_rng(100 + seeds))).rows
+    found = sum(row.verdict == BETTER for row in rows)
+    sd_of_difference = math.sqrt(2.0)  # two independent N(0, 1) draws; the shared offset cancels
+    shift = effect * math.sqrt(seeds) / sd_of_difference
+    predicted = t_test_power(shift, seeds - 1, t_quantile(1 - ALPHA / 2, seeds - 1), sided=1)
+    assert 0.3 < predicted < 0.9  # a planted effect the testbed is sized to find only sometimes
+    low, high = binomial_bounds(len(rows), predicted)
+    assert low <= found <= high
+
+
+# --- the same through `harness run` --------------------------------------------------------------
+
+AA_SUITE = """\
+suite: aa
+description: A/A calibration, 40 independent replicates
+task: calibration_task:CalibrationTask
+seeds: [0, 1, 2]
+sweep: {replicate: [%s]}
+arms:
+  a: {tag: a}
+  b: {tag: b}
+contrasts:
+  - {treatment: b, control: a}
+"""
+
+
+def test_aa_suite_run_end_to_end_reports_nominal_false_rate(tmp_path, harness_cmd, cli_env):
+    suite = tmp_path / "aa.yaml"
+    suite.write_text(AA_SUITE % ", ".join(str(i) for i in range(40)))
+    done = subprocess.run([*harness_cmd, "run", str(suite), "--no-mlflow", "--results", str(tmp_path / "r")],
+                          env=cli_env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "r" / "aa" / "default" / "report" / "summary.json").read_text())
+    rows = [row for row in summary["contrasts"] if row["metric"] == "score"]
+    assert len(rows) == 40 and all(row["n"] == 3 and row["method"] == "paired Student-t" for row in rows)
+    false = sum(row["verdict"] in ("better", "worse") for row in rows)
+    assert false <= binomial_bounds(40, ALPHA)[1]  # the old bootstrap rule gave ~11 of 40
+    assert summary["statistics"]["confidence"] == 0.95 and "exploratory contrasts" in done.stdout

@@ -1,0 +1,62 @@
+"""The contract every task honours, checked for each registered task and the spine's toy task.
+
+Each task runs its ``smoke_params`` twice through ``run_single`` sharing one cache folder, so
+the second run loads what the first built: the run finishes, every reported key belongs to a
+declared metric family, and every metric but speed reruns bit-identically.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from toy_task import ToyTask
+
+from harness.execution.executor import run_single
+from harness.tasks import REGISTRY, Task, load_task
+from harness.tasks.base import metric_family
+
+TASKS: list[type[Task]] = [load_task(name) for name in sorted(REGISTRY)] + [ToyTask]
+
+
+def _not_speed(task_cls: type[Task], record: dict) -> dict[str, float | None]:
+    declared = task_cls.metric_specs()
+    return {k: v for k, v in record["metrics"].items() if declared[metric_family(k)].kind != "speed"}
+
+
+@pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)
+def test_task_runs_declares_its_metrics_and_reruns_bit_identically(task_cls: type[Task], tmp_path: Path) -> None:
+    first = run_single(task_cls, task_cls.smoke_params, seed=0, work_root=tmp_path)
+    assert first["status"] == "finished", (first["error"], first["details"].get("traceback"))
+    second = run_single(task_cls, task_cls.smoke_params, seed=0, work_root=tmp_path)
+    assert second["status"] == "finished", (second["error"], second["details"].get("traceback"))
+
+    declared = task_cls.metric_specs()
+    undeclared = sorted(k for k in first["metrics"] if metric_family(k) not in declared)
+    assert first["metrics"] and not undeclared, f"{task_cls.name} reports undeclared metrics {undeclared}"
+    assert set(second["metrics"]) == set(first["metrics"])
+    assert _not_speed(task_cls, second) == _not_speed(task_cls, first)
+
+    for kind, entry in first["details"].get("cache", {}).items():  # the rerun loads what the first built
+        assert second["details"]["cache"][kind] == dict(entry, loaded=True)
+    assert "device" not in first["details"], "the spine records the device (record['environment'])"
+    assert first["environment"]["device_name"]
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_registered_tasks_supply_valid_smoke_params_and_plot_hints(name: str) -> None:
+    task_cls = load_task(name)
+    assert task_cls.smoke_params, f"{name} must supply smoke_params for the contract test"
+    task_cls.validate_params(task_cls.smoke_params)
+    families = task_cls.metric_specs()
+    for metric in task_cls.metrics:
+        assert metric.pairs_with is None or metric.pairs_with in families, metric
+
+
+def test_metric_axes_name_what_the_qualifier_counts() -> None:
+    er2, routing = load_task("er2"), load_task("routing")
+    assert er2.metric_for("recall@128").axis == "context (tokens)"  # er2_mqar: recall at each context
+    assert er2.metric_for("nmse@256").axis == "context (tokens)"
+    assert er2.metric_for("state_bytes").pairs_with == "kv_cache_bytes"
+    assert routing.metric_for("recall@4").axis == "k (documents retrieved)"
+    assert routing.metric_for("score_qps@10000").axis == "bank size (chunks)"
+    assert [s.detail for s in load_task("vocab").detail_scatters] == ["gate_vs_interference"]
