@@ -200,8 +200,8 @@ class MeanEstimate:
             return None
         se = self.standard_error or 0.0
         gap = sign * (self.mean - bound)
-        if se == 0.0:
-            return 0.0 if gap > 0 else 1.0
+        if se == 0.0:  # a deterministic quantity: the bound is met or not (boundaries are inclusive)
+            return 0.0 if gap >= 0 else 1.0
         return t_sf(gap / se, self.n - 1)
 
 
