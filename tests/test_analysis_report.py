@@ -235,6 +235,13 @@ def test_claims_pass_fail_and_inconclusive(tmp_path):
     ]
 
 
+def test_a_deterministic_value_on_an_inclusive_bound_passes(tmp_path):
+    # bytes: treatment == control in every pair, so the ratio is exactly 1.0 with no spread
+    claims = [claim("bytes", "ratio", max=1.0), claim("bytes", "ratio", min=1.0), claim("bytes", "ratio", max=0.99)]
+    results = load_results(write_run(tmp_path, suite_meta(claims=claims), paired_records()))
+    assert [c.status for c in evaluate_claims(results)] == ["pass", "pass", "fail"]
+
+
 def test_one_pair_decides_only_the_equal_claim(tmp_path):
     claims = [claim("acc", "superior"), claim("bytes", "equal"), claim("speed", "ratio", min=0.5)]
     results = load_results(write_run(tmp_path, suite_meta(seeds=[0], claims=claims), paired_records([0])))
