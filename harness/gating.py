@@ -9,7 +9,8 @@ What is compared, and how, follows what is stable across runs of the same code:
   contrast's treatment mean to its control's mean measured in the same run, allowed to worsen by
   a relative tolerance (the suite's tolerance when it names the key or family, else the suite's
   ``gate.speed_tolerance``, else ``SPEED_RATIO_TOLERANCE``); a profile whose timings are too small
-  to mean anything (smoke) sets ``gate.speed: false`` and its speed ratios are not gated.
+  to mean anything (smoke) sets ``gate.speed: false`` and its speed ratios are not gated; neither
+  are those of a run whose trials ran concurrently (Ray), in the baseline or in the gated run.
 A baseline belongs to one suite, profile and device class: gating across them is refused.
 """
 from __future__ import annotations
@@ -99,6 +100,8 @@ def baseline_values(results: RunResults) -> list[dict[str, Any]]:
                 if check and mean is not None:
                     entries.append({"check": check, "subject": label, "point": point, "metric": key,
                                     "direction": spec.direction, "value": mean})
+    if results.speed_under_load:  # timings of concurrent trials say nothing about the code
+        return entries
     for variant in contrast_variants(results):
         for point in results.point_labels():
             for key in results.metric_keys(variant.treatment_label, point):
@@ -164,7 +167,8 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     baseline = load_baseline(path)
     _refuse_mismatch(baseline, results, path)
     tolerances = results.meta.get("gate") or {}
-    gated = (QUALITY, MEMORY, SPEED_RATIO) if tolerances.get("speed", True) else (QUALITY, MEMORY)
+    speed = tolerances.get("speed", True) and not results.speed_under_load
+    gated = (QUALITY, MEMORY, SPEED_RATIO) if speed else (QUALITY, MEMORY)
     reference = {_identity(e): e for e in baseline["values"] if e["check"] in gated}
     current = {_identity(e): e for e in baseline_values(results) if e["check"] in gated}
     checks = tuple(

@@ -49,6 +49,9 @@ def test_run_stores_logs_and_skips_on_rerun(tmp_path, toy_suite, harness_cmd, cl
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     parents = client.search_runs([experiment.experiment_id], filter_string="tags.`harness.kind` = 'suite'")
     assert len(parents) == 1
+    tags = parents[0].data.tags  # the parent states how its verdicts were computed
+    assert tags["harness.stats.method"] == "paired Student-t" and tags["harness.stats.confidence"] == "0.95"
+    assert tags["harness.stats.seeds"] == "1" and tags["harness.validity"] == "undetermined"
     _, trials = mlflow_trial_runs(results)
     assert len(trials) == 3
     for run in trials:

@@ -33,7 +33,7 @@ SEEDS = (0, 1)
 
 def make_run(root: Path, edit: Callable[[dict[str, dict[str, float]]], None] | None = None, *, suite: str = "synth",
              profile: str = "smoke", device_class: str = "cpu", failed: bool = False,
-             gate_section: dict[str, Any] | None = None) -> Path:
+             gate_section: dict[str, Any] | None = None, under_load: bool = False) -> Path:
     values = copy.deepcopy(VALUES)
     if edit:
         edit(values)
@@ -55,7 +55,8 @@ def make_run(root: Path, edit: Callable[[dict[str, dict[str, float]]], None] | N
                 "status": "failed" if broken else "finished", "error": "RuntimeError: boom" if broken else None,
                 "metrics": {} if broken else {k: v + (0.001 * seed if METRICS[k]["kind"] == "quality" else 0.0)
                                               for k, v in metrics.items()},
-                "curves": {}, "details": {}, "environment": {"git_commit": "f" * 40},
+                "curves": {}, "environment": {"git_commit": "f" * 40},
+                "details": {"speed_measured_under_load": True, "concurrent_trials": 2} if under_load else {},
             })
     return folder.path
 
@@ -140,6 +141,17 @@ def test_profile_without_speed_gating_ignores_speed_but_not_bytes(tmp_path, base
     assert gate(tmp_path, scale("treat", "qps", 0.01), gate_section=no_speed).exit_code == 0
     result = gate(tmp_path, shift("treat", "bytes", 1.0), gate_section=no_speed)
     assert result.exit_code == 1 and "REGRESSION memory" in result.output
+
+
+def test_speed_measured_under_load_is_neither_saved_nor_gated(tmp_path, baseline):
+    # a Ray run (concurrent trials): its speed ratios say nothing, its quality and bytes still count
+    assert gate(tmp_path, scale("treat", "qps", 0.01), under_load=True).exit_code == 0
+    result = gate(tmp_path, shift("treat", "bytes", 1.0), under_load=True)
+    assert result.exit_code == 1 and "REGRESSION memory" in result.output
+    saved = invoke("baseline", "save", make_run(tmp_path / "loaded", under_load=True), "--out", tmp_path / "b2")
+    assert saved.exit_code == 0, saved.output
+    stored = json.loads((tmp_path / "b2" / "synth-smoke-cpu.json").read_text())
+    assert stored["values"] and not any(v["check"] == "speed_ratio" for v in stored["values"])
 
 
 @pytest.mark.parametrize(

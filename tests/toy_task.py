@@ -1,10 +1,11 @@
 """A small real task that exercises the spine: logistic regression trained with SGD.
 
 Arms differ by optimiser settings, so treatment vs control is a genuine comparison; knobs
-make a trial fail, produce a NaN loss, or run slowly (for interrupt tests).
+make a trial fail, kill its process, produce a NaN loss, or run slowly (for interrupt tests).
 """
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -20,6 +21,7 @@ class ToyParams(TaskParams):
     features: int = 8
     samples: int = 256
     fail: bool = False
+    exit_process: bool = False  # the worker process dies mid-trial, as on an OOM kill
     nan_at_step: int = -1
     seconds_per_step: float = 0.0
 
@@ -39,6 +41,8 @@ class ToyTask(Task):
     def run(self, params: ToyParams, ctx: TrialContext) -> dict[str, float]:
         if params.fail:
             raise RuntimeError("this trial was configured to fail")
+        if params.exit_process:
+            os._exit(1)
         data = torch.Generator().manual_seed(1234)  # the problem is fixed; the seed drives init and order
         truth = torch.randn(params.features, generator=data)
         x = torch.randn(2 * params.samples, params.features, generator=data)
@@ -65,7 +69,6 @@ class ToyTask(Task):
             logits = x_test @ weight
             test_loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y_test).item()
             accuracy = ((logits > 0).float() == y_test).float().mean().item()
-        ctx.logger.record("device", str(ctx.device))
         return {
             "accuracy": accuracy,
             "loss": test_loss,

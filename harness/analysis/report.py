@@ -163,6 +163,9 @@ def render_report(analysis: RunAnalysis) -> str:
         f"== {results.suite} / {results.profile}  ({results.meta.get('device_name') or results.device_class})",
         render_validity(analysis.validity),
     ]
+    if results.speed_under_load:
+        parts.append(f"speed figures were measured with up to {results.speed_under_load} trials running at once "
+                     "(Ray): compare speed only between serial runs")
     if results.failed:
         parts.append(render_failed(results))
     if analysis.claims:

@@ -105,6 +105,12 @@ class RunResults:
         return [s for s in self.meta.get("seeds") or [] if isinstance(s, int)]
 
     @property
+    def speed_under_load(self) -> int:
+        """Most trials that ran at once while speed was measured (Ray); 0 when every trial ran alone."""
+        return max((int(t["details"].get("concurrent_trials") or 0) for t in self.finished
+                    if t["details"].get("speed_measured_under_load")), default=0)
+
+    @property
     def device_class(self) -> str:
         return str(self.meta.get("device_class", "cpu"))
 

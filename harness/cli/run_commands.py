@@ -6,10 +6,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from harness.suite.loader import DEFAULT_PROFILE, SuiteError, load_suites
+
+if TYPE_CHECKING:
+    from harness.execution.executor import Executor
 
 RESULTS_DEFAULT = Path("results")
 EXIT_USAGE = 2
@@ -50,7 +54,15 @@ results_option = click.option(
 @click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
 @click.option("--no-resume", is_flag=True, help="Rerun trials even if a finished result is stored.")
 @click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow.")
-def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow) -> None:
+@click.option("--executor", "executor_name", type=click.Choice(["serial", "ray"]), default="serial",
+              show_default=True, help="serial: one trial at a time in this process; ray: trials as Ray tasks "
+              "(pip install 'harness[ray]').")
+@click.option("--ray-address", help="Use the Ray cluster at host:port (its GCS), ray://host:port or 'auto' "
+              "instead of starting a local one.")
+@click.option("--ray-workers", type=click.IntRange(min=1),
+              help="Trials at a time on the local Ray cluster [default: CPUs].")
+def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
+        executor_name, ray_address, ray_workers) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow."""
     from harness.analysis.report import build_report, render_arm_table, stored_report_text
     from harness.analysis.results import load_results
@@ -60,7 +72,6 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
 
     started = time.perf_counter()
-    signal.signal(signal.SIGTERM, _interrupt)
     suites = _load(suite_file, profile, seeds, arms)
     try:
         torch_device = resolve_device(device)
@@ -76,12 +87,14 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         results_root.mkdir(parents=True, exist_ok=True)
         tracker = MlflowTracker(uri, artifact_root=results_root / "mlartifacts")
 
+    executor = _executor(executor_name, ray_address, ray_workers)
+    signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
     console = Console()
     console.line(f"device: {torch_device} ({device_name(torch_device)})")
     outcomes, exit_code = [], 0
     try:
         for suite in suites:
-            outcome = run_suite(suite, results_root, torch_device, tracker, console, resume=not no_resume)
+            outcome = run_suite(suite, results_root, torch_device, tracker, console, not no_resume, executor)
             outcomes.append(outcome)
             if outcome.interrupted:
                 exit_code = 130
@@ -104,6 +117,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
                     {"harness.wall_seconds": outcome.wall_seconds, "harness.mlflow_seconds": outcome.mlflow_seconds,
                      "harness.mlflow_share": share, "harness.failed_trials": len(outcome.failed)},
                     report.artifact_paths,
+                    report.tags,
                 )
             console.out(_suite_header(outcome))
             console.out(render_arm_table(load_results(outcome.run_dir)))
@@ -114,8 +128,28 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         _fail(f"{exc} (finished trials are stored under {results_root}; rerun to mirror them)")
     except KeyboardInterrupt:
         exit_code = 130
+    finally:
+        executor.close()
     _footer(outcomes, tracker, results_root, time.perf_counter() - started)
     raise SystemExit(exit_code)
+
+
+def _executor(name: str, address: str | None, workers: int | None) -> Executor:
+    """The executor, started (a Ray cluster reached or launched) before any trial trains."""
+    from harness.execution.executor import SerialExecutor
+
+    if name == "serial":
+        if address or workers:
+            _fail("--ray-address and --ray-workers need --executor ray")
+        return SerialExecutor()
+    if address and workers:
+        _fail("--ray-workers sizes a local cluster; a cluster at --ray-address has its own workers")
+    from harness.execution.ray_executor import RayExecutor, RayUnavailable
+
+    try:
+        return RayExecutor(address=address, workers=workers).start()
+    except RayUnavailable as exc:
+        _fail(str(exc))
 
 
 def _interrupt(_signum, _frame) -> None:

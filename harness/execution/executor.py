@@ -1,8 +1,9 @@
 """Running trials: one trial in-process, and the executor seam that maps trials to records.
 
 ``SerialExecutor`` runs trials one after another in this process. A distributed executor
-(e.g. Ray) implements the same ``run`` signature: it receives picklable ``Trial`` objects and
-yields records as they complete; everything else (store, tracking, analysis) is unchanged.
+(``harness.execution.ray_executor``) implements the same ``run`` signature: it receives
+picklable ``TrialJob`` objects and yields records as they complete; the driver alone writes
+the store and MLflow, so nothing else (store, tracking, analysis) changes.
 """
 from __future__ import annotations
 
@@ -13,20 +14,17 @@ import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
+from typing import Any, ClassVar, Iterator, Mapping, Protocol, Sequence
 
 import torch
 
 from harness.devices import device_name, resolve_device
+from harness.execution.loop import NonFiniteLoss
 from harness.execution.seeding import seed_everything
 from harness.execution.trials import Trial, config_hash
 from harness.store import SCHEMA_VERSION
-from harness.tasks import Task, TrialContext
+from harness.tasks import Task, TrialContext, load_task
 from harness.terminal import Console
-
-
-class NonFiniteLoss(RuntimeError):
-    """A logged loss became NaN or infinite: the trial is recorded as failed."""
 
 
 class _Progress:
@@ -92,13 +90,33 @@ def execute_trial(
         work_dir.mkdir(parents=True, exist_ok=True)
         cache_dir.mkdir(parents=True, exist_ok=True)
         ctx = TrialContext(
-            seed=trial.seed, device=device, logger=recorder, cache_dir=cache_dir, work_dir=work_dir, arm=trial.arm
+            seed=trial.seed, device=device, logger=recorder, cache_dir=cache_dir, work_dir=work_dir, arm=trial.arm,
+            task=task_cls.name, task_version=task_cls.version,
         )
         params = task_cls.validate_params(trial.params)
         metrics = _final_metrics(task_cls().run(params, ctx))
     except Exception as exc:  # a failing trial must not stop the others
         status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
         recorder.details["traceback"] = traceback.format_exc(limit=8)
+    return trial_record(
+        trial, environment, started, time.perf_counter() - clock,
+        status=status, error=error, metrics=metrics, curves=recorder.curves, details=recorder.details,
+    )
+
+
+def trial_record(
+    trial: Trial,
+    environment: Mapping[str, str],
+    started: datetime,
+    wall_seconds: float,
+    *,
+    status: str = "finished",
+    error: str | None = None,
+    metrics: Mapping[str, float | None] | None = None,
+    curves: Mapping[str, list[list[float]]] | None = None,
+    details: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one shape of a trial record, whether the task returned it or its worker died."""
     return {
         "schema": SCHEMA_VERSION,
         "trial_id": trial.trial_id,
@@ -114,27 +132,63 @@ def execute_trial(
         "params": trial.params,
         "status": status,
         "error": error,
-        "metrics": metrics,
-        "curves": recorder.curves,
-        "details": recorder.details,
+        "metrics": dict(metrics or {}),
+        "curves": dict(curves or {}),
+        "details": dict(details or {}),
         "environment": dict(environment),
         "started_at": started.isoformat(timespec="seconds"),
-        "wall_seconds": round(time.perf_counter() - clock, 3),
+        "wall_seconds": round(wall_seconds, 3),
     }
 
 
+@dataclass(frozen=True)
+class TrialJob:
+    """One trial as plain data: picklable, so a worker process or another machine can run it."""
+
+    task: str  # a registered name or "package.module:Class": classes are looked up, not pickled
+    trial: Trial
+    device: str
+    cache_dir: Path  # absolute: every worker must find the per-seed artifacts the first one built
+    work_dir: Path
+    environment: dict[str, str]
+    torch_threads: int  # the driver's intra-op threads: float reductions depend on the count
+    index: int  # 1-based position among the suite's trials, for progress lines
+    total: int
+
+
+def execute_job(job: TrialJob, console: Console | None = None) -> dict[str, Any]:
+    """Run a job wherever it lands with the driver's thread count, so results match a serial run."""
+    torch.set_num_threads(job.torch_threads)
+    return execute_trial(
+        load_task(job.task), job.trial, torch.device(job.device), job.cache_dir, job.work_dir, job.environment, console
+    )
+
+
 class Executor(Protocol):
-    def run(self, trials: Iterable[Trial], run_one: Callable[[Trial], dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        """Yield one record per trial as each completes (any order)."""
+    """Maps jobs to records; the driver alone stores and mirrors them."""
+
+    name: ClassVar[str]  # recorded as environment["executor"]
+
+    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[dict[str, Any]]:
+        """Yield one record per job as each completes (any order)."""
+
+    def close(self) -> None:
+        """Release what the executor started (a local cluster)."""
 
 
 @dataclass
 class SerialExecutor:
     """Trials one at a time in this process: deterministic order, exact CPU timings."""
 
-    def run(self, trials: Iterable[Trial], run_one: Callable[[Trial], dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        for trial in trials:
-            yield run_one(trial)
+    name: ClassVar[str] = "serial"
+
+    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[dict[str, Any]]:
+        for job in jobs:
+            console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
+            yield execute_job(job, console)
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 def run_single(

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from harness.devices import device_class, device_name
-from harness.execution.executor import Executor, SerialExecutor, execute_trial
+from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials, sweep_points
 from harness.store import RunFolder, write_json_atomic
 from harness.suite.loader import Suite
@@ -36,7 +36,7 @@ class SuiteOutcome:
 
 
 def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
-    """suite.json: the resolved suite plus the task's metric declarations and the device."""
+    """suite.json: the resolved suite plus the task's metric and plot declarations and the device."""
     arms = {}
     for arm in suite.arms.values():
         arms[arm.name] = {
@@ -49,9 +49,13 @@ def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
         schema=1,
         arms=arms,
         metrics={
-            m.name: {"direction": m.direction, "unit": m.unit, "kind": m.kind, "description": m.description, "key": m.key}
+            m.name: {
+                "direction": m.direction, "unit": m.unit, "kind": m.kind, "description": m.description, "key": m.key,
+                "axis": m.axis, "pairs_with": m.pairs_with,
+            }
             for m in suite.task.metrics
         },
+        detail_scatters=[asdict(scatter) for scatter in suite.task.detail_scatters],
         device=str(device),
         device_class=device_class(device),
         device_name=device_name(device),
@@ -76,6 +80,8 @@ def run_suite(
     meta = suite_metadata(suite, device)
     folder.save_suite(meta)
     env = environment(device, suite.source.parent)  # the git state of the checkout holding the suite
+    runner = executor or SerialExecutor()
+    env["executor"] = runner.name
 
     trials = expand_trials(suite)
     stored = {t.trial_id: folder.finished(t.trial_id) for t in trials} if resume else {}
@@ -90,17 +96,9 @@ def run_suite(
         outcome.parent_run_id = tracker.start_parent(meta, env, run_name)
         _reconcile(tracker, folder, outcome.parent_run_id, unmirrored, suite)
 
-    def run_one(trial: Trial) -> dict[str, Any]:
-        index = trials.index(trial) + 1
-        console.trial_started(suite.name, index, len(trials), trial.title)
-        return execute_trial(
-            suite.task, trial, device, results_root / "cache" / suite.name,
-            folder.path / "work" / trial.trial_id, env, console,
-        )
-
-    runner = executor or SerialExecutor()
+    jobs = _jobs(suite, trials, pending, device, results_root, folder, env)
     try:
-        for record in runner.run(pending, run_one):
+        for record in runner.run(jobs, console):
             trial_file = folder.save_trial(record)
             outcome.records.append(record)
             outcome.ran += 1
@@ -119,6 +117,26 @@ def run_suite(
         outcome.wall_seconds = time.perf_counter() - clock
         outcome.mlflow_seconds = (tracker.seconds - mlflow_before) if tracker else 0.0
     return outcome
+
+
+def _jobs(
+    suite: Suite, trials: list[Trial], pending: list[Trial], device: torch.device, results_root: Path,
+    folder: RunFolder, env: dict[str, str],
+) -> list[TrialJob]:
+    """Pending trials as picklable jobs, seeds outermost: the first trial of a seed builds its
+    cached artifacts while the cache lock holds the others of that seed."""
+    cache_dir = (results_root / "cache" / suite.name).absolute()
+    work_root = (folder.path / "work").absolute()
+    position = {t.trial_id: i for i, t in enumerate(trials, 1)}
+    threads = torch.get_num_threads()
+    return [
+        TrialJob(
+            task=suite.task_name, trial=trial, device=str(device), cache_dir=cache_dir,
+            work_dir=work_root / trial.trial_id, environment=env, torch_threads=threads,
+            index=position[trial.trial_id], total=len(trials),
+        )
+        for trial in pending
+    ]
 
 
 def _title(record: dict[str, Any]) -> str:

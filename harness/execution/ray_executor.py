@@ -1,0 +1,175 @@
+"""Trials as Ray tasks: a local cluster on this machine, or an existing cluster at an address.
+
+Workers only compute: each runs ``execute_job`` and returns its record, and the driver stores
+and mirrors records as they complete, so there is one writer of the results store and MLflow
+and a Ctrl-C keeps everything already returned. Ray is an optional extra (``harness[ray]``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from itertools import islice
+from typing import Any, ClassVar, Iterator, Sequence
+
+from harness.execution.executor import TrialJob, execute_job, trial_record
+from harness.terminal import Console
+
+INSTALL_HINT = "pip install 'harness[ray]'"
+CONNECT_TIMEOUT_S = 6.0  # the whole check, so a dead address fails well inside 10 s
+# Workers keep the driver's torch thread count (same floats as serial), so concurrent trials
+# oversubscribe the cores; OpenMP threads that spin while waiting then slow each trial ~4x.
+WORKER_ENV = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed or its cluster cannot be reached: a usage error, before any training."""
+
+
+def check_address(address: str, timeout: float) -> None:
+    """A refused or unroutable address fails here with the OS's reason, before Ray is involved."""
+    if address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RayUnavailable(f"--ray-address {address!r}: expected host:port, ray://host:port or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise RayUnavailable(f"Ray cluster at {address} is unreachable ({exc})") from None
+
+
+def connect(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Join the cluster at ``address`` within ``timeout`` seconds or raise RayUnavailable:
+    ``ray.init`` retries an endpoint that accepts connections but is no GCS for 20 s or more."""
+    deadline = time.monotonic() + timeout
+    check_address(address, timeout / 2)
+    ray = _import_ray()
+    outcome: list[Exception | None] = []
+
+    def attempt() -> None:
+        try:
+            ray.init(address=address, runtime_env={"env_vars": WORKER_ENV}, logging_level=logging.ERROR)
+            outcome.append(None)
+        except Exception as exc:  # reported below, on the caller's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=attempt, name="ray-connect", daemon=True)  # abandoned on timeout
+    thread.start()
+    thread.join(max(deadline - time.monotonic(), 0.1))
+    if not outcome:
+        raise RayUnavailable(
+            f"Ray cluster at {address} did not answer within {timeout:.0f}s (is it the GCS host:port? "
+            "a token-authenticated cluster also needs RAY_AUTH_MODE=token)"
+        )
+    if outcome[0] is not None:
+        raise RayUnavailable(f"Ray cluster at {address}: {outcome[0]}")
+
+
+def _import_ray():
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise RayUnavailable(f"--executor ray needs Ray: {INSTALL_HINT}") from None
+    return ray
+
+
+@dataclass
+class RayExecutor:
+    """Runs jobs as Ray tasks (one CPU each, one GPU each on CUDA); see ``start`` for the cluster."""
+
+    address: str | None = None  # None: start a local cluster of `workers` CPUs
+    workers: int | None = None
+    name: ClassVar[str] = "ray"
+    _owns_cluster: bool = field(default=False, init=False)
+    _warned_load: bool = field(default=False, init=False)
+
+    def start(self) -> "RayExecutor":
+        """Connect (checking the address first) or start a local cluster; raises RayUnavailable."""
+        ray = _import_ray()
+        if ray.is_initialized():
+            return self
+        if self.address:
+            connect(self.address)
+        else:
+            ray.init(  # "local": a fresh cluster even when `ray start` left one running here
+                address="local", num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
+                runtime_env={"env_vars": WORKER_ENV}, logging_level=logging.ERROR,
+            )
+            self._owns_cluster = True
+        return self
+
+    def close(self) -> None:
+        """Shut down a cluster this executor started; leave a shared one running."""
+        if self._owns_cluster:
+            _import_ray().shutdown()
+            self._owns_cluster = False
+
+    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[dict[str, Any]]:
+        """Keep one job per free slot in flight, in order (seeds outermost), and yield records as
+        they complete; a job is submitted when it can start, so its clock times the trial."""
+        if not jobs:
+            return
+        ray = _import_ray()
+        remote = ray.remote(execute_job)
+        concurrent = min(len(jobs), self._slots(jobs[0].device))
+        if concurrent > 1:
+            self._warn_load(console, concurrent)
+        waiting = iter(jobs)
+        in_flight: dict[Any, tuple[TrialJob, datetime, float]] = {}
+
+        def submit(job: TrialJob | None) -> None:
+            if job is not None:
+                gpus = 1 if job.device.startswith("cuda") else 0
+                ref = remote.options(num_cpus=1, num_gpus=gpus, max_retries=0).remote(job)
+                in_flight[ref] = (job, datetime.now(timezone.utc), time.perf_counter())
+
+        for job in islice(waiting, concurrent):
+            submit(job)
+        try:
+            while in_flight:
+                [ref], _ = ray.wait(list(in_flight), num_returns=1)
+                job, started, clock = in_flight.pop(ref)
+                submit(next(waiting, None))  # before the driver stores this record: no idle slot
+                try:
+                    record = ray.get(ref)
+                except ray.exceptions.RayError as exc:  # the worker died or the task was cancelled
+                    record = trial_record(
+                        job.trial, job.environment, started, time.perf_counter() - clock,
+                        status="failed", error=_reason(exc), details={"traceback": str(exc)[-4000:]},
+                    )
+                if concurrent > 1:
+                    record["details"].update(speed_measured_under_load=True, concurrent_trials=concurrent)
+                yield record
+        finally:  # Ctrl-C or a failing store: nothing keeps running behind the driver's back
+            for ref in in_flight:
+                ray.cancel(ref, force=True)
+
+    def _slots(self, device: str) -> int:
+        """How many trials the cluster runs at once: its CPUs, or its GPUs for CUDA trials."""
+        resources = _import_ray().cluster_resources()
+        slots = resources.get("CPU", 1)
+        if device.startswith("cuda"):
+            slots = min(slots, resources.get("GPU", 0))
+        return max(int(slots), 1)
+
+    def _warn_load(self, console: Console, concurrent: int) -> None:
+        """Say once per invocation that speed figures share the machine with other trials."""
+        if not self._warned_load:
+            self._warned_load = True
+            console.line(
+                f"ray: {concurrent} trials at a time on {self.address or 'a local cluster'}; speed figures are "
+                "measured under load (records carry details.speed_measured_under_load)"
+            )
+
+
+def _reason(exc: Exception) -> str:
+    """One line: the task's own exception, or Ray's account of the worker's death."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {cause}".strip()
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()

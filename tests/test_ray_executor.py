@@ -1,0 +1,121 @@
+"""`harness run --executor ray` against a real local Ray cluster, compared with a serial run."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.tasks import metric_family
+from test_cli_run import free_port, run_cli, trial_files
+
+pytestmark = pytest.mark.ray
+REPO = Path(__file__).resolve().parent.parent
+RAY = ("--executor", "ray", "--ray-workers", "2")
+
+
+def stored(results: Path) -> dict[str, dict]:
+    """Every stored record under a results folder, by trial id."""
+    return {r["trial_id"]: r for r in (json.loads(p.read_text()) for p in results.glob("*/*/trials/*.json"))}
+
+
+def quality(results: Path, record: dict) -> dict[str, float | None]:
+    """The record's quality metrics, by the kinds its suite.json declares."""
+    meta = json.loads((results / record["suite"] / record["profile"] / "suite.json").read_text())
+    kinds = {name: metric["kind"] for name, metric in meta["metrics"].items()}
+    return {k: v for k, v in record["metrics"].items() if kinds[metric_family(k)] == "quality"}
+
+
+def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_suite, harness_cmd, cli_env):
+    both = tmp_path / "both.yaml"  # two suites, one cluster: the toy spine and a real task with a per-seed cache
+    both.write_text(f"description: toy and er2\ninclude: [{toy_suite}, {REPO / 'suites' / 'er2.yaml'}]\n")
+    args = ("run", str(both), "--profile", "smoke", "--no-mlflow")
+    env = {**cli_env, "OMP_WAIT_POLICY": "PASSIVE"}  # spinning OpenMP threads crawl on a busy shared CPU
+    serial = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "serial"))
+    ray = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "ray"), *RAY)
+    assert serial.returncode == 0, serial.stderr
+    assert ray.returncode == 0, ray.stderr
+    serial_records, ray_records = stored(tmp_path / "serial"), stored(tmp_path / "ray")
+    assert {r["suite"] for r in ray_records.values()} == {"toy", "er2"}
+    assert ray_records.keys() == serial_records.keys()
+    for trial_id, record in ray_records.items():
+        expected = serial_records[trial_id]
+        assert record["status"] == expected["status"] == "finished"
+        assert quality(tmp_path / "ray", record) == quality(tmp_path / "serial", expected)  # exact floats
+        shared = record["curves"].keys() & expected["curves"].keys()  # a cache builder's curves (teacher_loss)
+        assert shared and {k: record["curves"][k] for k in shared} == {k: expected["curves"][k] for k in shared}
+        assert (record["environment"]["executor"], expected["environment"]["executor"]) == ("ray", "serial")
+        assert record["details"]["speed_measured_under_load"] is True
+        assert "speed_measured_under_load" not in expected["details"]
+    assert ray.stderr.count("measured under load") == 1
+    assert "compare speed only between serial runs" in ray.stdout
+    assert "compare speed only between serial runs" not in serial.stdout
+    for run in ("toy/smoke", "er2/smoke"):  # the same verdicts, claims and validity
+        serial_summary, ray_summary = (json.loads((tmp_path / side / run / "report" / "summary.json").read_text())
+                                       for side in ("serial", "ray"))
+        for section, field in (("contrasts", "verdict"), ("claims", "result")):
+            assert [r[field] for r in ray_summary[section]] == [r[field] for r in serial_summary[section]]
+        assert ray_summary["validity"]["status"] == serial_summary["validity"]["status"]
+
+
+def test_dead_worker_is_a_failed_trial_the_others_finish_and_a_rerun_retries_it(tmp_path, toy_suite, harness_cmd,
+                                                                               cli_env):
+    suite = tmp_path / "crash.yaml"
+    suite.write_text(toy_suite.read_text().replace("slow_lr: {lr: 0.001}", "slow_lr: {exit_process: true}"))
+    results = tmp_path / "results"
+    args = ("run", str(suite), "--profile", "smoke", "--results", str(results), "--no-mlflow", *RAY)
+    first = run_cli(harness_cmd, cli_env, *args)
+    assert first.returncode == 1, first.stderr
+    records = {r["arm"]: r for r in stored(results).values()}
+    assert {arm: r["status"] for arm, r in records.items()} == {"sgd": "finished", "momentum": "finished",
+                                                                "slow_lr": "failed"}
+    assert records["slow_lr"]["error"].startswith("WorkerCrashedError")
+
+    rerun = run_cli(harness_cmd, cli_env, *args)
+    assert rerun.returncode == 1, rerun.stderr
+    assert "1 ran, 2 already finished, 1 FAILED" in rerun.stdout
+    assert [r["status"] for r in stored(results).values() if r["arm"] == "slow_lr"] == ["failed"]
+    assert len(trial_files(results)) == 3
+
+
+def test_ctrl_c_keeps_returned_records_and_stops_the_cluster(tmp_path, toy_suite, harness_cmd, cli_env):
+    suite = tmp_path / "slow.yaml"
+    slow = "params: {steps: 60, seconds_per_step: 0.05}"
+    suite.write_text(toy_suite.read_text().replace("params: {steps: 60}", slow))
+    results = tmp_path / "results"
+    proc = subprocess.Popen([*harness_cmd, "run", str(suite), "--results", str(results), "--no-mlflow", *RAY],
+                            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while len(trial_files(results, profile="default")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)  # outstanding tasks cancelled, the local cluster shut down
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    stored_now = trial_files(results, profile="default")
+    assert 2 <= len(stored_now) < 18
+    assert all(json.loads(p.read_text())["status"] == "finished" for p in stored_now)
+
+
+def test_unreachable_ray_address_fails_fast_in_one_line(tmp_path, toy_suite, harness_cmd, cli_env):
+    results = tmp_path / "results"
+    started = time.monotonic()
+    proc = run_cli(harness_cmd, cli_env, "run", str(toy_suite), "--profile", "smoke", "--results", str(results),
+                   "--executor", "ray", "--ray-address", f"127.0.0.1:{free_port()}", timeout=60)
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "unreachable" in proc.stderr
+    assert not trial_files(results)
+
+
+def test_without_ray_installed_names_the_extra(tmp_path, toy_suite, cli_env):
+    no_ray = [sys.executable, "-c", "import sys; sys.modules['ray'] = None; from harness.cli import main; main()"]
+    proc = run_cli(no_ray, cli_env, "run", str(toy_suite), "--profile", "smoke", "--results", str(tmp_path),
+                   "--executor", "ray")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: --executor ray needs Ray: pip install 'harness[ray]'"
