@@ -8,6 +8,8 @@ import urllib.request
 
 import pytest
 
+from harness.processes import stop_process_group
+
 from test_cli_run import free_port, run_cli
 
 pytestmark = pytest.mark.server
@@ -20,7 +22,7 @@ def mlflow_server(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend, "--host", "127.0.0.1",
          "--port", str(port), "--workers", "1", "--artifacts-destination", str(tmp_path / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
@@ -33,11 +35,10 @@ def mlflow_server(tmp_path):
                 pytest.fail("mlflow server exited during start-up")
             time.sleep(0.5)
     else:
-        proc.kill()
+        stop_process_group(proc)
         pytest.fail("mlflow server did not answer /health within 90 s")
     yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    stop_process_group(proc)  # the server and its uvicorn workers
 
 
 def test_run_against_real_server(tmp_path, mlflow_server, toy_suite, harness_cmd, cli_env):
@@ -78,3 +79,13 @@ def test_ui_serves_the_results_store_and_prints_runs_urls(tmp_path, toy_suite, h
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    # stopping harness ui stops the MLflow server it started, not only itself: nothing answers any more
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+        except OSError:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"the MLflow server of harness ui still answers on port {port} after harness ui was stopped")

@@ -232,6 +232,7 @@ def list_tasks() -> None:
 @click.option("--tracking-uri", help="Browse this store instead of RESULTS/mlflow.db.")
 def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     """Serve the MLflow UI on 127.0.0.1 over the results store, opening on the runs table."""
+    from harness.processes import stop_process_group
     from harness.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri(results_root)
@@ -244,10 +245,16 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
             click.echo(f"{experiment.name}: {base}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning")
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)]
     click.echo(f"serving {uri} on {base} (Ctrl-C stops)")
+    # The server runs in its own process group (mlflow -> uvicorn -> workers) so that Ctrl-C or a
+    # `kill` of this command stops all of it instead of leaving an orphaned server on the port.
+    server = subprocess.Popen(command, start_new_session=True)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        subprocess.run(command, check=False)
+        server.wait()
     except KeyboardInterrupt:
         pass
+    finally:
+        stop_process_group(server)
 
 
 COMMANDS = (run, validate, list_tasks, ui)
