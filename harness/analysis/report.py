@@ -338,16 +338,14 @@ def summary(analysis: RunAnalysis, plots: Sequence[str]) -> dict[str, Any]:
                 "n": claim.n,
                 "dropped": claim.dropped,
                 "estimate": claim.estimate,
-                "ci_low": None if claim.interval is None else claim.interval.low,
-                "ci_high": None if claim.interval is None else claim.interval.high,
+                **_interval_json(claim.interval),
                 "p_value": claim.p_value,
                 "p_holm": claim.p_adjusted,
                 "mde_80": claim.mde,
                 "reference_effect": None if claim.reference is None else {
                     "contrast": claim.reference.contrast, "estimate": claim.reference.estimate, "n": claim.reference.n,
-                    "ci_low": None if claim.reference.interval is None else claim.reference.interval.low,
-                    "ci_high": None if claim.reference.interval is None else claim.reference.interval.high,
-                    "margin": claim.reference.margin, "established": claim.reference.established,
+                    **_interval_json(claim.reference.interval), "margin": claim.reference.margin,
+                    "established": claim.reference.established,
                 },
                 "detail": claim.detail,
                 "counts": counts,
@@ -427,12 +425,15 @@ def _difference_json(difference: PairedDifference) -> dict[str, Any]:
         "relative_change": difference.relative_change,
         "method": METHOD,
         "confidence": estimate.confidence,
-        "ci_low": None if estimate.interval is None else estimate.interval.low,
-        "ci_high": None if estimate.interval is None else estimate.interval.high,
+        **_interval_json(estimate.interval),
         "insufficient_pairs": estimate.insufficient,
         "p_value": estimate.p_value,
         "sign_flip_p": difference.sign_flip_p,
     }
+
+
+def _interval_json(interval: Interval | None) -> dict[str, float | None]:
+    return {"ci_low": None if interval is None else interval.low, "ci_high": None if interval is None else interval.high}
 
 
 def fmt(value: float, signed: bool = False) -> str:
