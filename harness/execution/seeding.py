@@ -16,8 +16,7 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-TorchStreams = Callable[..., torch.Generator]  # purpose parts -> generator, seed already bound
-NumpyStreams = Callable[..., np.random.Generator]
+NumpyStreams = Callable[..., np.random.Generator]  # purpose parts -> generator, seed already bound
 
 
 def seed_everything(seed: int, device: torch.device) -> None:
@@ -49,10 +48,15 @@ def numpy_stream(seed: int, *purpose: object) -> np.random.Generator:
     return np.random.default_rng(derive_seed(seed, *purpose))
 
 
+def forked_rng(device: torch.device):
+    """A block whose draws from torch's global RNG (CPU, and the device's on CUDA) are undone after it."""
+    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
+
+
 @contextmanager
 def global_rng_from(generator: torch.Generator, device: torch.device) -> Iterator[None]:
     """Run a block that draws from torch's global RNG (module construction) seeded by a stream,
     restoring the global RNG afterwards so the block does not shift what the trial draws next."""
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    with forked_rng(device):
         torch.manual_seed(generator.initial_seed())
         yield

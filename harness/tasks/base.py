@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.execution.cache import artifact_key, artifact_path, load_or_build
 from harness.execution.loop import StepResult, fit
-from harness.execution.seeding import numpy_stream, torch_stream
+from harness.execution.seeding import forked_rng, numpy_stream, torch_stream
 
 Direction = Literal["higher", "lower", "none"]
 MetricKind = Literal["quality", "speed", "memory", "info"]
@@ -129,7 +129,7 @@ class TrialContext:
         key = artifact_key(self.task, self.task_version, kind, self.seed, self.device.type, identity)
 
         def forked_build() -> Any:
-            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            with forked_rng(self.device):
                 return build()
 
         payload, loaded = load_or_build(artifact_path(self.cache_dir, self.task, kind, key), forked_build, self.device)
