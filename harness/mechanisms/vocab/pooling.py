@@ -2,12 +2,11 @@
 
 Sentences are a padded ``(batch, length)`` tensor of token ids with one language per sentence.
 The reference gathers per-token vectors through ``SplitVocabulary.forward`` (the seed's
-semantics) and averages them. The fast ops never materialise per-token vectors: a mean is a
-weighted ``embedding_bag`` sum with weight ``1 / length`` (zero on padding), and the split op is
-two such sums sharing one set of bag offsets, over the shared table with ``(1 - g) / length``
-and over the split rows with ``g / length`` (zero for tokens without a split row). Every
-per-token quantity is one small elementwise or ``index_select`` kernel, and nothing syncs with
-the host.
+semantics) and averages them. The fast ops never materialise per-token vectors of the whole
+batch: a mean is a weighted ``embedding_bag`` sum with weight ``1 / length`` (zero on padding),
+and the split op is that bag with ``g / length`` taken off the tokens that have a split row, plus
+those tokens' split rows (found with one ``nonzero``, the op's single host sync) scaled by
+``g / length`` and added into their sentences.
 
 Padding is a zero weight rather than ``padding_idx``: ``padding_idx`` moves CPU
 ``embedding_bag`` off its fbgemm kernel onto a path several times slower.
@@ -44,20 +43,30 @@ def pooled_split_reference(split: SplitVocabulary, table: torch.Tensor, token_id
 
 def pooled_split(split: SplitVocabulary, table: torch.Tensor, token_ids: torch.Tensor,
                  languages: torch.Tensor, padding_idx: int, use_gate: bool = True) -> torch.Tensor:
-    """Same values and gradients as ``pooled_split_reference``, as two weighted bag sums."""
+    """Same values and gradients as ``pooled_split_reference``: one bag plus a sparse correction.
+
+    The bag is the control's (every token, weight ``1 / length``) with ``g / length`` taken off
+    the tokens that have a split row; their split rows, scaled by ``g / length`` (fusion mode:
+    ``g = 1``), are then added into their sentences. Only indexed tokens (found with one
+    ``nonzero``) are gathered, so the extra cost scales with how many tokens of the batch have a
+    split row, not with the batch.
+    """
     batch, length = token_ids.shape
+    flat_ids = token_ids.reshape(-1)
     offsets = torch.arange(batch, device=token_ids.device) * length
     weight = mean_weights(token_ids, padding_idx, table.dtype).view(-1)
     pair = torch.add(token_ids, languages.unsqueeze(1), alpha=split.vocab_size).view(-1)
     # index_select on flat views: several times cheaper than advanced indexing for these sizes.
     row = split.lookup.view(-1).index_select(0, pair)
-    has_row = row >= 0
-    safe_row = row.clamp(min=0)
+    hit = (row >= 0).nonzero().squeeze(1)
+    if hit.numel() == 0:
+        return F.embedding_bag(flat_ids, table, offsets, mode="sum", per_sample_weights=weight)
+    hit_row = row.index_select(0, hit)
+    hit_weight = weight.index_select(0, hit)
     if use_gate:
-        split_weight = torch.where(has_row, split.gate().index_select(0, safe_row), 0.0) * weight
-    else:
-        split_weight = has_row * weight
-    shared_part = F.embedding_bag(token_ids.reshape(-1), table, offsets, mode="sum",
-                                  per_sample_weights=weight - split_weight)
-    split_part = F.embedding_bag(safe_row, split.rows, offsets, mode="sum", per_sample_weights=split_weight)
-    return shared_part.add_(split_part)
+        hit_weight = hit_weight * split.gate().index_select(0, hit_row)
+    pooled = F.embedding_bag(flat_ids, table, offsets, mode="sum",
+                             per_sample_weights=weight.index_add(0, hit, hit_weight, alpha=-1))
+    private = split.rows.index_select(0, hit_row) * hit_weight.unsqueeze(1)
+    # In place is safe: embedding_bag's backward does not read its output.
+    return pooled.index_add_(0, torch.div(hit, length, rounding_mode="floor"), private)
