@@ -56,3 +56,16 @@ def test_suite_json_without_hints_loads_and_plots_generically() -> None:
     figures = _by_name(results)
     assert figures["recall_by_qualifier"].xlabel == "N in 'recall@N'"
     assert not any("_vs_" in name for name in figures) and "pairs" not in figures
+
+
+def test_declared_pareto_view_draws_one_point_per_arm() -> None:
+    results = _results(
+        {"recall": {"direction": "higher", "unit": "accuracy", "kind": "quality", "key": True},
+         "state_bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"}},
+        pareto_views=[{"x": "state_bytes", "y": "recall@64", "title": "recall vs bytes"}],
+    )
+    figure = _by_name(results)["pareto_recall@64_vs_state_bytes"]
+    assert figure.style == "points" and [s.label for s in figure.series] == ["control", "treat"]
+    control, treat = figure.series
+    assert control.x == (901.0,) and abs(treat.y[0] - control.y[0] - 0.1) < 1e-12  # means over 3 seeds
+    assert figure.xlabel.startswith("state_bytes (bytes)")

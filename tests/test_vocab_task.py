@@ -24,7 +24,9 @@ def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> Non
                 "effective_vocabularies", "shared_drift", "interference_auroc"):
         assert key in metrics
         assert VocabTask.metric_for(key) is not None
-    assert metrics["split_rows"] > 0 and metrics["extra_params"] == metrics["split_rows"] * (TINY["dim"] + 1)
+    per_row = TINY["dim"] + (arm.get("mode", "gated") == "gated")  # a gate only in gated mode
+    assert metrics["split_rows"] > 0 and metrics["extra_params"] == metrics["split_rows"] * per_row
+    assert metrics["extra_bytes"] == 4 * metrics["extra_params"] and 0 <= metrics["rows_in_use"] <= metrics["split_rows"]
     assert first["environment"]["device_name"] and first["curves"]["train/loss"]
     quality = [k for k in metrics if VocabTask.metric_for(k).kind != "speed"]
     assert {k: metrics[k] for k in quality} == {k: second["metrics"][k] for k in quality}

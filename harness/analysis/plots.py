@@ -11,7 +11,9 @@ whose data is absent yields nothing, so the same code serves every suite:
 - a metric against the family it declares ``pairs_with`` over that family's axis (recurrent-state
   bytes against the KV cache over context);
 - per-item scatters of paired lists that tasks record in trial ``details``, as the task declares
-  them (suite.json ``detail_scatters``).
+  them (suite.json ``detail_scatters``);
+- Pareto views: one point per arm variant, a metric's mean against another's (accuracy against
+  the bytes an arm adds), as the task declares them (suite.json ``pareto_views``).
 
 Every hint comes from the task's declarations stored in suite.json: this module names no task
 and no task metric.
@@ -31,7 +33,7 @@ from matplotlib.figure import Figure
 from harness.analysis.results import RunResults
 from harness.analysis.stats import summarize
 from harness.execution.trials import point_label
-from harness.tasks.base import DetailScatter, metric_family
+from harness.tasks.base import DetailScatter, ParetoView, metric_family
 
 LOG_AXIS_SPAN = 8.0
 MARKER_LIMIT = 30  # longer lines (training curves) are drawn without point markers
@@ -51,7 +53,8 @@ class Series:
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """style: 'line' (numeric x, shaded band), 'categorical' (error bars) or 'scatter'."""
+    """style: 'line' (numeric x, shaded band), 'categorical' (error bars), 'scatter', or 'points'
+    (one labelled point per series with its error bar on y)."""
 
     name: str
     title: str
@@ -71,6 +74,7 @@ def build_figures(results: RunResults) -> list[FigureSpec]:
         *qualifier_figures(results),
         *paired_figures(results),
         *detail_scatter_figures(results),
+        *pareto_figures(results),
     ]
 
 
@@ -103,6 +107,13 @@ def render(spec: FigureSpec, path: Path) -> None:
     else:
         for n, series in enumerate(spec.series):
             marker = MARKERS[n % len(MARKERS)]
+            if spec.style == "points":
+                low = series.low or series.y
+                high = series.high or series.y
+                errors = [[y - lo for y, lo in zip(series.y, low)], [hi - y for y, hi in zip(series.y, high)]]
+                axes.errorbar(series.x, series.y, yerr=errors, fmt=marker, capsize=3, label=series.label,
+                              color=f"C{n % 10}")
+                continue
             if spec.style == "scatter":
                 axes.scatter(series.x, series.y, s=14, alpha=0.6, marker=marker, label=series.label)
                 continue
@@ -287,6 +298,34 @@ def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:
     return figures
 
 
+def pareto_figures(results: RunResults) -> list[FigureSpec]:
+    """Per declared view and sweep point: each arm variant at (mean x, mean y) with y's 95% CI."""
+    figures = []
+    points = results.point_labels()
+    for view in _pareto_views(results):
+        for point in points:
+            series = []
+            for label in results.arm_labels():
+                xs = summarize(list(results.values(label, point, view.x).values()))
+                ys = summarize(list(results.values(label, point, view.y).values()))
+                if xs is None or ys is None:
+                    continue
+                series.append(Series(label, (xs.mean,), (ys.mean,), (ys.interval.low,), (ys.interval.high,)))
+            if len(series) >= 2:
+                x_spec, y_spec = results.spec_for(view.x), results.spec_for(view.y)
+                figures.append(
+                    FigureSpec(
+                        name=f"pareto_{view.y}_vs_{view.x}{_suffix(point, points)}",
+                        title=_title(results, f"{view.title}, mean over seeds (95% CI)", point, points),
+                        xlabel=_axis_label(view.x, x_spec.unit, x_spec.direction),
+                        ylabel=_axis_label(view.y, y_spec.unit, y_spec.direction),
+                        series=tuple(series),
+                        style="points",
+                    )
+                )
+    return figures
+
+
 def _metric_vs_axis(results: RunResults, key: str, axis: str) -> FigureSpec | None:
     spec = results.spec_for(key)
     groups: dict[tuple[str, str], list[tuple[float, dict[int, float]]]] = defaultdict(list)
@@ -435,6 +474,17 @@ def _detail_scatters(results: RunResults) -> list[DetailScatter]:
         except TypeError:
             continue
     return scatters
+
+
+def _pareto_views(results: RunResults) -> list[ParetoView]:
+    """The Pareto views the task declared (suite.json ``pareto_views``); malformed entries are skipped."""
+    views = []
+    for entry in results.meta.get("pareto_views") or []:
+        try:
+            views.append(ParetoView(**entry))
+        except TypeError:
+            continue
+    return views
 
 
 def _qualifier(key: str) -> float | None:

@@ -56,6 +56,7 @@ def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
             for m in suite.task.metrics
         },
         detail_scatters=[asdict(scatter) for scatter in suite.task.detail_scatters],
+        pareto_views=[asdict(view) for view in suite.task.pareto_views],
         device=str(device),
         device_class=device_class(device),
         device_name=device_name(device),

@@ -58,6 +58,16 @@ class DetailScatter:
     ylabel: str
 
 
+@dataclass(frozen=True)
+class ParetoView:
+    """One point per arm variant: the mean of metric key ``y`` against the mean of ``x`` over seeds
+    (e.g. accuracy against the bytes an arm adds), with the 95% CI of ``y``."""
+
+    x: str
+    y: str
+    title: str
+
+
 def metric_family(key: str) -> str:
     """``nmse@1024`` -> ``nmse``: the declared metric a reported key belongs to."""
     return key.split("@", 1)[0]
@@ -159,6 +169,7 @@ class Task(ABC):
     metrics: ClassVar[tuple[Metric, ...]]
     description: ClassVar[str] = ""
     detail_scatters: ClassVar[tuple[DetailScatter, ...]] = ()
+    pareto_views: ClassVar[tuple[ParetoView, ...]] = ()
     # Params that make one run take seconds on a CPU: the contract test runs every task with them.
     smoke_params: ClassVar[Mapping[str, Any]] = {}
 

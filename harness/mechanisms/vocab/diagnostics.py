@@ -87,3 +87,22 @@ def relative_drift(initial: torch.Tensor, final: torch.Tensor, used_tokens: np.n
     index = torch.from_numpy(used_tokens).to(final.device)
     start = initial[index]
     return float((final[index] - start).norm() / start.norm().clamp(min=1e-12))
+
+
+@torch.no_grad()
+def rows_in_use(model: StaticEmbedder, tolerance: float) -> int:
+    """How many split rows change what their language reads by more than ``tolerance`` (relative).
+
+    Gated: the effective row moved off the shared row, ``||g (R - E[w])|| > tolerance ||E[w]||``
+    (a closed gate or a row still equal to its shared row is not in use). Fused: the row is off its
+    token's consensus (mean of the token's indexed rows) by more than ``tolerance`` of its norm.
+    """
+    split = model.split
+    if split is None or split.n_rows == 0:
+        return 0
+    if model.use_gate:
+        shared = model.table[split.row_token]
+        moved = (split.gate().unsqueeze(1) * (split.rows - shared)).norm(dim=1)
+        return int((moved > tolerance * shared.norm(dim=1)).sum())
+    centroid = _token_centroids(split.rows, split.row_token.cpu().numpy())
+    return int(((split.rows - centroid).norm(dim=1) > tolerance * centroid.norm(dim=1)).sum())

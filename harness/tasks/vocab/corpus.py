@@ -39,15 +39,19 @@ class Corpus:
     def n_languages(self) -> int:
         return len(self.languages)
 
-    def usage(self) -> np.ndarray:
-        """(languages, vocab) mask of the tokens each language uses in the training data."""
-        used = np.zeros((self.n_languages, self.vocab_size), dtype=bool)
+    def counts(self) -> np.ndarray:
+        """(languages, vocab) occurrences of each token in each language's training sentences."""
+        counts = np.zeros((self.n_languages, self.vocab_size), dtype=np.int64)
         for ids, languages in ((self.train.source, self.train.source_language),
                                (self.train.target, self.train.target_language)):
             rows = np.repeat(languages, ids.shape[1])
-            used[rows, ids.reshape(-1)] = True
-        used[:, PAD] = False
-        return used
+            np.add.at(counts, (rows, ids.reshape(-1)), 1)
+        counts[:, PAD] = 0
+        return counts
+
+    def usage(self) -> np.ndarray:
+        """(languages, vocab) mask of the tokens each language uses in the training data."""
+        return self.counts() > 0
 
     def contested_pairs_mask(self, split: ParallelSet) -> np.ndarray | None:
         """Which pairs of ``split`` contain a contested (language, token) on either side."""

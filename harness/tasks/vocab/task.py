@@ -14,12 +14,12 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from harness.measure.memory import tensor_bytes
-from harness.mechanisms.vocab.diagnostics import effective_vocabularies, openness, relative_drift
+from harness.mechanisms.vocab.diagnostics import effective_vocabularies, openness, relative_drift, rows_in_use
 from harness.mechanisms.vocab.embedder import StaticEmbedder
 from harness.mechanisms.vocab.index import save_index
 from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs, top_pairs
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
-from harness.tasks.base import DetailScatter, Metric, Task, TaskParams, TrialContext
+from harness.tasks.base import DetailScatter, Metric, ParetoView, Task, TaskParams, TrialContext
 from harness.tasks.vocab.cldr import CATEGORIES, cldr_corpus
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
 from harness.tasks.vocab.interference_scores import measure_interference
@@ -60,17 +60,19 @@ class VocabParams(TaskParams):
     lr: float = Field(0.02, gt=0.0)
     scale: float = Field(20.0, gt=0.0)
     # split vocabulary
-    index: Literal["none", "interference", "oracle", "random", "all"] = "none"
+    index: Literal["none", "interference", "oracle", "random", "frequency", "all"] = Field(
+        "none", description="which pairs get a private row: interference, oracle, random and frequency all "
+                            "pick the same number k (index_fraction of the candidates); all = every candidate")
     mode: Literal["gated", "fused"] = "gated"
-    index_fraction: float = Field(0.25, gt=0.0, le=1.0, description="share of candidate pairs split")
-    l1_weight: float = Field(0.01, ge=0.0)
-    fusion_weight: float = Field(0.01, ge=0.0)
+    index_fraction: float = Field(0.25, gt=0.0, le=1.0, description="share k of candidate pairs split")
+    l1_weight: float = Field(0.001, ge=0.0, description="price of one open gate (the L1 is a sum over rows)")
+    fusion_weight: float = Field(0.01, ge=0.0, description="price of one unmerged row (group lasso summed over rows)")
     gate_init: float = 0.0
     # interference measurement
     interference_steps: int = Field(30, ge=0)
     interference_batches: int = Field(256, ge=1)
     # diagnostics and throughput
-    merge_tolerance: float = Field(0.1, gt=0.0)
+    merge_tolerance: float = Field(0.1, gt=0.0, description="relative distance below which rows count as one")
     measure_throughput: bool = True
     throughput_vocab: int = Field(50_000, ge=2)
     throughput_tokens: int = Field(4096, ge=1)
@@ -103,7 +105,7 @@ class VocabParams(TaskParams):
 
 class VocabTask(Task):
     name = "vocab"
-    version = "2"
+    version = "3"
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
@@ -125,14 +127,22 @@ class VocabTask(Task):
            "mean number of distinct rows per shared token across its languages (1 = one vocabulary)"),
         Metric("shared_drift", "none", "fraction", "info", "||E_T - E_0|| / ||E_0|| over used shared rows"),
         Metric("split_rows", "none", "count", "info", "size of the split index"),
-        Metric("extra_params", "lower", "count", "memory", "parameters the split vocabulary adds"),
-        Metric("extra_bytes", "lower", "bytes", "memory", "bytes of the split vocabulary (parameters and lookup)",
-               key=True),
+        Metric("rows_in_use", "none", "count", "info",
+               "split rows whose effective row is more than merge_tolerance (relative) away from what the shared "
+               "table alone would give: gated, ||g (R - E[w])|| > tol ||E[w]||; fused, from the token's consensus row"),
+        Metric("extra_params", "lower", "count", "memory", "parameters the arm's split rows and gates add"),
+        Metric("extra_bytes", "lower", "bytes", "memory",
+               "bytes of the private rows (and gates, gated mode) beyond the shared table; the (language, token) "
+               "lookup is left out: any indexed arm needs one, whatever its size", key=True),
         Metric("embed_throughput", "higher", "tokens/s", "speed",
            "pooled forward of this arm at throughput_vocab / throughput_tokens"),
         Metric("bag_throughput", "higher", "tokens/s", "speed", "plain nn.EmbeddingBag mean on the same batch"),
         Metric("embed_cost_ratio", "lower", "ratio", "speed", "time of this arm's forward / EmbeddingBag's", key=True),
         Metric("train_loss", "lower", "nats", "info", "contrastive loss at the last step"),
+    )
+    pareto_views = (
+        ParetoView("extra_bytes", "contested_acc1@both", "contested acc@1 against the bytes an arm adds"),
+        ParetoView("extra_bytes", "acc1@both", "acc@1 against the bytes an arm adds"),
     )
     detail_scatters = (
         DetailScatter("gate_vs_interference", "interference", "gate", "final gate vs interference score per split row",
@@ -159,7 +169,8 @@ class VocabTask(Task):
                 corpus, candidates, params.dim, warmup, params.interference_batches, ctx, params.log_every))},
             restore=lambda payload: payload["score"].cpu().numpy(),
         )
-        chosen = choose_index(params, candidates, scores, truth, ctx.numpy_stream("random-index"))
+        counts = corpus.counts()[candidates.language, candidates.token]
+        chosen = choose_index(params, candidates, scores, truth, counts, ctx.numpy_stream("random-index"))
         chosen_scores = scores_of(chosen, candidates, scores)
         table = initial_table(corpus.vocab_size, params.dim, ctx.stream("initial-table"), device)
         model = StaticEmbedder(table, PAD, split=self._split(params, corpus, chosen, chosen_scores, ctx),
@@ -217,22 +228,38 @@ def interference_identity(params: VocabParams) -> dict[str, object]:
     return identity
 
 
+def index_size(params: VocabParams, candidates: CandidatePairs) -> int:
+    """k: the budget every sized index (interference, oracle, random, frequency) spends."""
+    return min(max(int(round(params.index_fraction * len(candidates))), 1), len(candidates))
+
+
 def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.ndarray,
-                 truth: np.ndarray | None, rng: np.random.Generator) -> CandidatePairs:
-    """The arm's split pairs; interference and random indexes have the same size (``rng`` draws the random one)."""
-    size = max(int(round(params.index_fraction * len(candidates))), 1)
+                 truth: np.ndarray | None, counts: np.ndarray, rng: np.random.Generator) -> CandidatePairs:
+    """The arm's split pairs. Every sized index has exactly k pairs (``index_size``):
+
+    - interference: the k highest conflict scores (measured on the control);
+    - random: k candidates drawn by ``rng`` (capacity control);
+    - frequency: the k candidates with most occurrences in training (``counts``; the budget spent
+      where the data is, with no notion of conflict);
+    - oracle: the true contested candidates, most frequent first, cut at k, and topped up with the
+      most frequent other candidates when fewer than k are contested (an upper bound at the budget).
+    """
     if params.index == "none":
         return CandidatePairs(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    if params.index == "all":
+        return candidates
+    size = index_size(params, candidates)
     if params.index == "interference":
         return top_pairs(candidates, scores, size)
     if params.index == "random":
         pick = np.sort(rng.choice(len(candidates), size=size, replace=False))
         return CandidatePairs(candidates.language[pick], candidates.token[pick])
-    if params.index == "oracle":
-        if truth is None:
-            raise ValueError(f"the oracle index needs a workload with a known contested set, not {params.workload}")
-        return CandidatePairs(candidates.language[truth], candidates.token[truth])
-    return candidates
+    if params.index == "frequency":
+        return top_pairs(candidates, counts.astype(np.float64), size)
+    if truth is None:
+        raise ValueError(f"the oracle index needs a workload with a known contested set, not {params.workload}")
+    # Contested first (a key above any count), then by count; ties by position (stable).
+    return top_pairs(candidates, counts.astype(np.float64) + truth * (float(counts.max(initial=0)) + 1.0), size)
 
 
 def evaluate_retrieval(model: StaticEmbedder, corpus: Corpus, device: torch.device) -> dict[str, float]:
@@ -256,15 +283,17 @@ def diagnose(model: StaticEmbedder, params: VocabParams, corpus: Corpus, candida
         "shared_drift": relative_drift(table, model.table.detach(), np.flatnonzero(corpus.usage().any(0))),
         "extra_params": 0.0,
         "extra_bytes": 0.0,
+        "rows_in_use": 0.0,
     }
     if truth is not None:
         metrics["interference_auroc"] = auroc(scores, truth)
     if model.split is None:
         return metrics
     split = model.split
-    metrics["extra_params"] = float(sum(p.numel() for p in split.parameters()))
-    metrics["extra_bytes"] = float(tensor_bytes(dict(split.named_parameters()))
-                                   + tensor_bytes(dict(split.named_buffers())))
+    added = {"rows": split.rows, **({"gate_logit": split.gate_logit} if model.use_gate else {})}
+    metrics["extra_params"] = float(sum(p.numel() for p in added.values()))
+    metrics["extra_bytes"] = float(tensor_bytes(added))
+    metrics["rows_in_use"] = float(rows_in_use(model, params.merge_tolerance))
     open_score = openness(model, candidates)
     if truth is not None:
         metrics["gate_auroc"] = auroc(open_score, truth)
