@@ -36,6 +36,7 @@ from harness.execution.trials import point_label
 from harness.tasks.base import DetailScatter, ParetoView, metric_family
 
 LOG_AXIS_SPAN = 8.0
+LEGEND_INSIDE_LIMIT = 8  # more series than this get their legend beside the axes
 MARKER_LIMIT = 30  # longer lines (training curves) are drawn without point markers
 # Series differ in marker and line style too, so identical series (e.g. equal state bytes) stay visible.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -131,10 +132,14 @@ def render(spec: FigureSpec, path: Path) -> None:
     axes.set_xlabel(spec.xlabel)
     axes.set_ylabel(spec.ylabel)
     axes.grid(True, alpha=0.3)
+    crowded = len(spec.series) > LEGEND_INSIDE_LIMIT
     if any(series.label for series in spec.series):
-        axes.legend(fontsize="small", loc="best")
+        if crowded:  # beside the axes, where it cannot cover the data
+            axes.legend(fontsize="x-small", loc="center left", bbox_to_anchor=(1.01, 0.5))
+        else:
+            axes.legend(fontsize="small", loc="best")
     figure.tight_layout()
-    figure.savefig(path, format="png")
+    figure.savefig(path, format="png", bbox_inches="tight" if crowded else None)
 
 
 def training_curve_figures(results: RunResults) -> list[FigureSpec]:
