@@ -8,7 +8,7 @@ control whatever the gate, and the gate's gradient is exactly zero there. ``pena
 makes a row earn its keep; in fusion mode (``use_gate=False``) the private row replaces
 the shared one and ``fusion_penalty`` merges rows that need not differ.
 
-``forward`` is the reference semantics (per-token vectors); ``pooled_split_embedding`` in
+``forward`` is the reference semantics (per-token vectors); ``pooled_split`` in
 ``harness.mechanisms.vocab.pooling`` is the fast path used for training and throughput.
 """
 from __future__ import annotations
