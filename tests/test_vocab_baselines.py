@@ -77,14 +77,20 @@ def index_path(tmp_path: Path) -> Path:
     return path
 
 
-def test_summed_penalties_are_the_means_times_the_rows(index_path: Path) -> None:
-    split = SplitVocabulary(index_path, VOCAB, DIM, LANGS)
+def test_penalties_are_the_seeds_means_over_rows(index_path: Path) -> None:
+    split = SplitVocabulary(index_path, VOCAB, DIM, LANGS).double()
     with torch.no_grad():
-        split.rows.copy_(torch.randn(split.rows.shape, generator=torch.Generator().manual_seed(0)))
-    torch.testing.assert_close(split.penalty("sum"), 6 * split.penalty())
-    torch.testing.assert_close(split.fusion_penalty("sum"), 6 * split.fusion_penalty())
-    with pytest.raises(ValueError, match="reduction"):
-        split.penalty("max")
+        split.gate_logit.copy_(torch.tensor([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]))
+        split.rows.copy_(torch.randn(split.rows.shape, dtype=torch.float64,
+                                     generator=torch.Generator().manual_seed(0)))
+    expected_l1 = sum(1.0 / (1.0 + np.exp(-x)) for x in (-2.0, -1.0, 0.0, 1.0, 2.0, 3.0)) / 6
+    assert split.penalty().item() == pytest.approx(expected_l1, rel=1e-12)
+    rows = split.rows.detach().numpy()
+    distances = []
+    for token in (1, 2):  # each token's three rows (one per language) against their own centroid
+        members = rows[split.row_token.numpy() == token]
+        distances.extend(np.linalg.norm(members - members.mean(0), axis=1))
+    assert split.fusion_penalty().item() == pytest.approx(np.mean(distances), rel=1e-12)
 
 
 def test_rows_in_use_reads_gates_and_distance(index_path: Path) -> None:

@@ -37,15 +37,14 @@ class StaticEmbedder(nn.Module):
     def regulariser(self, l1_weight: float, fusion_weight: float) -> torch.Tensor:
         """The split vocabulary's penalty for this mode: gate L1 (gated) or fusion (ungated).
 
-        Both are sums over split rows, so a weight is the price of one open (or unmerged) row and
-        means the same for an index of any size; the seed's means would weaken per row as the
-        index grows, which makes arms with different index sizes incomparable at one weight.
+        Both are the seed's means over split rows: arms compared at one weight must hold indexes of
+        one size (the suites' same-budget arms all hold k rows), or the per-row price differs.
         """
         if self.split is None:
             return self.table.new_zeros(())
         if self.use_gate:
-            return l1_weight * self.split.penalty(reduction="sum")
-        return fusion_weight * self.split.fusion_penalty(reduction="sum")
+            return l1_weight * self.split.penalty()
+        return fusion_weight * self.split.fusion_penalty()
 
 
 def symmetric_info_nce(source: torch.Tensor, target: torch.Tensor, scale: float) -> torch.Tensor:

@@ -4,8 +4,8 @@
 
 Split rows are free capacity rather than a correction the shared table could absorb. They start
 as copies of their shared row (``seed_from``), so at step zero the model equals the shared-table
-control whatever the gate, and the gate's gradient is exactly zero there. ``penalty`` (gate L1)
-makes a row earn its keep; in fusion mode (``use_gate=False``) the private row replaces
+control whatever the gate, and the gate's gradient is exactly zero there. ``penalty`` (mean gate,
+an L1) makes a row earn its keep; in fusion mode (``use_gate=False``) the private row replaces
 the shared one and ``fusion_penalty`` merges rows that need not differ.
 
 ``forward`` is the reference semantics (per-token vectors); ``pooled_split`` in
@@ -49,12 +49,11 @@ class SplitVocabulary(nn.Module):
     def gate(self) -> torch.Tensor:
         return torch.sigmoid(self.gate_logit)
 
-    def penalty(self, reduction: str = "mean") -> torch.Tensor:
-        """Gate opening as an L1. ``mean`` (the seed's) makes a row's price fall as the index grows;
-        ``sum`` (what training uses) makes the weight the price of one open row whatever the size."""
-        return _reduce(self.gate(), reduction)
+    def penalty(self) -> torch.Tensor:
+        """Mean gate opening: an L1 whose per-row strength falls as the index grows (the seed's)."""
+        return self.gate().mean()
 
-    def fusion_penalty(self, reduction: str = "mean") -> torch.Tensor:
+    def fusion_penalty(self) -> torch.Tensor:
         """Group lasso of each row toward its token's mean row across the indexed languages.
 
         The per-token centroid is the O(L) stand-in for the all-pairs fused lasso: a row stays
@@ -65,7 +64,7 @@ class SplitVocabulary(nn.Module):
         sums = self.rows.new_zeros(n_groups, self.rows.shape[1]).index_add(0, group, self.rows)
         counts = self.rows.new_zeros(n_groups).index_add(0, group, torch.ones_like(self.gate_logit))
         centroid = sums / counts.clamp(min=1.0).unsqueeze(1)
-        return _reduce((self.rows - centroid[group]).norm(dim=1), reduction)
+        return (self.rows - centroid[group]).norm(dim=1).mean()
 
     def forward(self, token_ids: torch.Tensor, lang_per_token: torch.Tensor,
                 shared: torch.Tensor, use_gate: bool = True) -> torch.Tensor:
@@ -83,10 +82,3 @@ class SplitVocabulary(nn.Module):
     def extra_repr(self) -> str:
         return f"rows={self.n_rows}"
 
-
-def _reduce(values: torch.Tensor, reduction: str) -> torch.Tensor:
-    if reduction == "mean":
-        return values.mean()
-    if reduction == "sum":
-        return values.sum()
-    raise ValueError(f"reduction must be 'mean' or 'sum', not {reduction!r}")

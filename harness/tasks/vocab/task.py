@@ -65,8 +65,8 @@ class VocabParams(TaskParams):
                             "pick the same number k (index_fraction of the candidates); all = every candidate")
     mode: Literal["gated", "fused"] = "gated"
     index_fraction: float = Field(0.25, gt=0.0, le=1.0, description="share k of candidate pairs split")
-    l1_weight: float = Field(0.001, ge=0.0, description="price of one open gate (the L1 is a sum over rows)")
-    fusion_weight: float = Field(0.01, ge=0.0, description="price of one unmerged row (group lasso summed over rows)")
+    l1_weight: float = Field(0.001, ge=0.0, description="weight of the mean-gate L1 (the seed's penalty())")
+    fusion_weight: float = Field(0.01, ge=0.0, description="weight of the mean group lasso toward each token's consensus row")
     gate_init: float = 0.0
     # interference measurement
     interference_steps: int = Field(30, ge=0)
@@ -105,7 +105,7 @@ class VocabParams(TaskParams):
 
 class VocabTask(Task):
     name = "vocab"
-    version = "3"
+    version = "4"
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
