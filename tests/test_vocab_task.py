@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from harness.execution.executor import run_single
 from harness.tasks.vocab.task import VocabTask
@@ -43,3 +45,20 @@ def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None
     assert shared["metrics"]["extra_params"] == 0 and shared["metrics"]["effective_vocabularies"] == 1.0
     assert oracle["metrics"]["gate_auroc"] == 1.0
     assert shared["metrics"]["interference_auroc"] == oracle["metrics"]["interference_auroc"]
+
+
+def test_interference_finds_the_contested_pairs_and_the_index_takes_the_top_scores(tmp_path: Path) -> None:
+    """Pins the mechanism's selection, not only its shapes: the measured conflict must rank the truly
+    contested pairs high (a permuted or constant score reads ~0.5), and the split index must hold
+    exactly the highest-scoring candidates."""
+    params = {"n_concepts": 60, "train_pairs": 2000, "test_pairs": 20, "dim": 16, "steps": 1,
+              "interference_steps": 20, "interference_batches": 32, "measure_throughput": False,
+              "index": "interference"}
+    trial = run_single(VocabTask, params, seed=0, work_root=tmp_path)
+    assert trial["status"] == "finished", trial["error"]
+    assert trial["metrics"]["interference_auroc"] > 0.8
+    (cache_file,) = (tmp_path / "cache").glob("vocab-interference-*.pt")
+    scores = torch.load(cache_file)["score"].numpy()
+    chosen = np.array(trial["details"]["gate_vs_interference"]["interference"])
+    k = int(trial["metrics"]["split_rows"])
+    assert len(chosen) == k and np.sort(chosen)[::-1].tolist() == np.sort(scores)[::-1][:k].tolist()
