@@ -12,13 +12,15 @@ import subprocess
 
 
 def stop_process_group(process: subprocess.Popen, grace: float = 10.0) -> None:
-    """SIGTERM the group led by ``process`` (started with ``start_new_session=True``), then SIGKILL
-    whatever is left after ``grace`` seconds."""
+    """SIGTERM the group led by ``process`` (started with ``start_new_session=True``), wait up to
+    ``grace`` seconds for the leader, then SIGKILL whatever is left of the group: MLflow's job
+    consumers (huey) outlive both SIGTERM and their parent, so the leader exiting is not enough."""
     try:
         os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=grace)
     except ProcessLookupError:
         return
+    try:
+        process.wait(timeout=grace)
     except subprocess.TimeoutExpired:
         pass
     try:
