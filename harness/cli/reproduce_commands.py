@@ -48,7 +48,7 @@ def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, 
     harness.reproduction_of = the original run id.
     """
     from harness.reproduction.report import render_outcome, render_plan
-    from harness.reproduction.reproduce import failed, plan_reproduction, run_reproduction
+    from harness.reproduction.reproduce import plan_reproduction, regressed, run_reproduction
     from harness.reproduction.sources import ReproduceError
     from harness.terminal import Console
     from harness.tracking.mlflow_tracker import TrackingError
@@ -66,7 +66,7 @@ def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, 
     click.echo(render_outcome(plan, outcome))
     if outcome.interrupted:
         raise SystemExit(130)
-    if failed(plan, outcome):
+    if regressed(plan, outcome):
         raise SystemExit(DIFFERS)
 
 

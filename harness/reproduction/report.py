@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from harness.reproduction.differences import Difference, MetricComparison, geometric_mean
-from harness.reproduction.reproduce import Outcome, Plan, differing_keys, failed, result_word
+from harness.reproduction.reproduce import Outcome, Plan, differing_keys, regressed, result_word
 from harness.terminal import format_table
 
 
@@ -17,6 +17,8 @@ def render_plan(plan: Plan) -> str:
         f"  suite {original.suite}, profile {original.profile}, {len(plan.trials)} trial(s); "
         f"device {plan.device} (recorded {plan.recorded_device}), torch threads {', '.join(map(str, threads))} (as recorded)",
     ]
+    if original.skipped:
+        lines.append(f"  {original.skipped} failed trial(s) in the record are not rerun (they have no result)")
     if plan.device_note:
         lines.append(f"  note: {plan.device_note}; metrics are compared but cannot fail across device classes")
     lines.append(_differences("environment", plan.environment_differences, "same as recorded"))
@@ -29,8 +31,6 @@ def render_outcome(plan: Plan, outcome: Outcome) -> str:
     """Each differing metric, speed ratios, then one verdict line."""
     comparison = outcome.comparison
     lines = [_exact(comparison), *_speed(comparison)]
-    if outcome.failed:
-        lines.append(f"{len(outcome.failed)} trial(s) FAILED here")
     if outcome.parent_run_id and plan.tracker is not None:
         link = plan.original.linked_runs or "(the original was never logged to MLflow)"
         lines.append(f"logged: MLflow run {outcome.parent_run_id} in {plan.tracker.uri}, "
@@ -53,10 +53,8 @@ def verdict(plan: Plan, outcome: Outcome) -> str:
     if comparison.differing:
         problems.append(f"{len(comparison.differing)} metric value(s) differ: {', '.join(differing_keys(comparison))}")
     if comparison.status_changes:
-        problems.append(f"{len(comparison.status_changes)} trial(s) changed status")
-    if outcome.failed and not comparison.status_changes:
-        problems.append(f"{len(outcome.failed)} trial(s) failed")
-    head = "NOT REPRODUCED" if failed(plan, outcome) else "DIFFERENT DEVICE CLASS (not a failure)"
+        problems.append(f"{len(comparison.status_changes)} trial(s) failed here")
+    head = "NOT REPRODUCED" if regressed(plan, outcome) else "DIFFERENT DEVICE CLASS (not a failure)"
     return f"{head}: {'; '.join(problems)} ({seconds})"
 
 

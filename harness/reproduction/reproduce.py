@@ -47,7 +47,6 @@ from harness.tracking.mlflow_tracker import (
 RESULTS_DEFAULT = Path("results")
 REPRODUCTIONS_DIR = "reproductions"
 SUMMARY_FILE = "reproduction.json"
-DEVICE_CHOICES = ("recorded", "auto", "cpu", "cuda")
 
 
 @dataclass
@@ -93,6 +92,11 @@ def plan_reproduction(
 ) -> Plan:
     """Resolve the target and everything the rerun needs; raises ReproduceError, writes nothing."""
     original = _load(target, tracking_uri, results)
+    finished = [r for r in original.records if r.get("status") == "finished"]
+    if not finished:
+        raise ReproduceError(f"{original.description}: no finished trial to reproduce (failed trials have no result)")
+    original.skipped = len(original.records) - len(finished)
+    original.records = finished
     trials = rebuild_trials(original.records)
     root = results or original.results_root or RESULTS_DEFAULT
     recorded_device = str((original.records[0].get("environment") or {}).get("device", "cpu"))
@@ -207,7 +211,7 @@ def result_word(plan: Plan, outcome: Outcome) -> str:
     return "differs" if plan.same_device_class else "differs (other device class)"
 
 
-def failed(plan: Plan, outcome: Outcome) -> bool:
+def regressed(plan: Plan, outcome: Outcome) -> bool:
     """Exit 1: a trial failed here, or a metric differs on the same device class."""
     return bool(outcome.failed) or (plan.same_device_class and not outcome.comparison.identical)
 

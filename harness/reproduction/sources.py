@@ -34,6 +34,7 @@ class Original:
     run_ids: dict[str, str] = field(default_factory=dict)  # trial id -> the original's nested MLflow run
     parent_run_ids: tuple[str, ...] = ()  # the original suite run(s), when known
     target_run_id: str | None = None  # the MLflow run named on the command line
+    skipped: int = 0  # failed trials of the record: nothing to reproduce
 
     @property
     def linked_runs(self) -> str:
