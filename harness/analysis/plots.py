@@ -104,7 +104,7 @@ def render(spec: FigureSpec, path: Path) -> None:
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     if spec.style == "categorical":
-        _draw_categorical(axes, spec.series)
+        draw_categorical(axes, spec.series)
     else:
         for n, series in enumerate(spec.series):
             marker = MARKERS[n % len(MARKERS)]
@@ -176,7 +176,7 @@ def training_curve_figures(results: RunResults) -> list[FigureSpec]:
                         name=f"curve_{key}{_suffix(point, points)}",
                         title=_title(results, f"{key} during training, mean of {seeds} seed(s), band = min-max", point, points),
                         xlabel="training step",
-                        ylabel=_axis_label(key, results.spec_for(key).unit),
+                        ylabel=axis_label(key, results.spec_for(key).unit),
                         series=tuple(series),
                         style="line",
                     )
@@ -219,7 +219,7 @@ def qualifier_figures(results: RunResults) -> list[FigureSpec]:
                         name=f"{family}_by_qualifier{_suffix(point, points)}",
                         title=_title(results, f"{family} by {axis}, mean and 95% CI over seeds", point, points),
                         xlabel=axis,
-                        ylabel=_axis_label(family, spec.unit, spec.direction),
+                        ylabel=axis_label(family, spec.unit, spec.direction),
                         series=tuple(series),
                         style="line",
                         logx=_wide(xs),
@@ -322,8 +322,8 @@ def pareto_figures(results: RunResults) -> list[FigureSpec]:
                     FigureSpec(
                         name=f"pareto_{view.y}_vs_{view.x}{_suffix(point, points)}",
                         title=_title(results, f"{view.title}, mean over seeds (95% CI)", point, points),
-                        xlabel=_axis_label(view.x, x_spec.unit, x_spec.direction),
-                        ylabel=_axis_label(view.y, y_spec.unit, y_spec.direction),
+                        xlabel=axis_label(view.x, x_spec.unit, x_spec.direction),
+                        ylabel=axis_label(view.y, y_spec.unit, y_spec.direction),
                         series=tuple(series),
                         style="points",
                     )
@@ -355,7 +355,7 @@ def _metric_vs_axis(results: RunResults, key: str, axis: str) -> FigureSpec | No
         name=f"{key}_vs_{axis}",
         title=_title(results, f"{key} vs {axis}, mean and 95% CI over seeds", "", []),
         xlabel=axis.replace("_", " "),
-        ylabel=_axis_label(key, spec.unit, spec.direction),
+        ylabel=axis_label(key, spec.unit, spec.direction),
         series=tuple(series),
         style="line",
         logx=_wide(xs),
@@ -383,13 +383,14 @@ def _metric_per_arm(results: RunResults, key: str) -> FigureSpec | None:
         name=f"{key}_per_arm",
         title=_title(results, f"{key} per arm, mean and 95% CI over seeds", "", []),
         xlabel="arm",
-        ylabel=_axis_label(key, spec.unit, spec.direction),
+        ylabel=axis_label(key, spec.unit, spec.direction),
         series=tuple(series),
         style="categorical",
     )
 
 
-def _draw_categorical(axes, series: Sequence[Series]) -> None:
+def draw_categorical(axes, series: Sequence[Series]) -> None:
+    """Each series' points with error bars, side by side at every category."""
     categories: list[str] = []
     for one in series:
         categories.extend(str(x) for x in one.x if str(x) not in categories)
@@ -521,7 +522,7 @@ def _wide(xs: Sequence[float]) -> bool:
     return len(positive) == len(xs) >= 2 and max(positive) / min(positive) >= LOG_AXIS_SPAN
 
 
-def _axis_label(name: str, unit: str, direction: str = "none") -> str:
+def axis_label(name: str, unit: str, direction: str = "none") -> str:
     label = f"{name} ({unit})" if unit else name
     hint = {"higher": "higher is better", "lower": "lower is better"}.get(direction)
     return f"{label}, {hint}" if hint else label

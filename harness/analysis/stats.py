@@ -388,3 +388,47 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
 
 def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# -- unpaired samples ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class UnpairedDifference:
+    """Mean of one sample minus the mean of another drawn on different seeds (Welch's t interval).
+
+    ``interval`` is None unless both samples have MIN_PAIRS values; ``df`` is the
+    Welch–Satterthwaite degrees of freedom.
+    """
+
+    treatment: tuple[float, ...]
+    control: tuple[float, ...]
+    mean_difference: float
+    interval: Interval | None
+    p_value: float | None
+    df: float | None
+    confidence: float
+
+
+def welch_difference(
+    treatment: Sequence[float], control: Sequence[float], confidence: float = CONFIDENCE
+) -> UnpairedDifference | None:
+    """Treatment minus control of independent samples; None when either has no finite value."""
+    treated = np.array([v for v in treatment if _finite(v)], dtype=np.float64)
+    controlled = np.array([v for v in control if _finite(v)], dtype=np.float64)
+    if treated.size == 0 or controlled.size == 0:
+        return None
+    difference = float(treated.mean() - controlled.mean())
+    values = (tuple(float(v) for v in treated), tuple(float(v) for v in controlled))
+    if treated.size < MIN_PAIRS or controlled.size < MIN_PAIRS:
+        return UnpairedDifference(*values, difference, None, None, None, confidence)
+    var_t = float(treated.var(ddof=1)) / treated.size
+    var_c = float(controlled.var(ddof=1)) / controlled.size
+    se = math.sqrt(var_t + var_c)
+    if se == 0.0:  # both samples constant: the difference is exact
+        p_value = 1.0 if difference == 0.0 else 0.0
+        df = float(treated.size + controlled.size - 2)
+        return UnpairedDifference(*values, difference, Interval(difference, difference), p_value, df, confidence)
+    df = (var_t + var_c) ** 2 / (var_t**2 / (treated.size - 1) + var_c**2 / (controlled.size - 1))
+    half = t_quantile(0.5 + confidence / 2.0, df) * se
+    p_value = min(1.0, 2.0 * t_sf(abs(difference) / se, df))
+    return UnpairedDifference(*values, difference, Interval(difference - half, difference + half), p_value, df, confidence)

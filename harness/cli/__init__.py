@@ -11,9 +11,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from harness.cli import analysis_commands, run_commands
+    from harness.cli import analysis_commands, reproduce_commands, run_commands
 
-    for command in (*run_commands.COMMANDS, *analysis_commands.COMMANDS):
+    for command in (*run_commands.COMMANDS, *analysis_commands.COMMANDS, *reproduce_commands.COMMANDS):
         main.add_command(command)
 
 

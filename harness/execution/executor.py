@@ -25,6 +25,7 @@ from harness.execution.trials import Trial, config_hash
 from harness.store import SCHEMA_VERSION
 from harness.tasks import Task, TrialContext, load_task
 from harness.terminal import Console
+from harness.tracking.environment import package_lock
 
 
 class _Progress:
@@ -136,6 +137,7 @@ def trial_record(
         "curves": dict(curves or {}),
         "details": dict(details or {}),
         "environment": dict(environment),
+        "packages": list(package_lock()),  # of the process that ran the trial (a Ray worker's own)
         "started_at": started.isoformat(timespec="seconds"),
         "wall_seconds": round(wall_seconds, 3),
     }

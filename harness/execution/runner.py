@@ -13,8 +13,9 @@ from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials, sweep_points
 from harness.store import RunFolder, write_json_atomic
 from harness.suite.loader import Suite
+from harness.tasks import Task
 from harness.terminal import Console
-from harness.tracking.environment import environment
+from harness.tracking.environment import environment, provenance_texts, save_diff
 from harness.tracking.mlflow_tracker import MlflowTracker, is_mirrored, marker_path
 
 
@@ -45,23 +46,27 @@ def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
             "labels": [arm_label(arm, p) for p in sweep_points(arm.sweep)],
         }
     meta = suite.describe()
-    meta.update(
-        schema=1,
-        arms=arms,
-        metrics={
+    meta.update(schema=1, arms=arms, **task_declarations(suite.task), **device_description(device))
+    return meta
+
+
+def task_declarations(task: type[Task]) -> dict[str, Any]:
+    """What suite.json says about the task's metrics and plots (analysis reads nothing else)."""
+    return {
+        "metrics": {
             m.name: {
                 "direction": m.direction, "unit": m.unit, "kind": m.kind, "description": m.description, "key": m.key,
                 "axis": m.axis, "pairs_with": m.pairs_with,
             }
-            for m in suite.task.metrics
+            for m in task.metrics
         },
-        detail_scatters=[asdict(scatter) for scatter in suite.task.detail_scatters],
-        pareto_views=[asdict(view) for view in suite.task.pareto_views],
-        device=str(device),
-        device_class=device_class(device),
-        device_name=device_name(device),
-    )
-    return meta
+        "detail_scatters": [asdict(scatter) for scatter in task.detail_scatters],
+        "pareto_views": [asdict(view) for view in task.pareto_views],
+    }
+
+
+def device_description(device: torch.device) -> dict[str, str]:
+    return {"device": str(device), "device_class": device_class(device), "device_name": device_name(device)}
 
 
 def run_suite(
@@ -81,6 +86,7 @@ def run_suite(
     meta = suite_metadata(suite, device)
     folder.save_suite(meta)
     env = environment(device, suite.source.parent)  # the git state of the checkout holding the suite
+    save_diff(folder.path, suite.source.parent)
     runner = executor or SerialExecutor()
     env["executor"] = runner.name
 
@@ -94,7 +100,7 @@ def run_suite(
     if tracker and (pending or unmirrored):
         run_name = f"{suite.name}/{suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
         tracker.close_stale_parents(suite.name, suite.profile)
-        outcome.parent_run_id = tracker.start_parent(meta, env, run_name)
+        outcome.parent_run_id = tracker.start_parent(meta, env, run_name, texts=provenance_texts(suite.source.parent))
         _reconcile(tracker, folder, outcome.parent_run_id, unmirrored, suite)
 
     jobs = _jobs(suite, trials, pending, device, results_root, folder, env)

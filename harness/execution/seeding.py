@@ -19,17 +19,35 @@ import torch
 NumpyStreams = Callable[..., np.random.Generator]  # purpose parts -> generator, seed already bound
 
 
+CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+
+
+def deterministic_kernels(device: torch.device) -> bool:
+    """Deterministic kernels on CPU; CUDA keeps its fast paths (speed is part of what is measured)."""
+    return device.type == "cpu"
+
+
 def seed_everything(seed: int, device: torch.device) -> None:
-    """Seed python, numpy and torch; deterministic kernels on CPU (CUDA keeps its fast paths)."""
+    """Seed python, numpy and torch, and set the kernels' determinism for the device."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    if device.type == "cpu":
-        torch.use_deterministic_algorithms(True)
-    else:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(False)
+    torch.use_deterministic_algorithms(deterministic_kernels(device))
+    if device.type != "cpu":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
         torch.cuda.manual_seed_all(seed)
+
+
+def determinism_settings(device: torch.device) -> dict[str, str]:
+    """The determinism a trial on this device runs with (what ``seed_everything`` sets), for the record."""
+    cublas = os.environ.get("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG if device.type != "cpu" else "unset")
+    return {
+        "deterministic_algorithms": str(deterministic_kernels(device)).lower(),
+        "cudnn_deterministic": str(torch.backends.cudnn.deterministic).lower(),
+        "cudnn_benchmark": str(torch.backends.cudnn.benchmark).lower(),
+        "cublas_workspace_config": cublas,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
 
 
 def derive_seed(seed: int, *purpose: object) -> int:

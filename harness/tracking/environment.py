@@ -1,6 +1,15 @@
-"""The environment a result was produced in: code version, libraries and hardware."""
+"""The environment a result was produced in: code version, libraries, hardware and determinism.
+
+Short values form ``environment()`` (stored with every trial and tagged on every MLflow run);
+the long ones, the package lock and the uncommitted diff, are kept apart (``package_lock`` in
+every trial record, ``provenance_texts`` as files of the suite's MLflow run) and referenced from
+the short record by their sha256, so two environments can be compared key by key.
+"""
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import os
 import platform
 import subprocess
 import sys
@@ -10,6 +19,13 @@ from pathlib import Path
 import torch
 
 from harness.devices import cpu_model, device_name
+from harness.execution.seeding import determinism_settings
+from harness.store import write_text_atomic
+
+PACKAGES_FILE = "packages.txt"
+DIFF_FILE = "git.diff"
+DIFF_DIR = "provenance"  # in a run folder: git-<sha256[:12]>.diff for each dirty tree it ran from
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
 
 
 def _git(*args: str, cwd: Path) -> str | None:
@@ -30,18 +46,78 @@ def git_state(cwd: Path) -> tuple[str, bool]:
     return commit, bool(status)
 
 
+@lru_cache(maxsize=None)
+def git_diff(cwd: Path) -> str | None:
+    """The uncommitted changes to tracked files (``git diff HEAD``); None on a clean tree or outside git."""
+    if not git_state(cwd)[1]:
+        return None
+    diff = _git("diff", "HEAD", "--no-color", "--no-ext-diff", cwd=cwd)
+    return diff + "\n" if diff else None
+
+
+@lru_cache(maxsize=1)
+def package_lock() -> tuple[str, ...]:
+    """``name==version`` of every distribution importable here, sorted: what a rerun must install."""
+    found = set()
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.add(f"{name}=={dist.version}")
+    return tuple(sorted(found, key=str.lower))
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def environment(device: torch.device, repo: Path) -> dict[str, str]:
-    commit, dirty = git_state(repo.resolve())
-    return {
+    """Everything short that can change a result or its speed, as strings (MLflow tags)."""
+    repo = repo.resolve()
+    commit, dirty = git_state(repo)
+    diff = git_diff(repo)
+    lock = package_lock()
+    env = {
         "git_commit": commit,
         "git_dirty": str(dirty).lower(),
+        "git_diff_sha256": sha256_text(diff) if diff else "none",
         "python": platform.python_version(),
+        "python_implementation": platform.python_implementation(),
         "platform": platform.platform(),
+        "machine": platform.machine(),
         "torch": torch.__version__,
+        "torch_git": torch.version.git_version,
+        "torch_debug": str(torch.version.debug).lower(),
         "cuda": torch.version.cuda or "none",
+        "cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "none",
         "device": str(device),
         "device_name": device_name(device),
         "cpu_model": cpu_model(),
         "torch_threads": str(torch.get_num_threads()),
+        "torch_interop_threads": str(torch.get_num_interop_threads()),
+        "packages_count": str(len(lock)),
+        "packages_sha256": sha256_text("\n".join(lock)),
         "argv": " ".join(sys.argv),
     }
+    env.update(determinism_settings(device))
+    env.update({f"env_{name}": os.environ.get(name, "unset") for name in THREAD_VARIABLES})
+    return env
+
+
+def provenance_texts(repo: Path) -> dict[str, str]:
+    """The long records as files for the suite's MLflow run: the lock, and the diff when dirty."""
+    texts = {PACKAGES_FILE: "\n".join(package_lock()) + "\n"}
+    diff = git_diff(repo.resolve())
+    if diff:
+        texts[DIFF_FILE] = diff
+    return texts
+
+
+def save_diff(run_dir: Path, repo: Path) -> Path | None:
+    """Keep the uncommitted diff in the run folder, named by its hash (the records name the hash)."""
+    diff = git_diff(repo.resolve())
+    if not diff:
+        return None
+    path = Path(run_dir) / DIFF_DIR / f"git-{sha256_text(diff)[:12]}.diff"
+    if not path.exists():
+        write_text_atomic(path, diff)
+    return path

@@ -134,7 +134,11 @@ class MlflowTracker:
             self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tag_items[start : start + 100]])
 
     # -- suite (parent) runs --------------------------------------------------------------
-    def start_parent(self, suite_meta: Mapping[str, Any], environment: Mapping[str, str], run_name: str) -> str:
+    def start_parent(
+        self, suite_meta: Mapping[str, Any], environment: Mapping[str, str], run_name: str,
+        extra_tags: Mapping[str, str] | None = None, texts: Mapping[str, str] | None = None,
+    ) -> str:
+        """The suite's run; ``extra_tags`` add to (or override) the standard ones, ``texts`` become files."""
         experiment_id = self.experiment_id(suite_meta["suite"])
 
         def start() -> str:
@@ -147,6 +151,7 @@ class MlflowTracker:
                 "harness.profile": suite_meta["profile"],
                 "harness.task": suite_meta["task"],
                 **{f"harness.{k}": v for k, v in environment.items()},
+                **(extra_tags or {}),
             }
             run = self.client.create_run(experiment_id, tags={k: str(v) for k, v in tags.items()})
             self._log_batch(
@@ -155,6 +160,8 @@ class MlflowTracker:
             )
             self.client.log_dict(run.info.run_id, dict(suite_meta), "suite.json")
             self.client.log_dict(run.info.run_id, dict(environment), "environment.json")
+            for name, text in (texts or {}).items():
+                self.client.log_text(run.info.run_id, text, name)
             return run.info.run_id
 
         return self._timed(start)
@@ -193,9 +200,11 @@ class MlflowTracker:
 
     # -- trial (nested) runs --------------------------------------------------------------
     def log_trial(
-        self, parent_id: str, record: Mapping[str, Any], trial_file: Path, marker: Path, work_dir: Path | None = None
+        self, parent_id: str, record: Mapping[str, Any], trial_file: Path, marker: Path, work_dir: Path | None = None,
+        extra_tags: Mapping[str, str] | None = None,
     ) -> str:
-        """One nested run holding the trial's params, curves, final metrics, tags and files."""
+        """One nested run holding the trial's params, curves, final metrics, tags and files;
+        ``extra_tags`` add to (or override) the standard ones."""
         experiment_id = self.experiment_id(record["suite"])
 
         def log() -> str:
@@ -217,6 +226,7 @@ class MlflowTracker:
                 "harness.point": record["point_label"],
                 "harness.status": record["status"],
                 **{f"harness.{k}": v for k, v in env.items() if k != "argv"},
+                **(extra_tags or {}),
             }
             if record.get("error"):
                 tags["harness.error"] = record["error"][:8000]

@@ -1,0 +1,113 @@
+"""``harness reproduce`` and ``harness compare``: prove a logged result here, and see what moves.
+
+Exit codes: 0 reproduced / no primary claim changed, 1 a metric differs on the same device
+class, a trial failed, or a primary claim's result changed; 2 a usage error (unknown run id,
+not a harness run, missing artifact, different suites), one line on stderr, nothing written.
+"""
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+USAGE_ERROR = 2
+DIFFERS = 1
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(USAGE_ERROR)
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command()
+@click.argument("target")
+@click.option("--tracking-uri", help="MLflow store holding a run id TARGET, and where the reproduction is logged "
+              "[default: where the results folder says it was logged, else sqlite:///RESULTS/mlflow.db].")
+@click.option("--results", "results_root", type=click.Path(file_okay=False, path_type=Path),
+              help="Results root [default: the one TARGET lies in, else ./results].")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="New folder for the rerun [default: RESULTS/reproductions/<suite>-<profile>-<UTC time>].")
+@click.option("--device", "device_choice", type=click.Choice(["recorded", "auto", "cpu", "cuda"]), default="recorded",
+              show_default=True, help="recorded: the device type the original ran on.")
+@click.option("--no-mlflow", is_flag=True, help="Do not log the reproduction to MLflow.")
+def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, out: Path | None,
+              device_choice: str, no_mlflow: bool) -> None:
+    """Rerun a recorded result and check it bit for bit.
+
+    TARGET is an MLflow run id (a suite run or one trial run, from the MLflow UI), a
+    <suite>/<profile> results folder, or one trial JSON. Prints every difference between the
+    recorded environment and this one, reruns every trial into a new folder, and compares: every
+    metric but speed must be bit-identical on the same device class (exit 1 naming each that is
+    not); speed is shown as ratios. The reproduction is logged to MLflow with the tag
+    harness.reproduction_of = the original run id.
+    """
+    from harness.reproduction.report import render_outcome, render_plan
+    from harness.reproduction.reproduce import plan_reproduction, regressed, run_reproduction
+    from harness.reproduction.sources import ReproduceError
+    from harness.terminal import Console
+    from harness.tracking.mlflow_tracker import TrackingError
+
+    try:
+        plan = plan_reproduction(target, tracking_uri, results_root, out, device_choice, not no_mlflow)
+    except (ReproduceError, TrackingError) as exc:
+        _fail(str(exc))
+    click.echo(render_plan(plan))
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        outcome = run_reproduction(plan, Console())
+    except TrackingError as exc:
+        _fail(f"{exc} (the rerun is stored under {plan.out_root})")
+    click.echo(render_outcome(plan, outcome))
+    if outcome.interrupted:
+        raise SystemExit(130)
+    if regressed(plan, outcome):
+        raise SystemExit(DIFFERS)
+
+
+
+@click.command()
+@click.argument("results_a", metavar="RESULTS_A", type=click.Path(path_type=Path))
+@click.argument("results_b", metavar="RESULTS_B", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for compare-<suite>.png and .json [default: RESULTS_B/compare].")
+@click.option("--all", "all_metrics", is_flag=True, help="Show every metric, not only the key ones.")
+def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: bool) -> None:
+    """Two runs of the same suite: every verdict or claim that changed, then each metric's shift.
+
+    RESULTS_A and RESULTS_B are <suite>/<profile> folders, or results roots holding the same
+    suites. Per arm and metric: B - A with its interval over seeds (paired by seed when both ran
+    the same seeds, else Welch). Exit 1 when a primary claim's result changed.
+    """
+    from harness.analysis.compare import CompareError, load_pair
+    from harness.analysis.compare_plot import write_comparison_plot
+    from harness.analysis.compare_report import render_comparison, run_label
+    from harness.analysis.results import ResultsError
+    from harness.store import write_json_atomic
+
+    try:
+        comparisons = load_pair(results_a, results_b)
+    except (CompareError, ResultsError) as exc:
+        _fail(str(exc))
+    out_dir = out or results_b / "compare"
+    changed = False
+    for comparison in comparisons:
+        click.echo(render_comparison(comparison, all_metrics))
+        stem = f"compare-{comparison.b.suite}"
+        summary = out_dir / f"{stem}.json"
+        write_json_atomic(summary, comparison.as_dict())
+        plot = write_comparison_plot(comparison, out_dir / f"{stem}.png", run_label("A", comparison.a),
+                                     run_label("B", comparison.b))
+        click.echo(f"\nsummary: {summary}" + (f"\nplot: {plot}" if plot else "") + "\n")
+        changed = changed or comparison.claim_changed
+    if changed:
+        click.echo("a primary claim's result changed from A to B")
+        raise SystemExit(DIFFERS)
+
+
+COMMANDS = (reproduce, compare)

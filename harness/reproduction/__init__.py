@@ -1,0 +1,1 @@
+"""``harness reproduce``: rebuild recorded trials, rerun them here, and prove (or refute) the result."""

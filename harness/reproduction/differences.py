@@ -1,0 +1,200 @@
+"""What differs between a recorded run and its rerun here: environment, packages, metrics.
+
+Every metric but speed (quality, memory, informational) must come back bit-identical on the
+same device class: the spine seeds every trial and uses deterministic CPU kernels, so any
+difference means the code, a library or the device changed something. Speed cannot repeat
+exactly; it is reported as reproduced / recorded ratios with no pass or fail.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from harness.tasks import UnknownTaskError, load_task
+
+NOT_RECORDED = "not recorded"
+ABSENT = "absent"
+IGNORED_KEYS = ("argv", "executor")  # how a run was started, not what it ran with
+SPEED = "speed"
+
+
+@dataclass(frozen=True)
+class Difference:
+    key: str
+    recorded: str
+    here: str
+
+
+def environment_differences(
+    records: Sequence[Mapping[str, Any]], here: Mapping[str, str], task_versions: Mapping[str, str]
+) -> list[Difference]:
+    """Each environment key (and each task's version) whose recorded value is not this one's.
+
+    Records of one run may hold several values (a run resumed after an upgrade): all are shown.
+    """
+    keys: list[str] = [k for k in here if k not in IGNORED_KEYS]
+    for record in records:
+        keys.extend(k for k in record.get("environment") or {} if k not in IGNORED_KEYS and k not in keys)
+    found = []
+    for key in keys:
+        recorded = _distinct(str((r.get("environment") or {}).get(key, NOT_RECORDED)) for r in records)
+        value = here.get(key, NOT_RECORDED)
+        if recorded != [value]:
+            found.append(Difference(key, " | ".join(recorded), value))
+    for task, version in task_versions.items():
+        recorded = _distinct(str(r["task_version"]) for r in records if r["task"] == task)
+        if recorded != [version]:
+            found.append(Difference(f"task {task} version", " | ".join(recorded), version))
+    return found
+
+
+def package_differences(records: Sequence[Mapping[str, Any]], here: Sequence[str]) -> list[Difference]:
+    """Each distribution installed in a different version (or only on one side), by name."""
+    locks = [r["packages"] for r in records if isinstance(r.get("packages"), list)]
+    if not locks:
+        return [Difference("packages", NOT_RECORDED, f"{len(here)} installed")]
+    recorded = [_versions(lock) for lock in locks]
+    current = _versions(here)
+    names = sorted({n for lock in recorded for n in lock} | set(current))
+    found = []
+    for name in names:
+        was = _distinct(lock.get(name, ABSENT) for lock in recorded)
+        now = current.get(name, ABSENT)
+        if was != [now]:
+            found.append(Difference(name, " | ".join(was), now))
+    return found
+
+
+@dataclass(frozen=True)
+class MetricCheck:
+    """One metric of one trial, recorded and reproduced (None: not reported or not finite)."""
+
+    trial: str
+    trial_id: str
+    key: str
+    kind: str
+    recorded: float | None
+    reproduced: float | None
+
+    @property
+    def identical(self) -> bool:
+        """Bit for bit: repr round-trips a float exactly and tells -0.0 from 0.0."""
+        return repr(self.recorded) == repr(self.reproduced)
+
+    @property
+    def ratio(self) -> float | None:
+        if self.recorded is None or self.reproduced is None or self.recorded == 0:
+            return None
+        return self.reproduced / self.recorded
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"trial": self.trial, "trial_id": self.trial_id, "key": self.key, "kind": self.kind,
+                "recorded": self.recorded, "reproduced": self.reproduced, "identical": self.identical,
+                **({"ratio": self.ratio} if self.kind == SPEED else {})}
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    exact: tuple[MetricCheck, ...]  # every metric but speed
+    speed: tuple[MetricCheck, ...]
+    status_changes: tuple[Difference, ...]  # trial title: recorded status -> reproduced status
+    not_rerun: tuple[str, ...]  # trials of the original without a reproduction (interrupted)
+
+    @property
+    def differing(self) -> list[MetricCheck]:
+        return [c for c in self.exact if not c.identical]
+
+    @property
+    def identical(self) -> bool:
+        return not self.differing and not self.status_changes and not self.not_rerun
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "identical": self.identical,
+            "compared": len(self.exact),
+            "differing": [c.as_dict() for c in self.differing],
+            "status_changes": [{"trial": d.key, "recorded": d.recorded, "reproduced": d.here} for d in self.status_changes],
+            "not_rerun": list(self.not_rerun),
+            "speed": [c.as_dict() for c in self.speed],
+        }
+
+
+def compare_metrics(original: Iterable[Mapping[str, Any]], reproduced: Iterable[Mapping[str, Any]]) -> MetricComparison:
+    """Match trials by id and compare every final metric either side reported."""
+    again = {r["trial_id"]: r for r in reproduced}
+    exact: list[MetricCheck] = []
+    speed: list[MetricCheck] = []
+    changes: list[Difference] = []
+    missing: list[str] = []
+    for record in original:
+        title = trial_title(record)
+        other = again.get(record["trial_id"])
+        if other is None:
+            missing.append(title)
+            continue
+        if record.get("status") != other.get("status"):
+            changes.append(Difference(title, str(record.get("status")), _status(other)))
+            continue
+        kinds = _metric_kinds(str(record["task"]))
+        before, after = record.get("metrics") or {}, other.get("metrics") or {}
+        for key in sorted(before.keys() | after.keys()):
+            kind = kinds(key)
+            check = MetricCheck(title, record["trial_id"], key, kind, _number(before.get(key)), _number(after.get(key)))
+            (speed if kind == SPEED else exact).append(check)
+    return MetricComparison(tuple(exact), tuple(speed), tuple(changes), tuple(missing))
+
+
+def trial_title(record: Mapping[str, Any]) -> str:
+    point = f" {record['point_label']}" if record.get("point_label") else ""
+    return f"{record['arm_label']} seed={record['seed']}{point}"
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    if not positive:
+        return None
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))
+
+
+def _metric_kinds(task: str):
+    """key -> declared kind; an undeclared key (or an unloadable task) must match exactly."""
+    try:
+        declared = load_task(task)
+    except UnknownTaskError:
+        return lambda key: "undeclared"
+
+    def kind(key: str) -> str:
+        metric = declared.metric_for(key)
+        return metric.kind if metric is not None else "undeclared"
+
+    return kind
+
+
+def _status(record: Mapping[str, Any]) -> str:
+    status = str(record.get("status"))
+    return f"{status} ({record['error']})" if record.get("error") else status
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _versions(lock: Iterable[str]) -> dict[str, str]:
+    """``name==version`` lines by normalised name (PEP 503: case, '-', '_' and '.' alike)."""
+    out = {}
+    for line in lock:
+        name, _, version = str(line).partition("==")
+        out[_normalise(name)] = version or "?"
+    return out
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distinct(values: Iterable[str]) -> list[str]:
+    return sorted(set(values))

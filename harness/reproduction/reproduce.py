@@ -1,0 +1,344 @@
+"""Plan a reproduction (resolve the target, rebuild its trials, diff the environment: nothing is
+written) and run it (rerun every trial into a new results folder, compare, log to MLflow).
+
+A reproduction reruns each trial exactly as recorded: its task, version, arm, seed and resolved
+params rebuild the same ``Trial`` (hence the same trial id), on the recorded device type and
+with the recorded torch thread count (float reductions depend on it). It builds every cached
+artifact afresh in its own folder, so nothing the original produced enters the rerun.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+
+import harness
+from harness.devices import device_class, resolve_device
+from harness.execution.executor import SerialExecutor, TrialJob
+from harness.execution.runner import device_description, task_declarations
+from harness.execution.trials import Trial
+from harness.reproduction.differences import (
+    Difference,
+    MetricComparison,
+    compare_metrics,
+    environment_differences,
+    package_differences,
+    trial_title,
+)
+from harness.reproduction.mlflow_source import check_store, load_run, looks_like_run_id, parents_of
+from harness.reproduction.sources import Original, ReproduceError, load_path
+from harness.store import RunFolder, write_json_atomic
+from harness.tasks import UnknownTaskError, load_task
+from harness.terminal import Console
+from harness.tracking.environment import environment, package_lock, provenance_texts
+from harness.tracking.mlflow_tracker import (
+    MlflowTracker,
+    TrackingError,
+    check_reachable,
+    default_tracking_uri,
+    marker_path,
+)
+
+RESULTS_DEFAULT = Path("results")
+REPRODUCTIONS_DIR = "reproductions"
+SUMMARY_FILE = "reproduction.json"
+
+
+@dataclass
+class Plan:
+    """Everything decided before the first trial runs."""
+
+    original: Original
+    trials: list[Trial]
+    threads: dict[str, int]  # trial id -> torch threads to run it with (the recorded count)
+    device: torch.device
+    recorded_device: str
+    device_note: str | None
+    out_root: Path
+    tracker: MlflowTracker | None
+    here: dict[str, str]
+    environment_differences: list[Difference]
+    package_differences: list[Difference]
+    repo: Path
+
+    @property
+    def same_device_class(self) -> bool:
+        """Only then must every non-speed metric come back bit-identical."""
+        return device_class(torch.device(self.recorded_device)) == device_class(self.device)
+
+
+@dataclass
+class Outcome:
+    run_dir: Path
+    records: list[dict[str, Any]]
+    comparison: MetricComparison
+    parent_run_id: str | None
+    seconds: float
+    interrupted: bool
+    summary_path: Path
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("status") != "finished"]
+
+
+def plan_reproduction(
+    target: str, tracking_uri: str | None, results: Path | None, out: Path | None, device_choice: str, mlflow: bool
+) -> Plan:
+    """Resolve the target and everything the rerun needs; raises ReproduceError, writes nothing."""
+    original = _load(target, tracking_uri, results)
+    finished = [r for r in original.records if r.get("status") == "finished"]
+    if not finished:
+        raise ReproduceError(f"{original.description}: no finished trial to reproduce (failed trials have no result)")
+    original.skipped = len(original.records) - len(finished)
+    original.records = finished
+    trials = rebuild_trials(original.records)
+    root = results or original.results_root or RESULTS_DEFAULT
+    recorded_device = str((original.records[0].get("environment") or {}).get("device", "cpu"))
+    device, note = _choose_device(device_choice, recorded_device)
+    threads = {r["trial_id"]: _threads(r) for r in original.records}
+    if len(set(threads.values())) == 1:  # this process's view (device name, environment) matches the rerun
+        torch.set_num_threads(next(iter(threads.values())))
+    out_root = out or _fresh_folder(root / REPRODUCTIONS_DIR, f"{original.suite}-{original.profile}")
+    if out_root.exists() and any(out_root.iterdir()):
+        raise ReproduceError(f"--out {out_root} is not empty; a reproduction never writes over results")
+    tracker = _tracker(original, tracking_uri, root) if mlflow else None
+    repo = Path(harness.__file__).resolve().parent
+    here = environment(device, repo)
+    versions = {r["task"]: load_task(r["task"]).version for r in original.records}
+    return Plan(
+        original=original, trials=trials, threads=threads, device=device, recorded_device=recorded_device,
+        device_note=note, out_root=out_root, tracker=tracker, here=here,
+        environment_differences=environment_differences(original.records, here, versions),
+        package_differences=package_differences(original.records, package_lock()), repo=repo,
+    )
+
+
+def rebuild_trials(records: list[dict[str, Any]]) -> list[Trial]:
+    """The recorded trials, each checked against the task as it is here."""
+    trials = []
+    for record in records:
+        try:
+            task = load_task(str(record["task"]))
+            task.validate_params(record["params"])
+        except UnknownTaskError as exc:
+            raise ReproduceError(f"trial {trial_title(record)}: {exc}") from None
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"]) or "params"
+            raise ReproduceError(
+                f"trial {trial_title(record)}: task {record['task']!r} here does not accept its recorded params "
+                f"({where}: {error['msg']})"
+            ) from None
+        trials.append(Trial(
+            suite=str(record["suite"]), profile=str(record["profile"]), task=str(record["task"]),
+            task_version=str(record["task_version"]), arm=str(record["arm"]), arm_label=str(record["arm_label"]),
+            seed=int(record["seed"]), point=dict(record["point"] or {}), params=dict(record["params"]),
+        ))
+    return trials
+
+
+def run_reproduction(plan: Plan, console: Console) -> Outcome:
+    """Rerun every trial into ``plan.out_root``, compare with the record, log it linked to the original."""
+    clock = time.perf_counter()
+    original = plan.original
+    folder = RunFolder(plan.out_root, original.suite, original.profile)
+    meta = _suite_meta(plan)
+    folder.save_suite(meta)
+    env = {**plan.here, "executor": SerialExecutor.name}
+    tracker, parent_id = plan.tracker, None
+    if tracker is not None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        parent_id = tracker.start_parent(
+            meta, env, f"reproduce {original.suite}/{original.profile} {stamp}",
+            extra_tags={"harness.kind": "reproduction", "harness.reproduction_of": original.linked_runs,
+                        "harness.reproduction_source": original.description[:5000]},
+            texts=provenance_texts(plan.repo),
+        )
+    jobs = [
+        TrialJob(
+            task=trial.task, trial=trial, device=str(plan.device), cache_dir=(plan.out_root / "cache" / trial.suite).absolute(),
+            work_dir=(folder.path / "work" / trial.trial_id).absolute(), environment=env,
+            torch_threads=plan.threads[trial.trial_id], index=index, total=len(plan.trials),
+        )
+        for index, trial in enumerate(plan.trials, 1)
+    ]
+    records: list[dict[str, Any]] = []
+    interrupted = False
+    try:
+        for record in SerialExecutor().run(jobs, console):
+            path = folder.save_trial(record)
+            records.append(record)
+            status = "ok" if record["status"] == "finished" else f"FAILED: {record['error']}"
+            console.trial_finished(original.suite, len(records), len(jobs), trial_title(record), status, record["wall_seconds"])
+            if tracker is not None and parent_id is not None:
+                tracker.log_trial(
+                    parent_id, record, path, marker_path(folder.path, record["trial_id"]),
+                    work_dir=folder.path / "work" / record["trial_id"],
+                    extra_tags={"harness.kind": "reproduction_trial",
+                                "harness.reproduction_of": original.run_ids.get(record["trial_id"], "")},
+                )
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        console.close()
+    comparison = compare_metrics(original.records, records)
+    outcome = Outcome(folder.path, records, comparison, parent_id, time.perf_counter() - clock, interrupted,
+                      plan.out_root / SUMMARY_FILE)
+    write_json_atomic(outcome.summary_path, summary(plan, outcome))
+    if tracker is not None and parent_id is not None:
+        tracker.finish_parent(
+            parent_id, _run_status(outcome),
+            {"reproduction.compared": len(comparison.exact), "reproduction.differing": len(comparison.differing),
+             "reproduction.seconds": outcome.seconds},
+            [outcome.summary_path],
+            {"harness.reproduction.result": result_word(plan, outcome),
+             "harness.reproduction.differing_metrics": ", ".join(differing_keys(comparison))[:5000]},
+        )
+    return outcome
+
+
+def result_word(plan: Plan, outcome: Outcome) -> str:
+    if outcome.interrupted:
+        return "interrupted"
+    if outcome.comparison.identical:
+        return "identical"
+    return "differs" if plan.same_device_class else "differs (other device class)"
+
+
+def regressed(plan: Plan, outcome: Outcome) -> bool:
+    """Exit 1: a trial failed here, or a metric differs on the same device class."""
+    return bool(outcome.failed) or (plan.same_device_class and not outcome.comparison.identical)
+
+
+def differing_keys(comparison: MetricComparison) -> list[str]:
+    keys: list[str] = []
+    for check in comparison.differing:
+        if check.key not in keys:
+            keys.append(check.key)
+    return keys
+
+
+def summary(plan: Plan, outcome: Outcome) -> dict[str, Any]:
+    """reproduction.json: what was rerun, what differs, and the verdict."""
+    original = plan.original
+    return {
+        "schema": 1,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "original": {
+            "description": original.description, "suite": original.suite, "profile": original.profile,
+            "tracking_uri": original.tracking_uri, "runs": original.linked_runs, "trial_runs": original.run_ids,
+        },
+        "reproduction": {
+            "results": str(outcome.run_dir), "tracking_uri": plan.tracker.uri if plan.tracker else None,
+            "run_id": outcome.parent_run_id, "seconds": round(outcome.seconds, 3), "interrupted": outcome.interrupted,
+        },
+        "device": {"recorded": plan.recorded_device, "here": str(plan.device), "same_class": plan.same_device_class,
+                   "note": plan.device_note},
+        "result": result_word(plan, outcome),
+        "environment_differences": [_difference(d) for d in plan.environment_differences],
+        "package_differences": [_difference(d) for d in plan.package_differences],
+        "metrics": outcome.comparison.as_dict(),
+    }
+
+
+def _load(target: str, tracking_uri: str | None, results: Path | None) -> Original:
+    path = Path(target)
+    if path.exists():
+        return load_path(path)
+    if not looks_like_run_id(target):
+        raise ReproduceError(f"{target}: no such file or folder, and not an MLflow run id (32 hex digits)")
+    uri = tracking_uri or default_tracking_uri(results or RESULTS_DEFAULT)
+    check_store(uri)
+    try:
+        check_reachable(uri)
+    except TrackingError as exc:
+        raise ReproduceError(str(exc)) from None
+    return load_run(MlflowTracker(uri), target)
+
+
+def _tracker(original: Original, tracking_uri: str | None, root: Path) -> MlflowTracker:
+    """Log where the original was logged (its markers say where), unless told otherwise."""
+    uri = tracking_uri or original.tracking_uri or default_tracking_uri(root)
+    if tracking_uri is None and uri == original.tracking_uri and _missing_store(uri):
+        uri = default_tracking_uri(root)  # results copied from elsewhere: their store is not here
+    try:
+        check_reachable(uri)
+    except TrackingError as exc:
+        raise ReproduceError(str(exc)) from None
+    tracker = MlflowTracker(uri, artifact_root=root / "mlartifacts")
+    if original.run_ids and not original.parent_run_ids and uri == original.tracking_uri:
+        original.parent_run_ids = parents_of(tracker, list(original.run_ids.values()))
+    return tracker
+
+
+def _missing_store(uri: str) -> bool:
+    try:
+        check_store(uri)
+    except ReproduceError:
+        return True
+    return False
+
+
+def _choose_device(choice: str, recorded: str) -> tuple[torch.device, str | None]:
+    """The recorded device type by default; a CUDA record on a machine without CUDA runs on the CPU."""
+    if choice == "recorded":
+        if recorded.startswith("cuda") and not torch.cuda.is_available():
+            return torch.device("cpu"), f"recorded on {recorded}, no CUDA here: rerunning on cpu"
+        choice = "cuda" if recorded.startswith("cuda") else "cpu"
+    try:
+        return resolve_device(choice), None
+    except ValueError as exc:
+        raise ReproduceError(str(exc)) from None
+
+
+def _threads(record: dict[str, Any]) -> int:
+    try:
+        return max(1, int((record.get("environment") or {}).get("torch_threads", "")))
+    except ValueError:
+        return torch.get_num_threads()
+
+
+def _fresh_folder(parent: Path, stem: str) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    candidate, n = parent / f"{stem}-{stamp}", 1
+    while candidate.exists():
+        n += 1
+        candidate = parent / f"{stem}-{stamp}-{n}"
+    return candidate
+
+
+def _suite_meta(plan: Plan) -> dict[str, Any]:
+    """The original suite.json with this device, or (a lone trial JSON) what the records tell."""
+    meta = plan.original.suite_meta
+    if meta is None:
+        records = plan.original.records
+        first = records[0]
+        labels: dict[str, list[str]] = {}
+        for record in records:
+            labels.setdefault(record["arm"], [])
+            if record["arm_label"] not in labels[record["arm"]]:
+                labels[record["arm"]].append(record["arm_label"])
+        meta = {
+            "schema": 1, "suite": first["suite"], "profile": first["profile"], "task": first["task"],
+            "task_version": first["task_version"], "seeds": sorted({r["seed"] for r in records}),
+            "params": {}, "sweep": {}, "contrasts": [], "claims": [], "validity": None,
+            "arms": {arm: {"params": {}, "sweep": {}, "labels": names} for arm, names in labels.items()},
+            **task_declarations(load_task(first["task"])),
+        }
+    return {**meta, **device_description(plan.device)}
+
+
+def _run_status(outcome: Outcome) -> str:
+    if outcome.interrupted:
+        return "KILLED"
+    return "FAILED" if outcome.failed else "FINISHED"
+
+
+def _difference(difference: Difference) -> dict[str, str]:
+    return {"key": difference.key, "recorded": difference.recorded, "here": difference.here}
