@@ -11,18 +11,25 @@ What is compared, and how, follows what is stable across runs of the same code:
   ``gate.speed_tolerance``, else ``SPEED_RATIO_TOLERANCE``); a profile whose timings are too small
   to mean anything (smoke) sets ``gate.speed: false`` and its speed ratios are not gated; neither
   are those of a run whose trials ran concurrently (Ray), in the baseline or in the gated run.
-A baseline belongs to one suite, profile and device class: gating across them is refused.
+A baseline belongs to one suite, profile, device class, seed set and sweep: gating across them
+is refused (exit 2), as is a baseline that is empty or malformed (an unknown check, a value that
+is not a finite number). The gate cannot pass vacuously: comparing zero checks fails, and so does
+a trial of the baseline missing from the run, a value missing, or a seed dropped from a value
+because its metric is missing or NaN in this run; each is named in the output. A baseline is
+saved only from a complete run (every declared trial finished) that holds something to gate.
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from harness.analysis.results import RunResults, load_results
 from harness.analysis.verdicts import contrast_variants
+from harness.execution.trials import point_label, sweep_points
 from harness.store import read_json, write_json_atomic
 from harness.tasks.base import metric_family
 
@@ -33,7 +40,12 @@ QUALITY, MEMORY, SPEED_RATIO = "quality", "memory", "speed_ratio"
 
 
 class GateError(ValueError):
-    """The gate cannot compare (missing or mismatched baseline): a usage error, not a regression."""
+    """The gate cannot compare (missing, malformed or mismatched baseline): a usage error, not a regression."""
+
+
+CHECKS = (QUALITY, MEMORY, SPEED_RATIO)
+DIRECTIONS = {QUALITY: ("higher", "lower"), SPEED_RATIO: ("higher", "lower"), MEMORY: ("higher", "lower", "none")}
+TrialKey = tuple[str, str, int]  # (arm label, point label, seed)
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,9 @@ class GateCheck:
 
 @dataclass(frozen=True)
 class GateResult:
+    """One run against its baseline. It passes only when something was compared and nothing the
+    baseline holds went missing: every trial, every value, every seed of every value."""
+
     suite: str
     profile: str
     device_class: str
@@ -62,6 +77,8 @@ class GateResult:
     missing_in_run: tuple[str, ...]
     missing_in_baseline: tuple[str, ...]
     failed_trials: tuple[str, ...]
+    missing_trials: tuple[str, ...] = ()
+    dropped_seeds: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> tuple[GateCheck, ...]:
@@ -69,7 +86,9 @@ class GateResult:
 
     @property
     def passed(self) -> bool:
-        return not (self.regressions or self.missing_in_run or self.failed_trials)
+        return bool(self.checks) and not (
+            self.regressions or self.missing_in_run or self.failed_trials or self.missing_trials or self.dropped_seeds
+        )
 
     def render(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
@@ -77,9 +96,14 @@ class GateResult:
             f"gate {self.suite}/{self.profile}/{self.device_class} vs {self.baseline_path}: {verdict} "
             f"({len(self.checks) - len(self.regressions)} of {len(self.checks)} checks within tolerance)"
         ]
+        if not self.checks:
+            lines.append("  NO CHECKS: nothing in this run could be compared with the baseline; a gate that compares "
+                         "nothing fails")
         lines += [f"  REGRESSION {c.describe()}" for c in self.regressions]
         lines += [f"  FAILED TRIAL {t}" for t in self.failed_trials]
+        lines += [f"  MISSING TRIAL (in the baseline, not in this run): {t}" for t in self.missing_trials]
         lines += [f"  MISSING in this run (present in the baseline): {m}" for m in self.missing_in_run]
+        lines += [f"  DROPPED SEED (no finite value in this run; not compared): {d}" for d in self.dropped_seeds]
         lines += [f"  not in the baseline (not gated; save a new baseline to include): {m}" for m in self.missing_in_baseline]
         return "\n".join(lines)
 
@@ -88,18 +112,33 @@ def baseline_filename(suite: str, profile: str, device_class: str) -> str:
     return f"{suite}-{profile}-{device_class}.json"
 
 
+def _declared_seeds(results: RunResults) -> set[int] | None:
+    return set(results.seeds) or None  # a folder without declared seeds: every stored seed counts
+
+
+def _seed_values(results: RunResults, label: str, point: str, key: str) -> dict[int, float]:
+    """Finite values by seed, of the seeds the run declares (stale trials of other seeds aside)."""
+    declared = _declared_seeds(results)
+    return {s: v for s, v in results.values(label, point, key).items() if declared is None or s in declared}
+
+
+def _entry(check: str, subject: str, point: str, key: str, direction: str, value: float, seeds) -> dict[str, Any]:
+    return {"check": check, "subject": subject, "point": point, "metric": key, "direction": direction,
+            "value": value, "seeds": sorted(seeds)}
+
+
 def baseline_values(results: RunResults) -> list[dict[str, Any]]:
-    """The gated values of a run: quality and memory means per arm, speed ratios per contrast."""
+    """The gated values of a run: quality and memory means per arm, speed ratios per contrast,
+    each with the seeds it averages (a seed without a finite value is not in it)."""
     entries: list[dict[str, Any]] = []
     for label in results.arm_labels():
         for point in results.point_labels():
             for key in results.metric_keys(label, point):
                 spec = results.spec_for(key)
                 check = MEMORY if spec.kind == "memory" else QUALITY if spec.kind == "quality" and spec.better_sign else None
-                mean = _mean(results, label, point, key)
-                if check and mean is not None:
-                    entries.append({"check": check, "subject": label, "point": point, "metric": key,
-                                    "direction": spec.direction, "value": mean})
+                values = _seed_values(results, label, point, key)
+                if check and values:
+                    entries.append(_entry(check, label, point, key, spec.direction, _mean(values.values()), values))
     if results.speed_under_load:  # timings of concurrent trials say nothing about the code
         return entries
     for variant in contrast_variants(results):
@@ -108,13 +147,41 @@ def baseline_values(results: RunResults) -> list[dict[str, Any]]:
                 spec = results.spec_for(key)
                 if spec.kind != "speed" or not spec.better_sign:
                     continue
-                treated = _mean(results, variant.treatment_label, point, key)
-                controlled = _mean(results, variant.control_label, point, key)
-                if treated is not None and controlled:
-                    entries.append({"check": SPEED_RATIO, "subject": f"{variant.treatment_label}-vs-{variant.control_label}",
-                                    "point": point, "metric": key, "direction": spec.direction,
-                                    "value": treated / controlled})
+                ratio, seeds = _ratio(results, variant.treatment_label, variant.control_label, point, key, None)
+                if ratio is not None:
+                    entries.append(_entry(SPEED_RATIO, f"{variant.treatment_label}-vs-{variant.control_label}", point,
+                                          key, spec.direction, ratio, seeds))
     return entries
+
+
+def _ratio(results: RunResults, treatment: str, control: str, point: str, key: str,
+           seeds: list[int] | None) -> tuple[float | None, list[int]]:
+    """Treatment mean / control mean over the seeds both have (of ``seeds`` when given)."""
+    treated = _seed_values(results, treatment, point, key)
+    controlled = _seed_values(results, control, point, key)
+    common = sorted(s for s in treated if s in controlled and (seeds is None or s in seeds))
+    if not common:
+        return None, []
+    denominator = _mean(controlled[s] for s in common)
+    return (_mean(treated[s] for s in common) / denominator if denominator else None), common
+
+
+def declared_trials(results: RunResults) -> list[TrialKey]:
+    """Every trial the run's suite.json declares: arm label x sweep point x seed."""
+    labels: list[str] = []
+    for name, entry in (results.meta.get("arms") or {}).items():
+        labels.extend((entry or {}).get("labels") or [name])
+    points = [point_label(p) for p in sweep_points(results.meta.get("sweep") or {})]
+    return [(label, point, seed) for seed in results.seeds for point in points for label in labels]
+
+
+def _trial_name(key: TrialKey) -> str:
+    label, point, seed = key
+    return f"{label} seed={seed}{f' @ {point}' if point else ''}"
+
+
+def _finished_keys(results: RunResults) -> set[TrialKey]:
+    return {(t["arm_label"], t["point_label"], t["seed"]) for t in results.finished}
 
 
 def make_baseline(results: RunResults) -> dict[str, Any]:
@@ -128,6 +195,8 @@ def make_baseline(results: RunResults) -> dict[str, Any]:
         "task": results.meta.get("task"),
         "task_version": results.meta.get("task_version"),
         "seeds": results.meta.get("seeds"),
+        "sweep": results.meta.get("sweep") or {},
+        "trials": [{"arm": label, "point": point, "seed": seed} for label, point, seed in declared_trials(results)],
         "git_commit": next((e["git_commit"] for e in environments if e.get("git_commit")), None),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "values": baseline_values(results),
@@ -135,14 +204,30 @@ def make_baseline(results: RunResults) -> dict[str, Any]:
 
 
 def save_baseline(run_dir: Path, out_dir: Path = DEFAULT_BASELINES_DIR) -> Path:
-    """Write ``<out_dir>/<suite>-<profile>-<device class>.json``; refused when trials failed."""
+    """Write ``<out_dir>/<suite>-<profile>-<device class>.json``; refused unless the run is complete
+    (every declared trial finished) and holds something to gate."""
     results = load_results(run_dir)
     if results.failed:
         raise GateError(
             f"{results.run_dir}: {len(results.failed)} failed trial(s); a baseline must come from a complete run"
         )
+    if not results.finished:
+        raise GateError(f"{results.run_dir}: no finished trials; a baseline must come from a complete run (run the suite first)")
+    finished = _finished_keys(results)
+    expected = declared_trials(results)
+    missing = [key for key in expected if key not in finished]
+    if not expected or missing:
+        example = f" (first: {_trial_name(missing[0])})" if missing else ""
+        raise GateError(
+            f"{results.run_dir}: {len(missing)} of {len(expected)} declared trials have no result{example}; "
+            "a baseline must come from a complete run (rerun the suite to finish them)"
+        )
+    baseline = make_baseline(results)
+    if not baseline["values"]:
+        raise GateError(f"{results.run_dir}: no quality, memory or speed-ratio values to gate; a baseline of nothing "
+                        "would pass every run")
     path = Path(out_dir) / baseline_filename(results.suite, results.profile, results.device_class)
-    write_json_atomic(path, make_baseline(results))
+    write_json_atomic(path, baseline)
     return path
 
 
@@ -151,11 +236,69 @@ def load_baseline(path: Path) -> dict[str, Any]:
         baseline = read_json(path)
     except FileNotFoundError as exc:
         raise GateError(f"no baseline at {path}; create one with `harness baseline save RESULTS`") from exc
-    except (OSError, json.JSONDecodeError) as exc:
-        raise GateError(f"baseline {path} cannot be read ({exc})") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GateError(f"baseline {path} cannot be read ({' '.join(str(exc).split())})") from exc
     if not isinstance(baseline, dict) or baseline.get("schema") != BASELINE_SCHEMA or "values" not in baseline:
         raise GateError(f"{path} is not a harness baseline (schema {BASELINE_SCHEMA})")
+    problem = _baseline_problem(baseline)
+    if problem:
+        raise GateError(f"baseline {path} is malformed: {problem}; save it again with `harness baseline save RESULTS`")
     return baseline
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _baseline_problem(baseline: Mapping[str, Any]) -> str | None:
+    """What is wrong with a loaded baseline (None when nothing is): every entry is checked, so a
+    corrupt one is a usage error here instead of a crash or a silent pass later."""
+    for key in ("suite", "profile", "device_class"):
+        if not isinstance(baseline.get(key), str) or not baseline[key]:
+            return f"{key!r} must be a non-empty string"
+    seeds = baseline.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(_is_int(s) for s in seeds) or len(set(seeds)) != len(seeds):
+        return f"'seeds' must be a non-empty list of distinct integers, not {seeds!r}"
+    values = baseline["values"]
+    if not isinstance(values, list) or not values:
+        return "'values' holds no entries (a baseline of nothing would pass every run)"
+    seen: set[tuple[str, str, str, str]] = set()
+    for i, entry in enumerate(values):
+        where = f"values[{i}]"
+        if not isinstance(entry, dict):
+            return f"{where} is not an entry: {str(entry)[:60]}"
+        check = entry.get("check")
+        if check not in CHECKS:
+            return f"{where}: unknown check {check!r} (expected {', '.join(CHECKS)})"
+        for key in ("subject", "metric"):
+            if not isinstance(entry.get(key), str) or not entry[key]:
+                return f"{where}: {key!r} must be a non-empty string"
+        if not isinstance(entry.get("point", ""), str):
+            return f"{where}: 'point' must be a string"
+        if entry.get("direction") not in DIRECTIONS[check]:
+            return f"{where}: direction {entry.get('direction')!r} is not one of {', '.join(DIRECTIONS[check])}"
+        if not _is_number(entry.get("value")):
+            return f"{where}: value {entry.get('value')!r} is not a finite number"
+        entry_seeds = entry.get("seeds", seeds)
+        if (not isinstance(entry_seeds, list) or not entry_seeds or not all(_is_int(s) and s in seeds for s in entry_seeds)):
+            return f"{where}: 'seeds' must be a non-empty list of the baseline's seeds, not {entry_seeds!r}"
+        identity = _identity(entry)
+        if identity in seen:
+            return f"{where}: {_name(identity)} appears twice"
+        seen.add(identity)
+    trials = baseline.get("trials", [])
+    if not isinstance(trials, list) or not all(
+        isinstance(t, dict) and isinstance(t.get("arm"), str) and isinstance(t.get("point"), str) and t.get("seed") in seeds
+        and _is_int(t.get("seed")) for t in trials
+    ):
+        return "'trials' must list {arm, point, seed} entries with the baseline's seeds"
+    if not isinstance(baseline.get("sweep", {}), dict):
+        return "'sweep' must be a mapping"
+    return None
 
 
 def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path = DEFAULT_BASELINES_DIR) -> GateResult:
@@ -170,34 +313,82 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     speed = tolerances.get("speed", True) and not results.speed_under_load
     gated = (QUALITY, MEMORY, SPEED_RATIO) if speed else (QUALITY, MEMORY)
     reference = {_identity(e): e for e in baseline["values"] if e["check"] in gated}
-    current = {_identity(e): e for e in baseline_values(results) if e["check"] in gated}
-    checks = tuple(
-        _check(reference[key], current[key]["value"], tolerances) for key in reference if key in current
-    )
+    current = {_identity(e) for e in baseline_values(results) if e["check"] in gated}
+
+    finished = _finished_keys(results)
+    failed = {(f.arm_label, f.point_label, f.seed) for f in results.failed}
+    expected = _baseline_trials(baseline)
+    missing_trials = [key for key in expected if key not in finished and key not in failed]
+    named_trials = failed | set(missing_trials)
+    ratios = {f"{v.treatment_label}-vs-{v.control_label}": (v.treatment_label, v.control_label)
+              for v in contrast_variants(results)}
+
+    checks: list[GateCheck] = []
+    missing_in_run: list[str] = []
+    dropped: list[str] = []
+    for identity, entry in reference.items():
+        check, subject, point, key = identity
+        seeds = list(entry.get("seeds") or baseline["seeds"])
+        labels = ratios.get(subject) if check == SPEED_RATIO else (subject,)
+        if labels is None:
+            missing_in_run.append(_name(identity))
+            continue
+        if check == SPEED_RATIO:
+            value, present = _ratio(results, labels[0], labels[1], point, key, seeds)
+        else:
+            values = _seed_values(results, subject, point, key)
+            present = [s for s in seeds if s in values]
+            value = _mean(values[s] for s in present) if present else None
+        lacking = [s for s in seeds if s not in present]
+        # a seed whose trial is named as missing or failed is not named again per value
+        unexplained = [s for s in lacking if not any((label, point, s) in named_trials for label in labels)]
+        if not lacking and value is not None:
+            checks.append(_check(entry, value, tolerances))
+        elif not lacking:
+            dropped.append(f"{_name(identity)}: the control's mean is 0 in this run, no ratio")
+        elif not present and unexplained:
+            missing_in_run.append(_name(identity))
+        elif unexplained:
+            dropped.append(f"{_name(identity)}: seed(s) {', '.join(map(str, unexplained))} missing or not finite")
     return GateResult(
         suite=results.suite,
         profile=results.profile,
         device_class=results.device_class,
         baseline_path=path,
-        checks=checks,
-        missing_in_run=tuple(_name(key) for key in reference if key not in current),
-        missing_in_baseline=tuple(_name(key) for key in current if key not in reference),
+        checks=tuple(checks),
+        missing_in_run=tuple(missing_in_run),
+        missing_in_baseline=tuple(_name(key) for key in sorted(current) if key not in reference),
         failed_trials=tuple(
             f"{f.arm_label} seed={f.seed}{f' {f.point_label}' if f.point_label else ''}: {f.error}" for f in results.failed
         ),
+        missing_trials=tuple(_trial_name(key) for key in missing_trials),
+        dropped_seeds=tuple(dropped),
     )
 
 
+def _baseline_trials(baseline: Mapping[str, Any]) -> list[TrialKey]:
+    """The trials a baseline was saved from; for a baseline written before they were listed, every
+    arm and point its quality and memory values name, at every seed."""
+    if baseline.get("trials"):
+        return [(t["arm"], t["point"], t["seed"]) for t in baseline["trials"]]
+    cells = dict.fromkeys((e["subject"], e["point"]) for e in baseline["values"] if e["check"] != SPEED_RATIO)
+    return [(label, point, seed) for seed in baseline["seeds"] for label, point in cells]
+
+
 def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
-    ours = {"suite": results.suite, "profile": results.profile, "device class": results.device_class}
+    ours = {"suite": results.suite, "profile": results.profile, "device class": results.device_class,
+            "seeds": sorted(results.seeds)}
     theirs = {
-        "suite": baseline.get("suite"), "profile": baseline.get("profile"), "device class": baseline.get("device_class")
+        "suite": baseline.get("suite"), "profile": baseline.get("profile"), "device class": baseline.get("device_class"),
+        "seeds": sorted(baseline["seeds"]),
     }
+    if "sweep" in baseline:  # baselines written before the sweep was recorded name their points in values
+        ours["sweep"], theirs["sweep"] = results.meta.get("sweep") or {}, baseline["sweep"]
     differing = [f"{k} {theirs[k]!r} vs {ours[k]!r}" for k in ours if theirs[k] != ours[k]]
     if differing:
         raise GateError(
             f"refusing to gate: baseline {path} is for another run ({', '.join(differing)} in these results); "
-            "use the baseline of the same suite, profile and device class"
+            "use the baseline of the same suite, profile, device class, seeds and sweep"
         )
 
 
@@ -225,9 +416,9 @@ def _tolerance(tolerances: Mapping[str, Any], key: str, default: float) -> float
     return float(named.get(metric_family(key), default))
 
 
-def _mean(results: RunResults, label: str, point: str, key: str) -> float | None:
-    values = list(results.values(label, point, key).values())
-    return sum(values) / len(values) if values else None
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values)
 
 
 def _identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:

@@ -200,3 +200,160 @@ def test_one_baseline_file_for_a_root_with_several_runs_is_a_usage_error(tmp_pat
     make_run(root, suite="other")
     result = invoke("gate", root, "--baseline", baseline)
     assert result.exit_code == 2 and "holds 2 runs" in result.stderr
+
+
+# --- a gate that cannot pass vacuously -------------------------------------------------------
+
+
+def one_line_usage_error(result, *fragments: str) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def test_baseline_save_refuses_a_run_without_trials(tmp_path):
+    run = make_run(tmp_path / "empty")
+    for trial in (run / "trials").glob("*.json"):
+        trial.unlink()
+    one_line_usage_error(invoke("baseline", "save", run, "--out", tmp_path / "b"), "no finished trials")
+    assert not (tmp_path / "b").exists()
+
+
+def test_baseline_save_refuses_an_incomplete_run(tmp_path):
+    run = make_run(tmp_path / "partial")
+    next((run / "trials").glob("treat-1.json")).unlink()
+    one_line_usage_error(invoke("baseline", "save", run, "--out", tmp_path / "b"),
+                         "1 of 4 declared trials have no result (first: treat seed=1)", "complete run")
+
+
+def test_baseline_save_refuses_a_run_with_nothing_to_gate(tmp_path):
+    def informational_only(values):
+        for arm in values.values():
+            for key in list(arm):
+                if key != "note":
+                    del arm[key]
+
+    run = make_run(tmp_path / "info", informational_only)
+    one_line_usage_error(invoke("baseline", "save", run, "--out", tmp_path / "b"), "no quality, memory or speed-ratio values")
+
+
+def edit_baseline(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    stored = json.loads(path.read_text())
+    edit(stored)
+    path.write_text(json.dumps(stored))
+
+
+def set_entry(index: int, **fields: Any):
+    return lambda b: b["values"][index].update(fields)
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda b: b.update(values=[]), "'values' holds no entries"),
+        (lambda b: b.update(values={}), "'values' holds no entries"),
+        (set_entry(0, check="qualty"), "values[0]: unknown check 'qualty'"),
+        (set_entry(1, value="fast"), "values[1]: value 'fast' is not a finite number"),
+        (set_entry(1, value=None), "values[1]: value None is not a finite number"),
+        (set_entry(2, metric=None), "values[2]: 'metric' must be a non-empty string"),
+        (set_entry(0, direction="sideways"), "values[0]: direction 'sideways'"),
+        (set_entry(0, seeds=[7]), "values[0]: 'seeds' must be a non-empty list of the baseline's seeds"),
+        (lambda b: b["values"].__setitem__(3, "garbage"), "values[3] is not an entry: garbage"),
+        (lambda b: b["values"].append(dict(b["values"][0])), "appears twice"),
+        (lambda b: b.update(seeds=[]), "'seeds' must be a non-empty list"),
+        (lambda b: b.update(trials=[{"arm": "treat"}]), "'trials' must list"),
+    ],
+)
+def test_a_malformed_baseline_is_a_usage_error_not_a_regression(tmp_path, baseline, edit, named):
+    edit_baseline(baseline, edit)
+    one_line_usage_error(gate(tmp_path), f"baseline {baseline} is malformed: ", named, "harness baseline save")
+
+
+def test_a_baseline_that_is_not_json_is_a_usage_error(tmp_path, baseline):
+    baseline.write_bytes(b"\xff\xfe not json")
+    one_line_usage_error(gate(tmp_path), "cannot be read")
+
+
+def test_unknown_check_subjects_fail_as_missing(tmp_path, baseline):
+    def haunt(stored):
+        entry = next(v for v in stored["values"] if v["check"] == "quality" and v["metric"] == "acc")
+        entry["subject"] = "ghost"
+
+    edit_baseline(baseline, haunt)
+    result = gate(tmp_path)
+    assert result.exit_code == 1
+    assert "MISSING in this run (present in the baseline): quality ghost acc" in result.output
+
+
+def test_a_gate_that_compares_nothing_fails(tmp_path, baseline):
+    edit_baseline(baseline, lambda b: b.update(values=[v for v in b["values"] if v["check"] == "speed_ratio"]))
+    result = gate(tmp_path, gate_section={"speed": False})  # speed ratios are not gated here: nothing is
+    assert result.exit_code == 1
+    assert "FAIL (0 of 0 checks" in result.output and "NO CHECKS" in result.output
+
+
+def test_a_trial_missing_from_the_run_fails(tmp_path, baseline):
+    run = make_run(tmp_path / "current")
+    (run / "trials" / "treat-1.json").unlink()
+    result = invoke("gate", run, "--baselines-dir", tmp_path / "baselines")
+    assert result.exit_code == 1, result.output
+    assert "MISSING TRIAL (in the baseline, not in this run): treat seed=1" in result.output
+    assert "DROPPED" not in result.output  # named once, as the trial
+
+
+def test_a_seed_whose_metric_is_nan_fails_the_gate(tmp_path, baseline):
+    run = make_run(tmp_path / "current")
+    path = run / "trials" / "treat-1.json"
+    record = json.loads(path.read_text())
+    record["metrics"]["acc"] = None  # NaN is stored as null
+    path.write_text(json.dumps(record))
+    result = invoke("gate", run, "--baselines-dir", tmp_path / "baselines")
+    assert result.exit_code == 1, result.output
+    assert "DROPPED SEED (no finite value in this run; not compared): quality treat acc: seed(s) 1" in result.output
+
+
+def test_a_different_seed_set_is_refused(tmp_path, baseline):
+    run = make_run(tmp_path / "current")
+    suite_json = run / "suite.json"
+    meta = json.loads(suite_json.read_text())
+    meta["seeds"] = [0, 1, 2]
+    suite_json.write_text(json.dumps(meta))
+    one_line_usage_error(invoke("gate", run, "--baselines-dir", tmp_path / "baselines"),
+                         "refusing to gate", "seeds [0, 1] vs [0, 1, 2]")
+
+
+def test_a_different_sweep_is_refused(tmp_path, baseline):
+    run = make_run(tmp_path / "current")
+    suite_json = run / "suite.json"
+    meta = json.loads(suite_json.read_text())
+    meta["sweep"] = {"features": [4]}
+    suite_json.write_text(json.dumps(meta))
+    one_line_usage_error(invoke("gate", run, "--baselines-dir", tmp_path / "baselines"),
+                         "refusing to gate", "sweep {} vs {'features': [4]}")
+
+
+def test_a_baseline_written_before_trials_were_listed_still_catches_a_missing_trial(tmp_path, baseline):
+    def old_format(stored):
+        for key in ("trials", "sweep"):
+            del stored[key]
+        for entry in stored["values"]:
+            del entry["seeds"]
+
+    edit_baseline(baseline, old_format)
+    assert gate(tmp_path).exit_code == 0
+    run = make_run(tmp_path / "current")
+    (run / "trials" / "control-0.json").unlink()
+    result = invoke("gate", run, "--baselines-dir", tmp_path / "baselines")
+    assert result.exit_code == 1 and "MISSING TRIAL (in the baseline, not in this run): control seed=0" in result.output
+
+
+def test_the_committed_baselines_are_well_formed():
+    from harness.gating import load_baseline
+
+    committed = sorted((Path(__file__).parent.parent / "baselines").glob("*.json"))
+    assert committed
+    for path in committed:
+        assert load_baseline(path)["values"]

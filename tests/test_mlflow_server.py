@@ -1,10 +1,13 @@
 """`--tracking-uri http://127.0.0.1:PORT` against a real `mlflow server` started on loopback."""
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +92,51 @@ def test_ui_serves_the_results_store_and_prints_runs_urls(tmp_path, toy_suite, h
         time.sleep(0.5)
     else:
         pytest.fail(f"the MLflow server of harness ui still answers on port {port} after harness ui was stopped")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory) -> Path:
+    from harness.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri
+
+    results = tmp_path_factory.mktemp("results")
+    MlflowTracker(default_tracking_uri(results)).client.search_experiments()  # creates the store
+    return results
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the server's process group through /proc")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_ui_stops_its_whole_server_on_sigterm_and_ctrl_c(empty_store, harness_cmd, cli_env, stop):
+    results = empty_store
+    proc = subprocess.Popen([*harness_cmd, "ui", "--results", str(results), "--port", str(free_port())], env=cli_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline().startswith("serving ")
+        deadline = time.time() + 30
+        while not (servers := _children(proc.pid)) and time.time() < deadline:
+            time.sleep(0.1)
+        assert servers, "harness ui started no server"
+        proc.send_signal(stop)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    deadline = time.time() + 15
+    while time.time() < deadline:  # the server led its own process group: all of it is gone
+        try:
+            os.killpg(servers[0], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"processes of the MLflow server group {servers[0]} outlived harness ui")

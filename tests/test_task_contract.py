@@ -60,3 +60,32 @@ def test_metric_axes_name_what_the_qualifier_counts() -> None:
     assert routing.metric_for("recall@4").axis == "k (documents retrieved)"
     assert routing.metric_for("score_qps@10000").axis == "bank size (chunks)"
     assert [s.detail for s in load_task("vocab").detail_scatters] == ["gate_vs_interference"]
+
+
+@pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)
+def test_every_numeric_param_declares_its_bounds(task_cls: type[Task]) -> None:
+    from harness.tasks.base import param_bounds, unbounded_params
+
+    assert unbounded_params(task_cls.Params) == [], f"{task_cls.name}: give these params Field(ge=..) or Field(gt=..)"
+    assert task_cls.Params.model_config.get("allow_inf_nan") is False  # NaN and infinity are refused everywhere
+    assert all(bound for bound in param_bounds(task_cls.Params).values())
+
+
+def test_bounds_are_found_in_optional_and_tuple_params() -> None:
+    from typing import Annotated
+
+    from pydantic import Field
+
+    from harness.tasks.base import TaskParams, param_bounds, unbounded_params
+
+    class Params(TaskParams):
+        plain: int = 1
+        bounded: float = Field(0.5, gt=0, le=1)
+        optional: int | None = Field(None, ge=2)
+        items: tuple[Annotated[int, Field(ge=1)], ...] = (1,)
+        loose_items: tuple[int, ...] = (1,)
+        flag: bool = True
+
+    assert unbounded_params(Params) == ["plain", "loose_items"]
+    assert param_bounds(Params) == {"plain": "", "bounded": "> 0, <= 1", "optional": ">= 2", "items": ">= 1",
+                                    "loose_items": ""}

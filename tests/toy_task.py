@@ -9,21 +9,22 @@ import os
 import time
 
 import torch
+from pydantic import Field
 
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
 from harness.measure.memory import tensor_bytes
 
 
 class ToyParams(TaskParams):
-    steps: int = 60
-    lr: float = 0.1
-    momentum: float = 0.0
-    features: int = 8
-    samples: int = 256
+    steps: int = Field(60, ge=1)
+    lr: float = Field(0.1, gt=0)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    features: int = Field(8, ge=1)
+    samples: int = Field(256, ge=2)
     fail: bool = False
     exit_process: bool = False  # the worker process dies mid-trial, as on an OOM kill
-    nan_at_step: int = -1
-    seconds_per_step: float = 0.0
+    nan_at_step: int = Field(-1, ge=-1, description="-1: never")
+    seconds_per_step: float = Field(0.0, ge=0)
 
 
 class ToyTask(Task):

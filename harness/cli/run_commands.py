@@ -1,6 +1,7 @@
 """`harness run`, `validate`, `list` and `ui`: from suite files to stored, tracked results."""
 from __future__ import annotations
 
+import errno
 import signal
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from harness.suite.loader import DEFAULT_PROFILE, SuiteError, load_suites
+from harness.suite.loader import DEFAULT_PROFILE, MAX_SUITE_NODES, MAX_TRIALS, SuiteError, load_suites
 
 if TYPE_CHECKING:
     from harness.execution.executor import Executor
@@ -24,20 +25,44 @@ def _fail(message: str) -> None:
     raise SystemExit(EXIT_USAGE)
 
 
-def _int_list(_ctx, _param, value: str | None) -> list[int] | None:
+def _seed_list(_ctx, _param, value: str | None) -> list[int] | None:
+    from harness.suite.schema import check_seeds
+
     if value is None:
         return None
     try:
-        return [int(v) for v in value.split(",") if v.strip()]
+        seeds = [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not seeds:
+        raise click.BadParameter("no seeds given (leave --seeds out to run the suite's seeds)")
+    try:
+        return check_seeds(seeds)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def _str_list(_ctx, _param, value: str | None) -> list[str] | None:
-    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise click.BadParameter("no arm names given (leave --arms out to run every arm)")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise click.BadParameter(f"arm(s) given twice: {', '.join(repeated)}")
+    return names
 
 
 suite_argument = click.argument("suite_file", metavar="SUITE.yaml", type=click.Path(path_type=Path))
+max_trials_option = click.option(
+    "--max-trials", type=click.IntRange(min=1), default=MAX_TRIALS, show_default=True,
+    help="Refuse a suite that expands to more trials (seeds x sweep points x arm variants).",
+)
+max_nodes_option = click.option(
+    "--max-suite-nodes", "max_nodes", type=click.IntRange(min=1), default=MAX_SUITE_NODES, show_default=True,
+    help="Refuse a suite file with more YAML nodes once aliases are expanded.",
+)
 results_option = click.option(
     "--results", "results_root", type=click.Path(path_type=Path), default=RESULTS_DEFAULT, show_default=True,
     help="Results folder (trial JSON, plots, the embedded MLflow store).",
@@ -47,7 +72,7 @@ results_option = click.option(
 @click.command()
 @suite_argument
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True, help="Named profile of the suite, e.g. smoke.")
-@click.option("--seeds", callback=_int_list, help="Override the seeds, e.g. 0,1.")
+@click.option("--seeds", callback=_seed_list, help="Override the seeds, e.g. 0,1 (distinct, 0 <= seed < 2**63).")
 @click.option("--arms", callback=_str_list, help="Run only these arms, e.g. raw,compressed.")
 @results_option
 @click.option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///RESULTS/mlflow.db).")
@@ -61,8 +86,10 @@ results_option = click.option(
               "instead of starting a local one.")
 @click.option("--ray-workers", type=click.IntRange(min=1),
               help="Trials at a time on the local Ray cluster [default: CPUs].")
+@max_trials_option
+@max_nodes_option
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, ray_address, ray_workers) -> None:
+        executor_name, ray_address, ray_workers, max_trials, max_nodes) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow."""
     from harness.analysis.report import build_report, render_arm_table, stored_report_text
     from harness.analysis.results import load_results
@@ -72,7 +99,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
 
     started = time.perf_counter()
-    suites = _load(suite_file, profile, seeds, arms)
+    suites = _load(suite_file, profile, seeds, arms, max_trials, max_nodes)
     try:
         torch_device = resolve_device(device)
     except ValueError as exc:
@@ -157,9 +184,10 @@ def _interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
-def _load(suite_file: Path, profile: str, seeds, arms):
+def _load(suite_file: Path, profile: str, seeds, arms, max_trials: int = MAX_TRIALS, max_nodes: int = MAX_SUITE_NODES):
     try:
-        return load_suites(suite_file, profile=profile, seeds=seeds, arms=arms)
+        return load_suites(suite_file, profile=profile, seeds=seeds, arms=arms, max_trials=max_trials,
+                           max_nodes=max_nodes)
     except SuiteError as exc:
         _fail(str(exc))
 
@@ -188,11 +216,13 @@ def _footer(outcomes, tracker, results_root: Path, seconds: float) -> None:
 @click.command()
 @suite_argument
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True)
-def validate(suite_file, profile) -> None:
+@max_trials_option
+@max_nodes_option
+def validate(suite_file, profile, max_trials, max_nodes) -> None:
     """Validate SUITE.yaml fully (includes, profile, arms, params, contrasts, claims) without running."""
     from harness.execution.trials import expand_trials
 
-    suites = _load(suite_file, profile, None, None)
+    suites = _load(suite_file, profile, None, None, max_trials, max_nodes)
     for suite in suites:
         trials = expand_trials(suite)
         click.echo(
@@ -206,6 +236,7 @@ def validate(suite_file, profile) -> None:
 def list_tasks() -> None:
     """Registered tasks with their params (defaults) and metrics (direction, unit, kind)."""
     from harness.tasks import REGISTRY, UnknownTaskError, load_task
+    from harness.tasks.base import param_bounds
 
     for name in sorted(REGISTRY):
         try:
@@ -215,9 +246,11 @@ def list_tasks() -> None:
             continue
         click.echo(f"{name}  (v{task.version})  {task.description}")
         click.echo("  params:")
+        bounds = param_bounds(task.Params)
         for key, info in task.Params.model_fields.items():
             default = "required" if info.is_required() else repr(info.get_default(call_default_factory=True))
-            click.echo(f"    {key} = {default}" + (f"  # {info.description}" if info.description else ""))
+            bound = f"  [{bounds[key]}]" if bounds.get(key) else ""
+            click.echo(f"    {key} = {default}{bound}" + (f"  # {info.description}" if info.description else ""))
         click.echo("  metrics:")
         for metric in task.metrics:
             unit = f" [{metric.unit}]" if metric.unit else ""
@@ -228,10 +261,13 @@ def list_tasks() -> None:
 
 @click.command()
 @results_option
-@click.option("--port", default=5000, show_default=True, type=int)
+@click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--tracking-uri", help="Browse this store instead of RESULTS/mlflow.db.")
 def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     """Serve the MLflow UI on 127.0.0.1 over the results store, opening on the runs table."""
+    refused = _cannot_listen(port)
+    if refused:  # at once, before importing mlflow: its server would retry for about a minute, then exit 0
+        _fail(f"cannot serve on 127.0.0.1:{port} ({refused}); pick another port with --port")
     from harness.processes import stop_process_group
     from harness.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri
 
@@ -247,14 +283,30 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     click.echo(f"serving {uri} on {base} (Ctrl-C stops)")
     # The server runs in its own process group (mlflow -> uvicorn -> workers) so that Ctrl-C or a
     # `kill` of this command stops all of it instead of leaving an orphaned server on the port.
-    server = subprocess.Popen(command, start_new_session=True)
     signal.signal(signal.SIGTERM, _interrupt)
+    server = subprocess.Popen(command, start_new_session=True)
+    code = None
     try:
-        server.wait()
+        code = server.wait()
     except KeyboardInterrupt:
         pass
     finally:
         stop_process_group(server)
+    if code:  # it stopped by itself (e.g. another server took the port first), not by Ctrl-C
+        _fail(f"the MLflow server on 127.0.0.1:{port} exited with code {code} (its output is above)")
+
+
+def _cannot_listen(port: int) -> str | None:
+    """Why a server could not listen on 127.0.0.1:port (in use, not permitted), or None."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is not "in use"
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return "port in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+    return None
 
 
 COMMANDS = (run, validate, list_tasks, ui)

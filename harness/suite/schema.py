@@ -1,12 +1,39 @@
 """The shape of a suite file, validated with pydantic before anything runs."""
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ClaimTest = Literal["superior", "non_inferior", "equivalent", "equal", "ratio"]
 SweepAxes = dict[str, list[Any]]
+
+# Names that become folder, file or experiment names (suite, profile, arm, contrast): a plain word.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+SAFE_NAME_RULE = "1-64 characters from A-Z a-z 0-9 _ . -, not starting with '.' or '-'"
+# Seeds seed python, numpy and torch (torch.manual_seed takes at most 64 bits; a signed 64-bit
+# integer also survives JSON readers and SQL columns unchanged).
+SEED_LIMIT = 2**63
+
+
+def check_name(name: str, what: str) -> str:
+    """``name`` if it is safe as a file or folder name, else a ValueError naming the rule."""
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name):
+        raise ValueError(f"{what} name {name!r} is not a plain word ({SAFE_NAME_RULE}); it is used in paths")
+    return name
+
+
+def check_seeds(seeds: Iterable[int]) -> list[int]:
+    """Seeds as given, refused when one repeats or does not fit the random number generators."""
+    seeds, seen = list(seeds), set()
+    for seed in seeds:
+        if not 0 <= seed < SEED_LIMIT:
+            raise ValueError(f"seed {seed} is out of range; a seed is an integer 0 <= seed < 2**63")
+        if seed in seen:
+            raise ValueError(f"seed {seed} is given twice; each seed runs once")
+        seen.add(seed)
+    return seeds
 
 
 class Strict(BaseModel):
@@ -25,6 +52,11 @@ class ContrastSpec(Strict):
     control: str
     name: str | None = None
     margins: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str | None) -> str | None:
+        return name if name is None else check_name(name, "contrast")
 
     @property
     def label(self) -> str:
@@ -107,6 +139,11 @@ class ProfileSpec(Strict):
     def _axes(cls, axes: SweepAxes | None) -> SweepAxes | None:
         return _non_empty_axes(axes)
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int] | None) -> list[int] | None:
+        return seeds if seeds is None else check_seeds(seeds)
+
 
 class SuiteSpec(Strict):
     """One suite as written (before a profile is applied)."""
@@ -130,19 +167,22 @@ class SuiteSpec(Strict):
     def _axes(cls, axes: SweepAxes) -> SweepAxes:
         return _non_empty_axes(axes)
 
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        return check_seeds(seeds)
+
     @field_validator("arms")
     @classmethod
     def _has_arms(cls, arms: dict[str, ArmOverrides]) -> dict[str, ArmOverrides]:
         if not arms:
             raise ValueError("a suite needs at least one arm")
-        return arms
+        return arms  # arm and profile names are checked by the loader, which knows their lines
 
     @field_validator("suite")
     @classmethod
     def _safe_name(cls, name: str) -> str:
-        if not name or any(c in name for c in "/\\ ") or name.startswith("."):
-            raise ValueError("suite name must be a plain word (used as a folder and experiment name)")
-        return name
+        return check_name(name, "suite")
 
 
 class CollectionSpec(Strict):

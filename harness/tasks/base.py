@@ -9,14 +9,17 @@ detail scatters it records, smoke params and a version that enters every trial's
 """
 from __future__ import annotations
 
+import types
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Literal, Mapping, Protocol, TypeVar
+from typing import Annotated, Any, Callable, ClassVar, Iterator, Literal, Mapping, Protocol, TypeVar, Union, get_args, get_origin
 
+import annotated_types
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
+from pydantic.fields import FieldInfo
 
 from harness.execution.cache import artifact_key, artifact_path, load_or_build
 from harness.execution.loop import StepResult, fit
@@ -74,9 +77,67 @@ def metric_family(key: str) -> str:
 
 
 class TaskParams(BaseModel):
-    """Base for every task's params: unknown keys are errors, values are validated."""
+    """Base for every task's params: unknown keys are errors, values are validated, numbers are
+    finite (no NaN or infinity), and every number declares its bounds where it is declared
+    (``steps: int = Field(120, ge=1)``; tuple items as ``tuple[Annotated[int, Field(ge=1)], ...]``),
+    so that ``harness validate`` refuses ``steps: -5`` naming the file, key and bound. The
+    contract test checks with ``unbounded_params`` that every registered task does."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+_BOUNDS = ((annotated_types.Gt, "gt", ">"), (annotated_types.Ge, "ge", ">="),
+           (annotated_types.Lt, "lt", "<"), (annotated_types.Le, "le", "<="))
+
+
+def _constraints(metadata: Any) -> list[Any]:
+    out: list[Any] = []
+    for item in metadata:
+        out.extend(_constraints(item.metadata) if isinstance(item, FieldInfo) else [item])
+    return out
+
+
+def _numbers(annotation: Any, metadata: list[Any]) -> Iterator[list[Any]]:
+    """The constraints on each number an annotation holds (an int, a float, tuple items, ...)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        base, *extra = get_args(annotation)
+        yield from _numbers(base, [*metadata, *_constraints(extra)])
+    elif annotation in (int, float):
+        yield metadata
+    elif origin in (Union, types.UnionType):
+        for member in get_args(annotation):
+            yield from _numbers(member, metadata)
+    elif origin in (tuple, list, set, frozenset):
+        for member in get_args(annotation):
+            if member is not Ellipsis:
+                yield from _numbers(member, [])
+
+
+def param_bounds(params: type[BaseModel]) -> dict[str, str]:
+    """Declared bounds of each numeric param (``">= 1"``, ``"> 0, <= 1"``; ``""`` for none)."""
+    out: dict[str, str] = {}
+    for name, info in params.model_fields.items():
+        texts: list[str] = []
+        for constraints in _numbers(info.annotation, _constraints(info.metadata)):
+            text = ", ".join(f"{symbol} {getattr(c, attr)}" for kind, attr, symbol in _BOUNDS
+                             for c in constraints if isinstance(c, kind))
+            if text not in texts:
+                texts.append(text)
+        if texts:
+            out[name] = "; ".join(texts)
+    return out
+
+
+def unbounded_params(params: type[BaseModel]) -> list[str]:
+    """Numeric params (or tuple items) without a lower bound: every task must declare one."""
+    unbounded = []
+    for name, info in params.model_fields.items():
+        for constraints in _numbers(info.annotation, _constraints(info.metadata)):
+            if not any(isinstance(c, (annotated_types.Gt, annotated_types.Ge)) for c in constraints):
+                unbounded.append(name)
+                break
+    return unbounded
 
 
 class TrialLogger(Protocol):

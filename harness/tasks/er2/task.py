@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Literal, Mapping
+from typing import Annotated, Literal, Mapping
 
 import torch
+from pydantic import Field, model_validator
 
 from harness.measure.memory import tensor_bytes
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.mechanisms.pdelta.recurrence import MAX_CHUNK
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
 from harness.tasks.er2.distill import distil_step, fidelity
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
@@ -28,35 +30,57 @@ class ER2Params(TaskParams):
     workload: Literal["text", "recall"] = "text"
     residual_mode: Literal["none", "raw", "compressed"] = "compressed"
     state_dtype: Literal["fp16", "fp32"] = "fp16"
-    feature_dim: int = 32
-    residual_dim: int = 8
-    code_rank: int = 4
-    conv_kernel: int = 4
-    chunk_size: int = 32
-    steps: int = 120
-    batch: int = 8
-    train_pool: int = 64
-    lr: float = 2e-3
-    train_context: int = 128
-    eval_multiples: tuple[int, ...] = (1, 2, 4)
-    eval_batch: int = 8
-    eval_documents: int = 16
-    teacher_steps: int = 200
-    teacher_batch: int = 2
-    teacher_lr: float = 3e-3
+    feature_dim: int = Field(32, ge=1)
+    residual_dim: int = Field(8, ge=0)
+    code_rank: int = Field(4, ge=1, description="rank of the residual code (compressed mode), at most the head dim")
+    conv_kernel: int = Field(4, ge=1)
+    chunk_size: int = Field(32, ge=1, le=MAX_CHUNK)
+    steps: int = Field(120, ge=1)
+    batch: int = Field(8, ge=1)
+    train_pool: int = Field(64, ge=1)
+    lr: float = Field(2e-3, gt=0)
+    train_context: int = Field(128, ge=2)
+    eval_multiples: tuple[Annotated[int, Field(ge=1)], ...] = Field((1, 2, 4), min_length=1)
+    eval_batch: int = Field(8, ge=1)
+    eval_documents: int = Field(16, ge=1)
+    teacher_steps: int = Field(200, ge=1)
+    teacher_batch: int = Field(2, ge=1)
+    teacher_lr: float = Field(3e-3, gt=0)
     # None: the teacher trains at the longest evaluation context. Recall teachers learn the
     # induction circuit far faster on short sequences (fewer distractors per answer) and are
     # then asked to extrapolate, like the arms.
-    teacher_context: int | None = None
-    teacher_dim: int = 64
-    teacher_layers: int = 2
-    teacher_heads: int = 4
-    teacher_kv_heads: int = 2
-    probe_layer: int = 1
-    recall_pairs: int = 8
-    recall_keys: int = 16  # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
+    teacher_context: int | None = Field(None, ge=2)
+    teacher_dim: int = Field(64, ge=2)
+    teacher_layers: int = Field(2, ge=1)
+    teacher_heads: int = Field(4, ge=1)
+    teacher_kv_heads: int = Field(2, ge=1)
+    probe_layer: int = Field(1, ge=0, description="the teacher layer distilled, below teacher_layers")
+    recall_pairs: int = Field(8, ge=1)
+    recall_keys: int = Field(16, ge=1)  # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
     measure_speed: bool = True
-    speed_min_time: float = 0.1
+    speed_min_time: float = Field(0.1, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ER2Params":
+        if self.teacher_heads % self.teacher_kv_heads:
+            raise ValueError(f"teacher_heads ({self.teacher_heads}) must be a multiple of teacher_kv_heads "
+                             f"({self.teacher_kv_heads})")
+        if self.teacher_dim % self.teacher_heads or (self.teacher_dim // self.teacher_heads) % 2:
+            raise ValueError(f"teacher_dim ({self.teacher_dim}) must be teacher_heads ({self.teacher_heads}) times an "
+                             "even head dim (rotary embeddings pair the head dims)")
+        if self.probe_layer >= self.teacher_layers:
+            raise ValueError(f"probe_layer ({self.probe_layer}) must be below teacher_layers ({self.teacher_layers})")
+        head_dim = self.teacher_dim // self.teacher_heads
+        if self.residual_mode == "compressed" and self.code_rank > head_dim:
+            raise ValueError(f"code_rank ({self.code_rank}) exceeds the head dim ({head_dim} = teacher_dim / teacher_heads)")
+        if self.workload == "recall":
+            if self.recall_pairs > self.recall_keys:
+                raise ValueError(f"recall_pairs ({self.recall_pairs}) exceeds recall_keys ({self.recall_keys})")
+            shortest = min(self.train_context, self.teacher_context or self.train_context)
+            if 2 * self.recall_pairs + 2 > shortest:
+                raise ValueError(f"{self.recall_pairs} recall pairs need contexts of at least {2 * self.recall_pairs + 2} "
+                                 f"tokens (train_context {self.train_context}, teacher_context {self.teacher_context})")
+        return self
 
     @property
     def eval_contexts(self) -> list[int]:

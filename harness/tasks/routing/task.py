@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Literal, Mapping
+from typing import Annotated, Literal, Mapping
 
 import torch
 from pydantic import Field, model_validator
@@ -85,7 +85,7 @@ class RoutingParams(TaskParams):
     # evaluation
     eval_queries: int = Field(256, ge=2)
     measure_speed: bool = True
-    score_bank_chunks: tuple[int, ...] = (10_000, 100_000, 1_000_000)
+    score_bank_chunks: tuple[Annotated[int, Field(ge=1)], ...] = Field((10_000, 100_000, 1_000_000), min_length=1)
     score_batch: int = Field(1, ge=1, description="queries per scoring call in the throughput figure")
 
     @model_validator(mode="after")

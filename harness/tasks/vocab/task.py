@@ -67,7 +67,7 @@ class VocabParams(TaskParams):
     index_fraction: float = Field(0.25, gt=0.0, le=1.0, description="share k of candidate pairs split")
     l1_weight: float = Field(0.001, ge=0.0, description="weight of the mean-gate L1 (the seed's penalty())")
     fusion_weight: float = Field(0.01, ge=0.0, description="weight of the mean group lasso toward each token's consensus row")
-    gate_init: float = 0.0
+    gate_init: float = Field(0.0, ge=-20.0, le=20.0, description="initial gate logit (sigmoid saturates beyond +-20)")
     # interference measurement
     interference_steps: int = Field(30, ge=0)
     interference_batches: int = Field(256, ge=1)
