@@ -1,9 +1,14 @@
 """Baselines and the CI gate: did this run regress against the committed reference?
 
 What is compared, and how, follows what is stable across runs of the same code:
-- quality metrics (with a direction): arm mean over seeds, allowed to worsen by at most the
-  suite's tolerance (``gate.tolerances`` by key or family, else ``gate.default_tolerance``),
-  absolute, in the metric's unit; improvements always pass;
+- quality metrics (with a direction): arm mean over seeds, and each contrast's mean paired
+  difference (treatment - control, the mechanism's own effect), each allowed to worsen by at most
+  SPREAD_Z standard errors of the difference between the baseline's and this run's means, the
+  standard errors measured over seeds and stored with the baseline; with one seed there is no
+  spread, and the suite's tolerance applies (``gate.tolerances`` by key or family, else
+  ``gate.default_tolerance``), absolute, in the metric's unit; improvements always pass;
+- claims: each claim's result (pass, fail, inconclusive, ...) must not change; a claim on a speed
+  metric is gated only where speed is;
 - memory metrics (bytes and other deterministic sizes): exactly equal;
 - speed metrics: never absolute (timings move with machine load), only as the ratio of a
   contrast's treatment mean to its control's mean measured in the same run, allowed to worsen by
@@ -27,7 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness.analysis.claims import evaluate_claims
 from harness.analysis.results import RunResults, load_results
+from harness.analysis.stats import mean_estimate
 from harness.analysis.verdicts import contrast_variants
 from harness.execution.trials import point_label, sweep_points
 from harness.store import read_json, write_json_atomic
@@ -36,22 +43,24 @@ from harness.tasks.base import metric_family
 BASELINE_SCHEMA = 1
 DEFAULT_BASELINES_DIR = Path("baselines")
 SPEED_RATIO_TOLERANCE = 0.25
-QUALITY, MEMORY, SPEED_RATIO = "quality", "memory", "speed_ratio"
+QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM = "quality", "memory", "speed_ratio", "contrast", "claim"
+SPREAD_Z = 3.0  # a worsening beyond 3 standard errors of the difference of two means is not seed noise
 
 
 class GateError(ValueError):
     """The gate cannot compare (missing, malformed or mismatched baseline): a usage error, not a regression."""
 
 
-CHECKS = (QUALITY, MEMORY, SPEED_RATIO)
-DIRECTIONS = {QUALITY: ("higher", "lower"), SPEED_RATIO: ("higher", "lower"), MEMORY: ("higher", "lower", "none")}
+CHECKS = (QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM)
+DIRECTIONS = {QUALITY: ("higher", "lower"), SPEED_RATIO: ("higher", "lower"), MEMORY: ("higher", "lower", "none"),
+              CONTRAST: ("higher", "lower"), CLAIM: ("none",)}
 TrialKey = tuple[str, str, int]  # (arm label, point label, seed)
 
 
 @dataclass(frozen=True)
 class GateCheck:
     check: str
-    subject: str  # arm label, or "<treatment>-vs-<control>" for speed ratios
+    subject: str  # arm label, or "<treatment>-vs-<control>" for contrasts, speed ratios and claims
     point: str
     metric: str
     baseline: float
@@ -61,6 +70,8 @@ class GateCheck:
 
     def describe(self) -> str:
         where = f" @ {self.point}" if self.point else ""
+        if self.check == CLAIM:
+            return f"{self.check:<11} {self.subject}{where}  {self.metric}: {self.rule}"
         return f"{self.check:<11} {self.subject}{where}  {self.metric}: {self.baseline:.6g} -> {self.current:.6g}  ({self.rule})"
 
 
@@ -122,9 +133,25 @@ def _seed_values(results: RunResults, label: str, point: str, key: str) -> dict[
     return {s: v for s, v in results.values(label, point, key).items() if declared is None or s in declared}
 
 
-def _entry(check: str, subject: str, point: str, key: str, direction: str, value: float, seeds) -> dict[str, Any]:
+def _entry(check: str, subject: str, point: str, key: str, direction: str, value: float, seeds,
+           **extra: Any) -> dict[str, Any]:
     return {"check": check, "subject": subject, "point": point, "metric": key, "direction": direction,
-            "value": value, "seeds": sorted(seeds)}
+            "value": value, "seeds": sorted(seeds), **extra}
+
+
+def _spread(values: Iterable[float]) -> float | None:
+    """Standard error of the mean over seeds; None below two seeds (no spread measured)."""
+    values = list(values)
+    return mean_estimate(values).standard_error if values else None
+
+
+def _differences(results: RunResults, treatment: str, control: str, point: str, key: str,
+                 seeds: Iterable[int] | None = None) -> dict[int, float]:
+    """Per-seed treatment - control over the seeds both have (of ``seeds`` when given)."""
+    treated = _seed_values(results, treatment, point, key)
+    controlled = _seed_values(results, control, point, key)
+    wanted = None if seeds is None else set(seeds)
+    return {s: treated[s] - controlled[s] for s in treated if s in controlled and (wanted is None or s in wanted)}
 
 
 def baseline_values(results: RunResults) -> list[dict[str, Any]]:
@@ -138,7 +165,24 @@ def baseline_values(results: RunResults) -> list[dict[str, Any]]:
                 check = MEMORY if spec.kind == "memory" else QUALITY if spec.kind == "quality" and spec.better_sign else None
                 values = _seed_values(results, label, point, key)
                 if check and values:
-                    entries.append(_entry(check, label, point, key, spec.direction, _mean(values.values()), values))
+                    extra = {"spread": _spread(values.values())} if check == QUALITY else {}
+                    entries.append(_entry(check, label, point, key, spec.direction, _mean(values.values()), values,
+                                          **extra))
+    for variant in contrast_variants(results):
+        subject = f"{variant.treatment_label}-vs-{variant.control_label}"
+        for point in results.point_labels():
+            for key in results.metric_keys(variant.treatment_label, point):
+                spec = results.spec_for(key)
+                differences = _differences(results, variant.treatment_label, variant.control_label, point, key)
+                if spec.kind == "quality" and spec.better_sign and differences:
+                    entries.append(_entry(CONTRAST, subject, point, key, spec.direction, _mean(differences.values()),
+                                          differences, spread=_spread(differences.values())))
+    for claim in evaluate_claims(results):
+        if results.spec_for(claim.key).kind == "speed" and results.speed_under_load:
+            continue
+        estimate = claim.estimate if claim.estimate is not None and math.isfinite(claim.estimate) else 0.0
+        entries.append(_entry(CLAIM, claim.contrast, claim.point, claim.key, "none", estimate,
+                              results.seeds or [], result=claim.status))
     if results.speed_under_load:  # timings of concurrent trials say nothing about the code
         return entries
     for variant in contrast_variants(results):
@@ -283,6 +327,11 @@ def _baseline_problem(baseline: Mapping[str, Any]) -> str | None:
             return f"{where}: direction {entry.get('direction')!r} is not one of {', '.join(DIRECTIONS[check])}"
         if not _is_number(entry.get("value")):
             return f"{where}: value {entry.get('value')!r} is not a finite number"
+        spread = entry.get("spread")
+        if spread is not None and not (_is_number(spread) and spread >= 0):
+            return f"{where}: spread {spread!r} is not a non-negative number"
+        if check == CLAIM and (not isinstance(entry.get("result"), str) or not entry["result"]):
+            return f"{where}: a claim entry needs its 'result' (e.g. 'pass')"
         entry_seeds = entry.get("seeds", seeds)
         if (not isinstance(entry_seeds, list) or not entry_seeds or not all(_is_int(s) and s in seeds for s in entry_seeds)):
             return f"{where}: 'seeds' must be a non-empty list of the baseline's seeds, not {entry_seeds!r}"
@@ -311,7 +360,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     _refuse_mismatch(baseline, results, path)
     tolerances = results.meta.get("gate") or {}
     speed = tolerances.get("speed", True) and not results.speed_under_load
-    gated = (QUALITY, MEMORY, SPEED_RATIO) if speed else (QUALITY, MEMORY)
+    gated = (QUALITY, MEMORY, CONTRAST, CLAIM, SPEED_RATIO) if speed else (QUALITY, MEMORY, CONTRAST, CLAIM)
     reference = {_identity(e): e for e in baseline["values"] if e["check"] in gated}
     current = {_identity(e) for e in baseline_values(results) if e["check"] in gated}
 
@@ -323,27 +372,42 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     ratios = {f"{v.treatment_label}-vs-{v.control_label}": (v.treatment_label, v.control_label)
               for v in contrast_variants(results)}
 
+    claims = {(c.contrast, c.point, c.key): c for c in evaluate_claims(results)}
     checks: list[GateCheck] = []
     missing_in_run: list[str] = []
     dropped: list[str] = []
     for identity, entry in reference.items():
         check, subject, point, key = identity
+        if check == CLAIM:
+            claim = claims.get((subject, point, key))
+            if claim is None:
+                missing_in_run.append(_name(identity))
+            elif results.spec_for(key).kind != "speed" or speed:
+                checks.append(_claim_check(entry, claim.status))
+            continue
         seeds = list(entry.get("seeds") or baseline["seeds"])
-        labels = ratios.get(subject) if check == SPEED_RATIO else (subject,)
+        labels = ratios.get(subject) if check in (SPEED_RATIO, CONTRAST) else (subject,)
         if labels is None:
             missing_in_run.append(_name(identity))
             continue
+        spread = None
         if check == SPEED_RATIO:
             value, present = _ratio(results, labels[0], labels[1], point, key, seeds)
+        elif check == CONTRAST:
+            differences = _differences(results, labels[0], labels[1], point, key, seeds)
+            present = sorted(differences)
+            value = _mean(differences.values()) if present else None
+            spread = _spread(differences.values())
         else:
             values = _seed_values(results, subject, point, key)
             present = [s for s in seeds if s in values]
             value = _mean(values[s] for s in present) if present else None
+            spread = _spread(values[s] for s in present)
         lacking = [s for s in seeds if s not in present]
         # a seed whose trial is named as missing or failed is not named again per value
         unexplained = [s for s in lacking if not any((label, point, s) in named_trials for label in labels)]
         if not lacking and value is not None:
-            checks.append(_check(entry, value, tolerances))
+            checks.append(_check(entry, value, tolerances, spread))
         elif not lacking:
             dropped.append(f"{_name(identity)}: the control's mean is 0 in this run, no ratio")
         elif not present and unexplained:
@@ -371,7 +435,7 @@ def _baseline_trials(baseline: Mapping[str, Any]) -> list[TrialKey]:
     arm and point its quality and memory values name, at every seed."""
     if baseline.get("trials"):
         return [(t["arm"], t["point"], t["seed"]) for t in baseline["trials"]]
-    cells = dict.fromkeys((e["subject"], e["point"]) for e in baseline["values"] if e["check"] != SPEED_RATIO)
+    cells = dict.fromkeys((e["subject"], e["point"]) for e in baseline["values"] if e["check"] in (QUALITY, MEMORY))
     return [(label, point, seed) for seed in baseline["seeds"] for label, point in cells]
 
 
@@ -392,21 +456,39 @@ def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Pat
         )
 
 
-def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str, Any]) -> GateCheck:
+def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str, Any],
+           current_spread: float | None = None) -> GateCheck:
     check, key, value = reference["check"], reference["metric"], float(reference["value"])
     sign = {"higher": 1, "lower": -1}.get(reference.get("direction", ""), 0)
     if check == MEMORY:
         passed, rule = current == value, "must be equal"
-    elif check == QUALITY:
-        tolerance = _tolerance(tolerances, key, float(tolerances.get("default_tolerance", 0.05)))
+    elif check in (QUALITY, CONTRAST):
+        what = "difference to control" if check == CONTRAST else "mean"
+        baseline_spread = reference.get("spread")
+        if baseline_spread is not None and current_spread is not None:
+            # a floor for float round-off, where every seed gave the same value (zero spread)
+            tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), 1e-9 * max(1.0, abs(value)))
+            source = f"{SPREAD_Z:g} standard errors over seeds"
+        else:
+            tolerance = _tolerance(tolerances, key, float(tolerances.get("default_tolerance", 0.05)))
+            source = "the suite's tolerance (one seed: no spread)"
         passed = sign * (current - value) >= -tolerance
-        rule = f"{reference['direction']} is better, may worsen by {tolerance:g}"
+        rule = f"{what}, {reference['direction']} is better, may worsen by {tolerance:.3g} = {source}"
     else:
         tolerance = _tolerance(tolerances, key, float(tolerances.get("speed_tolerance", SPEED_RATIO_TOLERANCE)))
         # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
         passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
         rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
     return GateCheck(check, reference["subject"], reference["point"], key, value, current, passed, rule)
+
+
+def _claim_check(reference: Mapping[str, Any], result: str) -> GateCheck:
+    """A claim's result must not change: a headline that flips is what CI exists to catch."""
+    before = reference["result"]
+    rule = f"result {before.upper()} -> {result.upper()}" + ("" if result == before else " (changed)")
+    value = float(reference["value"])
+    return GateCheck(CLAIM, reference["subject"], reference["point"], reference["metric"], value, value,
+                     result == before, rule)
 
 
 def _tolerance(tolerances: Mapping[str, Any], key: str, default: float) -> float:
