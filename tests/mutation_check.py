@@ -1,0 +1,169 @@
+"""Break one mechanism at a time and see what catches it: the tests, the CI gate, or nothing.
+
+Not part of the default test run (it takes minutes per break). Each break is a small, realistic
+edit a refactor could make, applied to a scratch copy of this checkout (tracked and untracked,
+non-ignored files, uncommitted edits included); the copy then runs
+
+- the tests: ``python -m pytest -x -q`` (caught = a failure);
+- the CI gate: ``harness run <suites> --profile ci`` and ``harness gate`` against the committed
+  baselines (caught = a failed trial or a regression).
+
+Usage (from the repository root)::
+
+    python tests/mutation_check.py                     # every break, tests and gate
+    python tests/mutation_check.py --only vocab-no-split-rows --skip-tests
+    python tests/mutation_check.py --list
+
+Every break's ``old`` text must occur exactly once in its file, so a refactor that moves the code
+makes the script stop with the stale break's name instead of silently testing nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS_DIR = ROOT.parent / "shared" / "seeds"
+
+
+@dataclass(frozen=True)
+class Break:
+    name: str
+    area: str  # the mechanism or part it breaks
+    path: str
+    old: str
+    new: str
+    suites: tuple[str, ...]  # the suites whose CI profile should notice (empty: gating/statistics code)
+    what: str
+
+
+BREAKS = (
+    Break("vocab-no-split-rows", "vocab", "harness/mechanisms/vocab/pooling.py",
+          "    if hit.numel() == 0:\n", "    if True:\n", ("vocab",),
+          "the split pooled forward never reads its split rows (always the shared bag)"),
+    Break("vocab-permuted-index", "vocab", "harness/tasks/vocab/task.py",
+          "        return top_pairs(candidates, scores, size)\n",
+          "        return top_pairs(candidates, rng.permutation(scores), size)\n", ("vocab",),
+          "the interference index takes a permutation of the measured scores"),
+    Break("vocab-gate-ignored", "vocab", "harness/mechanisms/vocab/pooling.py",
+          "        hit_weight = hit_weight * split.gate().index_select(0, hit_row)\n",
+          "        hit_weight = hit_weight * 1.0\n", ("vocab",),
+          "gated mode ignores its gates (a split row replaces the shared row outright)"),
+    Break("stats-sign-flipped", "statistics", "harness/analysis/stats.py",
+          "    differences = treated - controlled\n", "    differences = controlled - treated\n",
+          ("vocab",), "paired differences computed as control minus treatment"),
+    Break("stats-dof-off-by-one", "statistics", "harness/analysis/stats.py",
+          "    half = t_quantile(0.5 + confidence / 2.0, data.size - 1) * se\n",
+          "    half = t_quantile(0.5 + confidence / 2.0, data.size) * se\n", ("vocab",),
+          "the t interval uses n instead of n - 1 degrees of freedom (too narrow)"),
+    Break("stats-holm-unscaled", "statistics", "harness/analysis/stats.py",
+          "        running = max(running, min(1.0, (m - rank) * p_values[index]))\n",
+          "        running = max(running, min(1.0, p_values[index]))\n", ("vocab",),
+          "Holm's adjustment forgets to scale the p-values"),
+    Break("gate-direction-ignored", "gating", "harness/gating.py",
+          "        passed = sign * (current - value) >= -tolerance\n",
+          "        passed = current - value >= -tolerance\n", (),
+          "the gate treats every quality metric as higher-is-better"),
+    Break("gate-bytes-not-exact", "gating", "harness/gating.py",
+          '        passed, rule = current == value, "must be equal"\n',
+          '        passed, rule = abs(current - value) <= 0.5 * abs(value), "must be equal"\n', (),
+          "bytes may move by half their value"),
+)
+
+
+def scratch_copy(destination: Path) -> None:
+    """Tracked and untracked non-ignored files of this checkout, as they are on disk."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def apply(one: Break, repo: Path) -> None:
+    path = repo / one.path
+    text = path.read_text(encoding="utf-8")
+    if text.count(one.old) != 1:
+        raise SystemExit(f"break {one.name!r} is stale: its text occurs {text.count(one.old)} times in {one.path}")
+    path.write_text(text.replace(one.old, one.new), encoding="utf-8")
+
+
+def environment(repo: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(repo), OMP_WAIT_POLICY="PASSIVE", MPLBACKEND="Agg")
+    if SEEDS_DIR.is_dir():
+        env.setdefault("HARNESS_SEEDS_DIR", str(SEEDS_DIR))
+    return env
+
+
+def tests_catch(repo: Path) -> bool:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"], cwd=repo,
+                          env=environment(repo), capture_output=True, text=True)
+    return proc.returncode != 0
+
+
+def gate_catches(repo: Path, suites: tuple[str, ...], profile: str) -> bool:
+    env = environment(repo)
+    results = repo / "results" / "mutation"
+    caught = False
+    for suite in suites:
+        run = subprocess.run([sys.executable, "-m", "harness", "run", f"suites/{suite}.yaml", "--profile", profile,
+                              "--results", str(results), "--no-mlflow"], cwd=repo, env=env, capture_output=True,
+                             text=True)
+        gated = subprocess.run([sys.executable, "-m", "harness", "gate", str(results / suite / profile)], cwd=repo,
+                               env=env, capture_output=True, text=True)
+        if run.returncode == 2 or gated.returncode == 2:
+            raise SystemExit(f"{suite}: usage error in the CI run or gate:\n{run.stderr}{gated.stdout}{gated.stderr}")
+        caught = caught or run.returncode != 0 or gated.returncode != 0
+    return caught
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="names of the breaks to run (default: all)")
+    parser.add_argument("--skip-tests", action="store_true")
+    parser.add_argument("--skip-gate", action="store_true")
+    parser.add_argument("--profile", default="ci")
+    parser.add_argument("--list", action="store_true", help="list the breaks and exit")
+    parser.add_argument("--json", type=Path, help="also write the table here")
+    args = parser.parse_args()
+    chosen = [b for b in BREAKS if not args.only or b.name in args.only]
+    unknown = set(args.only or ()) - {b.name for b in BREAKS}
+    if unknown:
+        raise SystemExit(f"unknown break(s): {', '.join(sorted(unknown))}")
+    if args.list:
+        for one in chosen:
+            print(f"{one.name:<24} {one.area:<11} {one.what}")
+        return
+    rows = []
+    for one in chosen:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=f"mutation-{one.name}-") as folder:
+            repo = Path(folder)
+            scratch_copy(repo)
+            apply(one, repo)
+            tests = None if args.skip_tests else tests_catch(repo)
+            gate = None if args.skip_gate or not one.suites else gate_catches(repo, one.suites, args.profile)
+        rows.append({"break": one.name, "area": one.area, "what": one.what, "tests": tests, "gate": gate,
+                     "either": bool(tests) or bool(gate), "seconds": round(time.monotonic() - started, 1)})
+        mark = {True: "caught", False: "MISSED", None: "-"}
+        print(f"{one.name:<24} tests {mark[tests]:<7} gate {mark[gate]:<7} ({rows[-1]['seconds']} s)", flush=True)
+    gated = [r for r in rows if r["gate"] is not None]
+    print(f"\n{sum(r['either'] for r in rows)} of {len(rows)} breaks caught by tests or gate; the gate alone caught "
+          f"{sum(bool(r['gate']) for r in gated)} of the {len(gated)} it ran on")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
