@@ -233,7 +233,9 @@ class PCSHODLM(nn.Module):
             tok_precision, ch_precision = self.precision_up[layer](x, t)
             memory_k, memory_v = (memory or {}).get(layer, (None, None))
             mu = self.blocks[layer](x, memory_k, memory_v)
-            settled = self.settle(layer, x, mu, tok_precision * ch_precision)
+            # the precision heads learn from the energy alone: a denoising gradient through the
+            # settling would raise precision wherever a full update helps, i.e. at masked tokens
+            settled = self.settle(layer, x, mu, (tok_precision * ch_precision).detach())
             if trace is not None:
                 trace.layer_inputs.append(x)
                 trace.layer_outputs.append(settled)
