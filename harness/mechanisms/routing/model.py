@@ -14,7 +14,9 @@ with learned positive gamma and omega per layer. High precision means "trust the
 the state moves fully to it; low precision slows the update.
 
 The precision heads are trained to carry real uncertainty by the precision-weighted energy
-``0.5 * (Pi * (e^2 + floor) - log Pi)`` (see ``precision_energy``). Here ``e`` is the
+``0.5 * (Pi * (e^2 + floor) - log Pi)`` (see ``precision_energy``), and by it alone: the settling
+reads a detached precision, because the denoising gradient through it raised precision exactly at
+the masked tokens (where a full step towards the prediction helps) and left it anti-calibrated. Here ``e`` is the
 *denoising error of the layer's state*: the difference between the layer-normalised settled
 state on the noisy sequence and the same layer's state on the clean sequence (same t, no
 gradient). It is large exactly where the layer cannot tell what the clean token is, so the

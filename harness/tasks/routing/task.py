@@ -160,7 +160,10 @@ def _metrics() -> tuple[Metric, ...]:
 class RoutingTask(Task):
     name = "routing"
     version = "3"
-    description = "precision-guided router vs MSA RouterProjector on an entity attribute=value memory (PC-SHO-DLM backbone)"
+    description = (
+        "precision-guided router vs its mean-pooling ablation and MSA RouterProjector on an entity attribute=value "
+        "memory, evaluated on a held-out bank (PC-SHO-DLM backbone)"
+    )
     Params = RoutingParams
     metrics = _metrics()
     smoke_params = {
