@@ -75,7 +75,7 @@ class RoutingParams(TaskParams):
     n_diffusion_steps: int = Field(100, ge=1)
     n_settling_steps: int = Field(2, ge=0)
     msa_from_layer: int = Field(1, ge=0, description="first MSA layer is max(this, n_layers // 2)")
-    backbone_steps: int = Field(600, ge=1)
+    backbone_steps: int = Field(1200, ge=1)
     backbone_batch: int = Field(64, ge=2)
     backbone_lr: float = Field(3e-3, gt=0)
     backbone_docs: int = Field(4096, ge=2)
