@@ -12,8 +12,7 @@ import torch
 
 from harness.mechanisms.routing.msa import check_routing_keys, ensure_bank_fits, headwise_normalize
 
-# 16k chunks: a block's per-token score matrix (query tokens x block) stays in the core's cache
-BLOCK_CHUNKS = 1 << 14
+BLOCK_CHUNKS = 1 << 16
 
 
 class RoutingIndex:
@@ -45,15 +44,9 @@ class RoutingIndex:
         return (headwise_normalize(queries, self.n_heads) / self.n_heads).flatten(0, 1).to(self.keys.dtype)
 
     def _block_scores(self, flat: torch.Tensor, batch: int, start: int) -> torch.Tensor:
-        """(B, docs in the block). The key block is the left operand: the bank streams through
-        the product once and only the small query matrix is packed, so scoring every query token
-        reads the keys as fast as scoring one pooled query does."""
         block = self.keys[start : start + self.block_chunks]
-        scores = block @ flat.T
-        tokens = flat.shape[0] // batch
-        if tokens > 1:
-            scores = scores.view(-1, batch, tokens).amax(dim=-1)
-        return scores.view(-1, self.chunks_per_doc, batch).amax(dim=1).T
+        chunk_scores = (flat @ block.T).view(batch, -1, block.shape[0]).amax(dim=1)
+        return chunk_scores.view(batch, -1, self.chunks_per_doc).amax(dim=-1)
 
     def document_scores(self, queries: torch.Tensor) -> torch.Tensor:
         """(B, n_docs): each document's best chunk score for queries (B, S, router_dim)."""
