@@ -175,6 +175,21 @@ def test_pairs_are_formed_within_each_sweep_point(tmp_path):
     assert all(r.difference.n == 5 for r in rows)
 
 
+def test_a_multi_axis_sweep_pairs_whatever_order_the_stored_suite_lists_its_axes(tmp_path):
+    # the trials label points in declaration order (entity_len first); suite.json sorts the axes
+    meta = suite_meta(sweep={"entity_len": [1, 4], "bank_size": [64]})
+    records = []
+    for seed in SEEDS:
+        for entity_len in (1, 4):
+            point = {"entity_len": entity_len, "bank_size": 64}
+            records += [record("control", seed, {"acc": 0.5 + 0.01 * seed}, point=point),
+                        record("treat", seed, {"acc": 0.6 + 0.011 * seed}, point=point)]
+    results = load_results(write_run(tmp_path, meta, records))
+    assert results.point_labels() == ["entity_len=1,bank_size=64", "entity_len=4,bank_size=64"]
+    rows = analyse(results).rows
+    assert {(r.point, r.verdict) for r in rows} == {(p, "better") for p in results.point_labels()}
+
+
 def claim(metric: str, test: str, **bounds: Any) -> dict[str, Any]:
     return {"contrast": "treat-vs-control", "metric": metric, "test": test, **bounds}
 

@@ -9,7 +9,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from harness.analysis.stats import CONFIDENCE
 from harness.execution.trials import point_label, sweep_points
@@ -142,8 +142,11 @@ class RunResults:
         return labels
 
     def point_labels(self) -> list[str]:
-        """Sweep points in declaration order; a suite without a sweep has the single point ''."""
-        labels = [point_label(p) for p in sweep_points(self.meta.get("sweep") or {})]
+        """Sweep points in declaration order, labelled as the trials label them (the stored suite
+        may list the axes of a multi-axis sweep in another order); without a sweep the single ''."""
+        trial_labels = {_point_key(t.get("point") or {}): t["point_label"] for t in self.finished}
+        declared = sweep_points(self.meta.get("sweep") or {})
+        labels = [trial_labels.get(_point_key(p), point_label(p)) for p in declared]
         seen = set(labels)
         for _, point in self._cells:
             if point not in seen:
@@ -240,3 +243,8 @@ def load_results(run_dir: Path) -> RunResults:
         except (OSError, json.JSONDecodeError) as exc:
             trials.append({"arm_label": "?", "status": "unreadable", "error": f"{path.name}: {exc}"})
     return index_results(run_dir, meta, trials)
+
+
+def _point_key(point: Mapping[str, Any]) -> str:
+    """A sweep point's identity whatever the order of its axes."""
+    return json.dumps(point, sort_keys=True, default=str)

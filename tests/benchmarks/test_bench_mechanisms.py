@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.devices import resolve_device
+from harness.measure.memory import copy_bandwidth
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.routing.model import PrecisionHead
 from harness.mechanisms.routing.msa import RouterProjector
@@ -32,6 +33,7 @@ from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
 from harness.mechanisms.vocab.index import save_index
 from harness.mechanisms.vocab.pooling import pooled_shared, pooled_split
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.routing.scoring import RoutingIndex
 
 DEVICE = resolve_device(os.environ.get("HARNESS_BENCH_DEVICE", "auto"))
 
@@ -81,6 +83,32 @@ def test_precision_guided_router_scoring(benchmark, routing_inputs):
     _, mechanism, h_query, keys, t = routing_inputs
     scores = benchmark(timed(lambda: mechanism.compute_routing_scores(h_query, keys, t=t)))
     assert scores.shape == (QUERIES, CHUNKS)
+
+
+# --- routing: the suite's fast index, per-token (RouterProjector) vs one pooled query, at 10^6 chunks
+INDEX_CHUNKS, CHUNKS_PER_DOC, EVAL_QUERY_TOKENS = 1_000_000, 5, 10
+
+
+@pytest.fixture(scope="module")
+def routing_index_inputs():
+    keys = randn(INDEX_CHUNKS, ROUTER_DIM, seed=4)
+    bandwidth = copy_bandwidth(DEVICE, keys.numel() * keys.element_size())
+    return keys, bandwidth
+
+
+@pytest.mark.benchmark(group="routing-index")
+@pytest.mark.parametrize("arm", ["router_projector", "pooled"])
+def test_routing_index_top_documents(benchmark, routing_index_inputs, arm):
+    """extra_info: key bytes read per second as a fraction of the copy bandwidth of a bank-sized
+    tensor (the bank lives in DRAM here; medians on both sides), as the suite's score_bw_frac@N."""
+    keys, bandwidth = routing_index_inputs
+    per_token = arm == "router_projector"
+    index = RoutingIndex(keys, ROUTER_HEADS if per_token else 1, CHUNKS_PER_DOC)
+    queries = randn(1, EVAL_QUERY_TOKENS if per_token else 1, ROUTER_DIM, seed=5)
+    scores, docs = benchmark(timed(lambda: index.top_documents(queries, 4)))
+    benchmark.extra_info["copy_bandwidth_gb_s"] = bandwidth / 1e9
+    benchmark.extra_info["bandwidth_fraction"] = keys.numel() * keys.element_size() / benchmark.stats.stats.median / bandwidth
+    assert docs.shape == (1, 4)
 
 
 # --- vocab: split vocabulary vs the shared table (vocab 50k, 4,096-token batches) --------------

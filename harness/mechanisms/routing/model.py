@@ -14,7 +14,9 @@ with learned positive gamma and omega per layer. High precision means "trust the
 the state moves fully to it; low precision slows the update.
 
 The precision heads are trained to carry real uncertainty by the precision-weighted energy
-``0.5 * (Pi * (e^2 + floor) - log Pi)`` (see ``precision_energy``). Here ``e`` is the
+``0.5 * (Pi * (e^2 + floor) - log Pi)`` (see ``precision_energy``), and by it alone: the settling
+reads a detached precision, because the denoising gradient through it raised precision exactly at
+the masked tokens (where a full step towards the prediction helps) and left it anti-calibrated. Here ``e`` is the
 *denoising error of the layer's state*: the difference between the layer-normalised settled
 state on the noisy sequence and the same layer's state on the clean sequence (same t, no
 gradient). It is large exactly where the layer cannot tell what the clean token is, so the
@@ -233,7 +235,9 @@ class PCSHODLM(nn.Module):
             tok_precision, ch_precision = self.precision_up[layer](x, t)
             memory_k, memory_v = (memory or {}).get(layer, (None, None))
             mu = self.blocks[layer](x, memory_k, memory_v)
-            settled = self.settle(layer, x, mu, tok_precision * ch_precision)
+            # the precision heads learn from the energy alone: a denoising gradient through the
+            # settling would raise precision wherever a full update helps, i.e. at masked tokens
+            settled = self.settle(layer, x, mu, (tok_precision * ch_precision).detach())
             if trace is not None:
                 trace.layer_inputs.append(x)
                 trace.layer_outputs.append(settled)

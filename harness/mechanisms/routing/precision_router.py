@@ -9,6 +9,8 @@ cosine against the routing keys::
 with Pi_i = tok_precision_i * mean_c(ch_precision_c). ``estimate_precision_gain`` ranks chunks
 by sum_i (1/Pi_i) cos(W_q h_i, KR_j), a signal for deciding whether to retrieve at all. The
 precision head is shared with the model; only ``q_proj`` and ``k_proj`` are new parameters.
+``MeanPoolRouter`` is its ablation: the same router with uniform token weights (the seed's
+``t=None`` fallback), so a contrast between the two isolates the precision weighting.
 """
 from __future__ import annotations
 
@@ -100,11 +102,22 @@ class PrecisionGuidedRouter(nn.Module):
         return top_gains, doc_ids
 
 
-def replace_router_in_msa_layer(msa_layer: MSALayer, precision_head: PrecisionHead) -> PrecisionGuidedRouter:
-    """Install a PrecisionGuidedRouter on the layer; its key projection starts as the old one's,
-    so routing keys already in a bank stay valid."""
+class MeanPoolRouter(PrecisionGuidedRouter):
+    """The precision router with every query token equally uncertain: pooling is a plain mean
+    whatever the precision head says, and the retrieval gain an unweighted sum of similarities."""
+
+    def uncertainty(self, h: torch.Tensor, t: torch.Tensor | None) -> torch.Tensor:
+        check_hidden(h, self.d_model, "query hidden states")
+        return torch.ones(*h.shape[:2], 1, dtype=h.dtype, device=h.device)
+
+
+def replace_router_in_msa_layer(
+    msa_layer: MSALayer, precision_head: PrecisionHead, router_class: type[PrecisionGuidedRouter] = PrecisionGuidedRouter
+) -> PrecisionGuidedRouter:
+    """Install a PrecisionGuidedRouter (or ``router_class``) on the layer; its key projection
+    starts as the old one's, so routing keys already in a bank stay valid."""
     old = msa_layer.router
-    router = PrecisionGuidedRouter(
+    router = router_class(
         precision_head=precision_head,
         d_model=msa_layer.d_model,
         router_dim=old.q_proj.out_features,

@@ -1,9 +1,10 @@
 """The shared backbone: PC-SHO-DLM with MSA layers, trained once per seed and cached.
 
-The backbone learns to denoise queries while reading chunk-pooled memory: each query sees the
-pooled K/V of ``memory_docs`` documents from its batch, its gold document among them with
-probability ``gold_rate``, so it learns both to copy a value from the right chunk and that
-memory can be wrong. Its precision heads are trained with the precision-weighted energy at the
+The backbone learns to denoise queries while reading chunk-pooled memory as it will be read at
+evaluation: each query sees the pooled K/V of ``memory_docs`` (= the routers' top-k) documents
+from its batch, its gold document among them with probability ``gold_rate`` and the others
+distractors, so it learns to copy a value from the right document's chunk among several and that
+memory can be wrong. It trains on the training documents only (names disjoint from the bank). Its precision heads are trained with the precision-weighted energy at the
 same time. Arms then reuse it unchanged (same init, same weights, same data).
 """
 from __future__ import annotations
@@ -151,11 +152,13 @@ def backbone_loss(model: PCSHODLM, spec: BackboneSpec, queries: QueryBatch, docu
     return denoising_loss(trace.logits, queries.clean, queries.masked), energy
 
 
-def train_backbone(spec: BackboneSpec, ctx: TrialContext) -> dict[str, Any]:
-    """Train from the seeded init; the payload holds the state dict and training tokens/s on this device."""
+def train_backbone(spec: BackboneSpec, pool: torch.Tensor, ctx: TrialContext) -> dict[str, Any]:
+    """Train from the seeded init on the (pool_docs, doc_len) training documents; the payload
+    holds the state dict and training tokens/s on this device."""
+    if pool.shape != (spec.pool_docs, spec.layout.doc_len):
+        raise ValueError(f"pool must be ({spec.pool_docs}, {spec.layout.doc_len}), got {tuple(pool.shape)}")
     device = ctx.device
     model = build_model(spec, ctx.stream("backbone-init"), device)
-    pool = make_documents(spec.layout, spec.pool_docs, ctx.stream("backbone-docs"))
     data = ctx.stream("backbone-batches")
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
     warmup = max(1, spec.steps // 10)

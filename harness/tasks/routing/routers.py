@@ -1,10 +1,12 @@
-"""The four routing arms and how the two learned ones are trained.
+"""The five routing arms and how the three learned ones are trained.
 
-``router_projector`` (control) keeps MSA's RouterProjector; ``precision`` (mechanism) swaps in
-the PrecisionGuidedRouter fed by the routing layer's (frozen) precision head; both start from
-the same router weights and are trained on the frozen backbone with the same contrastive
-routing loss, batches and sampled negatives. ``random`` (negative control) scores documents at
-random and ``oracle`` (positive control) gives the gold document the top score.
+``precision`` (mechanism) swaps in the PrecisionGuidedRouter fed by the routing layer's (frozen)
+precision head; ``mean_pool`` (its ablation, the primary control) is the same router with
+uniform token weights; ``router_projector`` (MSA's control) keeps MSA's RouterProjector. All
+three start from the same router weights and are trained on the frozen backbone with the same
+contrastive routing loss, batches and sampled negatives, on the training documents only.
+``random`` (negative control) scores documents at random and ``oracle`` (positive control) puts
+the gold document first and random documents after it.
 """
 from __future__ import annotations
 
@@ -16,14 +18,19 @@ import torch.nn as nn
 
 from harness.execution.loop import optimizer_step
 from harness.mechanisms.routing.msa import RouterProjector, routing_contrastive_loss
-from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter, replace_router_in_msa_layer
+from harness.mechanisms.routing.precision_router import (
+    MeanPoolRouter,
+    PrecisionGuidedRouter,
+    replace_router_in_msa_layer,
+)
 from harness.measure.timing import throughput
 from harness.tasks.base import TrialContext
 from harness.tasks.routing.backbone import Backbone
 from harness.tasks.routing.workload import Layout, QueryBatch, make_queries
 
-Arm = Literal["router_projector", "precision", "random", "oracle"]
-LEARNED: tuple[str, ...] = ("router_projector", "precision")
+Arm = Literal["router_projector", "precision", "mean_pool", "random", "oracle"]
+POOLED: dict[str, type[PrecisionGuidedRouter]] = {"precision": PrecisionGuidedRouter, "mean_pool": MeanPoolRouter}
+LEARNED: tuple[str, ...] = ("router_projector", *POOLED)
 
 
 @dataclass(frozen=True)
@@ -39,17 +46,17 @@ class RouterTraining:
 def install_router(arm: Arm, backbone: Backbone) -> nn.Module | None:
     """The arm's router on the routing layer (None for the fixed random/oracle arms).
 
-    Both learned arms start from the same weights (see ``start_as_similarity_search``): the
-    precision router takes over the RouterProjector's q_proj as well as its k_proj. Its
+    The learned arms start from the same weights (see ``start_as_similarity_search``): the
+    pooled routers take over the RouterProjector's q_proj as well as its k_proj. The
     precision head stays frozen.
     """
     if arm not in LEARNED:
         return None
     layer = backbone.model.blocks[backbone.routing_layer]
     start_as_similarity_search(layer.router)
-    if arm == "precision":
+    if arm in POOLED:
         old = layer.router
-        router = replace_router_in_msa_layer(layer, backbone.model.precision_up[backbone.routing_layer])
+        router = replace_router_in_msa_layer(layer, backbone.model.precision_up[backbone.routing_layer], POOLED[arm])
         with torch.no_grad():
             router.q_proj.weight.copy_(old.q_proj.weight)
             router.q_proj.bias.copy_(old.q_proj.bias)
@@ -142,10 +149,12 @@ def train_router(
 
 
 def fixed_document_scores(arm: Arm, gold: torch.Tensor, n_docs: int, generator: torch.Generator) -> torch.Tensor:
-    """(B, n_docs) scores of the controls: uniform noise, or 1 for the gold document."""
+    """(B, n_docs) scores of the controls: uniform noise in [0, 1); the oracle adds 1 to the
+    gold document's, so its top-k is the gold document and k - 1 random distractors."""
+    noise = torch.rand(gold.shape[0], n_docs, generator=generator).to(gold.device)
     if arm == "random":
-        return torch.rand(gold.shape[0], n_docs, generator=generator).to(gold.device)
+        return noise
     if arm == "oracle":
-        return torch.nn.functional.one_hot(gold, n_docs).float()
+        return noise + torch.nn.functional.one_hot(gold, n_docs).to(noise.dtype)
     raise ValueError(f"arm {arm!r} has a learned router")
 

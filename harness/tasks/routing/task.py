@@ -2,17 +2,20 @@
 
 One trial = one arm at one seed and bank size. The backbone (PC-SHO-DLM with MSA layers) is
 trained once per seed and cached; the bank's documents are encoded once into a MemoryBank; the
-arm's router (if learned) is trained with the contrastive routing loss; then routing quality,
-end-to-end masked-value accuracy (no memory / gold document / routed top-k), active-retrieval
-AUROC, precision sanity figures and costs are measured on held-out queries.
+arm's router (if learned) is trained with the contrastive routing loss on the training
+documents (trained once per seed and arm, cached, shared by every bank size); then routing
+quality, end-to-end masked-value accuracy (no memory / gold document / routed top-k),
+active-retrieval AUROC, precision calibration and costs are measured on queries about the
+held-out bank, whose entity names no router or backbone trained on.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Annotated, Literal, Mapping
+from typing import Annotated, Any, Mapping
 
 import torch
+import torch.nn as nn
 from pydantic import Field, model_validator
 
 from harness.measure.memory import copy_bandwidth
@@ -30,6 +33,7 @@ from harness.tasks.routing.evaluation import (
     value_predictions,
 )
 from harness.tasks.routing.routers import (
+    Arm,
     RouterTraining,
     fixed_document_scores,
     install_router,
@@ -38,17 +42,22 @@ from harness.tasks.routing.routers import (
     train_router,
 )
 from harness.tasks.routing.scoring import RoutingIndex, random_keys
-from harness.tasks.routing.workload import Layout, QueryBatch, Vocabulary, make_documents, make_queries
+from harness.tasks.routing.workload import Layout, QueryBatch, Vocabulary, make_documents, make_queries, split_names
 
 EVAL_BATCH = 16
+DEFAULT_ENTITY_TOKENS = 128
+HELD_OUT_ROOM = 4096
 
 
 class RoutingParams(TaskParams):
-    router: Literal["router_projector", "precision", "random", "oracle"] = "router_projector"
-    bank_size: int = Field(256, ge=2, description="documents in the memory bank")
+    router: Arm = "router_projector"
+    bank_size: int = Field(256, ge=2, description="documents in the held-out memory bank")
     # workload
-    entity_len: int = Field(2, ge=1, description="tokens of an entity name (names are unique within a bank)")
-    n_entities: int = Field(128, ge=2, description="entity-name tokens")
+    entity_len: int = Field(2, ge=1, description="tokens of an entity name (names are unique across all documents)")
+    n_entities: int | None = Field(
+        None, ge=2, description="entity-name tokens; None: the smallest count >= 128 whose names cover the training "
+        "documents plus a held-out bank of 4096 (128 for names of 2+ tokens, 8192 for 1-token names)"
+    )
     n_attributes: int = Field(16, ge=1)
     n_values: int = Field(16, ge=2)
     doc_facts: int = Field(4, ge=1, description="attribute=value facts per document")
@@ -66,13 +75,12 @@ class RoutingParams(TaskParams):
     n_diffusion_steps: int = Field(100, ge=1)
     n_settling_steps: int = Field(2, ge=0)
     msa_from_layer: int = Field(1, ge=0, description="first MSA layer is max(this, n_layers // 2)")
-    backbone_steps: int = Field(300, ge=1)
+    backbone_steps: int = Field(1200, ge=1)
     backbone_batch: int = Field(64, ge=2)
     backbone_lr: float = Field(3e-3, gt=0)
     backbone_docs: int = Field(4096, ge=2)
     energy_weight: float = Field(0.1, ge=0)
     gold_rate: float = Field(0.9, ge=0.0, le=1.0, description="chance the backbone's memory holds the gold document")
-    backbone_memory_docs: int = Field(1, ge=1, description="documents in memory per query while training the backbone")
     # router
     router_dim: int = Field(64, ge=1)
     n_router_heads: int = Field(4, ge=1)
@@ -90,19 +98,27 @@ class RoutingParams(TaskParams):
 
     @model_validator(mode="after")
     def _consistent(self) -> "RoutingParams":
-        if self.backbone_memory_docs >= self.backbone_batch:
+        if self.top_k >= self.backbone_batch:
             raise ValueError(
-                f"backbone_memory_docs ({self.backbone_memory_docs}) must be below backbone_batch ({self.backbone_batch})"
+                f"top_k ({self.top_k}) documents of memory per query while training the backbone must be fewer "
+                f"than backbone_batch ({self.backbone_batch})"
             )
-        names = self.n_entities**self.entity_len
-        if max(self.bank_size, self.backbone_docs) > names:
+        names = self.entity_tokens**self.entity_len
+        if self.bank_size + self.backbone_docs > names:
             raise ValueError(
-                f"bank_size ({self.bank_size}) and backbone_docs ({self.backbone_docs}) must not exceed the "
-                f"{names} distinct entity names (n_entities ** entity_len)"
+                f"bank_size ({self.bank_size}) + backbone_docs ({self.backbone_docs}) documents with disjoint names "
+                f"exceed the {names} distinct entity names (n_entities ** entity_len)"
             )
         if self.top_k > self.bank_size:
             raise ValueError(f"top_k ({self.top_k}) exceeds bank_size ({self.bank_size})")
         return self
+
+    @property
+    def entity_tokens(self) -> int:
+        """``n_entities``, or the rule its description states."""
+        if self.n_entities is not None:
+            return self.n_entities
+        return max(DEFAULT_ENTITY_TOKENS, math.ceil((self.backbone_docs + HELD_OUT_ROOM) ** (1 / self.entity_len)))
 
 
 def _metrics() -> tuple[Metric, ...]:
@@ -131,9 +147,11 @@ def _metrics() -> tuple[Metric, ...]:
         Metric("key_bytes_per_doc", "lower", "bytes", m, "routing-key bytes stored per document"),
         Metric("score_qps", "higher", "queries/s", s, "top-k routing throughput against a bank of N chunks (@N)",
                axis=bank),
-        Metric("score_bw_frac", "higher", "fraction", s, "routing-key bytes read per second / copy bandwidth (@N)",
-               axis=bank),
-        Metric("copy_bandwidth", "none", "GB/s", s, "large tensor copy bandwidth measured in the same run"),
+        Metric("score_bw_frac", "higher", "fraction", s,
+               "routing-key bytes read per second / copy bandwidth of a bank-sized tensor (the memory level the bank "
+               "lives in) (@N)", axis=bank),
+        Metric("copy_bandwidth", "none", "GB/s", s, "copy bandwidth of a tensor of the bank's key bytes, measured "
+               "right before the scoring (@N)", axis=bank),
         Metric("router_train_tokens_per_s", "higher", "tokens/s", s, "router training step throughput"),
         Metric("backbone_train_tokens_per_s", "higher", "tokens/s", s, "backbone training step throughput"),
     )
@@ -141,8 +159,11 @@ def _metrics() -> tuple[Metric, ...]:
 
 class RoutingTask(Task):
     name = "routing"
-    version = "2"
-    description = "precision-guided router vs MSA RouterProjector on an entity attribute=value memory (PC-SHO-DLM backbone)"
+    version = "3"
+    description = (
+        "precision-guided router vs its mean-pooling ablation and MSA RouterProjector on an entity attribute=value "
+        "memory, evaluated on a held-out bank (PC-SHO-DLM backbone)"
+    )
     Params = RoutingParams
     metrics = _metrics()
     smoke_params = {
@@ -156,9 +177,12 @@ class RoutingTask(Task):
         device = ctx.device
         layout = layout_of(params)
         spec = backbone_spec(params, layout)
-        backbone = ctx.cached("backbone", asdict(spec), build=lambda: train_backbone(spec, ctx),
+        training_names, bank_names = split_names(layout, [params.backbone_docs, params.bank_size], ctx.stream("names"))
+        training_docs = make_documents(layout, params.backbone_docs, ctx.stream("backbone-docs"), names=training_names)
+        backbone = ctx.cached("backbone", asdict(spec), build=lambda: train_backbone(spec, training_docs, ctx),
                               restore=lambda payload: trained_backbone(spec, payload, ctx))
-        documents = make_documents(layout, params.bank_size, ctx.stream("bank", params.bank_size)).to(device)
+        documents = make_documents(layout, params.bank_size, ctx.stream("bank", params.bank_size), names=bank_names)
+        documents = documents.to(device)
         widths = 2 * params.d_model * len(backbone.msa_layers) + params.router_dim + params.d_model
         ensure_bank_fits(params.bank_size * layout.chunks_per_doc, widths, device)
         encoded, pooled = encode_bank(backbone.model, backbone.msa, documents)
@@ -166,14 +190,7 @@ class RoutingTask(Task):
         router = install_router(params.router, backbone)
         metrics: dict[str, float] = {"backbone_train_tokens_per_s": backbone.train_tokens_per_s}
         if router is not None:
-            training = RouterTraining(
-                steps=params.router_steps, batch=params.router_batch, lr=params.router_lr,
-                temperature=params.router_temperature, negatives=params.router_negatives,
-                max_noise_step=max_noise_step(params),
-            )
-            metrics["router_train_tokens_per_s"] = train_router(
-                router, backbone, pooled, documents, layout, training, ctx
-            )
+            metrics["router_train_tokens_per_s"] = fit_router(params, spec, backbone, router, training_docs, ctx)
         bank = build_bank(backbone, router, encoded, pooled, layout.chunk_size)
         queries = make_queries(
             layout, documents.cpu(), torch.randint(params.bank_size, (params.eval_queries,),
@@ -185,12 +202,40 @@ class RoutingTask(Task):
         metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
         metrics["key_bytes_per_doc"] = float(layout.chunks_per_doc * params.router_dim * 4) if router is not None else 0.0
         if router is not None and params.measure_speed:
-            metrics.update(scoring_speed(params, router, layout, device, ctx.stream("speed")))
+            # synthetic banks, independent of bank_size: measured once per seed and arm
+            identity = {"arm": params.router, "layout": asdict(layout), "router_dim": params.router_dim,
+                        "heads": params.n_router_heads, "top_k": params.top_k, "score_batch": params.score_batch,
+                        "score_bank_chunks": list(params.score_bank_chunks)}
+            metrics.update(ctx.cached("scoring-speed", identity,
+                                      build=lambda: scoring_speed(params, router, layout, device, ctx.stream("speed"))))
         return metrics
 
 
+def fit_router(
+    params: RoutingParams, spec: BackboneSpec, backbone: Backbone, router: nn.Module, training_docs: torch.Tensor,
+    ctx: TrialContext,
+) -> float:
+    """Train the installed router on the training documents, once per seed and arm (cached: every
+    bank size evaluates the same router); returns its training tokens/s."""
+    training = RouterTraining(
+        steps=params.router_steps, batch=params.router_batch, lr=params.router_lr,
+        temperature=params.router_temperature, negatives=params.router_negatives,
+        max_noise_step=max_noise_step(params),
+    )
+
+    def build() -> dict[str, Any]:
+        _, pooled = encode_bank(backbone.model, backbone.msa, training_docs.to(ctx.device))
+        rate = train_router(router, backbone, pooled, training_docs.to(ctx.device), spec.layout, training, ctx)
+        return {"state": router.state_dict(), "train_tokens_per_s": rate}
+
+    identity = {"arm": params.router, "backbone": asdict(spec), "training": asdict(training)}
+    payload = ctx.cached("router", identity, build=build)
+    router.load_state_dict(payload["state"])
+    return float(payload["train_tokens_per_s"])
+
+
 def layout_of(params: RoutingParams) -> Layout:
-    vocabulary = Vocabulary(n_entities=params.n_entities, n_attributes=params.n_attributes, n_values=params.n_values)
+    vocabulary = Vocabulary(n_entities=params.entity_tokens, n_attributes=params.n_attributes, n_values=params.n_values)
     return Layout(vocabulary, params.entity_len, params.doc_facts, params.query_facts, params.chunk_size)
 
 
@@ -209,7 +254,7 @@ def backbone_spec(params: RoutingParams, layout: Layout) -> BackboneSpec:
     return BackboneSpec(
         model=model, msa=msa, layout=layout, steps=params.backbone_steps, batch=params.backbone_batch,
         lr=params.backbone_lr, energy_weight=params.energy_weight, gold_rate=params.gold_rate,
-        memory_docs=params.backbone_memory_docs,
+        memory_docs=params.top_k,
         pool_docs=params.backbone_docs, max_noise_step=max_noise_step(params),
     )
 
@@ -297,19 +342,23 @@ def retrieval_confidence(
 def scoring_speed(
     params: RoutingParams, router, layout: Layout, device: torch.device, generator: torch.Generator
 ) -> dict[str, float]:
-    """Top-k routing throughput against synthetic banks, and its share of the copy bandwidth."""
+    """Top-k routing throughput against synthetic banks of N chunks, and the key bytes it reads
+    per second as a share of the copy bandwidth of a bank-sized tensor, measured right before:
+    the bandwidth of the memory level (cache or DRAM) the bank lives in."""
     per_doc = layout.chunks_per_doc
     largest = max(params.score_bank_chunks) // per_doc * per_doc
-    bandwidth = copy_bandwidth(device, max(64 * 2**20, largest * params.router_dim * 4))
-    out = {"copy_bandwidth": bandwidth / 1e9}
     keys = random_keys(largest, params.router_dim, device, generator)
     per_token = not isinstance(router, PrecisionGuidedRouter)
     heads = router.n_heads if per_token else 1
     queries = torch.randn(params.score_batch, layout.query_len if per_token else 1, params.router_dim, generator=generator).to(device)
+    out = {}
     for n_chunks in params.score_bank_chunks:
         n_chunks = n_chunks // per_doc * per_doc
+        key_bytes = n_chunks * params.router_dim * keys.element_size()
         index = RoutingIndex(keys[:n_chunks], heads, per_doc)
+        bandwidth = copy_bandwidth(device, key_bytes, min_run_time=0.05)
         seconds = seconds_per_call(lambda: index.top_documents(queries, params.top_k), min_run_time=0.1)
+        out[f"copy_bandwidth@{n_chunks}"] = bandwidth / 1e9
         out[f"score_qps@{n_chunks}"] = params.score_batch / seconds
-        out[f"score_bw_frac@{n_chunks}"] = n_chunks * params.router_dim * keys.element_size() / seconds / bandwidth
+        out[f"score_bw_frac@{n_chunks}"] = key_bytes / seconds / bandwidth
     return out

@@ -8,12 +8,15 @@ asked attributes at their document slots with the values masked, every other slo
 diffusion noise at step t). Values are random, so only the gold document can supply them: no
 memory gives chance accuracy, and routing means matching the entity name. Keeping the asked
 facts at their slots lets the backbone find the fact in memory by attribute or by slot.
+Names are split into disjoint sets (``split_names``): the documents the backbone and the routers
+train on never share an entity name with the held-out bank they are evaluated on.
 Everything is drawn from explicit generators (the trial's named streams), so a seed fixes the data.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -83,12 +86,42 @@ class Layout:
         return torch.arange(self.chunks_per_doc) * self.chunk_size < self.entity_len
 
 
-def make_documents(layout: Layout, n_docs: int, generator: torch.Generator) -> torch.Tensor:
-    """(n_docs, doc_len) token ids with distinct entity names."""
-    if n_docs > layout.max_documents:
-        raise ValueError(f"{n_docs} documents need more than the {layout.max_documents} distinct entity names")
+PERMUTED_NAME_SPACE = 1 << 22
+NAME_DRAWS = 4096
+
+
+def distinct_names(space: int, n: int, generator: torch.Generator) -> torch.Tensor:
+    """n distinct indices in [0, space), uniformly at random; the first m of them do not depend
+    on n (a prefix of one permutation, or of a fixed-size stream of draws without repeats when
+    the space is too large to permute)."""
+    if n > space:
+        raise ValueError(f"{n} documents need more than the {space} distinct entity names")
+    if space <= PERMUTED_NAME_SPACE:
+        return torch.randperm(space, generator=generator)[:n]
+    seen: dict[int, None] = {}
+    while len(seen) < n:
+        for name in torch.randint(space, (NAME_DRAWS,), generator=generator).tolist():
+            seen.setdefault(name)
+    return torch.tensor(list(seen)[:n])
+
+
+def split_names(layout: Layout, sizes: Sequence[int], generator: torch.Generator) -> list[torch.Tensor]:
+    """Disjoint sets of entity-name indices, one per size, taken in order from one draw of
+    distinct names: a set depends only on the generator and the sizes before it."""
+    names = distinct_names(layout.max_documents, sum(sizes), generator)
+    ends = torch.tensor([0, *sizes]).cumsum(0).tolist()
+    return [names[start:end] for start, end in zip(ends[:-1], ends[1:])]
+
+
+def make_documents(
+    layout: Layout, n_docs: int, generator: torch.Generator, names: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(n_docs, doc_len) token ids with distinct entity names (the given name indices, else drawn)."""
+    if names is None:
+        names = split_names(layout, [n_docs], generator)[0]
+    elif names.shape != (n_docs,):
+        raise ValueError(f"names must have shape ({n_docs},), got {tuple(names.shape)}")
     vocab = layout.vocabulary
-    names = torch.randperm(layout.max_documents, generator=generator)[:n_docs]
     digits = vocab.n_entities ** torch.arange(layout.entity_len - 1, -1, -1)
     entity = names[:, None] // digits % vocab.n_entities + vocab.entity_start
     attributes = torch.rand(n_docs, vocab.n_attributes, generator=generator).argsort(dim=-1)[:, : layout.doc_facts]
