@@ -2,7 +2,8 @@
 
 Not part of the default test run (it takes minutes per break). Each break is a small, realistic
 edit a refactor could make, applied to a scratch copy of this checkout (tracked and untracked,
-non-ignored files, uncommitted edits included); the copy then runs
+non-ignored files, uncommitted edits included, as they were when the script started); the copy then
+runs
 
 - the tests: ``python -m pytest -x -q`` (caught = a failure);
 - the CI gate: ``harness run <suites> --profile ci`` and ``harness gate`` against the committed
@@ -57,6 +58,13 @@ BREAKS = (
           "        hit_weight = hit_weight * split.gate().index_select(0, hit_row)\n",
           "        hit_weight = hit_weight * 1.0\n", ("vocab",),
           "gated mode ignores its gates (a split row replaces the shared row outright)"),
+    Break("routing-uniform-weights", "routing", "harness/mechanisms/routing/precision_router.py",
+          "        return uncertainty / (uncertainty.sum(dim=1, keepdim=True) + self.eps)\n",
+          "        return torch.ones_like(uncertainty) / uncertainty.shape[1]\n", ("routing",),
+          "the precision router pools uniformly instead of by precision"),
+    Break("routing-projector-mean", "routing", "harness/mechanisms/routing/msa.py",
+          "        return cosine.mean(dim=2).amax(dim=1)\n", "        return cosine.mean(dim=2).mean(dim=1)\n",
+          ("routing",), "the RouterProjector pools query tokens by mean instead of max"),
     Break("stats-sign-flipped", "statistics", "harness/analysis/stats.py",
           "    differences = treated - controlled\n", "    differences = controlled - treated\n",
           ("vocab",), "paired differences computed as control minus treatment"),
@@ -79,8 +87,9 @@ BREAKS = (
 )
 
 
-def scratch_copy(destination: Path) -> None:
-    """Tracked and untracked non-ignored files of this checkout, as they are on disk."""
+def snapshot(destination: Path) -> None:
+    """Tracked and untracked non-ignored files of this checkout, as they are on disk now: every break
+    starts from this copy, so edits made while the script runs do not leak into it."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                             check=True, capture_output=True).stdout.decode().split("\0")
     for name in filter(None, listed):
@@ -128,6 +137,21 @@ def gate_catches(repo: Path, suites: tuple[str, ...], profile: str) -> bool:
     return caught
 
 
+def run_break(one: Break, base: Path, args: argparse.Namespace) -> dict[str, object]:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"mutation-{one.name}-") as folder:
+        repo = Path(folder) / "repo"
+        shutil.copytree(base, repo)
+        apply(one, repo)
+        tests = None if args.skip_tests else tests_catch(repo)
+        gate = None if args.skip_gate or not one.suites else gate_catches(repo, one.suites, args.profile)
+    row = {"break": one.name, "area": one.area, "what": one.what, "tests": tests, "gate": gate,
+           "either": bool(tests) or bool(gate), "seconds": round(time.monotonic() - started, 1)}
+    mark = {True: "caught", False: "MISSED", None: "-"}
+    print(f"{one.name:<24} tests {mark[tests]:<7} gate {mark[gate]:<7} ({row['seconds']} s)", flush=True)
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="names of the breaks to run (default: all)")
@@ -146,18 +170,11 @@ def main() -> None:
             print(f"{one.name:<24} {one.area:<11} {one.what}")
         return
     rows = []
-    for one in chosen:
-        started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix=f"mutation-{one.name}-") as folder:
-            repo = Path(folder)
-            scratch_copy(repo)
-            apply(one, repo)
-            tests = None if args.skip_tests else tests_catch(repo)
-            gate = None if args.skip_gate or not one.suites else gate_catches(repo, one.suites, args.profile)
-        rows.append({"break": one.name, "area": one.area, "what": one.what, "tests": tests, "gate": gate,
-                     "either": bool(tests) or bool(gate), "seconds": round(time.monotonic() - started, 1)})
-        mark = {True: "caught", False: "MISSED", None: "-"}
-        print(f"{one.name:<24} tests {mark[tests]:<7} gate {mark[gate]:<7} ({rows[-1]['seconds']} s)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="mutation-base-") as base_folder:
+        base = Path(base_folder) / "repo"
+        snapshot(base)
+        for one in chosen:
+            rows.append(run_break(one, base, args))
     gated = [r for r in rows if r["gate"] is not None]
     print(f"\n{sum(r['either'] for r in rows)} of {len(rows)} breaks caught by tests or gate; the gate alone caught "
           f"{sum(bool(r['gate']) for r in gated)} of the {len(gated)} it ran on")
