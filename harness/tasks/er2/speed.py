@@ -1,6 +1,12 @@
-"""Speed of a trained layer against SDPA over the same shapes: prefill, one-token decode, training."""
+"""Speed of a trained layer against SDPA over the same shapes: prefill, one-token decode, training.
+
+All figures of one trial are measured in the same process, so their ratios hold under a shared load.
+"""
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -15,6 +21,18 @@ def _random_qkv(
     shape_q = (batch, layer.num_heads, steps, layer.head_dim)
     shape_kv = (batch, layer.num_kv_heads, steps, layer.head_dim)
     return tuple(torch.randn(s, generator=generator).to(device) for s in (shape_q, shape_kv, shape_kv))
+
+
+def crossover_context(contexts: list[int], attention_seconds: list[float], layer_seconds: list[float]) -> float:
+    """Context at which the layer's cost per token falls to attention's: where straight-line fits over
+    context of the two meet (attention's cost per token grows with context, the layer's does not).
+    Below the smallest measured context when the layer already wins there; inf when the fits never meet."""
+    attention = np.polyfit(contexts, attention_seconds, 1)
+    layer = np.polyfit(contexts, layer_seconds, 1) if len(set(layer_seconds)) > 1 else np.array([0.0, layer_seconds[0]])
+    slope, intercept = attention[0] - layer[0], attention[1] - layer[1]
+    if slope <= 0:
+        return math.inf if intercept < 0 else 0.0
+    return max(0.0, -intercept / slope)
 
 
 def prefill_speeds(
@@ -33,6 +51,11 @@ def prefill_speeds(
             result[f"prefill_speedup@{context}"] = (
                 result[f"prefill_tokens_per_s@{context}"] / result[f"sdpa_prefill_tokens_per_s@{context}"]
             )
+    result["prefill_crossover_context"] = crossover_context(
+        contexts,
+        [1.0 / result[f"sdpa_prefill_tokens_per_s@{c}"] for c in contexts],
+        [1.0 / result[f"prefill_tokens_per_s@{c}"] for c in contexts],
+    )
     return result
 
 
@@ -40,21 +63,26 @@ def decode_latencies(
     layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float,
     generator: torch.Generator,
 ) -> dict[str, float]:
-    """One new token: the layer from a carried state vs SDPA reading the whole KV cache (GQA, no copy)."""
+    """One new token: the layer's decode step from a carried state vs SDPA reading the whole KV cache
+    (GQA, no copy). The state's cost does not depend on how many tokens it has absorbed."""
     result = {}
     with torch.no_grad():
         q, k, v = _random_qkv(layer, 1, max(contexts) + 1, device, generator)
-        _, state = layer(q[:, :, :-1], k[:, :, :-1], v[:, :, :-1], return_state=True)
+        _, state = layer(q[:, :, :64], k[:, :, :64], v[:, :, :64], return_state=True)
         step = (q[:, :, -1:], k[:, :, -1:], v[:, :, -1:])
-        layer_seconds = seconds_per_call(lambda: layer(*step, state=state, return_state=True), min_run_time)
+        decoder = layer.decoder()
+        layer_seconds = seconds_per_call(lambda: decoder.step(*step, state), min_run_time)
         result["decode_latency_s"] = layer_seconds
+        attention = []
         for context in contexts:
             cache_k, cache_v = k[:, :, :context], v[:, :, :context]
             seconds = seconds_per_call(
                 lambda: F.scaled_dot_product_attention(step[0], cache_k, cache_v, enable_gqa=True), min_run_time
             )
+            attention.append(seconds)
             result[f"sdpa_decode_latency_s@{context}"] = seconds
             result[f"decode_speedup@{context}"] = seconds / layer_seconds
+    result["decode_crossover_context"] = crossover_context(contexts, attention, [layer_seconds] * len(contexts))
     return result
 
 
