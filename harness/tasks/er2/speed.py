@@ -4,9 +4,6 @@ All figures of one trial are measured in the same process, so their ratios hold 
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -23,16 +20,11 @@ def _random_qkv(
     return tuple(torch.randn(s, generator=generator).to(device) for s in (shape_q, shape_kv, shape_kv))
 
 
-def crossover_context(contexts: list[int], attention_seconds: list[float], layer_seconds: list[float]) -> float:
-    """Context at which the layer's cost per token falls to attention's: where straight-line fits over
-    context of the two meet (attention's cost per token grows with context, the layer's does not).
-    Below the smallest measured context when the layer already wins there; inf when the fits never meet."""
-    attention = np.polyfit(contexts, attention_seconds, 1)
-    layer = np.polyfit(contexts, layer_seconds, 1) if len(set(layer_seconds)) > 1 else np.array([0.0, layer_seconds[0]])
-    slope, intercept = attention[0] - layer[0], attention[1] - layer[1]
-    if slope <= 0:
-        return math.inf if intercept < 0 else 0.0
-    return max(0.0, -intercept / slope)
+def crossover_context(context: int, attention_seconds: float, layer_seconds: float) -> float:
+    """Context at which attention's cost per token reaches the layer's, extrapolated from the largest
+    measured context with attention's cost per token taken as proportional to context (the layer's does
+    not grow). Always finite, so every run reports it; below ``context`` when the layer already wins."""
+    return context * layer_seconds / attention_seconds
 
 
 def prefill_speeds(
@@ -51,10 +43,9 @@ def prefill_speeds(
             result[f"prefill_speedup@{context}"] = (
                 result[f"prefill_tokens_per_s@{context}"] / result[f"sdpa_prefill_tokens_per_s@{context}"]
             )
+    longest = max(contexts)
     result["prefill_crossover_context"] = crossover_context(
-        contexts,
-        [1.0 / result[f"sdpa_prefill_tokens_per_s@{c}"] for c in contexts],
-        [1.0 / result[f"prefill_tokens_per_s@{c}"] for c in contexts],
+        longest, 1.0 / result[f"sdpa_prefill_tokens_per_s@{longest}"], 1.0 / result[f"prefill_tokens_per_s@{longest}"]
     )
     return result
 
@@ -73,16 +64,17 @@ def decode_latencies(
         decoder = layer.decoder()
         layer_seconds = seconds_per_call(lambda: decoder.step(*step, state), min_run_time)
         result["decode_latency_s"] = layer_seconds
-        attention = []
         for context in contexts:
             cache_k, cache_v = k[:, :, :context], v[:, :, :context]
             seconds = seconds_per_call(
                 lambda: F.scaled_dot_product_attention(step[0], cache_k, cache_v, enable_gqa=True), min_run_time
             )
-            attention.append(seconds)
             result[f"sdpa_decode_latency_s@{context}"] = seconds
             result[f"decode_speedup@{context}"] = seconds / layer_seconds
-    result["decode_crossover_context"] = crossover_context(contexts, attention, [layer_seconds] * len(contexts))
+    longest = max(contexts)
+    result["decode_crossover_context"] = crossover_context(
+        longest, result[f"sdpa_decode_latency_s@{longest}"], layer_seconds
+    )
     return result
 
 
