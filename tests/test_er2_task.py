@@ -10,7 +10,7 @@ import torch
 from harness.execution.executor import run_single
 from harness.tasks import load_task
 from harness.tasks.base import metric_family
-from harness.tasks.er2.data import RecallLayout, load_pydoc_corpus, recall_batch
+from harness.tasks.er2.data import RecallLayout, guess_from_context_recall, load_pydoc_corpus, recall_batch
 from harness.tasks.er2.task import ER2Task
 
 TINY = dict(
@@ -36,15 +36,16 @@ def test_registered_and_params_validated():
 
 
 def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
-    params = dict(TINY, residual_mode="compressed", measure_speed=True, speed_min_time=0.001)
+    params = dict(TINY, residual_mode="compressed", measure_speed=True, speed_min_time=0.001, speed_contexts=[32, 64])
     first = run_single(ER2Task, params, seed=0, work_root=tmp_path)
     assert first["status"] == "finished", first["error"]
     metrics = first["metrics"]
     declared = ER2Task.metric_specs()
     assert all(metric_family(key) in declared for key in metrics)
     for family in ("nmse", "cosine", "nll", "nll_delta", "kv_cache_bytes", "prefill_tokens_per_s",
-                   "sdpa_decode_latency_s", "state_to_kv_ratio"):
+                   "sdpa_decode_latency_s", "decode_speedup", "state_to_kv_ratio", "zero_layer_nll_cost"):
         assert {f"{family}@32", f"{family}@64"} <= metrics.keys()
+    assert {"decode_latency_s", "decode_crossover_context", "prefill_crossover_context"} <= metrics.keys()
     assert metrics["hard_teacher_nmse"] > 0 and metrics["train_tokens_per_s"] > 0
     # probe layer of the tiny teacher: Hkv=1, D=8; the state measured from tensors equals the formula
     from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
@@ -79,6 +80,24 @@ def test_arms_share_teacher_and_differ(tmp_path: Path):
     assert none["metrics"]["gate_mean"] == 0.0 and raw["metrics"]["gate_mean"] == 1.0
 
 
+def test_control_arms_share_the_teacher_and_bracket_the_range(tmp_path: Path):
+    """teacher: the unchanged LM; zero: the layer removed (its cost is what every arm reports); window:
+    a sliding window whose KV cache fits in the ER2 state's bytes."""
+    records = {arm: run_single(ER2Task, dict(TINY, layer=arm), seed=2, work_root=tmp_path)
+               for arm in ("teacher", "zero", "window")}
+    er2 = run_single(ER2Task, dict(TINY, residual_mode="raw"), seed=2, work_root=tmp_path)
+    assert all(r["status"] == "finished" for r in [*records.values(), er2]), [r["error"] for r in records.values()]
+    teacher, zero, window = (records[arm]["metrics"] for arm in ("teacher", "zero", "window"))
+    assert teacher["nll_delta@32"] == 0.0 and teacher["nmse@32"] == 0.0
+    assert zero["nll_delta@32"] == zero["zero_layer_nll_cost@32"] == er2["metrics"]["zero_layer_nll_cost@32"]
+    assert zero["nmse@64"] == 1.0
+    per_token = 2 * 1 * 8 * 2  # K and V, 1 KV head of dim 8, fp16
+    assert window["state_bytes"] == window["window_tokens"] * per_token
+    assert er2["metrics"]["state_bytes"] - per_token < window["state_bytes"] <= er2["metrics"]["state_bytes"]
+    guess_on_text = run_single(ER2Task, dict(TINY, layer="guess"), seed=2, work_root=tmp_path)
+    assert guess_on_text["status"] == "failed" and "recall workload" in guess_on_text["error"]
+
+
 def test_recall_workload_end_to_end(tmp_path: Path):
     record = run_single(ER2Task, dict(TINY, workload="recall", recall_pairs=4, residual_mode="raw"), seed=0,
                         work_root=tmp_path)
@@ -86,6 +105,22 @@ def test_recall_workload_end_to_end(tmp_path: Path):
     for context in (32, 64):
         assert 0.0 <= record["metrics"][f"recall@{context}"] <= 1.0
         assert 0.0 <= record["metrics"][f"teacher_recall@{context}"] <= 1.0
+        assert 0.0 <= record["metrics"][f"zero_layer_recall@{context}"] <= 1.0
+        assert 1 / 4 <= record["metrics"][f"guess_recall@{context}"] <= 1.0  # 4 bindings: at most 4 values
+    guess = run_single(ER2Task, dict(TINY, workload="recall", recall_pairs=4, layer="guess"), seed=0, work_root=tmp_path)
+    assert guess["status"] == "finished", guess["error"]
+    assert guess["metrics"]["recall@64"] == record["metrics"]["guess_recall@64"]  # same sequences in every arm
+    assert "nll@64" not in guess["metrics"]
+
+
+def test_guess_from_context_recall_counts_distinct_values_before_each_query():
+    layout = RecallLayout(num_keys=4, num_values=4)  # keys 0-3, values 4-7, filler 8
+    tokens = torch.tensor([[0, 4, 1, 4, 2, 5, 8, 1, 4, 2, 5]])  # values 4, 4, 5: two distinct
+    answers = torch.zeros_like(tokens, dtype=torch.bool)
+    answers[0, [7, 9]] = True  # the query keys 1 and 2
+    assert guess_from_context_recall(layout, tokens, answers).tolist() == [0.5]
+    tokens[0, 3] = 6  # now 4, 6, 5: three distinct values before the first query
+    assert guess_from_context_recall(layout, tokens, answers).tolist() == [pytest.approx(1 / 3)]
 
 
 def test_recall_batches_bind_keys_to_values():

@@ -42,15 +42,20 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
     serial_records, ray_records = stored(tmp_path / "serial"), stored(tmp_path / "ray")
     assert {r["suite"] for r in ray_records.values()} == {"toy", "er2"}
     assert ray_records.keys() == serial_records.keys()
+    curves_compared = 0
     for trial_id, record in ray_records.items():
         expected = serial_records[trial_id]
         assert record["status"] == expected["status"] == "finished"
         assert quality(tmp_path / "ray", record) == quality(tmp_path / "serial", expected)  # exact floats
-        shared = record["curves"].keys() & expected["curves"].keys()  # a cache builder's curves (teacher_loss)
-        assert shared and {k: record["curves"][k] for k in shared} == {k: expected["curves"][k] for k in shared}
+        # training curves, and a cache builder's (teacher_loss) where both sides built it; er2's control
+        # arms train nothing, so some trials have none
+        shared = record["curves"].keys() & expected["curves"].keys()
+        assert {k: record["curves"][k] for k in shared} == {k: expected["curves"][k] for k in shared}
+        curves_compared += bool(shared)
         assert (record["environment"]["executor"], expected["environment"]["executor"]) == ("ray", "serial")
         assert record["details"]["speed_measured_under_load"] is True
         assert "speed_measured_under_load" not in expected["details"]
+    assert curves_compared >= len(ray_records) // 2
     assert ray.stderr.count("measured under load") == 1
     assert "compare speed only between serial runs" in ray.stdout
     assert "compare speed only between serial runs" not in serial.stdout

@@ -39,6 +39,30 @@ def causal_value_conv_stream(v: Tensor, weight: Tensor | None, tail: Tensor | No
     return output, new_tail
 
 
+def causal_value_conv_step(v: Tensor, weight: Tensor | None, tail: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    """One token of ``causal_value_conv_stream`` for decode: v [B,H,D] -> (y [B,H,D] float32, new tail).
+
+    A weighted sum of the tail and the current value, without the conv1d reshapes around it.
+    """
+    if v.ndim != 3:
+        raise ValueError(f"v must be [B,H,D], got {tuple(v.shape)}")
+    if weight is None:
+        return v.float(), None
+    batch, heads, dim = v.shape
+    if weight.ndim != 3 or weight.shape[:2] != (heads * dim, 1):
+        raise ValueError(f"weight must be [{heads * dim},1,K] for v {tuple(v.shape)}, got {tuple(weight.shape)}")
+    kernel = weight.shape[-1]
+    taps = weight.float().view(heads, dim, kernel).transpose(1, 2)  # [H, K, D], last tap = current token
+    if kernel == 1:
+        return v.float() * taps[:, 0], None
+    if tail is None:
+        tail = v.new_zeros(batch, heads, kernel - 1, dim, dtype=torch.float32)
+    elif tail.shape != (batch, heads, kernel - 1, dim):
+        raise ValueError(f"tail must be [{batch},{heads},{kernel - 1},{dim}] for v {tuple(v.shape)}, got {tuple(tail.shape)}")
+    stream = torch.cat([tail.float(), v.float().unsqueeze(2)], dim=2)  # [B, H, K, D]
+    return (stream * taps).sum(dim=2), stream[:, :, 1:]
+
+
 def initialize_retention_spectrum(core: PDelta2Core, minimum: float = 8.0, maximum: float = 2048.0) -> None:
     """Spread the bias-only half-lives of the F features log-uniformly over [minimum, maximum]."""
     if not 0.0 < minimum < maximum:

@@ -17,11 +17,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from harness.mechanisms.pdelta.er import (
+    causal_value_conv_step,
     causal_value_conv_stream,
     initialize_retention_spectrum,
     retention_half_lives,
 )
-from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
+from harness.mechanisms.pdelta.features import CoreDecoder, PDelta2Core, PDeltaState
 
 RESIDUAL_MODES = ("none", "raw", "compressed")
 STATE_DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
@@ -223,20 +224,29 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         parts: dict[str, Tensor | None] = {
             "base": base_out, "residual_raw": None, "residual_projected": None, "gate": None, "output": base_out,
         }
-        stored_residual = None
+        residual_state = None
         if self.residual is not None:
             residual_raw, residual_state = self.residual(
                 q, k, v.float(), state=self._working_state(residual_in, self.residual), return_state=True
             )
             projected, gate, correction = self._residual_correction(q, residual_raw)
             parts.update(residual_raw=residual_raw, residual_projected=projected, gate=gate, output=base_out + correction)
-            stored_residual = self._stored_state(residual_state)
-        new_state = ER2State(
-            base=self._stored_state(base_state),
-            residual=stored_residual,
-            conv_tail=None if new_tail is None else new_tail.to(self.storage_dtype),
+        return parts["output"], self._new_state(base_state, residual_state, new_tail), parts
+
+    def _new_state(self, base: PDeltaState, residual: PDeltaState | None, tail: Tensor | None) -> ER2State:
+        return ER2State(
+            base=self._stored_state(base),
+            residual=None if residual is None else self._stored_state(residual),
+            conv_tail=None if tail is None else tail.to(self.storage_dtype),
         )
-        return parts["output"], new_state, parts
+
+    def decoder(self) -> "ER2Decoder":
+        """The one-token decode step, with the weight-only terms computed once (hold it in a decode loop)."""
+        return ER2Decoder(self)
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None) -> tuple[Tensor, ER2State]:
+        """Decode one token (q [B,Hq,1,D], k/v [B,Hkv,1,D]); see ``ER2Decoder.step``."""
+        return self.decoder().step(q, k, v, state)
 
     def components(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None):
         """(output, new state, parts): parts holds base, residual_raw, residual_projected, gate, output."""
@@ -330,3 +340,47 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         if self.residual_mode == "compressed":
             stats["predicted_gate_mean"] = float(self.error_gate_b.detach().sigmoid().mean())
         return stats
+
+
+class ER2Decoder:
+    """Decode for an ER2 layer: each token updates the carried state directly, with no chunk machinery.
+
+    Equals the layer's ``forward`` on the same token and state. Built once per decode loop from frozen
+    weights: the cores' weight-only terms, the residual gain and, in compressed mode, the rank-R
+    projector B^T B and the gate weights are computed here, not per token.
+    """
+
+    def __init__(self, layer: SelectiveCompressedPDelta2Layer):
+        self.layer = layer
+        self.base = layer.base.decoder()
+        self.residual: CoreDecoder | None = None if layer.residual is None else layer.residual.decoder()
+        self.gain = None if layer.residual_gain is None else layer.residual_gain.clamp(-GAIN_LIMIT, GAIN_LIMIT)[:, None]
+        basis = layer.normalized_basis()  # [Hq, R, D]
+        self.projector = None if basis is None else basis.transpose(-1, -2) @ basis  # [Hq, D, D]
+        if layer.residual_mode == "compressed":
+            self.gate_weight, self.gate_bias = layer.error_gate_w.float(), layer.error_gate_b.float()[:, None]
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None) -> tuple[Tensor, ER2State]:
+        """q [B,Hq,1,D], k/v [B,Hkv,1,D] -> (output [B,Hq,1,D], new state)."""
+        if q.ndim != 4 or q.shape[2] != 1 or k.shape[2:3] != (1,) or v.shape[2:3] != (1,):
+            raise ValueError(f"step takes one token: got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        layer = self.layer
+        layer.base._check_inputs(q, k, v)
+        base_in, residual_in, tail_in = (None, None, None) if state is None else (
+            state.base, state.residual, state.conv_tail
+        )
+        value = v[:, :, 0].float()
+        qn = F.normalize(q[:, :, 0].to(self.base.dtype), dim=-1)
+        kn = F.normalize(k[:, :, 0].to(self.base.dtype), dim=-1)
+        filtered_v, new_tail = causal_value_conv_step(value, layer.conv_weight, tail_in)
+        output, base_state = self.base.step(qn, kn, filtered_v, layer._working_state(base_in, layer.base))
+        residual_state = None
+        if self.residual is not None:
+            read, residual_state = self.residual.step(qn, kn, value, layer._working_state(residual_in, layer.residual))
+            if self.projector is None:
+                output = output + self.gain * read
+            else:
+                projected = (read.float().unsqueeze(-2) @ self.projector).squeeze(-2)
+                gate = ((qn.float() * self.gate_weight).sum(-1, keepdim=True) + self.gate_bias).sigmoid()
+                output = output + self.gain * gate * projected
+        return output.unsqueeze(2), layer._new_state(base_state, residual_state, new_tail)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.mechanisms.pdelta.recurrence import check_chunk_size, delta_recurrence
+from harness.mechanisms.pdelta.recurrence import check_chunk_size, delta_recurrence, delta_step
 
 CURVATURE_FLOOR = 1e-4  # keeps log(curvature) finite for keys never seen
 DENOMINATOR_FLOOR = 1e-4  # keeps the normalised write finite when k.num is near -1
@@ -35,15 +35,21 @@ def _preconditioned_key(key: Tensor, curvature: Tensor, log_x: Tensor, center: T
     return numerator / denominator
 
 
+def precondition_step(
+    key: Tensor, curvature: Tensor, alpha: Tensor, beta: Tensor, log_x: Tensor, center: Tensor
+) -> tuple[Tensor, Tensor]:
+    """One token: the key [B,Hkv,F] preconditioned by the curvature before it, then the curvature updated."""
+    return _preconditioned_key(key, curvature, log_x, center), alpha * curvature + beta * key.square()
+
+
 def precondition_reference(
     kp: Tensor, curvature: Tensor, alpha: Tensor, beta: Tensor, log_x: Tensor, center: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Token-by-token oracle: key t sees the curvature accumulated from keys before it."""
     keys = []
     for t in range(kp.shape[2]):
-        key = kp[:, :, t]
-        keys.append(_preconditioned_key(key, curvature, log_x, center))
-        curvature = alpha * curvature + beta * key.square()
+        key, curvature = precondition_step(kp[:, :, t], curvature, alpha, beta, log_x, center)
+        keys.append(key)
     return torch.stack(keys, dim=2), curvature
 
 
@@ -209,7 +215,55 @@ class PDelta2Core(nn.Module):
             return output, PDeltaState(memory, curvature)
         return output
 
+    def decoder(self) -> "CoreDecoder":
+        """The one-token step with everything that depends only on the weights computed once."""
+        return CoreDecoder(self)
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, state: PDeltaState | None = None) -> tuple[Tensor, PDeltaState]:
+        """Decode one token, q [B,Hq,D], k/v [B,Hkv,D] (a decode loop should hold ``decoder()`` instead)."""
+        self._check_inputs(q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2))
+        dtype = self.wq.dtype
+        return self.decoder().step(F.normalize(q.to(dtype), dim=-1), F.normalize(k.to(dtype), dim=-1), v, state)
+
     def recurrent_state_bytes(self, batch_size: int = 1) -> int:
         """Memory plus curvature at the parameter dtype."""
         per_row = self.num_kv_heads * self.feature_dim * self.head_dim + self.num_kv_heads * self.feature_dim
         return int(batch_size) * per_row * self.wq.element_size()
+
+
+class CoreDecoder:
+    """One token of a PDelta2 core from its carried state: the delta step with no chunk machinery.
+
+    The same features as ``PDelta2Core.features`` for T=1, but the weight-only terms (the three key
+    projections stacked into one matmul, preconditioner constants, output gain) are computed once at
+    construction, so each step is a few dozen small kernels: decode is bound by per-op overhead.
+    """
+
+    def __init__(self, core: PDelta2Core):
+        self.core = core
+        kv, f = core.num_kv_heads, core.feature_dim
+        self.dtype = core.wq.dtype
+        self.query_map = core.wq
+        self.key_maps = torch.cat([core.wk, core.forget_w, core.erase_w], dim=1)  # [Hkv, 3F, D]
+        self.key_bias = torch.cat([core.forget_b.new_zeros(kv, f), core.forget_b, core.erase_b], dim=1)
+        self.write_map, self.write_bias = core.write_w, core.write_b
+        self.precondition = core.precondition_parameters()
+        self.gain = core.log_gain.clamp(-4.0, 4.0).exp()[:, None]  # [Hq, 1]
+
+    def step(self, qn: Tensor, kn: Tensor, v: Tensor, state: PDeltaState | None) -> tuple[Tensor, PDeltaState]:
+        """qn [B,Hq,D], kn [B,Hkv,D] already L2-normalised (the ER2 cores share them); v [B,Hkv,Dv]."""
+        core = self.core
+        v = v.to(self.dtype)
+        if state is None:
+            state = core.fresh_state(kn.shape[0], v.shape[-1], kn.device, self.dtype)
+        query = F.normalize((self.query_map @ qn.unsqueeze(-1)).squeeze(-1), dim=-1)
+        projected = (self.key_maps @ kn.unsqueeze(-1)).squeeze(-1) + self.key_bias
+        key, forget, erase_gate = projected.split(core.feature_dim, dim=-1)
+        key = F.normalize(key, dim=-1)
+        write_gate = (self.write_map @ F.normalize(v, dim=-1).unsqueeze(-1)).squeeze(-1) + self.write_bias
+        preconditioned, curvature = precondition_step(key, state.curvature, *self.precondition)
+        output, memory = delta_step(
+            query, preconditioned, v * write_gate.sigmoid(), key * erase_gate.sigmoid(), -0.25 * forget.sigmoid(),
+            state.memory, core.groups,
+        )
+        return output * self.gain, PDeltaState(memory, curvature)

@@ -46,22 +46,36 @@ def check_recurrence_shapes(
         )
 
 
+def delta_step(
+    q: Tensor, k: Tensor, z: Tensor, erase: Tensor, log_decay: Tensor, memory: Tensor, groups: int
+) -> tuple[Tensor, Tensor]:
+    """One token of the delta rule on the carried memory: what decode runs, and the oracle's step.
+
+    q [B,Hq,F]; k, erase, log_decay [B,Hkv,F]; z [B,Hkv,Dv]; memory [B,Hkv,F,Dv]. Decay the rows,
+    read what is stored under the erase vector, write the difference under k, then read with q.
+    Returns (output [B,Hq,Dv], new memory).
+    """
+    batch, kv_heads, features = k.shape
+    state = log_decay.exp().unsqueeze(-1) * memory
+    stored = (erase.unsqueeze(-2) @ state).squeeze(-2)  # [B, Hkv, Dv]
+    state = state + k.unsqueeze(-1) * (z - stored).unsqueeze(-2)
+    output = q.reshape(batch, kv_heads, groups, features) @ state  # [B, Hkv, G, Dv]
+    return output.reshape(batch, kv_heads * groups, -1), state
+
+
 def delta_token_reference(
     q: Tensor, k: Tensor, z: Tensor, erase: Tensor, log_decay: Tensor, memory: Tensor, groups: int
 ) -> tuple[Tensor, Tensor]:
     """The oracle: decay, read under erase, delta write, then read the output, one token at a time."""
     check_recurrence_shapes(q, k, z, erase, log_decay, memory, groups)
-    batch, kv_heads, steps, features = k.shape
-    grouped_q = q.reshape(batch, kv_heads, groups, steps, features)
     state = memory
     outputs = []
-    for t in range(steps):
-        state = log_decay[:, :, t, :, None].exp() * state
-        stored = torch.einsum("bhf,bhfd->bhd", erase[:, :, t], state)
-        state = state + k[:, :, t, :, None] * (z[:, :, t] - stored)[:, :, None, :]
-        outputs.append(torch.einsum("bhgf,bhfd->bhgd", grouped_q[:, :, :, t], state))
-    output = torch.stack(outputs, dim=3).reshape(batch, kv_heads * groups, steps, -1)
-    return output, state
+    for t in range(k.shape[2]):
+        output, state = delta_step(
+            q[:, :, t], k[:, :, t], z[:, :, t], erase[:, :, t], log_decay[:, :, t], state, groups
+        )
+        outputs.append(output)
+    return torch.stack(outputs, dim=2), state
 
 
 def _pad_time(x: Tensor, pad: int) -> Tensor:

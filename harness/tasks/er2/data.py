@@ -101,3 +101,15 @@ def recall_batch(
     tokens[rows, positions + 1] = values.gather(1, asked)
     answers[rows, positions] = True
     return tokens, answers
+
+
+def guess_from_context_recall(layout: RecallLayout, tokens: Tensor, answers: Tensor) -> Tensor:
+    """Per sequence [B]: expected recall of answering each query with a value drawn uniformly from the
+    distinct values shown before it. The bound value is always among them, so this is what a model
+    scores that knows the answer is "some value from the context" without recalling which."""
+    is_value = (tokens >= layout.num_keys) & (tokens < layout.filler)
+    seen = torch.zeros(*tokens.shape, layout.num_values, dtype=torch.bool)
+    seen.scatter_(2, (tokens - layout.num_keys).clamp(0, layout.num_values - 1).unsqueeze(-1), is_value.unsqueeze(-1))
+    distinct = seen.cummax(dim=1).values.sum(-1).clamp_min(1)  # values seen up to and including t
+    per_query = answers.to(torch.float32) / distinct
+    return per_query.sum(1) / answers.sum(1).clamp_min(1)

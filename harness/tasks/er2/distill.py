@@ -67,13 +67,18 @@ def distil_step(
 
 
 @torch.no_grad()
+def output_fidelity(output: Tensor, teacher: Tensor) -> dict[str, float]:
+    """Output NMSE and cosine of any replacement's output against the teacher's."""
+    return {"nmse": float(output_nmse(output, teacher)), "cosine": float(output_cosine(output, teacher))}
+
+
+@torch.no_grad()
 def fidelity(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> dict[str, float]:
     """Output NMSE, cosine and the hard-position NMSE of a layer against the teacher's output."""
     output, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
     losses = layer.error_directed_losses(parts, capture["out"], HARD_FRACTION, HARD_BOOST)
     return {
-        "nmse": float(output_nmse(output, capture["out"])),
-        "cosine": float(output_cosine(output, capture["out"])),
+        **output_fidelity(output, capture["out"]),
         "hard_teacher_nmse": float(losses["hard_teacher_nmse"]),
         "gate_mean": float(parts["gate"].mean()) if parts["gate"] is not None else 0.0,  # none: no correction
     }

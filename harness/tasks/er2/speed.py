@@ -1,4 +1,7 @@
-"""Speed of a trained layer against SDPA over the same shapes: prefill, one-token decode, training."""
+"""Speed of a trained layer against SDPA over the same shapes: prefill, one-token decode, training.
+
+All figures of one trial are measured in the same process, so their ratios hold under a shared load.
+"""
 from __future__ import annotations
 
 import torch
@@ -17,6 +20,13 @@ def _random_qkv(
     return tuple(torch.randn(s, generator=generator).to(device) for s in (shape_q, shape_kv, shape_kv))
 
 
+def crossover_context(context: int, attention_seconds: float, layer_seconds: float) -> float:
+    """Context at which attention's cost per token reaches the layer's, extrapolated from the largest
+    measured context with attention's cost per token taken as proportional to context (the layer's does
+    not grow). Always finite, so every run reports it; below ``context`` when the layer already wins."""
+    return context * layer_seconds / attention_seconds
+
+
 def prefill_speeds(
     layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float,
     generator: torch.Generator,
@@ -33,6 +43,10 @@ def prefill_speeds(
             result[f"prefill_speedup@{context}"] = (
                 result[f"prefill_tokens_per_s@{context}"] / result[f"sdpa_prefill_tokens_per_s@{context}"]
             )
+    longest = max(contexts)
+    result["prefill_crossover_context"] = crossover_context(
+        longest, 1.0 / result[f"sdpa_prefill_tokens_per_s@{longest}"], 1.0 / result[f"prefill_tokens_per_s@{longest}"]
+    )
     return result
 
 
@@ -40,13 +54,15 @@ def decode_latencies(
     layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float,
     generator: torch.Generator,
 ) -> dict[str, float]:
-    """One new token: the layer from a carried state vs SDPA reading the whole KV cache (GQA, no copy)."""
+    """One new token: the layer's decode step from a carried state vs SDPA reading the whole KV cache
+    (GQA, no copy). The state's cost does not depend on how many tokens it has absorbed."""
     result = {}
     with torch.no_grad():
         q, k, v = _random_qkv(layer, 1, max(contexts) + 1, device, generator)
-        _, state = layer(q[:, :, :-1], k[:, :, :-1], v[:, :, :-1], return_state=True)
+        _, state = layer(q[:, :, :64], k[:, :, :64], v[:, :, :64], return_state=True)
         step = (q[:, :, -1:], k[:, :, -1:], v[:, :, -1:])
-        layer_seconds = seconds_per_call(lambda: layer(*step, state=state, return_state=True), min_run_time)
+        decoder = layer.decoder()
+        layer_seconds = seconds_per_call(lambda: decoder.step(*step, state), min_run_time)
         result["decode_latency_s"] = layer_seconds
         for context in contexts:
             cache_k, cache_v = k[:, :, :context], v[:, :, :context]
@@ -55,6 +71,10 @@ def decode_latencies(
             )
             result[f"sdpa_decode_latency_s@{context}"] = seconds
             result[f"decode_speedup@{context}"] = seconds / layer_seconds
+    longest = max(contexts)
+    result["decode_crossover_context"] = crossover_context(
+        longest, result[f"sdpa_decode_latency_s@{longest}"], layer_seconds
+    )
     return result
 
 

@@ -1,9 +1,12 @@
 """Task ``er2``: distil one attention layer of a small LM into ER2 layers and compare residual modes.
 
-Per seed a teacher LM is trained once (cached, shared by the arms). Each arm trains its layer on
-the teacher's captured q/k/v -> attention output at the training context, is evaluated at 1x, 2x
-and 4x that context, swapped into the frozen LM for held-out NLL, and measured for state bytes and
-speed against SDPA.
+Per seed a teacher LM is trained once (cached, shared by the arms). An ``er2`` arm trains its layer
+on the teacher's captured q/k/v -> attention output at the training context, is evaluated at each
+evaluation context, swapped into the frozen LM for held-out NLL, and measured for state bytes and
+speed against SDPA (prefill, and decode from a carried state). Control arms train nothing: the
+teacher's own layer (upper bound), a sliding-window attention whose KV cache has the ER2 state's
+bytes (same-bytes exact memory), the layer zeroed, and on recall the guess-from-context baseline.
+Every arm reports what zeroing the probed layer costs, the range the arms move in.
 """
 from __future__ import annotations
 
@@ -13,21 +16,32 @@ from typing import Annotated, Literal, Mapping
 
 import torch
 from pydantic import Field, model_validator
+from torch import Tensor
 
 from harness.measure.memory import tensor_bytes
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.recurrence import MAX_CHUNK
+from harness.mechanisms.pdelta.recurrence import MAX_CHUNK, local_window_attention
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
-from harness.tasks.er2.distill import distil_step, fidelity
+from harness.tasks.er2.distill import distil_step, fidelity, output_fidelity
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
-from harness.tasks.er2.teacher import TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
+from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
 from harness.tasks.er2.workloads import Workload, capture, make_workload
 
 CONTEXT = "context (tokens)"
+KV_BYTES = 2  # the teacher's KV cache is fp16
+
+
+def zero_layer(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """The probed layer removed: its attention output is zero."""
+    return torch.zeros_like(q)
 
 
 class ER2Params(TaskParams):
     workload: Literal["text", "recall"] = "text"
+    # er2: the distilled layer; teacher: the probe layer unchanged (upper bound); window: sliding-window
+    # attention with the ER2 state's bytes of KV cache; zero: the layer removed; guess (recall only):
+    # answer with a value drawn from the context.
+    layer: Literal["er2", "teacher", "window", "zero", "guess"] = "er2"
     residual_mode: Literal["none", "raw", "compressed"] = "compressed"
     state_dtype: Literal["fp16", "fp32"] = "fp16"
     feature_dim: int = Field(32, ge=1)
@@ -59,6 +73,8 @@ class ER2Params(TaskParams):
     recall_keys: int = Field(16, ge=1)  # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
     measure_speed: bool = True
     speed_min_time: float = Field(0.1, gt=0)
+    # prefill and decode against SDPA
+    speed_contexts: tuple[Annotated[int, Field(ge=1)], ...] = Field((512, 2048, 8192), min_length=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> "ER2Params":
@@ -89,7 +105,7 @@ class ER2Params(TaskParams):
 
 class ER2Task(Task):
     name = "er2"
-    version = "2"
+    version = "3"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
@@ -108,6 +124,15 @@ class ER2Task(Task):
                "recall workload: answers right with the layer swapped in", key=True, axis=CONTEXT),
         Metric("teacher_recall", "none", "accuracy", "info", "recall workload: answers right by the teacher",
                axis=CONTEXT),
+        Metric("guess_recall", "none", "accuracy", "info",
+               "recall workload: expected recall of answering with a value drawn from those in the context",
+               axis=CONTEXT),
+        Metric("zero_layer_nll_cost", "none", "nats/token", "info",
+               "NLL increase over the teacher when its probe layer is zeroed: the range the arms move in",
+               key=True, axis=CONTEXT),
+        Metric("zero_layer_recall", "none", "accuracy", "info", "recall workload: recall with the probe layer zeroed",
+               axis=CONTEXT),
+        Metric("window_tokens", "none", "tokens", "info", "window arm: tokens of KV cache in the ER2 state's bytes"),
         Metric("state_bytes", "lower", "bytes", "memory",
                "recurrent state measured from returned tensors (batch 1)", key=True, pairs_with="kv_cache_bytes"),
         Metric("kv_cache_bytes", "none", "bytes", "memory", "teacher's fp16 KV cache of the probe layer (2*T*Hkv*D*2)",
@@ -119,9 +144,13 @@ class ER2Task(Task):
         Metric("sdpa_prefill_tokens_per_s", "none", "tokens/s", "speed", "causal SDPA prefill on the same shapes",
                axis=CONTEXT),
         Metric("prefill_speedup", "higher", "ratio", "speed", "layer / SDPA prefill throughput", axis=CONTEXT),
-        Metric("decode_latency_s", "lower", "s", "speed", "one token from a carried state"),
+        Metric("prefill_crossover_context", "lower", "tokens", "speed",
+               "context where SDPA's prefill cost per token reaches the layer's (proportional from the longest context)"),
+        Metric("decode_latency_s", "lower", "s", "speed", "one token from a carried state (the decode step)"),
         Metric("sdpa_decode_latency_s", "none", "s", "speed", "one token of SDPA over the full KV cache", axis=CONTEXT),
         Metric("decode_speedup", "higher", "ratio", "speed", "SDPA / layer decode latency", axis=CONTEXT),
+        Metric("decode_crossover_context", "lower", "tokens", "speed",
+               "KV-cache length where SDPA decode gets as slow as the layer's (proportional from the longest context)"),
         Metric("train_tokens_per_s", "higher", "tokens/s", "speed", "forward+backward at the training shape", key=True),
         Metric("gate_mean", "none", "probability", "info", "mean applied gate (raw: 1, none: 0)"),
         Metric("residual_gain_abs_mean", "none", "gain", "info", "mean |residual gain| after training"),
@@ -133,24 +162,30 @@ class ER2Task(Task):
         "train_context": 32, "eval_multiples": [1, 2], "steps": 3, "batch": 2, "train_pool": 4, "eval_batch": 2,
         "eval_documents": 3, "teacher_steps": 3, "teacher_dim": 16, "teacher_heads": 2, "teacher_kv_heads": 1,
         "feature_dim": 8, "residual_dim": 4, "code_rank": 2, "speed_min_time": 0.001,
+        "speed_contexts": [64, 128],
     }
 
     def run(self, params: ER2Params, ctx: TrialContext) -> Mapping[str, float]:
+        if params.layer == "guess" and params.workload != "recall":
+            raise ValueError("the guess-from-context baseline exists only on the recall workload")
         device = ctx.device
         workload = make_workload(params)
         teacher = self._teacher(params, workload, ctx)
-
+        # Built in every arm: the window arm's cache gets exactly this layer's state bytes.
         layer = SelectiveCompressedPDelta2Layer(
             teacher.config.num_heads, teacher.config.num_kv_heads, teacher.config.head_dim,
             feature_dim=params.feature_dim, residual_dim=params.residual_dim, code_rank=params.code_rank,
             chunk_size=params.chunk_size, conv_kernel=params.conv_kernel, residual_mode=params.residual_mode,
             state_dtype=params.state_dtype,
         ).to(device)
+        if params.layer != "er2":
+            return self._control(params, workload, teacher, layer, ctx)
+
         metrics = self._train(params, workload, teacher, layer, ctx)
-        metrics.update(self._quality(params, workload, teacher, layer, ctx))
+        metrics.update(self._quality(params, workload, teacher, layer, ctx, er2=layer))
         metrics.update(self._memory(params, layer, device))
         if params.measure_speed:
-            contexts = params.eval_contexts
+            contexts = list(params.speed_contexts)
             metrics.update(prefill_speeds(layer, contexts, device, params.speed_min_time, ctx.stream("speed", "prefill")))
             metrics.update(decode_latencies(layer, contexts, device, params.speed_min_time, ctx.stream("speed", "decode")))
             metrics["train_tokens_per_s"] = training_speed(
@@ -162,6 +197,25 @@ class ER2Task(Task):
         metrics["base_half_life_median"] = stats["base_half_life_median"]
         if "residual_half_life_median" in stats:
             metrics["residual_half_life_median"] = stats["residual_half_life_median"]
+        return metrics
+
+    def _control(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
+                 layer: SelectiveCompressedPDelta2Layer, ctx: TrialContext) -> dict[str, float]:
+        """A control arm: nothing is trained, the probe layer is replaced (or kept) and scored like the arms."""
+        metrics: dict[str, float] = {}
+        mixer: Mixer | None = None  # teacher and guess: the unchanged LM
+        if params.layer == "zero":
+            mixer = zero_layer
+        elif params.layer == "window":
+            per_token = 2 * layer.num_kv_heads * layer.head_dim * KV_BYTES
+            window = max(1, layer.recurrent_state_bytes(1) // per_token)
+            metrics.update(window_tokens=float(window), state_bytes=float(window * per_token))
+            groups = layer.groups
+
+            def mixer(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+                return local_window_attention(q, k, v, window, groups)
+
+        metrics.update(self._quality(params, workload, teacher, mixer, ctx))
         return metrics
 
     def _teacher(self, params: ER2Params, workload: Workload, ctx: TrialContext) -> TeacherLM:
@@ -196,22 +250,42 @@ class ER2Task(Task):
         layer.eval()
         return {"final_train_loss": final["loss"]}
 
-    def _quality(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
-                 layer: SelectiveCompressedPDelta2Layer, ctx: TrialContext) -> dict[str, float]:
+    def _quality(self, params: ER2Params, workload: Workload, teacher: TeacherLM, mixer: Mixer | None,
+                 ctx: TrialContext, er2: SelectiveCompressedPDelta2Layer | None = None) -> dict[str, float]:
+        """Fidelity to the teacher's layer output and the swapped LM's scores at each evaluation context,
+        with the cost of zeroing the layer on the same sequences (the range the arms move in)."""
         metrics: dict[str, float] = {}
+        guess = params.layer == "guess"
         for context in params.eval_contexts:
             tokens = workload.held_out_batch(params.eval_batch, context, ctx.stream("held-out", context)).to(ctx.device)
-            scores = fidelity(layer, capture(teacher, tokens))
-            metrics[f"nmse@{context}"] = scores["nmse"]
-            metrics[f"cosine@{context}"] = scores["cosine"]
-            if context == params.train_context:
+            captured = capture(teacher, tokens)
+            if er2 is not None:
+                scores = fidelity(er2, captured)
+            elif not guess:
+                replaced = captured["out"] if mixer is None else mixer(captured["q"], captured["k"], captured["v"])
+                scores = output_fidelity(replaced, captured["out"])
+            else:
+                scores = {}
+            metrics.update({f"{name}@{context}": scores[name] for name in ("nmse", "cosine") if name in scores})
+            if context == params.train_context and er2 is not None:
                 metrics["hard_teacher_nmse"] = scores["hard_teacher_nmse"]
                 metrics["gate_mean"] = scores["gate_mean"]
-            comparison = workload.swapped_comparison(
-                teacher, layer, context, params.eval_documents, ctx.device, ctx.stream("swap-eval", context)
-            )
+
+            def compare(swap: Mixer | None):
+                return workload.swapped_comparison(
+                    teacher, swap, context, params.eval_documents, ctx.device, ctx.stream("swap-eval", context)
+                )
+
+            comparison = compare(mixer)
+            zeroed = (comparison if mixer is zero_layer else compare(zero_layer)).summary()
+            metrics[f"zero_layer_nll_cost@{context}"] = zeroed["nll_delta"]
+            if "recall" in zeroed:
+                metrics[f"zero_layer_recall@{context}"] = zeroed["recall"]
             ctx.logger.record(f"per_document@{context}", comparison.per_document())
-            metrics.update({f"{key}@{context}": value for key, value in comparison.summary().items()})
+            summary = comparison.summary()
+            if guess:  # the baseline's answers replace the LM's; its NLL is not defined
+                summary = {"recall": summary["guess_recall"], "teacher_recall": summary["teacher_recall"]}
+            metrics.update({f"{key}@{context}": value for key, value in summary.items()})
         return metrics
 
     def _memory(self, params: ER2Params, layer: SelectiveCompressedPDelta2Layer, device) -> dict[str, float]:
@@ -222,7 +296,7 @@ class ER2Task(Task):
         measured = tensor_bytes(state)
         if measured != layer.recurrent_state_bytes(1):
             raise RuntimeError(f"returned state holds {measured} bytes, recurrent_state_bytes says {layer.recurrent_state_bytes(1)}")
-        per_token = 2 * layer.num_kv_heads * layer.head_dim * 2  # K and V, fp16
+        per_token = 2 * layer.num_kv_heads * layer.head_dim * KV_BYTES  # K and V
         metrics = {"state_bytes": float(measured), "break_even_context": float(math.ceil(measured / per_token))}
         for context in params.eval_contexts:
             metrics[f"kv_cache_bytes@{context}"] = float(per_token * context)

@@ -7,7 +7,14 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from harness.tasks.er2.data import RecallLayout, load_pydoc_corpus, recall_batch, document_windows, sample_windows
+from harness.tasks.er2.data import (
+    RecallLayout,
+    document_windows,
+    guess_from_context_recall,
+    load_pydoc_corpus,
+    recall_batch,
+    sample_windows,
+)
 from harness.tasks.er2.distill import Capture
 from harness.tasks.er2.teacher import Mixer, TeacherLM, next_token_nll
 
@@ -21,11 +28,12 @@ class SwapComparison:
     layer_nll: list[float]
     teacher_recall: list[float] = field(default_factory=list)
     layer_recall: list[float] = field(default_factory=list)
+    guess_recall: list[float] = field(default_factory=list)  # guess a value shown in the context
 
     def per_document(self) -> dict[str, list]:
         table = {"document": self.documents, "teacher_nll": self.teacher_nll, "layer_nll": self.layer_nll}
         if self.layer_recall:
-            table.update(teacher_recall=self.teacher_recall, layer_recall=self.layer_recall)
+            table.update(teacher_recall=self.teacher_recall, layer_recall=self.layer_recall, guess_recall=self.guess_recall)
         return table
 
     def summary(self) -> dict[str, float]:
@@ -36,7 +44,11 @@ class SwapComparison:
             "nll_delta": sum(a - b for a, b in zip(self.layer_nll, self.teacher_nll)) / n,
         }
         if self.layer_recall:
-            result.update(recall=sum(self.layer_recall) / n, teacher_recall=sum(self.teacher_recall) / n)
+            result.update(
+                recall=sum(self.layer_recall) / n,
+                teacher_recall=sum(self.teacher_recall) / n,
+                guess_recall=sum(self.guess_recall) / n,
+            )
         return result
 
 
@@ -127,6 +139,7 @@ class RecallWorkload:
             documents=[f"sequence-{i}" for i in range(documents)],
             teacher_nll=scores["teacher"][0], layer_nll=scores["layer"][0],
             teacher_recall=scores["teacher"][1], layer_recall=scores["layer"][1],
+            guess_recall=guess_from_context_recall(self.layout, tokens[:, :-1].cpu(), answers[:, :-1].cpu()).tolist(),
         )
 
 

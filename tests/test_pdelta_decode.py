@@ -1,0 +1,99 @@
+"""The decode path (one token from the carried state, no chunks) against the chunked forward."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.mechanisms.pdelta.er import causal_value_conv_step, causal_value_conv_stream
+from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
+
+SMALL = dict(num_heads=6, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
+
+
+def _perturb(module: torch.nn.Module, seed: int = 1, scale: float = 0.1) -> None:
+    """Move every parameter off its initial value so that every term of the step matters."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.add_(scale * torch.randn(param.shape, generator=gen, dtype=param.dtype))
+
+
+def _qkv(heads: int, kv_heads: int, steps: int, dim: int = 8, dtype=torch.float32, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(2, heads, steps, dim, generator=gen, dtype=dtype),
+            torch.randn(2, kv_heads, steps, dim, generator=gen, dtype=dtype),
+            torch.randn(2, kv_heads, steps, dim, generator=gen, dtype=dtype))
+
+
+def test_core_step_equals_chunked_forward_float64():
+    core = PDelta2Core(6, 2, 8, feature_dim=12, chunk_size=8).double()
+    _perturb(core)
+    q, k, v = _qkv(6, 2, 37, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(5)
+    start = PDeltaState(torch.randn(2, 2, 12, 8, generator=gen, dtype=torch.float64),
+                        torch.rand(2, 2, 12, generator=gen, dtype=torch.float64) + 0.5)
+    with torch.no_grad():
+        chunked, end = core(q, k, v, state=start, return_state=True)
+        state, outputs = start, []
+        for t in range(q.shape[2]):
+            output, state = core.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
+            outputs.append(output)
+    torch.testing.assert_close(torch.stack(outputs, dim=2), chunked, rtol=0, atol=1e-10)
+    torch.testing.assert_close(state.memory, end.memory, rtol=0, atol=1e-10)
+    torch.testing.assert_close(state.curvature, end.curvature, rtol=0, atol=1e-10)
+
+
+def test_conv_step_equals_stream():
+    gen = torch.Generator().manual_seed(0)
+    v = torch.randn(2, 3, 9, 5, generator=gen)
+    for kernel in (1, 4):
+        weight = torch.randn(15, 1, kernel, generator=gen)
+        full, full_tail = causal_value_conv_stream(v, weight)
+        tail, outputs = None, []
+        for t in range(v.shape[2]):
+            output, tail = causal_value_conv_step(v[:, :, t], weight, tail)
+            outputs.append(output)
+        torch.testing.assert_close(torch.stack(outputs, dim=2), full)
+        assert (tail is None) == (full_tail is None) and (tail is None or torch.equal(tail, full_tail))
+    with pytest.raises(ValueError, match=r"weight must be \[15,1,K\]"):
+        causal_value_conv_step(v[:, :, 0], torch.zeros(14, 1, 4))
+
+
+@pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
+def test_layer_decode_equals_chunked_forward(mode):
+    """fp32 storage: token-by-token decode reproduces the chunked forward's outputs and final state."""
+    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype="fp32")
+    _perturb(layer)
+    q, k, v = _qkv(6, 2, 29)
+    with torch.no_grad():
+        chunked, end = layer(q, k, v, return_state=True)
+        state, outputs = None, []
+        for t in range(q.shape[2]):
+            output, state = layer.step(q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], state)
+            outputs.append(output)
+    torch.testing.assert_close(torch.cat(outputs, dim=2), chunked, rtol=1e-4, atol=1e-5)
+    pairs = [(state.base.memory, end.base.memory), (state.base.curvature, end.base.curvature),
+             (state.conv_tail, end.conv_tail)]
+    if mode != "none":
+        pairs += [(state.residual.memory, end.residual.memory), (state.residual.curvature, end.residual.curvature)]
+    for decoded, forward in pairs:
+        torch.testing.assert_close(decoded, forward, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_decode_equals_one_token_forward_with_fp16_state():
+    """With fp16 storage both paths round the same state the same way after every token."""
+    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed", state_dtype="fp16")
+    _perturb(layer)
+    q, k, v = _qkv(6, 2, 12)
+    with torch.no_grad():
+        decoded, forward = None, None
+        for t in range(q.shape[2]):
+            token = (q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1])
+            out_step, decoded = layer.step(*token, decoded)
+            out_forward, forward = layer(*token, state=forward, return_state=True)
+            torch.testing.assert_close(out_step, out_forward, rtol=1e-4, atol=1e-4)
+    assert decoded.base.memory.dtype == torch.float16 and decoded.base.curvature.dtype == torch.float32
+    torch.testing.assert_close(decoded.residual.memory.float(), forward.residual.memory.float(), rtol=1e-3, atol=1e-3)
+    with pytest.raises(ValueError, match="one token"):
+        layer.step(q[:, :, :2], k[:, :, :2], v[:, :, :2])
