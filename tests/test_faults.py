@@ -36,12 +36,12 @@ def one_line_error(proc, exit_code: int = 2) -> str:
 
 # -- interrupts at named points ------------------------------------------------------------------
 @pytest.mark.parametrize("point", [
-    "schema:1",             # the first statement of the new store's schema
-    "schema:800",           # halfway through MLflow's migrations
-    "trial-run-created:2",  # the 2nd trial's MLflow run exists, empty and RUNNING
-    "trial-run-logged:1",   # the 1st trial's run has its metrics, never marked FINISHED
-    "trial-mirrored:3",     # the 3rd trial's run is complete, its marker file not written
-    "report:1",             # mid-upload of the report to the parent run
+    pytest.param("schema:1", marks=pytest.mark.slow),  # the first statement of the new store's schema
+    "schema:800",                                      # halfway through MLflow's migrations
+    "trial-run-created:2",                             # the 2nd trial's MLflow run exists, empty and RUNNING
+    pytest.param("trial-run-logged:1", marks=pytest.mark.slow),  # metrics logged, never marked FINISHED
+    pytest.param("trial-mirrored:3", marks=pytest.mark.slow),  # run complete, its marker not written
+    "report:1",                                        # mid-upload of the report to the parent run
 ])
 def test_sigkill_at_a_named_point_then_rerun_repairs_everything(point, tmp_path, toy_suite):
     results = tmp_path / "results"
@@ -72,27 +72,26 @@ def half_migrated(db: Path) -> None:
     connection.close()
 
 
-@pytest.mark.parametrize("damage", ["garbage", "empty", "half-migrated", "deleted"])
-def test_broken_or_missing_store_is_rebuilt_and_remirrored(damage, tmp_path, toy_suite):
+def test_broken_or_missing_store_is_rebuilt_and_remirrored(tmp_path, toy_suite):
     results = tmp_path / "results"
     assert run(toy_suite, results).returncode == 0
     db = results / "mlflow.db"
-    db.unlink()
-    if damage == "garbage":
-        db.write_bytes(b"this is not a database\n" * 100)
-    elif damage == "empty":
-        db.write_bytes(b"")
-    elif damage == "half-migrated":
-        half_migrated(db)
-
-    rerun = run(toy_suite, results)
-    assert rerun.returncode == 0, rerun.stderr
-    assert "0 ran, 3 already finished" in rerun.stdout
-    assert check_results(results) == []  # every trial mirrored again from the JSON store
-    if damage != "deleted":
-        warning = [line for line in rerun.stderr.splitlines() if line.startswith("warning: ")]
-        assert len(warning) == 1 and "unusable" in warning[0] and "mirrored again" in warning[0]
-        assert len(list(results.glob("mlflow.db.broken-*"))) == 1
+    for damage in ("garbage", "half-migrated", "deleted"):
+        db.unlink()
+        if damage == "garbage":
+            db.write_bytes(b"this is not a database\n" * 100)
+        elif damage == "half-migrated":  # what an interrupt of the old in-place creation left
+            half_migrated(db)
+        rerun = run(toy_suite, results)
+        assert rerun.returncode == 0, (damage, rerun.stderr)
+        assert "0 ran, 3 already finished" in rerun.stdout
+        assert check_results(results) == [], damage  # every trial mirrored again from the JSON store
+        warnings = [line for line in rerun.stderr.splitlines() if line.startswith("warning: ")]
+        if damage == "deleted":
+            assert warnings == []
+        else:
+            assert len(warnings) == 1 and "unusable" in warnings[0] and "mirrored again" in warnings[0], warnings
+    assert len(list(results.glob("mlflow.db.broken-*"))) == 2
 
 
 def test_older_schema_is_upgraded_aside(tmp_path, toy_suite):
@@ -152,56 +151,45 @@ def test_copied_results_folder_writes_its_own_artifacts(tmp_path, toy_suite):
 
 
 # -- corrupt trial files, stray temporary files --------------------------------------------------
-@pytest.mark.parametrize("content", [b"[]", b"null", b"\xff\xfe\x00garbage", b'{"trial_id": "x"'],
-                         ids=["list", "null", "not-utf8", "truncated"])
-def test_corrupt_trial_file_is_moved_aside_and_its_trial_rerun(content, tmp_path, toy_suite):
-    results = tmp_path / "results"
-    assert run(toy_suite, results).returncode == 0
-    victim = sorted((results / "toy" / "smoke" / "trials").glob("*.json"))[0]
-    victim.write_bytes(content)
-
-    proc = run(toy_suite, results)
-    assert proc.returncode == 0, proc.stderr
-    assert "1 ran, 2 already finished" in proc.stdout
-    warnings = [line for line in proc.stderr.splitlines() if "corrupt" in line]
-    assert len(warnings) == 1 and victim.name in warnings[0]
-    assert victim.with_name(victim.name + ".corrupt").read_bytes() == content
-    assert check_results(results) == []
-
-
-def test_stray_temporary_files_are_cleaned_up(tmp_path, toy_suite):
+def test_corrupt_trial_files_and_stray_temporary_files_are_cleaned_up(tmp_path, toy_suite):
     results = tmp_path / "results"
     assert run(toy_suite, results).returncode == 0
     run_dir = results / "toy" / "smoke"
+    victims = dict(zip(sorted((run_dir / "trials").glob("*.json")), [b"[]", b"null", b"\xff\xfe\x00garbage"]))
+    for path, content in victims.items():
+        path.write_bytes(content)
     strays = [run_dir / "trials" / ".a.json.x1.tmp", run_dir / "mlflow" / ".b.json.x2.tmp",
               run_dir / ".suite.json.x3.tmp", results / "cache" / "toy" / ".c.pt.x4.tmp",
               results / ".mlflow.db.x5.tmp", results / ".mlflow.db.x5.tmp-journal"]
     for path in strays:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("left by a crash")
+
     proc = run(toy_suite, results)
     assert proc.returncode == 0, proc.stderr
-    assert stray_tmp(results) == []
+    assert "3 ran, 0 already finished" in proc.stdout
+    warnings = [line for line in proc.stderr.splitlines() if "corrupt" in line]
+    assert len(warnings) == 3
+    for path, content in victims.items():  # each named once, kept aside as it was
+        assert sum(path.name in line for line in warnings) == 1
+        assert path.with_name(path.name + ".corrupt").read_bytes() == content
+    assert check_results(results) == []  # includes: no temporary file left
 
 
 # -- --results that cannot hold results ----------------------------------------------------------
-@pytest.mark.parametrize("where", ["file", "under-file", "proc"])
-def test_unusable_results_folder_is_a_one_line_error(where, tmp_path, toy_suite):
-    target = {"file": tmp_path / "file", "under-file": tmp_path / "file" / "results",
-              "proc": Path("/proc/harness-results")}[where]
+def test_unusable_results_folder_is_a_one_line_error(tmp_path, toy_suite):
     (tmp_path / "file").write_text("not a folder")
-    line = one_line_error(run(toy_suite, target))
-    assert str(target) in line
+    for target in (tmp_path / "file", tmp_path / "file" / "results", Path("/proc/harness-results")):
+        line = one_line_error(run(toy_suite, target))
+        assert str(target) in line
 
 
-@pytest.mark.parametrize("name", ["a?b", "a#b", "50%"])
-def test_results_path_special_in_a_uri_is_refused_not_misread(name, tmp_path, toy_suite):
-    results = tmp_path / name
-    line = one_line_error(run(toy_suite, results))
-    assert "SQLite URI" in line
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name])  # nothing written beside it
-    assert not list(tmp_path.rglob("mlflow.db"))
-    assert run(toy_suite, results, "--no-mlflow").returncode == 0  # without the store it is fine
+def test_results_path_special_in_a_uri_is_refused_not_misread(tmp_path, toy_suite):
+    for name in ("a?b", "a#b", "50%"):
+        line = one_line_error(run(toy_suite, tmp_path / name))
+        assert "SQLite URI" in line
+    assert list(tmp_path.iterdir()) == []  # nothing written, beside or inside
+    assert run(toy_suite, tmp_path / "a?b", "--no-mlflow").returncode == 0  # without the store it is fine
 
 
 # -- concurrent runs -----------------------------------------------------------------------------
@@ -209,7 +197,8 @@ def wait_all(procs, timeout=300):
     return [(p.wait(timeout=timeout), *p.communicate()) for p in procs]
 
 
-@pytest.mark.parametrize("existing", [False, True], ids=["new-folder", "existing-folder"])
+@pytest.mark.parametrize("existing", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["new-folder", "existing-folder"])
 def test_same_suite_twice_at_once_one_refuses(existing, tmp_path, toy_suite):
     suite = slow_suite(tmp_path, toy_suite, seconds_per_step=0.05)  # ~1 s per trial
     results = tmp_path / "results"
@@ -231,7 +220,8 @@ def test_same_suite_twice_at_once_one_refuses(existing, tmp_path, toy_suite):
     assert check_results(results, trials=6 if existing else 3) == []
 
 
-@pytest.mark.parametrize("existing", [False, True], ids=["new-folder", "existing-folder"])
+@pytest.mark.parametrize("existing", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["new-folder", "existing-folder"])
 def test_different_suites_at_once_both_succeed(existing, tmp_path, toy_suite):
     suites = [slow_suite(tmp_path, toy_suite, name) for name in ("toy", "toy2")]
     results = tmp_path / "results"

@@ -80,29 +80,33 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         torch_device = resolve_device(device)
     except ValueError as exc:
         _fail(str(exc))
+    embedded_store = not no_mlflow and not tracking_uri  # RESULTS/mlflow.db
+    try:
+        if embedded_store and unsafe_path(results_root):
+            _fail(unsafe_path(results_root))
+        if tracking_uri and not no_mlflow:
+            check_reachable(tracking_uri)
+    except TrackingError as exc:
+        _fail(str(exc))
     _writable_folder(results_root)
-    try:  # one writer per results folder and suite; held until this process ends
-        writer_locks = [lock_writer(results_root, name) for name in sorted({s.name for s in suites})]  # noqa: F841
+    try:  # one writer per results folder and suite; the locks go when this process ends
+        held_locks = [lock_writer(results_root, name) for name in sorted({s.name for s in suites})]
     except LockBusy as exc:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot write results to {results_root}: {exc.strerror or exc}")
     tracker = None
-    if not no_mlflow:
+    if embedded_store:
         try:
-            if tracking_uri:
-                check_reachable(tracking_uri)
-                tracker = MlflowTracker(tracking_uri, artifact_root=results_root / "mlartifacts")
-            else:
-                problem = unsafe_path(results_root)
-                if problem:
-                    _fail(problem)
-                store = open_store(results_root, say=lambda line: click.echo(line, err=True))
-                for note in store.notes:
-                    click.echo(f"warning: {note}", err=True)
-                tracker = MlflowTracker(store.uri, artifact_root=results_root / "mlartifacts", identity=store.identity)
+            store = open_store(results_root, say=lambda line: click.echo(line, err=True))
         except TrackingError as exc:
             _fail(str(exc))
+        held_locks.append(store.lock)
+        for note in store.notes:
+            click.echo(f"warning: {note}", err=True)
+        tracker = MlflowTracker(store.uri, artifact_root=results_root / "mlartifacts", identity=store.identity)
+    elif not no_mlflow:
+        tracker = MlflowTracker(tracking_uri, artifact_root=results_root / "mlartifacts")
 
     executor = _executor(executor_name, ray_address, ray_workers)
     signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler

@@ -18,8 +18,8 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.faults import fault

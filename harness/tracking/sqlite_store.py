@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import random
 import sqlite3
 import tempfile
 import time
@@ -79,22 +80,30 @@ def open_store(results_root: Path, say: Callable[[str], None] = lambda _line: No
     root = Path(results_root).resolve()
     db = root / DB_FILE
     lock = FileLock(root / LOCK_FILE)
-    lock.acquire(exclusive=False)
     notes: list[str] = []
+    waiting_since, told = time.monotonic(), False
     try:
-        state = _inspect(root, db)
-        if state.kind != "ok":
-            if not lock.acquire(exclusive=True, blocking=False):
-                say(f"waiting for the other runs using {db} to finish before "
-                    f"{'creating' if state.kind == 'missing' else 'repairing'} it")
-                lock.acquire(exclusive=True)
-            state = _inspect(root, db)  # another process may have fixed it meanwhile
-            if state.kind != "ok":
-                notes.extend(_fix(root, db, state))
+        while True:
+            lock.acquire(exclusive=False)  # waits while another process creates or repairs the store
+            state = _inspect(root, db)
+            if state.kind == "ok":
+                break
+            # Converting to exclusive drops the shared lock first; it succeeds only while no other
+            # process uses the store (a store in use is never replaced under it).
+            if lock.acquire(exclusive=True, blocking=False):
                 state = _inspect(root, db)
                 if state.kind != "ok":
-                    raise TrackingError(f"{db}: still unusable after repair ({state.detail})")
-            lock.acquire(exclusive=False)  # back to shared: other suites may use the store now
+                    notes.extend(_fix(root, db, state))
+                    state = _inspect(root, db)
+                    if state.kind != "ok":
+                        raise TrackingError(f"{db}: still unusable after repair ({state.detail})")
+                lock.acquire(exclusive=False)  # back to shared: other suites may use the store now
+                break
+            if not told and time.monotonic() - waiting_since > 2:
+                say(f"waiting for the other runs using {db} to finish before "
+                    f"{'creating' if state.kind == 'missing' else 'repairing'} it")
+                told = True
+            time.sleep(random.uniform(0.05, 0.3))  # jitter: two processes racing to create it take turns
         _clean_aside(root)
         notes.extend(_relocate(root, db))
         identity = _identity(db)
