@@ -12,6 +12,7 @@ suite, and of two suites, into a new folder, with trial files and MLflow runs co
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import signal
 import sys
@@ -67,6 +68,7 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=REPO, help="the harness checkout to measure")
     args = parser.parse_args()
     env = cli_env(args.repo.resolve())
+    os.chdir(args.repo)  # `python -m harness` imports from the working directory first
     rng = random.Random(args.seed)
     toy = TESTS / "suites" / "toy.yaml"
     broken = other = 0

@@ -7,6 +7,8 @@ followed by a normal run that must repair everything: nothing lost, nothing dupl
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -14,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from harness.locks import LockBusy, lock_writer
 
 from fault_injection import (
     check_results, cli_env, harness, mlflow_runs, slow_suite, start, stray_tmp, trial_records,
@@ -193,6 +197,16 @@ def test_results_path_special_in_a_uri_is_refused_not_misread(tmp_path, toy_suit
 
 
 # -- concurrent runs -----------------------------------------------------------------------------
+def test_writer_lock_refuses_a_second_writer_of_the_suite_only(tmp_path):
+    first = lock_writer(tmp_path, "toy")
+    with pytest.raises(LockBusy, match=re.escape(f"writing suite 'toy' into {tmp_path} (pid {os.getpid()} on ")):
+        lock_writer(tmp_path, "toy")
+    lock_writer(tmp_path, "other").release()  # another suite into the same folder is fine
+    first.release()
+    lock_writer(tmp_path, "toy").release()  # and the suite is free again once the first is gone
+
+
+# -- concurrent runs (processes) ----------------------------------------------------------------
 def wait_all(procs, timeout=300):
     return [(p.wait(timeout=timeout), *p.communicate()) for p in procs]
 

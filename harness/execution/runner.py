@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from harness.analysis.report import REPORT_DIR
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials, sweep_points
@@ -21,8 +22,6 @@ from harness.suite.loader import Suite
 from harness.terminal import Console
 from harness.tracking.environment import environment
 from harness.tracking.mlflow_tracker import MlflowTracker, TrialRun, is_mirrored, marker_path, open_parents
-
-REPORT_DIR = "report"  # harness.analysis.report.REPORT_DIR (not imported: that pulls in matplotlib)
 
 
 @dataclass
