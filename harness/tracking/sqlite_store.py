@@ -88,6 +88,8 @@ def open_store(results_root: Path, say: Callable[[str], None] = lambda _line: No
             state = _inspect(root, db)
             if state.kind == "ok":
                 break
+            if state.kind == "unknown":
+                _fix(root, db, state)  # raises: a newer MLflow's store is not ours to change
             # Converting to exclusive drops the shared lock first; it succeeds only while no other
             # process uses the store (a store in use is never replaced under it).
             if lock.acquire(exclusive=True, blocking=False):
@@ -100,8 +102,8 @@ def open_store(results_root: Path, say: Callable[[str], None] = lambda _line: No
                 lock.acquire(exclusive=False)  # back to shared: other suites may use the store now
                 break
             if not told and time.monotonic() - waiting_since > 2:
-                say(f"waiting for the other runs using {db} to finish before "
-                    f"{'creating' if state.kind == 'missing' else 'repairing'} it")
+                doing = {"missing": "creating", "old": "upgrading"}.get(state.kind, "repairing")
+                say(f"waiting for the other runs using {db} to finish before {doing} it")
                 told = True
             time.sleep(random.uniform(0.05, 0.3))  # jitter: two processes racing to create it take turns
         _clean_aside(root)
@@ -160,7 +162,7 @@ def _schema_facts(root: Path, full: bool = False) -> dict:
     if not full:
         try:
             facts = read_json(cache)
-            if isinstance(facts, dict) and facts.get("mlflow") == version and facts.get("head"):
+            if isinstance(facts, dict) and facts.get("mlflow") == version and facts.get("head") and facts.get("tables"):
                 return facts
         except (OSError, ValueError):
             pass
