@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
@@ -18,6 +20,8 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 SUITE_FILE = "suite.json"
 TRIALS_DIR = "trials"
+CORRUPT_SUFFIX = ".corrupt"
+_TMP_NAME = re.compile(r"^\..+\.tmp(\.\w+)?$")  # write_atomic's .<name>.<random>.tmp, and .<name>.<pid>.tmp.npz
 
 
 def _clean(value: Any) -> Any:
@@ -86,10 +90,26 @@ class RunFolder:
         if not path.exists():
             return None
         try:
-            record = read_json(path)
-        except (OSError, json.JSONDecodeError):
+            record = read_trial(path)
+        except CorruptTrial:
             return None
         return record if record.get("status") == "finished" else None
+
+    def load_trials(self) -> tuple[dict[str, dict], list[tuple[Path, str]]]:
+        """Every readable trial record by id, and the corrupt files, each moved aside to
+        ``<id>.json.corrupt`` (out of every reader's way) with the reason: their trials rerun."""
+        records: dict[str, dict] = {}
+        corrupt: list[tuple[Path, str]] = []
+        for path in iter_trial_files(self.path):
+            try:
+                record = read_trial(path)
+            except CorruptTrial as exc:
+                aside = path.with_name(path.name + CORRUPT_SUFFIX)
+                os.replace(path, aside)
+                corrupt.append((aside, str(exc)))
+                continue
+            records[record["trial_id"]] = record
+        return records, corrupt
 
     def save_trial(self, record: dict) -> Path:
         path = self.trial_path(record["trial_id"])
@@ -102,6 +122,53 @@ class RunFolder:
         if not path.exists() or path.read_text(encoding="utf-8") != canonical_json(meta):
             write_json_atomic(path, meta)
         return path
+
+
+class CorruptTrial(ValueError):
+    """A trial file that is not a trial record (truncated by hand, overwritten, not UTF-8 JSON)."""
+
+
+def read_trial(path: Path) -> dict:
+    """A trial record, or CorruptTrial saying why the file is not one."""
+    try:
+        record = read_json(path)
+    except UnicodeDecodeError:
+        raise CorruptTrial("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise CorruptTrial(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(record, dict):
+        raise CorruptTrial(f"holds {type(record).__name__ if record is not None else 'null'}, not a trial record")
+    if record.get("trial_id") != path.stem or "status" not in record:
+        raise CorruptTrial("not a trial record (trial_id or status missing or wrong)")
+    return record
+
+
+def clean_stray_tmp(*folders: Path, min_age: float = 0.0, skip: Path | None = None) -> int:
+    """Remove temporary files that an interrupted atomic write left (crash, SIGKILL) under folders.
+
+    Call only while no other process writes there (the suite's writer lock); ``min_age`` spares
+    files younger than that many seconds, ``skip`` a subfolder (a concurrent ``harness report``
+    may be writing there).
+    """
+    removed = 0
+    now = time.time()
+    for folder in folders:
+        if not Path(folder).is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(folder):
+            if skip is not None:
+                dirnames[:] = [d for d in dirnames if Path(dirpath) / d != skip]
+            for name in filenames:
+                if _TMP_NAME.match(name):
+                    path = Path(dirpath) / name
+                    try:
+                        if min_age and now - path.stat().st_mtime < min_age:
+                            continue
+                        path.unlink()
+                        removed += 1
+                    except FileNotFoundError:
+                        pass
+    return removed
 
 
 def iter_runs(path: Path) -> list[Path]:

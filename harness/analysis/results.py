@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from harness.analysis.stats import CONFIDENCE
 from harness.execution.trials import point_label, sweep_points
-from harness.store import SUITE_FILE, iter_trial_files, read_json
+from harness.store import SUITE_FILE, CorruptTrial, iter_trial_files, read_json, read_trial
 from harness.tasks.base import metric_family
 
 
@@ -239,8 +239,8 @@ def load_results(run_dir: Path) -> RunResults:
     trials: list[dict[str, Any]] = []
     for path in iter_trial_files(run_dir):
         try:
-            trials.append(read_json(path))
-        except (OSError, json.JSONDecodeError) as exc:
+            trials.append(read_trial(path))
+        except (OSError, CorruptTrial) as exc:
             trials.append({"arm_label": "?", "status": "unreadable", "error": f"{path.name}: {exc}"})
     return index_results(run_dir, meta, trials)
 

@@ -5,6 +5,7 @@ import errno
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -95,8 +96,10 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     from harness.analysis.results import load_results
     from harness.devices import resolve_device, device_name
     from harness.execution.runner import run_suite
+    from harness.locks import LockBusy, lock_writer
     from harness.terminal import Console
-    from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
+    from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
+    from harness.tracking.sqlite_store import open_store, unsafe_path
 
     started = time.perf_counter()
     suites = _load(suite_file, profile, seeds, arms, max_trials, max_nodes)
@@ -104,15 +107,33 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         torch_device = resolve_device(device)
     except ValueError as exc:
         _fail(str(exc))
+    embedded_store = not no_mlflow and not tracking_uri  # RESULTS/mlflow.db
+    try:
+        if embedded_store and unsafe_path(results_root):
+            _fail(unsafe_path(results_root))
+        if tracking_uri and not no_mlflow:
+            check_reachable(tracking_uri)
+    except TrackingError as exc:
+        _fail(str(exc))
+    _writable_folder(results_root)
+    try:  # one writer per results folder and suite; the locks go when this process ends
+        held_locks = [lock_writer(results_root, name) for name in sorted({s.name for s in suites})]
+    except LockBusy as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write results to {results_root}: {exc.strerror or exc}")
     tracker = None
-    if not no_mlflow:
-        uri = tracking_uri or default_tracking_uri(results_root)
+    if embedded_store:
         try:
-            check_reachable(uri)
+            store = open_store(results_root, say=lambda line: click.echo(line, err=True))
         except TrackingError as exc:
             _fail(str(exc))
-        results_root.mkdir(parents=True, exist_ok=True)
-        tracker = MlflowTracker(uri, artifact_root=results_root / "mlartifacts")
+        held_locks.append(store.lock)
+        for note in store.notes:
+            click.echo(f"warning: {note}", err=True)
+        tracker = MlflowTracker(store.uri, artifact_root=results_root / "mlartifacts", identity=store.identity)
+    elif not no_mlflow:
+        tracker = MlflowTracker(tracking_uri, artifact_root=results_root / "mlartifacts")
 
     executor = _executor(executor_name, ray_address, ray_workers)
     signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
@@ -131,6 +152,8 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
                 break
             cached = stored_report_text(outcome.run_dir) if outcome.ran == 0 else None
             if cached is not None:  # nothing new: the stored verdicts stand, no need to redraw plots
+                if tracker and outcome.parent_run_id:  # it only mirrored trials again
+                    tracker.finish_parent(outcome.parent_run_id, "FAILED" if outcome.failed else "FINISHED", {})
                 console.out(_suite_header(outcome))
                 console.out(render_arm_table(load_results(outcome.run_dir)))
                 console.out(cached)
@@ -177,6 +200,18 @@ def _executor(name: str, address: str | None, workers: int | None) -> Executor:
         return RayExecutor(address=address, workers=workers).start()
     except RayUnavailable as exc:
         _fail(str(exc))
+
+
+def _writable_folder(results_root: Path) -> None:
+    """--results must be a folder this process can write (made if missing): else one line, exit 2."""
+    if results_root.exists() and not results_root.is_dir():
+        _fail(f"--results {results_root} is a file, not a folder")
+    try:
+        results_root.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=results_root):
+            pass
+    except OSError as exc:
+        _fail(f"cannot write results to {results_root}: {exc.strerror or exc}")
 
 
 def _interrupt(_signum, _frame) -> None:

@@ -1,4 +1,9 @@
-"""One suite, end to end: expand trials, skip finished ones, execute, store, mirror to MLflow."""
+"""One suite, end to end: expand trials, skip finished ones, execute, store, mirror to MLflow.
+
+The caller holds the suite's writer lock (harness.locks): this process is the only one writing
+the suite's run folder, cache and MLflow runs, so leftovers of a crash (temporary files, RUNNING
+runs, a corrupt trial file) are safe to clean up here.
+"""
 from __future__ import annotations
 
 import time
@@ -8,15 +13,16 @@ from typing import Any
 
 import torch
 
+from harness.analysis.report import REPORT_DIR
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials, sweep_points
-from harness.store import RunFolder, write_json_atomic
+from harness.store import RunFolder, clean_stray_tmp
 from harness.suite.loader import Suite
 from harness.tasks import Task
 from harness.terminal import Console
 from harness.tracking.environment import environment, provenance_texts, save_diff
-from harness.tracking.mlflow_tracker import MlflowTracker, is_mirrored, marker_path
+from harness.tracking.mlflow_tracker import MlflowTracker, TrialRun, is_mirrored, marker_path, open_parents
 
 
 @dataclass
@@ -83,6 +89,8 @@ def run_suite(
     mlflow_before = tracker.seconds if tracker else 0.0
     folder = RunFolder(results_root, suite.name, suite.profile)
     outcome = SuiteOutcome(suite=suite, run_dir=folder.path)
+    clean_stray_tmp(folder.path, results_root / "cache" / suite.name, skip=folder.path / REPORT_DIR)
+    clean_stray_tmp(folder.path / REPORT_DIR, min_age=300)
     meta = suite_metadata(suite, device)
     folder.save_suite(meta)
     env = environment(device, suite.source.parent)  # the git state of the checkout holding the suite
@@ -91,17 +99,27 @@ def run_suite(
     env["executor"] = runner.name
 
     trials = expand_trials(suite)
-    stored = {t.trial_id: folder.finished(t.trial_id) for t in trials} if resume else {}
+    records, corrupt = folder.load_trials()
+    for path, reason in corrupt:
+        console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
+    stored = {t.trial_id: _finished(records.get(t.trial_id)) for t in trials} if resume else {}
     done = [r for r in stored.values() if r is not None]
     pending = [t for t in trials if stored.get(t.trial_id) is None]
     outcome.records, outcome.skipped = list(done), len(done)
-    unmirrored = [r for r in done if tracker and not is_mirrored(folder.path, r["trial_id"], tracker.uri)]
+    present: dict[str, list[TrialRun]] = {}
 
-    if tracker and (pending or unmirrored):
-        run_name = f"{suite.name}/{suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-        tracker.close_stale_parents(suite.name, suite.profile)
-        outcome.parent_run_id = tracker.start_parent(meta, env, run_name, texts=provenance_texts(suite.source.parent))
-        _reconcile(tracker, folder, outcome.parent_run_id, unmirrored, suite)
+    if tracker:
+        unclosed = open_parents(folder.path, tracker)
+        unmirrored = [r for r in done if not is_mirrored(folder.path, r["trial_id"], tracker)]
+        if pending or unmirrored or unclosed:  # else MLflow is not even imported
+            tracker.close_parents(unclosed)
+            tracker.close_stale_parents(suite.name, suite.profile)
+            present = tracker.trial_runs(suite.name, suite.profile)
+            if pending or any(not _mirrored(r, present) for r in done):
+                run_name = f"{suite.name}/{suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+                outcome.parent_run_id = tracker.start_parent(meta, env, run_name, folder.path,
+                                                             texts=provenance_texts(suite.source.parent))
+            _reconcile(tracker, folder, outcome.parent_run_id, done, present)
 
     jobs = _jobs(suite, trials, pending, device, results_root, folder, env)
     try:
@@ -113,6 +131,7 @@ def run_suite(
             index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record["trial_id"])
             console.trial_finished(suite.name, index, len(trials), _title(record), status, record["wall_seconds"])
             if tracker and outcome.parent_run_id:
+                tracker.delete_runs(r.run_id for r in present.pop(record["trial_id"], []))  # older attempts
                 tracker.log_trial(
                     outcome.parent_run_id, record, trial_file, marker_path(folder.path, record["trial_id"]),
                     work_dir=folder.path / "work" / record["trial_id"],
@@ -151,14 +170,26 @@ def _title(record: dict[str, Any]) -> str:
     return f"{record['arm_label']} seed={record['seed']}{point}"
 
 
-def _reconcile(tracker: MlflowTracker, folder: RunFolder, parent_id: str, unmirrored: list[dict], suite: Suite) -> None:
-    """Mirror finished trials that never reached MLflow (a crash between store and mirror)."""
-    if not unmirrored:
-        return
-    present = tracker.logged_trial_ids(suite.name, suite.profile)
-    for record in unmirrored:
+def _finished(record: dict | None) -> dict | None:
+    return record if record is not None and record.get("status") == "finished" else None
+
+
+def _mirrored(record: dict, present: dict[str, list[TrialRun]]) -> bool:
+    return any(run.mirrors(record) for run in present.get(record["trial_id"], []))
+
+
+def _reconcile(
+    tracker: MlflowTracker, folder: RunFolder, parent_id: str | None, done: list[dict],
+    present: dict[str, list[TrialRun]],
+) -> None:
+    """Make MLflow hold exactly one complete run per stored finished trial: keep the first complete
+    run, delete the others (left RUNNING or empty by a crash, or older attempts), log the missing."""
+    for record in done:
+        runs = present.pop(record["trial_id"], [])
+        keep = next((run for run in runs if run.mirrors(record)), None)
+        tracker.delete_runs(run.run_id for run in runs if run is not keep)
         marker = marker_path(folder.path, record["trial_id"])
-        if record["trial_id"] in present:
-            write_json_atomic(marker, {"tracking_uri": tracker.uri, "run_id": present[record["trial_id"]]})
+        if keep is not None:
+            tracker.write_marker(marker, keep.run_id)
         else:
             tracker.log_trial(parent_id, record, folder.trial_path(record["trial_id"]), marker)

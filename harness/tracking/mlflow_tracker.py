@@ -1,9 +1,13 @@
 """Mirror stored results to MLflow: one parent run per suite invocation, one nested run per trial.
 
 The results store is the source of truth. A trial is mirrored only after its JSON is on disk,
-in a handful of batched calls, and a marker file records the MLflow run it went to; a rerun
-mirrors any finished trial that lacks a marker (after checking MLflow for it by trial id), so a
-crash between the two writes loses nothing and duplicates nothing.
+in a handful of batched calls, and a marker file records the MLflow run it went to and the store
+it is in (a replaced ``mlflow.db`` has another identity, so its markers no longer count). A trial
+counts as mirrored only while its run is FINISHED (FAILED for a failed trial) with its metrics:
+whenever a run touches MLflow it checks every stored trial against MLflow, deletes a trial's
+leftover runs (a crash left it RUNNING or empty, an older attempt) and logs again what is
+missing, so each trial id has exactly one run. Parent runs are recorded in ``mlflow/parents/``
+while open, so an invocation killed at any point is closed (KILLED) by the next.
 """
 from __future__ import annotations
 
@@ -14,15 +18,18 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness.faults import fault
 from harness.store import read_json, write_json_atomic
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 TRIAL_ID_TAG = "harness.trial_id"
 MARKER_DIR = "mlflow"
+PARENTS_DIR = "parents"
 _BAD_NAME = re.compile(r"[^/\w.\- :]")
 
 
@@ -66,13 +73,15 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
 class MlflowTracker:
     """Batched MLflow logging with its own wall-clock accounting (MLflow's share of a run)."""
 
-    def __init__(self, tracking_uri: str, artifact_root: Path | None = None) -> None:
+    def __init__(self, tracking_uri: str, artifact_root: Path | None = None, identity: str | None = None) -> None:
         self.uri = tracking_uri
         self.artifact_root = artifact_root
+        self.identity = identity or tracking_uri  # what markers name: changes when the store is replaced
         self.seconds = 0.0
         self._client = None
         self._experiments: dict[str, str] = {}
         self._depth = 0  # only the outermost timed call adds to self.seconds
+        self._parent_markers: dict[str, Path] = {}
 
     # -- plumbing -------------------------------------------------------------------------
     @property
@@ -93,8 +102,14 @@ class MlflowTracker:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            if exc.__class__.__module__.startswith("mlflow"):
-                raise TrackingError(f"MLflow ({self.uri}): {str(exc).splitlines()[0]}") from exc
+            if exc.__class__.__module__.startswith(("mlflow", "sqlalchemy")):
+                first = (str(exc).splitlines() or [type(exc).__name__])[0]
+                if self.uri.startswith("sqlite:///") and any(
+                    word in first for word in ("malformed", "not a database", "no such table", "no such column")
+                ):
+                    db = self.uri[len("sqlite:///"):]
+                    first += f"; move the store aside (mv {db} {db}.old) and rerun: it is rebuilt from the JSON trial files"
+                raise TrackingError(f"MLflow ({self.uri}): {first}") from exc
             raise
         finally:
             self._depth -= 1
@@ -136,9 +151,11 @@ class MlflowTracker:
     # -- suite (parent) runs --------------------------------------------------------------
     def start_parent(
         self, suite_meta: Mapping[str, Any], environment: Mapping[str, str], run_name: str,
-        extra_tags: Mapping[str, str] | None = None, texts: Mapping[str, str] | None = None,
+        run_dir: Path | None = None, extra_tags: Mapping[str, str] | None = None,
+        texts: Mapping[str, str] | None = None,
     ) -> str:
-        """The suite's run; ``extra_tags`` add to (or override) the standard ones, ``texts`` become files."""
+        """The suite's parent run; while it is open a marker under run_dir says so (see open_parents).
+        ``extra_tags`` add to (or override) the standard tags, ``texts`` become files of the run."""
         experiment_id = self.experiment_id(suite_meta["suite"])
 
         def start() -> str:
@@ -154,6 +171,10 @@ class MlflowTracker:
                 **(extra_tags or {}),
             }
             run = self.client.create_run(experiment_id, tags={k: str(v) for k, v in tags.items()})
+            if run_dir is not None:
+                marker = parent_marker_path(run_dir, run.info.run_id)
+                self.write_marker(marker, run.info.run_id)
+                self._parent_markers[run.info.run_id] = marker
             self._log_batch(
                 run.info.run_id,
                 params=flatten("", {"seeds": suite_meta["seeds"], "sweep": suite_meta["sweep"], "params": suite_meta["params"]}),
@@ -165,6 +186,29 @@ class MlflowTracker:
             return run.info.run_id
 
         return self._timed(start)
+
+    def close_parents(self, markers: Iterable[Path]) -> int:
+        """Mark KILLED the parent runs these markers name that are still RUNNING (their invocation
+        died; the caller is the suite's only writer), then drop the markers."""
+
+        def close() -> int:
+            closed = 0
+            for path in markers:
+                marker = read_json(path)
+                if marker.get("store") == self.identity:  # else the store it was in is gone
+                    try:
+                        run = self.client.get_run(marker["run_id"])
+                    except Exception as exc:  # noqa: BLE001
+                        if getattr(exc, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+                            raise
+                        run = None
+                    if run is not None and run.info.status == "RUNNING":
+                        self.client.set_terminated(run.info.run_id, "KILLED")
+                        closed += 1
+                path.unlink(missing_ok=True)
+            return closed
+
+        return self._timed(close)
 
     def close_stale_parents(self, suite: str, profile: str) -> int:
         """Mark KILLED the suite runs of this host whose process died (SIGKILL, power loss)."""
@@ -194,9 +238,13 @@ class MlflowTracker:
             for path in artifacts:
                 folder = "plots" if path.suffix == ".png" else None
                 self.client.log_artifact(run_id, str(path), folder)
+                fault("report")
             self.client.set_terminated(run_id, status)
 
         self._timed(finish)
+        marker = self._parent_markers.pop(run_id, None)
+        if marker is not None:
+            marker.unlink(missing_ok=True)
 
     # -- trial (nested) runs --------------------------------------------------------------
     def log_trial(
@@ -231,6 +279,7 @@ class MlflowTracker:
             if record.get("error"):
                 tags["harness.error"] = record["error"][:8000]
             run = self.client.create_run(experiment_id, tags={k: str(v) for k, v in tags.items()})
+            fault("trial-run-created")
             start_ms = int(time.time() * 1000)
             metrics = [
                 (mlflow_key(key), float(value), start_ms, int(step))
@@ -245,33 +294,62 @@ class MlflowTracker:
             self.client.log_artifact(run.info.run_id, str(trial_file))
             if work_dir is not None and work_dir.is_dir() and any(work_dir.iterdir()):
                 self.client.log_artifacts(run.info.run_id, str(work_dir), "files")
+            fault("trial-run-logged")
             self.client.set_terminated(run.info.run_id, "FINISHED" if record["status"] == "finished" else "FAILED")
+            fault("trial-mirrored")
             return run.info.run_id
 
         run_id = self._timed(log)
-        write_json_atomic(marker, {"tracking_uri": self.uri, "run_id": run_id})
+        self.write_marker(marker, run_id)
         return run_id
 
-    def logged_trial_ids(self, suite: str, profile: str) -> dict[str, str]:
-        """Trial id -> MLflow run id of the trials already in MLflow for this suite and profile."""
+    def write_marker(self, marker: Path, run_id: str) -> None:
+        write_json_atomic(marker, {"tracking_uri": self.uri, "store": self.identity, "run_id": run_id})
+
+    def delete_runs(self, run_ids: Iterable[str]) -> None:
+        def delete() -> None:
+            for run_id in run_ids:
+                self.client.delete_run(run_id)
+
+        self._timed(delete)
+
+    def trial_runs(self, suite: str, profile: str) -> dict[str, list[TrialRun]]:
+        """Trial id -> every MLflow run of that trial in this suite and profile (oldest first)."""
         experiment_id = self.experiment_id(suite)
 
-        def search() -> dict[str, str]:
-            found: dict[str, str] = {}
+        def search() -> dict[str, list[TrialRun]]:
+            found: dict[str, list[TrialRun]] = {}
             token = None
             while True:
                 page = self.client.search_runs(
                     [experiment_id],
                     filter_string=f"tags.`harness.kind` = 'trial' and tags.`harness.profile` = '{profile}'",
                     max_results=1000,
+                    order_by=["attributes.start_time ASC"],
                     page_token=token,
                 )
-                found.update((r.data.tags.get(TRIAL_ID_TAG, ""), r.info.run_id) for r in page)
+                for run in page:
+                    found.setdefault(run.data.tags.get(TRIAL_ID_TAG, ""), []).append(
+                        TrialRun(run.info.run_id, run.info.status, frozenset(run.data.metrics))
+                    )
                 token = page.token
                 if not token:
                     return found
 
         return self._timed(search)
+
+
+@dataclass(frozen=True)
+class TrialRun:
+    run_id: str
+    status: str
+    metrics: frozenset[str]
+
+    def mirrors(self, record: Mapping[str, Any]) -> bool:
+        """Complete: closed with the record's status and carrying every metric it has."""
+        status = "FINISHED" if record.get("status") == "finished" else "FAILED"
+        wanted = {mlflow_key(k) for k, v in (record.get("metrics") or {}).items() if v is not None}
+        return self.status == status and "wall_seconds" in self.metrics and wanted <= self.metrics
 
 
 def _alive(pid: int) -> bool:
@@ -290,11 +368,31 @@ def marker_path(run_dir: Path, trial_id: str) -> Path:
     return run_dir / MARKER_DIR / f"{trial_id}.json"
 
 
-def is_mirrored(run_dir: Path, trial_id: str, uri: str) -> bool:
+def is_mirrored(run_dir: Path, trial_id: str, tracker: MlflowTracker) -> bool:
+    """A marker names this very store (not only its URI): a deleted or replaced store is mirrored anew."""
     path = marker_path(run_dir, trial_id)
     if not path.exists():
         return False
     try:
-        return read_json(path).get("tracking_uri") == uri
-    except (OSError, ValueError):
+        marker = read_json(path)
+        return marker.get("tracking_uri") == tracker.uri and marker.get("store") == tracker.identity
+    except (OSError, ValueError, AttributeError):
         return False
+
+
+def parent_marker_path(run_dir: Path, run_id: str) -> Path:
+    return run_dir / MARKER_DIR / PARENTS_DIR / f"{run_id}.json"
+
+
+def open_parents(run_dir: Path, tracker: MlflowTracker) -> list[Path]:
+    """Markers of parent runs in this tracker's store that were started and never closed."""
+    found = []
+    for path in sorted((run_dir / MARKER_DIR / PARENTS_DIR).glob("*.json")):
+        try:
+            marker = read_json(path)
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        if isinstance(marker, dict) and marker.get("tracking_uri") == tracker.uri:
+            found.append(path)
+    return found

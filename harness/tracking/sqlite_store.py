@@ -1,0 +1,345 @@
+"""The embedded MLflow store, RESULTS/mlflow.db: made aside, checked on every run, never half-made.
+
+MLflow creates its SQLite schema in some sixty migrations; an interrupt among them used to leave a
+half-migrated file that every later run tripped over. Here the schema is built (or upgraded) in a
+temporary file next to the store and moved into place with one rename, under an exclusive lock on
+``.mlflow.db.lock``: the store is either absent, or complete. Every ``harness run`` holds that lock
+shared while it uses the store, checks the file (SQLite header, schema revision, tables) and:
+
+- creates it when it is missing;
+- moves a broken one aside (``mlflow.db.broken-<time>``) and builds a new one: the JSON trial files
+  are the source of truth, and every trial is mirrored again, each suite on its next run;
+- upgrades an older schema (made by an older MLflow) on a copy, then swaps the copy in;
+- refuses, in one line, a schema newer than the installed MLflow knows;
+- points the artifact locations at this folder's ``mlartifacts`` when the folder was copied or
+  moved, so a copy never writes into the original's artifacts.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import random
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness.locks import FileLock
+from harness.store import _UMASK, read_json, write_json_atomic
+from harness.tracking.mlflow_tracker import TrackingError
+
+DB_FILE = "mlflow.db"
+LOCK_FILE = ".mlflow.db.lock"
+SCHEMA_CACHE = ".mlflow-schema.json"  # the installed MLflow's head revision and tables (import-free check)
+ARTIFACTS_DIR = "mlartifacts"
+URI_SPECIAL = "?#%"  # SQLAlchemy reads these in a sqlite:/// URI as query, fragment or escape
+_HEADER = b"SQLite format 3\x00"
+
+
+def unsafe_path(results_root: Path) -> str | None:
+    """Why results_root cannot hold the embedded store (a character the SQLite URI misreads), or None."""
+    text = str(Path(results_root).resolve())
+    bad = sorted({c for c in text if c in URI_SPECIAL or c in "\n\r\0"})
+    if bad:
+        return (f"--results {results_root} contains {' '.join(repr(c) for c in bad)}, which the SQLite URI of "
+                "the MLflow store would misread; choose a folder without it, or pass --no-mlflow or --tracking-uri")
+    return None
+
+
+def store_uri(results_root: Path) -> str:
+    return f"sqlite:///{(Path(results_root) / DB_FILE).resolve()}"
+
+
+def artifact_location(results_root: Path, experiment: str) -> str:
+    """Where an experiment of this results folder keeps its artifacts (a file:// URI)."""
+    return (Path(results_root) / ARTIFACTS_DIR / experiment).resolve().as_uri()
+
+
+@dataclass
+class Store:
+    """The checked store: its URI, an identity that changes when the file is replaced, and the
+    shared lock held until this process ends."""
+
+    uri: str
+    identity: str
+    lock: FileLock
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    kind: str  # ok | missing | broken | old | unknown
+    detail: str = ""
+    revision: str | None = None
+
+
+def open_store(results_root: Path, say: Callable[[str], None] = lambda _line: None) -> Store:
+    """Check (and create, repair, upgrade or relocate) RESULTS/mlflow.db; raise TrackingError in one line."""
+    root = Path(results_root).resolve()
+    db = root / DB_FILE
+    lock = FileLock(root / LOCK_FILE)
+    notes: list[str] = []
+    waiting_since, told = time.monotonic(), False
+    try:
+        while True:
+            lock.acquire(exclusive=False)  # waits while another process creates or repairs the store
+            state = _inspect(root, db)
+            if state.kind == "ok":
+                break
+            if state.kind == "unknown":
+                _fix(root, db, state)  # raises: a newer MLflow's store is not ours to change
+            # Converting to exclusive drops the shared lock first; it succeeds only while no other
+            # process uses the store (a store in use is never replaced under it).
+            if lock.acquire(exclusive=True, blocking=False):
+                state = _inspect(root, db)
+                if state.kind != "ok":
+                    notes.extend(_fix(root, db, state))
+                    state = _inspect(root, db)
+                    if state.kind != "ok":
+                        raise TrackingError(f"{db}: still unusable after repair ({state.detail})")
+                lock.acquire(exclusive=False)  # back to shared: other suites may use the store now
+                break
+            if not told and time.monotonic() - waiting_since > 2:
+                doing = {"missing": "creating", "old": "upgrading"}.get(state.kind, "repairing")
+                say(f"waiting for the other runs using {db} to finish before {doing} it")
+                told = True
+            time.sleep(random.uniform(0.05, 0.3))  # jitter: two processes racing to create it take turns
+        _clean_aside(root)
+        notes.extend(_relocate(root, db))
+        identity = _identity(db)
+    except BaseException:
+        lock.release()
+        raise
+    return Store(uri=store_uri(root), identity=identity, lock=lock, notes=notes)
+
+
+# -- checking ------------------------------------------------------------------------------------
+def _inspect(root: Path, db: Path) -> _State:
+    if not db.exists():
+        return _State("missing")
+    try:
+        with open(db, "rb") as handle:
+            header = handle.read(len(_HEADER))
+    except OSError as exc:
+        raise TrackingError(f"cannot read {db}: {exc.strerror or exc}") from None
+    if header != _HEADER:
+        return _State("broken", "empty file" if not header else "not an SQLite database")
+    try:
+        connection = sqlite3.connect(str(db), timeout=60)
+        try:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            half = sorted(t for t in tables if t.startswith("_alembic_tmp"))
+            if half:
+                return _State("broken", f"half-migrated schema ({half[0]})")
+            if "alembic_version" not in tables:
+                return _State("broken", "no schema version (schema creation was interrupted)")
+            revisions = [row[0] for row in connection.execute("SELECT version_num FROM alembic_version")]
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as exc:
+        return _State("broken", str(exc))
+    if len(revisions) != 1:
+        return _State("broken", f"{len(revisions)} schema versions")
+    revision = revisions[0]
+    facts = _schema_facts(root)
+    if revision == facts["head"]:
+        missing = sorted(set(facts["tables"]) - tables)
+        if missing:
+            return _State("broken", f"tables missing: {', '.join(missing[:3])}", revision)
+        return _State("ok", revision=revision)
+    if revision in _schema_facts(root, full=True)["known"]:
+        return _State("old", revision=revision)
+    return _State("unknown", revision=revision)
+
+
+def _schema_facts(root: Path, full: bool = False) -> dict:
+    """The installed MLflow's schema head and tables, cached per MLflow version so that a run
+    whose store is fine does not import MLflow at all; ``full`` adds every known revision."""
+    version = importlib.metadata.version("mlflow")
+    cache = root / SCHEMA_CACHE
+    if not full:
+        try:
+            facts = read_json(cache)
+            if isinstance(facts, dict) and facts.get("mlflow") == version and facts.get("head") and facts.get("tables"):
+                return facts
+        except (OSError, ValueError):
+            pass
+    _quiet_mlflow()
+    from alembic.script import ScriptDirectory
+    from mlflow.store.db import utils
+    from mlflow.store.db.base_sql_model import Base
+
+    script = ScriptDirectory.from_config(utils._get_alembic_config(""))
+    facts = {"mlflow": version, "head": utils._get_latest_schema_revision(), "tables": sorted(Base.metadata.tables)}
+    try:
+        write_json_atomic(cache, facts)
+    except OSError:
+        pass  # only a cache
+    if full:
+        facts["known"] = [r.revision for r in script.walk_revisions()]
+    return facts
+
+
+def _identity(db: Path) -> str:
+    """Changes when the store is replaced (deleted and remade, rebuilt, swapped for another)."""
+    try:
+        connection = sqlite3.connect(str(db), timeout=60)
+        try:
+            row = connection.execute("SELECT creation_time FROM experiments WHERE experiment_id = 0").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError:
+        row = None
+    return f"{DB_FILE}@{row[0]}" if row else f"{DB_FILE}#{db.stat().st_ino}"
+
+
+# -- fixing (under the exclusive lock) -----------------------------------------------------------
+def _fix(root: Path, db: Path, state: _State) -> list[str]:
+    if state.kind == "missing":
+        _build_aside(root, db, source=None)
+        return []
+    if state.kind == "broken":
+        aside = db.with_name(f"{DB_FILE}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            if Path(f"{db}{suffix}").exists():
+                os.replace(f"{db}{suffix}", f"{aside}{suffix}")
+        _build_aside(root, db, source=None)
+        return [f"{db} was unusable ({state.detail}): moved to {aside.name} and made anew; "
+                "finished trials are mirrored again from the JSON store (each suite on its next run)"]
+    if state.kind == "old":
+        try:
+            _build_aside(root, db, source=db)
+        except TrackingError as exc:
+            raise TrackingError(
+                f"cannot upgrade {db} from MLflow schema {state.revision} ({exc}); move it aside "
+                f"(mv {db} {db}.old) and rerun: a new store is mirrored from the JSON trial files"
+            ) from None
+        return [f"upgraded the schema of {db} from {state.revision} for MLflow {importlib.metadata.version('mlflow')}"]
+    raise TrackingError(
+        f"{db} has MLflow schema {state.revision}, unknown to the installed MLflow "
+        f"{importlib.metadata.version('mlflow')} (made by a newer one?): upgrade mlflow, or give another --results"
+    )
+
+
+def _build_aside(root: Path, db: Path, source: Path | None) -> None:
+    """A complete store in a temporary file next to db (new, or an upgraded copy of source), then
+    one rename: an interrupt at any point leaves db as it was and a stray temporary file."""
+    fd, name = tempfile.mkstemp(dir=root, prefix=f".{DB_FILE}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; the store is meant to be shared like the results
+        if source is not None:
+            _copy_sqlite(source, tmp)
+        _make_schema(f"sqlite:///{tmp}", (root / ARTIFACTS_DIR).resolve().as_uri(), upgrade=source is not None)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, db)
+        _fsync_dir(root)
+    finally:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def _make_schema(uri: str, artifact_root: str, upgrade: bool) -> None:
+    _quiet_mlflow()
+    from harness import faults
+    from mlflow.store.db import utils
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import Engine
+
+    def kill_point(*_args) -> None:
+        faults.fault("schema")
+
+    if faults.armed("schema"):
+        event.listen(Engine, "before_cursor_execute", kill_point)
+    try:
+        if upgrade:
+            engine = create_engine(uri)
+            try:
+                utils._upgrade_db(engine)
+            finally:
+                engine.dispose()
+        store = SqlAlchemyStore(uri, artifact_root)  # creates the tables and the Default experiment
+        store.engine.dispose()
+        SqlAlchemyStore._engine_map.pop(uri, None)
+    except Exception as exc:  # noqa: BLE001 - MLflow and SQLAlchemy raise many kinds; one line for the user
+        raise TrackingError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    finally:
+        if faults.armed("schema"):
+            event.remove(Engine, "before_cursor_execute", kill_point)
+
+
+def _copy_sqlite(source: Path, target: Path) -> None:
+    """A consistent copy even while other processes read or write source."""
+    src = sqlite3.connect(str(source), timeout=60)
+    dst = sqlite3.connect(str(target))
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _clean_aside(root: Path) -> None:
+    """Temporary stores left by an interrupted creation (they are made only under the exclusive
+    lock, so none is in progress while this process holds the lock shared)."""
+    for path in root.glob(f".{DB_FILE}.*.tmp*"):
+        path.unlink(missing_ok=True)
+    for path in root.glob(f".{SCHEMA_CACHE}.*.tmp"):
+        if time.time() - path.stat().st_mtime > 60:
+            path.unlink(missing_ok=True)
+
+
+def _quiet_mlflow() -> None:
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # keep store migrations out of the terminal
+
+
+# -- a copied or moved results folder ------------------------------------------------------------
+def _relocate(root: Path, db: Path) -> list[str]:
+    """Point experiments (and their runs) that live under another folder's mlartifacts at this one's.
+
+    MLflow stores absolute artifact locations; a results folder copied elsewhere would otherwise
+    keep writing into the original. Locations not of the form <folder>/mlartifacts/<experiment>
+    (chosen by hand) are left alone.
+    """
+    new_prefix = (root / ARTIFACTS_DIR).resolve().as_uri()
+    moved: set[str] = set()
+    connection = sqlite3.connect(str(db), timeout=60)
+    try:
+        rows = connection.execute("SELECT experiment_id, name, artifact_location FROM experiments").fetchall()
+        with connection:
+            for experiment_id, name, location in rows:
+                expected = f"{new_prefix}/0" if str(experiment_id) == "0" else artifact_location(root, name)
+                if not location or location == expected or not expected.startswith(new_prefix + "/"):
+                    continue
+                tail = expected[len(new_prefix):]  # "/<experiment>"
+                if not location.endswith(f"/{ARTIFACTS_DIR}{tail}"):
+                    continue
+                old_prefix = location[: -len(tail)]
+                connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                                   (expected, experiment_id))
+                connection.execute(
+                    "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                    "WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                    (new_prefix, len(old_prefix) + 1, experiment_id, len(old_prefix) + 1, old_prefix + "/"),
+                )
+                moved.add(old_prefix)
+    except sqlite3.DatabaseError as exc:
+        raise TrackingError(f"{db}: {exc}; move it aside (mv {db} {db}.old) and rerun: a new store is "
+                            "mirrored from the JSON trial files") from None
+    finally:
+        connection.close()
+    return [f"{db} came from {', '.join(sorted(moved))}: its artifacts now go to {new_prefix}"] if moved else []
+
