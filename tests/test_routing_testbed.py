@@ -16,7 +16,7 @@ from harness.tasks.routing import task as task_module
 from harness.tasks.routing.routers import fixed_document_scores
 from harness.tasks.routing.task import RoutingTask, backbone_spec, layout_of
 from harness.tasks.routing.workload import Layout, Vocabulary, distinct_names, split_names
-from tests.test_routing_task import TINY
+from test_routing_task import TINY
 
 
 def _names(documents: torch.Tensor, entity_len: int) -> set[tuple[int, ...]]:
