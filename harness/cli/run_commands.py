@@ -317,14 +317,17 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)]
     click.echo(f"serving {uri} on {base} (Ctrl-C stops)")
     # The server runs in its own process group (mlflow -> uvicorn -> workers) so that Ctrl-C or a
-    # `kill` of this command stops all of it instead of leaving an orphaned server on the port.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # `kill` of this command stops all of it instead of leaving an orphaned server on the port. The
+    # signals only set a flag: an exception raised while Popen is forking would skip the cleanup, and
+    # a SIGINT ignored by whoever started us (a background job) would otherwise be ignored here too.
+    requested: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: requested.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, _frame: requested.append(signum))
     server = subprocess.Popen(command, start_new_session=True)
     code = None
     try:
-        code = server.wait()
-    except KeyboardInterrupt:
-        pass
+        while not requested and (code := server.poll()) is None:
+            time.sleep(0.2)
     finally:
         stop_process_group(server)
     if code:  # it stopped by itself (e.g. another server took the port first), not by Ctrl-C
