@@ -8,9 +8,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from harness.analysis.compare import Comparison
-from harness.analysis.plots import Series, axis_label, draw_categorical
+from harness.analysis.plots import Series, axis_label, draw_categorical, summary_series
 from harness.analysis.results import RunResults, metric_order
-from harness.analysis.stats import summarize
 
 MAX_PANELS = 12
 COLUMNS = 3
@@ -53,16 +52,6 @@ def write_comparison_plot(comparison: Comparison, path: Path, a_name: str, b_nam
 def _series(results: RunResults, key: str, name: str) -> Series | None:
     """One point per arm label (and sweep point when the suite sweeps)."""
     points = results.point_labels()
-    labels, means, lows, highs = [], [], [], []
-    for point in points:
-        for label in results.arm_labels():
-            summary = summarize(list(results.values(label, point, key).values()), results.confidence)
-            if summary is None:
-                continue
-            labels.append(f"{label} {point}" if len(points) > 1 else label)
-            means.append(summary.mean)
-            lows.append(summary.interval.low)
-            highs.append(summary.interval.high)
-    if not labels:
-        return None
-    return Series(name, tuple(labels), tuple(means), tuple(lows), tuple(highs))
+    cells = ((f"{label} {point}" if len(points) > 1 else label, results.values(label, point, key))
+             for point in points for label in results.arm_labels())
+    return summary_series(cells, name, results.confidence)

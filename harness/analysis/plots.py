@@ -25,13 +25,13 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from harness.analysis.results import RunResults
-from harness.analysis.stats import summarize
+from harness.analysis.stats import CONFIDENCE, summarize
 from harness.execution.trials import point_label
 from harness.tasks.base import DetailScatter, ParetoView, metric_family
 
@@ -208,7 +208,7 @@ def qualifier_figures(results: RunResults) -> list[FigureSpec]:
         for point in points:
             series = []
             for label in results.arm_labels():
-                line = _line(((_qualifier(key), results.values(label, point, key)) for key in keys), label)
+                line = summary_series(((_qualifier(key), results.values(label, point, key)) for key in keys), label)
                 if line:
                     series.append(line)
             if series:
@@ -244,7 +244,7 @@ def paired_figures(results: RunResults) -> list[FigureSpec]:
                 for x, partner_key in zip(xs, partner_keys):
                     key = _key_at(results, family, label, point, partner_key)
                     values.append((x, results.values(label, point, key) if key else {}))
-                line = _line(values, f"{label}: {family}")
+                line = summary_series(values, f"{label}: {family}")
                 if line:
                     series.append(line)
             trials = [t for label in results.arm_labels() for t in results.trials_of(label, point)]
@@ -252,7 +252,7 @@ def paired_figures(results: RunResults) -> list[FigureSpec]:
                 (x, {n: t["metrics"][key] for n, t in enumerate(trials) if _is_number(t["metrics"].get(key))})
                 for x, key in zip(xs, partner_keys)
             ]
-            line = _line(partner_values, f"{partner} (every arm)")
+            line = summary_series(partner_values, f"{partner} (every arm)")
             if line:
                 series.append(line)
             if series:
@@ -345,7 +345,7 @@ def _metric_vs_axis(results: RunResults, key: str, axis: str) -> FigureSpec | No
                 groups[(label, rest)].append((float(coordinates[axis]), values))
     series = []
     for (label, rest), values in groups.items():
-        line = _line(sorted(values, key=lambda item: item[0]), f"{label} {rest}".strip())
+        line = summary_series(sorted(values, key=lambda item: item[0]), f"{label} {rest}".strip())
         if line:
             series.append(line)
     if not series:
@@ -407,11 +407,12 @@ def draw_categorical(axes, series: Sequence[Series]) -> None:
     axes.set_xticklabels(categories, rotation=20 if crowded else 0, ha="right" if crowded else "center")
 
 
-def _line(values: Iterable[tuple[float, dict[int, float]]], label: str) -> Series | None:
-    """Mean and bootstrap 95% CI at each x that has at least one value."""
+def summary_series(values: Iterable[tuple[Any, Mapping[int, float]]], label: str,
+                   confidence: float = CONFIDENCE) -> Series | None:
+    """Mean and t interval over seeds at each x (a number or a category) that has a value."""
     xs, means, lows, highs = [], [], [], []
     for x, by_seed in values:
-        summary = summarize(list(by_seed.values()))
+        summary = summarize(list(by_seed.values()), confidence)
         if summary is None:
             continue
         xs.append(x)
