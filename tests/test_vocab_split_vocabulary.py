@@ -69,6 +69,8 @@ def test_fast_pooling_matches_the_reference_in_values_and_gradients(index_path: 
     tokens[:5, 0] = split.row_token[:5]
     languages = torch.randint(0, LANGS, (32,), generator=generator)
     languages[:5] = split.row_language[:5]
+    tokens[5, :3] = split.row_token[0]  # one split row hit three times in one sentence
+    languages[5] = split.row_language[0]
     table = torch.randn(VOCAB, DIM, dtype=torch.float64, generator=generator, requires_grad=True)
     upstream = torch.randn(32, DIM, dtype=torch.float64, generator=generator)
     for use_gate in (True, False):
