@@ -22,6 +22,7 @@ from harness.measure.memory import tensor_bytes
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.recurrence import MAX_CHUNK, local_window_attention
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
+from harness.tasks.er2.consistency import decode_prefill_agreement
 from harness.tasks.er2.distill import distil_step, fidelity, output_fidelity
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
 from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
@@ -105,7 +106,7 @@ class ER2Params(TaskParams):
 
 class ER2Task(Task):
     name = "er2"
-    version = "3"
+    version = "4"  # 4: decode_agrees, the trained layer decoded token by token against its chunked forward
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
@@ -152,6 +153,10 @@ class ER2Task(Task):
         Metric("decode_crossover_context", "lower", "tokens", "speed",
                "KV-cache length where SDPA decode gets as slow as the layer's (proportional from the longest context)"),
         Metric("train_tokens_per_s", "higher", "tokens/s", "speed", "forward+backward at the training shape", key=True),
+        Metric("decode_agrees", "higher", "fraction", "quality",
+               "1 when token-by-token decode of the trained layer equals its chunked forward (held-out, train context)"),
+        Metric("decode_prefill_max_error", "none", "ratio", "info",
+               "largest |decode - chunked forward| / forward RMS on held-out q/k/v at the train context"),
         Metric("gate_mean", "none", "probability", "info", "mean applied gate (raw: 1, none: 0)"),
         Metric("residual_gain_abs_mean", "none", "gain", "info", "mean |residual gain| after training"),
         Metric("base_half_life_median", "none", "tokens", "info", "median base-memory retention half-life"),
@@ -270,6 +275,7 @@ class ER2Task(Task):
             if context == params.train_context and er2 is not None:
                 metrics["hard_teacher_nmse"] = scores["hard_teacher_nmse"]
                 metrics["gate_mean"] = scores["gate_mean"]
+                metrics.update(decode_prefill_agreement(er2, captured["q"], captured["k"], captured["v"]))
 
             def compare(swap: Mixer | None):
                 return workload.swapped_comparison(
