@@ -66,23 +66,52 @@ def test_router_projector_score_is_max_over_tokens_of_mean_head_cosine() -> None
             assert scores[b, n].item() == pytest.approx(max(per_token).item(), rel=1e-10)
 
 
-@pytest.mark.parametrize("n_heads,tokens", [(4, 5), (1, 1)])
-def test_fast_index_matches_reference_document_scores(n_heads: int, tokens: int) -> None:
-    gen = torch.Generator().manual_seed(1)
-    keys = torch.randn(40, 8, generator=gen, dtype=torch.float64)
-    queries = torch.randn(3, tokens, 8, generator=gen, dtype=torch.float64)
-    index = RoutingIndex(keys, n_heads=n_heads, chunks_per_doc=4, block_chunks=8)
-    reference_chunks = torch.einsum(
+def reference_document_scores(
+    queries: torch.Tensor, keys: torch.Tensor, n_heads: int, chunks_per_doc: int
+) -> torch.Tensor:
+    """(B, n_docs) by the definition: max over query tokens and a document's chunks of the mean
+    over heads of the cosines."""
+    chunk_scores = torch.einsum(
         "bshd,nhd->bshn",
         F.normalize(queries.unflatten(-1, (n_heads, -1)), dim=-1),
         F.normalize(keys.unflatten(-1, (n_heads, -1)), dim=-1),
     ).mean(dim=2).amax(dim=1)
-    reference = reference_chunks.view(3, 10, 4).amax(dim=-1)
+    return chunk_scores.view(queries.shape[0], -1, chunks_per_doc).amax(dim=-1)
+
+
+# Blocks of 8 and 12 chunks (2 and 3 documents, the last block partial), of 3 chunks (less than a
+# document: one per block, fewer than k), one block for the whole bank, and the default size.
+@pytest.mark.parametrize("block_chunks", [8, 12, 3, 1000, None])
+@pytest.mark.parametrize("n_heads,tokens", [(4, 5), (1, 1)])
+def test_fast_index_matches_reference_document_scores(n_heads: int, tokens: int, block_chunks: int | None) -> None:
+    gen = torch.Generator().manual_seed(1)
+    keys = torch.randn(40, 8, generator=gen, dtype=torch.float64)
+    queries = torch.randn(3, tokens, 8, generator=gen, dtype=torch.float64)
+    index = RoutingIndex(keys, n_heads=n_heads, chunks_per_doc=4, block_chunks=block_chunks)
+    reference = reference_document_scores(queries, keys, n_heads, chunks_per_doc=4)
     torch.testing.assert_close(index.document_scores(queries), reference)
     values, docs = index.top_documents(queries, k=3)
     expected = reference.topk(3, dim=1)
     torch.testing.assert_close(values, expected.values)
     assert torch.equal(docs, expected.indices)
+
+
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_fast_index_top_documents_with_tied_scores_across_blocks(tokens: int) -> None:
+    """Documents 0, 3 and 6 are copies (one per block of three), so they tie at the top: the
+    k best scores are exact and every returned document is distinct and has its returned score."""
+    gen = torch.Generator().manual_seed(2)
+    docs = torch.randn(9, 2, 8, generator=gen, dtype=torch.float64)
+    docs[3] = docs[6] = docs[0]
+    keys = docs.flatten(0, 1)
+    queries = docs[0, :1].expand(2, tokens, 8).clone()
+    index = RoutingIndex(keys, n_heads=2, chunks_per_doc=2, block_chunks=6)
+    reference = reference_document_scores(queries, keys, n_heads=2, chunks_per_doc=2)
+    values, found = index.top_documents(queries, k=4)
+    torch.testing.assert_close(values, reference.topk(4, dim=1).values)
+    torch.testing.assert_close(torch.gather(reference, 1, found), values)
+    assert all(len(set(row.tolist())) == 4 for row in found)
+    assert all(set(row[:3].tolist()) == {0, 3, 6} for row in found)
 
 
 def _precision_router() -> PrecisionGuidedRouter:

@@ -5,7 +5,7 @@ compressed by mean pooling over fixed chunks. A query's routing projection Q^R =
 a chunk by the max over query tokens of the mean over router heads of cos(Q^R_t, K^R_chunk);
 routing runs in the upper half of the layers. The router is trained with a supervised
 contrastive loss. ``RouterProjector.compute_routing_scores`` is the readable reference; the
-task's ``RoutingIndex`` is the fast equivalent over a pre-normalised key matrix.
+task's ``RoutingIndex`` is the fast equivalent over blocks of pre-normalised keys.
 """
 from __future__ import annotations
 
