@@ -49,7 +49,8 @@ def check_recurrence_shapes(
 def delta_step(
     q: Tensor, k: Tensor, z: Tensor, erase: Tensor, log_decay: Tensor, memory: Tensor, groups: int
 ) -> tuple[Tensor, Tensor]:
-    """One token of the delta rule on the carried memory: what decode runs, and the oracle's step.
+    """One token of the delta rule on the carried memory: the oracle's step (decode runs it stacked,
+    in ``CoreDecoder.step``).
 
     q [B,Hq,F]; k, erase, log_decay [B,Hkv,F]; z [B,Hkv,Dv]; memory [B,Hkv,F,Dv]. Decay the rows,
     read what is stored under the erase vector, write the difference under k, then read with q.
