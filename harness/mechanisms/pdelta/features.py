@@ -226,8 +226,9 @@ class PDelta2Core(nn.Module):
         """The one-token step with everything that depends only on the weights computed once."""
         return CoreDecoder([self])
 
+    @torch.inference_mode()
     def step(self, q: Tensor, k: Tensor, v: Tensor, state: PDeltaState | None = None) -> tuple[Tensor, PDeltaState]:
-        """Decode one token, q [B,Hq,D], k/v [B,Hkv,D] (a decode loop should hold ``decoder()`` instead)."""
+        """Decode one token, q [B,Hq,D], k/v [B,Hkv,D], to inference tensors (see ``CoreDecoder``)."""
         self._check_inputs(q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2))
         decoder, values = self.decoder(), v.unsqueeze(2)
         states = decoder.fresh_states(k.shape[0], v.shape[-1], k.device) if state is None else [state]
@@ -251,7 +252,8 @@ class CoreDecoder:
     one-hot core membership, and every weight-only term (stacked projections, preconditioner constants,
     output gains) is computed here once. The memory is updated in place in a working buffer the decoder
     owns (fresh buffers per token made decode allocation-bound), so a decoder is for inference from
-    frozen weights, one decode loop at a time; ``step`` never modifies the states it is given.
+    frozen weights, one decode loop at a time; callers run ``step`` in ``torch.inference_mode``. It
+    never modifies the states it is given.
     """
 
     @torch.no_grad()
