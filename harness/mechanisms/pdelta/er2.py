@@ -350,7 +350,7 @@ class ER2Decoder:
     weights (inference only: no gradients), so each step is a few dozen small kernels (decode is bound
     by per-op overhead): the base and residual cores run as one stacked ``CoreDecoder``, one weighted
     sum gives the filtered value (base) and the raw one (residual), and the residual gain, the rank-R
-    projector's factors B^T and gain B, and the gate weights are computed here, not per token. ``step``
+    projector B^T B scaled by it and the gate weights are computed here, not per token. ``step``
     runs in ``torch.inference_mode`` (a fifth less overhead per kernel), so its outputs and states are
     inference tensors: they feed further decode steps or no-grad code, never autograd. It never
     modifies the state it is given: a caller may keep an old state and decode from it again.
@@ -366,8 +366,7 @@ class ER2Decoder:
         gain = None if layer.residual_gain is None else layer.residual_gain.clamp(-GAIN_LIMIT, GAIN_LIMIT)
         self.gain = None if gain is None else gain[:, None, None]  # [Hq, 1, 1]
         basis = layer.normalized_basis()  # [Hq, R, D]
-        # gain B^T B as two rank-R factors: reading 2RD weights per head beats reading a DxD projector.
-        self.code_maps = None if basis is None else (basis.mT.contiguous(), self.gain * basis)
+        self.projector = None if basis is None else self.gain * (basis.mT @ basis)  # gain B^T B, [Hq, D, D]
         if layer.residual_mode == "compressed":
             self.gate_weight = layer.error_gate_w.float().unsqueeze(1)  # [Hq, 1, D]
             self.gate_bias = layer.error_gate_b.float()[:, None]  # [Hq, 1]
@@ -387,10 +386,9 @@ class ER2Decoder:
         qn, kn, vn = cores.normalize(q, k, values)
         reads, stored = cores.step(qn, kn, values, vn, core_states, layer.storage_dtype)
         output = reads[:, :, :1]
-        if self.code_maps is not None:
+        if self.projector is not None:
             gate = (torch.linalg.vecdot(qn.float(), self.gate_weight) + self.gate_bias).sigmoid_()  # [B, Hq, 1]
-            to_code, from_code = self.code_maps
-            output = torch.addcmul(output, gate.unsqueeze(-1), reads[:, :, 1:] @ to_code @ from_code)
+            output = torch.addcmul(output, gate.unsqueeze(-1), reads[:, :, 1:] @ self.projector)
         elif self.gain is not None:
             output = torch.addcmul(output, self.gain, reads[:, :, 1:])
         stored = [PDeltaState(s.memory, s.curvature.float()) for s in stored]

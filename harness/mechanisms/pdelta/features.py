@@ -31,8 +31,7 @@ class PDeltaState:
 def _curvature_scaling(curvature: Tensor, log_x: Tensor, center: Tensor) -> Tensor:
     """Per-feature factor in [1/x, x]: below one where keys have often been large (high curvature)."""
     relative = torch.log(curvature + CURVATURE_FLOOR) - center
-    squashed = relative / (1.0 + relative.abs())
-    return torch.exp(-log_x * squashed)
+    return torch.exp(log_x * (relative / (-1.0 - relative.abs())))  # exp(-log_x * squashed), one kernel fewer
 
 
 def _preconditioned_key(key: Tensor, curvature: Tensor, log_x: Tensor, center: Tensor) -> Tensor:
