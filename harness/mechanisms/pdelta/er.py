@@ -50,7 +50,7 @@ def value_conv_taps(
     if weight is None:
         taps = torch.ones(heads, 1, 1, dim, device=device)
     elif weight.ndim != 3 or weight.shape[:2] != (heads * dim, 1):
-        raise ValueError(f"weight must be [{heads * dim},1,K] for {heads} heads of dim {dim}, got {tuple(weight.shape)}")
+        raise ValueError(f"weight must be [{heads * dim},1,K] for {heads}x{dim} channels, got {tuple(weight.shape)}")
     else:
         taps = weight.float().view(heads, dim, 1, -1).permute(0, 3, 2, 1)  # last tap = current token
     if passthrough:
