@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.mechanisms.pdelta.er import causal_value_conv_step, causal_value_conv_stream
+from harness.mechanisms.pdelta.er import causal_value_conv_step, causal_value_conv_stream, value_conv_taps
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
 
@@ -45,19 +45,27 @@ def test_core_step_equals_chunked_forward_float64():
 
 
 def test_conv_step_equals_stream():
+    """Output 0 is the streamed convolution, output 1 (passthrough) the raw value; the tails agree."""
     gen = torch.Generator().manual_seed(0)
     v = torch.randn(2, 3, 9, 5, generator=gen)
     for kernel in (1, 4):
         weight = torch.randn(15, 1, kernel, generator=gen)
         full, full_tail = causal_value_conv_stream(v, weight)
+        taps = value_conv_taps(weight, 3, 5, passthrough=True)
         tail, outputs = None, []
         for t in range(v.shape[2]):
-            output, tail = causal_value_conv_step(v[:, :, t], weight, tail)
+            output, tail = causal_value_conv_step(v[:, :, t : t + 1], taps, tail)
             outputs.append(output)
-        torch.testing.assert_close(torch.stack(outputs, dim=2), full)
+        stacked = torch.stack(outputs, dim=2)  # [B, H, T, 2, D]
+        torch.testing.assert_close(stacked[:, :, :, 0], full)
+        torch.testing.assert_close(stacked[:, :, :, 1], v, rtol=0, atol=0)
         assert (tail is None) == (full_tail is None) and (tail is None or torch.equal(tail, full_tail))
+    no_conv, _ = causal_value_conv_step(v[:, :, :1], value_conv_taps(None, 3, 5))
+    assert torch.equal(no_conv[:, :, 0], v[:, :, 0])
     with pytest.raises(ValueError, match=r"weight must be \[15,1,K\]"):
-        causal_value_conv_step(v[:, :, 0], torch.zeros(14, 1, 4))
+        value_conv_taps(torch.zeros(14, 1, 4), 3, 5)
+    with pytest.raises(ValueError, match=r"taps \[H,K,C,D\]"):
+        causal_value_conv_step(v[:, :, :1], value_conv_taps(None, 2, 5))
 
 
 @pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
@@ -97,3 +105,25 @@ def test_layer_decode_equals_one_token_forward_with_fp16_state():
     torch.testing.assert_close(decoded.residual.memory.float(), forward.residual.memory.float(), rtol=1e-3, atol=1e-3)
     with pytest.raises(ValueError, match="one token"):
         layer.step(q[:, :, :2], k[:, :, :2], v[:, :, :2])
+
+
+@pytest.mark.parametrize("state_dtype", ["fp16", "fp32"])
+def test_decoder_never_modifies_given_or_returned_states(state_dtype):
+    """The decoder's working buffer is reused across steps; no state a caller holds may alias it."""
+    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed", state_dtype=state_dtype)
+    _perturb(layer)
+    q, k, v = _qkv(6, 2, 9)
+    snapshot = lambda s: [t.clone() for t in (s.base.memory, s.base.curvature, s.residual.memory, s.conv_tail)]
+    with torch.no_grad():
+        _, state = layer(q[:, :, :8], k[:, :, :8], v[:, :, :8], return_state=True)
+        before = snapshot(state)
+        decoder, token = layer.decoder(), (q[:, :, 8:], k[:, :, 8:], v[:, :, 8:])
+        first, first_state = decoder.step(*token, state)
+        returned = snapshot(first_state)
+        again, _ = decoder.step(*token, state)
+        decoder.step(*(t[:1] for t in token), None)  # another batch size reallocates the buffer
+        other, _ = decoder.step(*token, first_state)
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+    for kept, now in zip(before + returned, snapshot(state) + snapshot(first_state)):
+        assert torch.equal(kept, now)
+    assert not torch.equal(other, first)

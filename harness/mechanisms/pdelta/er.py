@@ -39,28 +39,45 @@ def causal_value_conv_stream(v: Tensor, weight: Tensor | None, tail: Tensor | No
     return output, new_tail
 
 
-def causal_value_conv_step(v: Tensor, weight: Tensor | None, tail: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-    """One token of ``causal_value_conv_stream`` for decode: v [B,H,D] -> (y [B,H,D] float32, new tail).
+def value_conv_taps(
+    weight: Tensor | None, heads: int, dim: int, passthrough: bool = False, device: torch.device | None = None
+) -> Tensor:
+    """Taps [H,K,C,D] for ``causal_value_conv_step``, from a conv weight [H*D,1,K] (None: K=1, identity).
+
+    Output 0 is the convolution; with ``passthrough`` output 1 is the current value itself, so a decode
+    step that needs both the filtered and the raw value gets them from one weighted sum.
+    """
+    if weight is None:
+        taps = torch.ones(heads, 1, 1, dim, device=device)
+    elif weight.ndim != 3 or weight.shape[:2] != (heads * dim, 1):
+        raise ValueError(f"weight must be [{heads * dim},1,K] for {heads}x{dim} channels, got {tuple(weight.shape)}")
+    else:
+        taps = weight.float().view(heads, dim, 1, -1).permute(0, 3, 2, 1)  # last tap = current token
+    if passthrough:
+        current = torch.zeros_like(taps)
+        current[:, -1] = 1.0
+        taps = torch.cat([taps, current], dim=2)
+    return taps
+
+
+def causal_value_conv_step(v: Tensor, taps: Tensor, tail: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    """One token of ``causal_value_conv_stream`` for decode: v [B,H,1,D], taps [H,K,C,D] from
+    ``value_conv_taps`` -> (outputs [B,H,C,D] float32, new tail [B,H,K-1,D] or None when K=1).
 
     A weighted sum of the tail and the current value, without the conv1d reshapes around it.
     """
-    if v.ndim != 3:
-        raise ValueError(f"v must be [B,H,D], got {tuple(v.shape)}")
-    if weight is None:
-        return v.float(), None
-    batch, heads, dim = v.shape
-    if weight.ndim != 3 or weight.shape[:2] != (heads * dim, 1):
-        raise ValueError(f"weight must be [{heads * dim},1,K] for v {tuple(v.shape)}, got {tuple(weight.shape)}")
-    kernel = weight.shape[-1]
-    taps = weight.float().view(heads, dim, kernel).transpose(1, 2)  # [H, K, D], last tap = current token
-    if kernel == 1:
+    if v.ndim != 4 or v.shape[2] != 1 or taps.ndim != 4 or (v.shape[1], v.shape[3]) != (taps.shape[0], taps.shape[3]):
+        raise ValueError(f"need v [B,H,1,D] and taps [H,K,C,D]; got v {tuple(v.shape)}, taps {tuple(taps.shape)}")
+    batch, heads, _, dim = v.shape
+    history = taps.shape[1] - 1
+    if not history:
         return v.float() * taps[:, 0], None
     if tail is None:
-        tail = v.new_zeros(batch, heads, kernel - 1, dim, dtype=torch.float32)
-    elif tail.shape != (batch, heads, kernel - 1, dim):
-        raise ValueError(f"tail must be [{batch},{heads},{kernel - 1},{dim}] for v {tuple(v.shape)}, got {tuple(tail.shape)}")
-    stream = torch.cat([tail.float(), v.float().unsqueeze(2)], dim=2)  # [B, H, K, D]
-    return (stream * taps).sum(dim=2), stream[:, :, 1:]
+        tail = v.new_zeros(batch, heads, history, dim, dtype=torch.float32)
+    elif tail.shape != (batch, heads, history, dim):
+        raise ValueError(f"tail must be [{batch},{heads},{history},{dim}] for v {tuple(v.shape)}, got {tuple(tail.shape)}")
+    stream = torch.cat([tail, v], dim=2).float()  # [B, H, K, D]
+    return (stream.unsqueeze(3) * taps).sum(dim=2), stream[:, :, 1:]
 
 
 def initialize_retention_spectrum(core: PDelta2Core, minimum: float = 8.0, maximum: float = 2048.0) -> None:

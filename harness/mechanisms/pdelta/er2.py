@@ -21,6 +21,7 @@ from harness.mechanisms.pdelta.er import (
     causal_value_conv_stream,
     initialize_retention_spectrum,
     retention_half_lives,
+    value_conv_taps,
 )
 from harness.mechanisms.pdelta.features import CoreDecoder, PDelta2Core, PDeltaState
 
@@ -346,41 +347,53 @@ class ER2Decoder:
     """Decode for an ER2 layer: each token updates the carried state directly, with no chunk machinery.
 
     Equals the layer's ``forward`` on the same token and state. Built once per decode loop from frozen
-    weights: the cores' weight-only terms, the residual gain and, in compressed mode, the rank-R
-    projector B^T B and the gate weights are computed here, not per token.
+    weights (inference only: no gradients), so each step is a few dozen small kernels (decode is bound
+    by per-op overhead): the base and residual cores run as one stacked ``CoreDecoder``, one weighted
+    sum gives the filtered value (base) and the raw one (residual), and the residual gain, the rank-R
+    projector B^T B scaled by it and the gate weights are computed here, not per token. ``step``
+    runs in ``torch.inference_mode`` (a fifth less overhead per kernel), so its outputs and states are
+    inference tensors: they feed further decode steps or no-grad code, never autograd. It never
+    modifies the state it is given: a caller may keep an old state and decode from it again.
     """
 
+    @torch.no_grad()
     def __init__(self, layer: SelectiveCompressedPDelta2Layer):
         self.layer = layer
-        self.base = layer.base.decoder()
-        self.residual: CoreDecoder | None = None if layer.residual is None else layer.residual.decoder()
-        self.gain = None if layer.residual_gain is None else layer.residual_gain.clamp(-GAIN_LIMIT, GAIN_LIMIT)[:, None]
+        self.cores = CoreDecoder([layer.base] if layer.residual is None else [layer.base, layer.residual])
+        self.taps = value_conv_taps(
+            layer.conv_weight, layer.num_kv_heads, layer.head_dim, layer.residual is not None, layer.base.wq.device
+        )
+        gain = None if layer.residual_gain is None else layer.residual_gain.clamp(-GAIN_LIMIT, GAIN_LIMIT)
+        self.gain = None if gain is None else gain[:, None, None]  # [Hq, 1, 1]
         basis = layer.normalized_basis()  # [Hq, R, D]
-        self.projector = None if basis is None else basis.transpose(-1, -2) @ basis  # [Hq, D, D]
+        self.projector = None if basis is None else self.gain * (basis.mT @ basis)  # gain B^T B, [Hq, D, D]
         if layer.residual_mode == "compressed":
-            self.gate_weight, self.gate_bias = layer.error_gate_w.float(), layer.error_gate_b.float()[:, None]
+            self.gate_weight = layer.error_gate_w.float().unsqueeze(1)  # [Hq, 1, D]
+            self.gate_bias = layer.error_gate_b.float()[:, None]  # [Hq, 1]
 
+    @torch.inference_mode()
     def step(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None) -> tuple[Tensor, ER2State]:
         """q [B,Hq,1,D], k/v [B,Hkv,1,D] -> (output [B,Hq,1,D], new state)."""
         if q.ndim != 4 or q.shape[2] != 1 or k.shape[2:3] != (1,) or v.shape[2:3] != (1,):
             raise ValueError(f"step takes one token: got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-        layer = self.layer
+        layer, cores = self.layer, self.cores
         layer.base._check_inputs(q, k, v)
-        base_in, residual_in, tail_in = (None, None, None) if state is None else (
-            state.base, state.residual, state.conv_tail
+        if state is None:
+            core_states, tail = cores.fresh_states(k.shape[0], v.shape[-1], k.device), None
+        else:
+            core_states, tail = [state.base] + ([] if state.residual is None else [state.residual]), state.conv_tail
+        values, new_tail = causal_value_conv_step(v, self.taps, tail)  # [B, Hkv, C, D]: filtered, raw
+        qn, kn, vn = cores.normalize(q, k, values)
+        reads, stored = cores.step(qn, kn, values, vn, core_states, layer.storage_dtype)
+        output = reads[:, :, :1]
+        if self.projector is not None:
+            gate = (torch.linalg.vecdot(qn.float(), self.gate_weight) + self.gate_bias).sigmoid_()  # [B, Hq, 1]
+            output = torch.addcmul(output, gate.unsqueeze(-1), reads[:, :, 1:] @ self.projector)
+        elif self.gain is not None:
+            output = torch.addcmul(output, self.gain, reads[:, :, 1:])
+        stored = [PDeltaState(s.memory, s.curvature.float()) for s in stored]
+        return output, ER2State(
+            base=stored[0],
+            residual=stored[1] if len(stored) > 1 else None,
+            conv_tail=None if new_tail is None else new_tail.to(layer.storage_dtype),
         )
-        value = v[:, :, 0].float()
-        qn = F.normalize(q[:, :, 0].to(self.base.dtype), dim=-1)
-        kn = F.normalize(k[:, :, 0].to(self.base.dtype), dim=-1)
-        filtered_v, new_tail = causal_value_conv_step(value, layer.conv_weight, tail_in)
-        output, base_state = self.base.step(qn, kn, filtered_v, layer._working_state(base_in, layer.base))
-        residual_state = None
-        if self.residual is not None:
-            read, residual_state = self.residual.step(qn, kn, value, layer._working_state(residual_in, layer.residual))
-            if self.projector is None:
-                output = output + self.gain * read
-            else:
-                projected = (read.float().unsqueeze(-2) @ self.projector).squeeze(-2)
-                gate = ((qn.float() * self.gate_weight).sum(-1, keepdim=True) + self.gate_bias).sigmoid()
-                output = output + self.gain * gate * projected
-        return output.unsqueeze(2), layer._new_state(base_state, residual_state, new_tail)

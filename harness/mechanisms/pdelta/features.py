@@ -6,16 +6,18 @@ Shapes: q [B,Hq,T,D]; k, v [B,Hkv,T,D]; F feature dim. The persistent state is t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.mechanisms.pdelta.recurrence import check_chunk_size, delta_recurrence, delta_step
+from harness.mechanisms.pdelta.recurrence import check_chunk_size, delta_recurrence
 
 CURVATURE_FLOOR = 1e-4  # keeps log(curvature) finite for keys never seen
 DENOMINATOR_FLOOR = 1e-4  # keeps the normalised write finite when k.num is near -1
+NORMALIZE_EPS = 1e-12  # F.normalize's default
 
 
 @dataclass
@@ -26,11 +28,15 @@ class PDeltaState:
     curvature: Tensor  # [B, Hkv, F]
 
 
+def _curvature_scaling(curvature: Tensor, log_x: Tensor, center: Tensor) -> Tensor:
+    """Per-feature factor in [1/x, x]: below one where keys have often been large (high curvature)."""
+    relative = torch.log(curvature + CURVATURE_FLOOR) - center
+    return torch.exp(log_x * (relative / (-1.0 - relative.abs())))  # exp(-log_x * squashed), one kernel fewer
+
+
 def _preconditioned_key(key: Tensor, curvature: Tensor, log_x: Tensor, center: Tensor) -> Tensor:
     """Scale each feature down where keys have often been large (high curvature), then normalise."""
-    relative = torch.log(curvature + CURVATURE_FLOOR) - center
-    squashed = relative / (1.0 + relative.abs())
-    numerator = torch.exp(-log_x * squashed) * key
+    numerator = _curvature_scaling(curvature, log_x, center) * key
     denominator = (1.0 + (key * numerator).sum(dim=-1, keepdim=True)).clamp_min(DENOMINATOR_FLOOR)
     return numerator / denominator
 
@@ -217,13 +223,17 @@ class PDelta2Core(nn.Module):
 
     def decoder(self) -> "CoreDecoder":
         """The one-token step with everything that depends only on the weights computed once."""
-        return CoreDecoder(self)
+        return CoreDecoder([self])
 
+    @torch.inference_mode()
     def step(self, q: Tensor, k: Tensor, v: Tensor, state: PDeltaState | None = None) -> tuple[Tensor, PDeltaState]:
-        """Decode one token, q [B,Hq,D], k/v [B,Hkv,D] (a decode loop should hold ``decoder()`` instead)."""
+        """Decode one token, q [B,Hq,D], k/v [B,Hkv,D], to inference tensors (see ``CoreDecoder``)."""
         self._check_inputs(q.unsqueeze(2), k.unsqueeze(2), v.unsqueeze(2))
-        dtype = self.wq.dtype
-        return self.decoder().step(F.normalize(q.to(dtype), dim=-1), F.normalize(k.to(dtype), dim=-1), v, state)
+        decoder, values = self.decoder(), v.unsqueeze(2)
+        states = decoder.fresh_states(k.shape[0], v.shape[-1], k.device) if state is None else [state]
+        qn, kn, vn = decoder.normalize(q.unsqueeze(2), k.unsqueeze(2), values)
+        reads, new_states = decoder.step(qn, kn, values, vn, states)
+        return reads[:, :, 0], new_states[0]
 
     def recurrent_state_bytes(self, batch_size: int = 1) -> int:
         """Memory plus curvature at the parameter dtype."""
@@ -232,38 +242,107 @@ class PDelta2Core(nn.Module):
 
 
 class CoreDecoder:
-    """One token of a PDelta2 core from its carried state: the delta step with no chunk machinery.
+    """One token of one or more PDelta2 cores that read the same q and k, from their carried states.
 
-    The same features as ``PDelta2Core.features`` for T=1, but the weight-only terms (the three key
-    projections stacked into one matmul, preconditioner constants, output gain) are computed once at
-    construction, so each step is a few dozen small kernels: decode is bound by per-op overhead.
+    The same features and delta step as the chunked forward at T=1, with no chunk machinery. Decode
+    is bound by per-op overhead, not FLOPs, so the cores run as one: their features lie side by side
+    (F_total per KV head, core c's memory rows a contiguous block), the sums that stay within one core
+    (normalisations, the preconditioner's denominator, the erase and query reads) are matmuls with a
+    one-hot core membership, and every weight-only term (stacked projections, preconditioner constants,
+    output gains) is computed here once. The memory is updated in place in a working buffer the decoder
+    owns (fresh buffers per token made decode allocation-bound), so a decoder is for inference from
+    frozen weights, one decode loop at a time; callers run ``step`` in ``torch.inference_mode``. It
+    never modifies the states it is given.
     """
 
-    def __init__(self, core: PDelta2Core):
-        self.core = core
-        kv, f = core.num_kv_heads, core.feature_dim
-        self.dtype = core.wq.dtype
-        self.query_map = core.wq
-        self.key_maps = torch.cat([core.wk, core.forget_w, core.erase_w], dim=1)  # [Hkv, 3F, D]
-        self.key_bias = torch.cat([core.forget_b.new_zeros(kv, f), core.forget_b, core.erase_b], dim=1)
-        self.write_map, self.write_bias = core.write_w, core.write_b
-        self.precondition = core.precondition_parameters()
-        self.gain = core.log_gain.clamp(-4.0, 4.0).exp()[:, None]  # [Hq, 1]
+    @torch.no_grad()
+    def __init__(self, cores: Sequence[PDelta2Core]):
+        first = cores[0]
+        if any((c.num_heads, c.num_kv_heads, c.head_dim) != (first.num_heads, first.num_kv_heads, first.head_dim)
+               for c in cores):
+            raise ValueError("stacked cores must share num_heads, num_kv_heads and head_dim")
+        self.num_heads, self.groups, self.dtype = first.num_heads, first.groups, first.wq.dtype
+        self.sizes = [c.feature_dim for c in cores]
+        sizes = torch.tensor(self.sizes, device=first.wq.device)
+        core_of_feature = torch.arange(len(cores), device=first.wq.device).repeat_interleave(sizes)
+        self.membership = F.one_hot(core_of_feature, len(cores)).transpose(0, 1).to(self.dtype)  # [C, F_total]
+        self.membership_t = self.membership.transpose(0, 1).contiguous()  # [F_total, C]
+        self.query_maps = torch.cat([c.wq for c in cores], dim=1).mT.contiguous()  # [Hq, D, F_total]
+        # Key, forget and erase projections in one matmul: [Hkv, D, 3 F_total] plus a bias [Hkv, 1, 3 F_total].
+        self.key_maps = torch.cat(
+            [torch.cat([getattr(c, name) for c in cores], dim=1) for name in ("wk", "forget_w", "erase_w")], dim=1
+        ).mT.contiguous()
+        forget_b = torch.cat([c.forget_b for c in cores], dim=1)
+        erase_b = torch.cat([c.erase_b for c in cores], dim=1)
+        self.key_bias = torch.cat([torch.zeros_like(forget_b), forget_b, erase_b], dim=1).unsqueeze(1)
+        # Per (KV head, core) value gates as one matmul: [Hkv*C, D, D] plus a bias [Hkv*C, 1, D].
+        self.write_maps = torch.stack([c.write_w for c in cores], dim=1).flatten(0, 1).mT.contiguous()
+        self.write_bias = torch.stack([c.write_b for c in cores], dim=1).flatten(0, 1).unsqueeze(1)
+        parameters = [c.precondition_parameters() for c in cores]  # per core: [Hkv,F], [Hkv,F], [Hkv,1], [Hkv,1]
+        self.alpha, self.beta, self.log_x, self.center = (
+            torch.cat([p[i].expand(-1, size) for p, size in zip(parameters, self.sizes)], dim=1).unsqueeze(1)
+            for i in range(4)
+        )  # each [Hkv, 1, F_total]
+        gain = torch.stack([c.log_gain.clamp(-4.0, 4.0).exp() for c in cores], dim=1)  # [Hq, C]
+        self.gained_membership = gain.unsqueeze(-1) * self.membership  # [Hq, C, F_total]
+        self.work: Tensor | None = None  # the working memory [B, Hkv, F_total, Dv]
 
-    def step(self, qn: Tensor, kn: Tensor, v: Tensor, state: PDeltaState | None) -> tuple[Tensor, PDeltaState]:
-        """qn [B,Hq,D], kn [B,Hkv,D] already L2-normalised (the ER2 cores share them); v [B,Hkv,Dv]."""
-        core = self.core
-        v = v.to(self.dtype)
-        if state is None:
-            state = core.fresh_state(kn.shape[0], v.shape[-1], kn.device, self.dtype)
-        query = F.normalize((self.query_map @ qn.unsqueeze(-1)).squeeze(-1), dim=-1)
-        projected = (self.key_maps @ kn.unsqueeze(-1)).squeeze(-1) + self.key_bias
-        key, forget, erase_gate = projected.split(core.feature_dim, dim=-1)
-        key = F.normalize(key, dim=-1)
-        write_gate = (self.write_map @ F.normalize(v, dim=-1).unsqueeze(-1)).squeeze(-1) + self.write_bias
-        preconditioned, curvature = precondition_step(key, state.curvature, *self.precondition)
-        output, memory = delta_step(
-            query, preconditioned, v * write_gate.sigmoid(), key * erase_gate.sigmoid(), -0.25 * forget.sigmoid(),
-            state.memory, core.groups,
+    def normalize(self, q: Tensor, k: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """L2-normalise q [B,Hq,1,D], k [B,Hkv,1,D] and values [B,Hkv,C,D] together (one kernel chain)."""
+        heads, kv_heads = q.shape[1], k.shape[1]
+        joint = torch.cat([q, k, values.view(values.shape[0], -1, 1, values.shape[-1])], dim=1).to(self.dtype)
+        qn, kn, vn = F.normalize(joint, dim=-1).split([heads, kv_heads, joint.shape[1] - heads - kv_heads], dim=1)
+        return qn, kn, vn
+
+    def fresh_states(self, batch: int, value_dim: int, device: torch.device) -> list[PDeltaState]:
+        """Empty memories and unit curvatures, one state per core."""
+        kv_heads = self.key_maps.shape[0]
+        return [PDeltaState(torch.zeros(batch, kv_heads, f, value_dim, device=device, dtype=self.dtype),
+                            torch.ones(batch, kv_heads, f, device=device, dtype=self.dtype)) for f in self.sizes]
+
+    def _working_memory(self, states: Sequence[PDeltaState]) -> Tensor:
+        """The stacked memories at the working dtype, copied into the decoder's buffer."""
+        batch, kv_heads, _, value_dim = states[0].memory.shape
+        shape = (batch, kv_heads, sum(self.sizes), value_dim)
+        if self.work is None or self.work.shape != shape or self.work.device != states[0].memory.device:
+            self.work = torch.empty(shape, device=states[0].memory.device, dtype=self.dtype)
+        for rows, state in zip(self.work.split(self.sizes, dim=2), states):
+            rows.copy_(state.memory)
+        return self.work
+
+    def step(
+        self, qn: Tensor, kn: Tensor, values: Tensor, vn: Tensor, states: Sequence[PDeltaState],
+        memory_dtype: torch.dtype | None = None,
+    ) -> tuple[Tensor, list[PDeltaState]]:
+        """One token from ``normalize``'s qn, kn, vn and the raw values [B,Hkv,C,Dv], one per core.
+
+        Returns each core's gained read-out [B,Hq,C,Dv] and new states, the memories stored at
+        ``memory_dtype`` (default: the cores' dtype) as views of one new tensor.
+        """
+        membership, membership_t = self.membership, self.membership_t
+        memory = self._working_memory(states)
+        curvature = torch.cat([s.curvature for s in states], dim=2).unsqueeze(2)  # [B, Hkv, 1, F_total]
+        key, forget, erase_gate = (kn @ self.key_maps).add_(self.key_bias).chunk(3, dim=-1)  # [B, Hkv, 1, F_total]
+        key = key / ((key.square() @ membership_t).clamp_min(NORMALIZE_EPS**2).sqrt() @ membership)
+        numerator = _curvature_scaling(curvature, self.log_x, self.center) * key
+        denominator = ((key * numerator) @ membership_t).add_(1.0).clamp_min_(DENOMINATOR_FLOOR)
+        preconditioned = numerator / (denominator @ membership)
+        new_curvature = torch.addcmul(self.alpha * curvature, self.beta, key.square())
+
+        write_gate = (vn @ self.write_maps).add_(self.write_bias).sigmoid_()  # [B, Hkv*C, 1, Dv]
+        z = values * write_gate.view_as(values)
+        erase = (key * erase_gate.sigmoid()) * membership  # [B, Hkv, C, F_total]
+        memory.mul_((-0.25 * forget.sigmoid()).exp_().mT)  # decay the rows
+        difference = z - erase @ memory  # [B, Hkv, C, Dv]: what each core writes
+        memory.view(-1, *memory.shape[2:]).baddbmm_(  # row f gets its core's difference times its key
+            (preconditioned.mT * membership_t).flatten(0, 1), difference.flatten(0, 1)
         )
-        return output * self.gain, PDeltaState(memory, curvature)
+
+        query = qn @ self.query_maps  # [B, Hq, 1, F_total]
+        inverse_norms = (query.square() @ membership_t).clamp_min_(NORMALIZE_EPS**2).rsqrt_()  # [B, Hq, 1, C]
+        reads = (inverse_norms.mT * self.gained_membership) * query  # [B, Hq, C, F_total]
+        batch, kv_heads = kn.shape[:2]
+        reads = reads.reshape(batch, kv_heads, -1, reads.shape[-1]) @ memory  # [B, Hkv, G*C, Dv]
+        stored = memory.to(memory_dtype or self.dtype, copy=True).split(self.sizes, dim=2)
+        new_states = [PDeltaState(m, c.squeeze(2)) for m, c in zip(stored, new_curvature.split(self.sizes, dim=3))]
+        return reads.view(batch, self.num_heads, -1, reads.shape[-1]), new_states

@@ -49,7 +49,8 @@ def check_recurrence_shapes(
 def delta_step(
     q: Tensor, k: Tensor, z: Tensor, erase: Tensor, log_decay: Tensor, memory: Tensor, groups: int
 ) -> tuple[Tensor, Tensor]:
-    """One token of the delta rule on the carried memory: what decode runs, and the oracle's step.
+    """One token of the delta rule on the carried memory: the oracle's step (decode runs it stacked,
+    in ``CoreDecoder.step``).
 
     q [B,Hq,F]; k, erase, log_decay [B,Hkv,F]; z [B,Hkv,Dv]; memory [B,Hkv,F,Dv]. Decay the rows,
     read what is stored under the erase vector, write the difference under k, then read with q.
@@ -129,7 +130,7 @@ def delta_recurrence(
     inverse = torch.linalg.solve_triangular(
         products[:, :, :, :n], identity.expand(batch, kv_heads, chunks, n, n), upper=False, unitriangular=True
     )
-    solved_z, solved_read = (inverse @ torch.cat([split(z), read], dim=-1)).split([value_dim, features], dim=-1)
+    solved_z, solved_read = inverse @ split(z), inverse @ read  # two matmuls beat copying [Z, read] into one
     inclusive = torch.ones(n, n, dtype=torch.bool, device=k.device).tril().repeat(groups, 1)
     mixing = products[:, :, :, n:].masked_fill(~inclusive, 0.0)  # P = lower_incl((q c) write^T)
 
@@ -152,7 +153,11 @@ def delta_recurrence(
         return torch.stack(parts, dim=1).view(batch, kv_heads, chunks, *parts[0].shape[-2:])
 
     # Outputs of all chunks at once: (q c) M0 + P U, [B, Hkv, chunks, G*n, Dv].
-    output = rows[:, :, :, n:] @ batch_major(entering) + mixing @ batch_major(updates)
+    output = torch.baddbmm(  # one pass: P U plus (q c) M0 added in the matmul
+        (mixing @ batch_major(updates)).flatten(0, 2),
+        rows[:, :, :, n:].flatten(0, 2),
+        batch_major(entering).flatten(0, 2),
+    )
     output = output.view(batch, kv_heads, chunks, groups, n, value_dim).transpose(2, 3)
     output = output.reshape(batch, kv_heads * groups, chunks * n, value_dim)
     return output[:, :, :steps], state.reshape(batch, kv_heads, features, value_dim)
