@@ -24,9 +24,12 @@ def tensor_bytes(obj: Any) -> int:
     return 0
 
 
-def copy_bandwidth(device: torch.device, nbytes: int = 256 * 2**20, min_run_time: float = 0.2) -> float:
-    """Achievable memory bandwidth in bytes/s: a large tensor copy reads and writes nbytes each."""
+def read_bandwidth(device: torch.device, nbytes: int = 256 * 2**20, min_run_time: float = 0.2) -> float:
+    """Achievable streaming read rate in bytes/s over a tensor of ``nbytes``: a sum reads every byte
+    once and writes one number, as a scorer reads a bank. A copy would count its writes too, so a
+    read-only scorer could score up to twice "the bandwidth" against it and a fraction would not
+    mean what it says. Measured at the caller's size, so it is the rate of the memory level (cache
+    or DRAM) a tensor of that size lives in."""
     source = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
-    target = torch.empty_like(source)
-    seconds = seconds_per_call(lambda: target.copy_(source), min_run_time)
-    return 2 * nbytes / seconds
+    seconds = seconds_per_call(lambda: source.sum(), min_run_time)
+    return nbytes / seconds
