@@ -105,7 +105,7 @@ class VocabParams(TaskParams):
 
 class VocabTask(Task):
     name = "vocab"
-    version = "5"  # 5: the split forward adds its rows with a sparse addmm (same values, new summation order)
+    version = "5"  # 5: the split forward adds its rows with a sparse addmm_ (same values, new summation order)
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
