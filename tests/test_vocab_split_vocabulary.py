@@ -87,6 +87,30 @@ def test_fast_pooling_matches_the_reference_in_values_and_gradients(index_path: 
     assert (grads[0][2].abs().sum(1) > 0).any(), "the batch must exercise some split rows"
 
 
+def test_merged_embedder_serves_the_reference_vectors_and_is_a_snapshot(index_path: Path) -> None:
+    generator = torch.Generator().manual_seed(11)
+    table = torch.randn(VOCAB, DIM, dtype=torch.float64, generator=generator)
+    tokens = torch.randint(1, VOCAB, (24, 5), generator=generator)
+    tokens[:, 4:] = 0  # padding
+    tokens[3] = 0  # an all-padding sentence
+    languages = torch.randint(0, LANGS, (24,), generator=generator)
+    for use_gate in (True, False):
+        split = randomised(SplitVocabulary(index_path, VOCAB, DIM, LANGS), seed=12).double()
+        model = StaticEmbedder(table, padding_idx=0, split=split, use_gate=use_gate)
+        randomised(split, seed=13)  # trained rows, no longer copies of their shared rows
+        tokens[:6, 0], languages[:6] = split.row_token[:6], split.row_language[:6]
+        tokens[6, :4], languages[6] = split.row_token[0], split.row_language[0]  # one row hit four times
+        served = model.merged()
+        expected = pooled_split_reference(split, model.table, tokens, languages, 0, use_gate=use_gate)
+        torch.testing.assert_close(served(tokens, languages), expected.detach(), rtol=1e-12, atol=1e-12)
+        assert not torch.allclose(expected, pooled_shared(model.table, tokens, 0))  # split rows do matter here
+        with torch.no_grad():
+            split.rows.add_(1.0)
+        torch.testing.assert_close(served(tokens, languages), expected.detach(), rtol=1e-12, atol=1e-12)
+    control = StaticEmbedder(table, padding_idx=0)
+    torch.testing.assert_close(control.merged()(tokens, languages), control(tokens, languages).detach())
+
+
 def test_fast_pooling_ignores_split_rows_of_the_padding_token(tmp_path: Path) -> None:
     path = tmp_path / "padded_index.npz"
     save_index(path, np.array([0, 1, 2, 1]), np.array([0, 0, 3, 7]))  # token 0 is padding

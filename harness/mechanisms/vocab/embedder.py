@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.mechanisms.vocab.pooling import pooled_shared, pooled_split
+from harness.mechanisms.vocab.pooling import language_rows, mean_weights, pooled_shared, pooled_split
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
 
 
@@ -34,6 +34,10 @@ class StaticEmbedder(nn.Module):
         return pooled_split(self.split, self.table, token_ids, languages, self.padding_idx,
                             use_gate=self.use_gate)
 
+    def merged(self) -> "MergedEmbedder":
+        """A frozen copy for serving (``SplitVocabulary.merged_table``); later training does not reach it."""
+        return MergedEmbedder(self)
+
     def regulariser(self, l1_weight: float, fusion_weight: float) -> torch.Tensor:
         """The split vocabulary's penalty for this mode: gate L1 (gated) or fusion (ungated).
 
@@ -45,6 +49,29 @@ class StaticEmbedder(nn.Module):
         if self.use_gate:
             return l1_weight * self.split.penalty()
         return fusion_weight * self.split.fusion_penalty()
+
+
+class MergedEmbedder(nn.Module):
+    """A trained ``StaticEmbedder`` as it is served: one table, one (language, token) lookup, one bag.
+
+    Same vectors as the model it was made from (tested against the per-token reference); the split
+    arm's serving cost over the control is the lookup alone.
+    """
+
+    def __init__(self, model: StaticEmbedder) -> None:
+        super().__init__()
+        self.padding_idx = model.padding_idx
+        table = model.table.detach()
+        weight, remap = (table.clone(), None) if model.split is None else model.split.merged_table(table, model.use_gate)
+        self.register_buffer("weight", weight)
+        self.register_buffer("remap", remap)
+
+    def forward(self, token_ids: torch.Tensor, languages: torch.Tensor) -> torch.Tensor:
+        if self.remap is None:
+            return pooled_shared(self.weight, token_ids, self.padding_idx)
+        return F.embedding_bag(language_rows(self.remap, token_ids, languages), self.weight, mode="sum",
+                               offsets=torch.arange(0, token_ids.numel(), token_ids.shape[1], device=token_ids.device),
+                               per_sample_weights=mean_weights(token_ids, self.padding_idx, self.weight.dtype).view(-1))
 
 
 def symmetric_info_nce(source: torch.Tensor, target: torch.Tensor, scale: float) -> torch.Tensor:

@@ -79,6 +79,22 @@ class SplitVocabulary(nn.Module):
         gate = (self.gate()[row.clamp(min=0)] * has_row).unsqueeze(-1)
         return shared * (1.0 - gate) + private * gate
 
+    @torch.no_grad()
+    def merged_table(self, shared: torch.Tensor, use_gate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """The serving form: ``shared`` followed by every split row as ``forward`` mixes it, and the
+        ``(language, token)`` map to a row of that table (the token's own row where none is split).
+
+        The gate is a training parametrisation, like a norm folded into the layer before it: once
+        trained, ``E'[w, l]`` is one row, and an embedder serves it with one lookup and one bag.
+        """
+        private = self.rows
+        if use_gate:
+            gate = self.gate().unsqueeze(-1)
+            private = shared[self.row_token] * (1.0 - gate) + private * gate
+        own_row = torch.arange(self.vocab_size, device=self.lookup.device).expand_as(self.lookup)
+        remap = torch.where(self.lookup >= 0, self.lookup + shared.shape[0], own_row)
+        return torch.cat((shared, private)), remap
+
     def extra_repr(self) -> str:
         return f"rows={self.n_rows}"
 
