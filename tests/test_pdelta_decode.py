@@ -7,8 +7,22 @@ import torch
 from harness.mechanisms.pdelta.er import causal_value_conv_step, causal_value_conv_stream, value_conv_taps
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
+from harness.mechanisms.pdelta.fused_decode import KernelUnavailable, load_kernel
 
 SMALL = dict(num_heads=6, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
+KINDS = ["fused", "eager"]
+
+
+def _decoder(layer: SelectiveCompressedPDelta2Layer, kind: str):
+    """The decoder of this kind; the fused one is skipped (with the reason) where no C compiler builds it."""
+    if kind == "fused":
+        try:
+            load_kernel()
+        except KernelUnavailable as error:
+            pytest.skip(f"fused decode kernel unavailable here: {error}")
+    decoder = layer.decoder(fused=kind == "fused")
+    assert decoder.kernel == kind
+    return decoder
 
 
 def _perturb(module: torch.nn.Module, seed: int = 1, scale: float = 0.1) -> None:
@@ -68,17 +82,19 @@ def test_conv_step_equals_stream():
         causal_value_conv_step(v[:, :, :1], value_conv_taps(None, 2, 5))
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("conv_kernel", [1, 4])
 @pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
-def test_layer_decode_equals_chunked_forward(mode):
+def test_layer_decode_equals_chunked_forward(mode, conv_kernel, kind):
     """fp32 storage: token-by-token decode reproduces the chunked forward's outputs and final state."""
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype="fp32")
+    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype="fp32", conv_kernel=conv_kernel)
     _perturb(layer)
     q, k, v = _qkv(6, 2, 29)
     with torch.no_grad():
         chunked, end = layer(q, k, v, return_state=True)
-        state, outputs = None, []
+        decoder, state, outputs = _decoder(layer, kind), None, []
         for t in range(q.shape[2]):
-            output, state = layer.step(q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], state)
+            output, state = decoder.step(q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], state)
             outputs.append(output)
     torch.testing.assert_close(torch.cat(outputs, dim=2), chunked, rtol=1e-4, atol=1e-5)
     pairs = [(state.base.memory, end.base.memory), (state.base.curvature, end.base.curvature),
@@ -89,26 +105,28 @@ def test_layer_decode_equals_chunked_forward(mode):
         torch.testing.assert_close(decoded, forward, rtol=1e-4, atol=1e-5)
 
 
-def test_layer_decode_equals_one_token_forward_with_fp16_state():
+@pytest.mark.parametrize("kind", KINDS)
+def test_layer_decode_equals_one_token_forward_with_fp16_state(kind):
     """With fp16 storage both paths round the same state the same way after every token."""
     layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed", state_dtype="fp16")
     _perturb(layer)
     q, k, v = _qkv(6, 2, 12)
     with torch.no_grad():
-        decoded, forward = None, None
+        decoder, decoded, forward = _decoder(layer, kind), None, None
         for t in range(q.shape[2]):
             token = (q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1])
-            out_step, decoded = layer.step(*token, decoded)
+            out_step, decoded = decoder.step(*token, decoded)
             out_forward, forward = layer(*token, state=forward, return_state=True)
             torch.testing.assert_close(out_step, out_forward, rtol=1e-4, atol=1e-4)
     assert decoded.base.memory.dtype == torch.float16 and decoded.base.curvature.dtype == torch.float32
     torch.testing.assert_close(decoded.residual.memory.float(), forward.residual.memory.float(), rtol=1e-3, atol=1e-3)
     with pytest.raises(ValueError, match="one token"):
-        layer.step(q[:, :, :2], k[:, :, :2], v[:, :, :2])
+        decoder.step(q[:, :, :2], k[:, :, :2], v[:, :, :2])
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("state_dtype", ["fp16", "fp32"])
-def test_decoder_never_modifies_given_or_returned_states(state_dtype):
+def test_decoder_never_modifies_given_or_returned_states(state_dtype, kind):
     """The decoder's working buffer is reused across steps; no state a caller holds may alias it."""
     layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed", state_dtype=state_dtype)
     _perturb(layer)
@@ -117,7 +135,7 @@ def test_decoder_never_modifies_given_or_returned_states(state_dtype):
     with torch.no_grad():
         _, state = layer(q[:, :, :8], k[:, :, :8], v[:, :, :8], return_state=True)
         before = snapshot(state)
-        decoder, token = layer.decoder(), (q[:, :, 8:], k[:, :, 8:], v[:, :, 8:])
+        decoder, token = _decoder(layer, kind), (q[:, :, 8:], k[:, :, 8:], v[:, :, 8:])
         first, first_state = decoder.step(*token, state)
         returned = snapshot(first_state)
         again, _ = decoder.step(*token, state)
@@ -127,3 +145,46 @@ def test_decoder_never_modifies_given_or_returned_states(state_dtype):
     for kept, now in zip(before + returned, snapshot(state) + snapshot(first_state)):
         assert torch.equal(kept, now)
     assert not torch.equal(other, first)
+
+
+@pytest.mark.parametrize("state_dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
+def test_fused_kernel_follows_the_eager_step_token_after_token(mode, state_dtype):
+    """Each path carries its own state for 40 tokens from a prefilled one: fp32 states agree to float
+    rounding; fp16 states may round one value a unit apart, which must not grow."""
+    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype=state_dtype)
+    _perturb(layer, scale=0.3)
+    q, k, v = _qkv(6, 2, 48, seed=3)
+    tolerance = 1e-5 if state_dtype == "fp32" else 2e-3
+    with torch.no_grad():
+        _, prefilled = layer(q[:, :, :8], k[:, :, :8], v[:, :, :8], return_state=True)
+        fused, eager = _decoder(layer, "fused"), _decoder(layer, "eager")
+        fused_state = eager_state = prefilled
+        for t in range(8, 48):
+            token = (q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1])
+            fused_out, fused_state = fused.step(*token, fused_state)
+            eager_out, eager_state = eager.step(*token, eager_state)
+            scale = eager_out.abs().max()
+            assert (fused_out - eager_out).abs().max() <= tolerance * scale, f"token {t}"
+    assert fused_state.base.memory.dtype == eager_state.base.memory.dtype == layer.storage_dtype
+    for name in ("base",) + (("residual",) if mode != "none" else ()):
+        ours, reference = getattr(fused_state, name), getattr(eager_state, name)
+        torch.testing.assert_close(ours.memory.float(), reference.memory.float(), rtol=tolerance, atol=tolerance)
+        torch.testing.assert_close(ours.curvature, reference.curvature, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(fused_state.conv_tail, eager_state.conv_tail, rtol=0, atol=0)
+
+
+def test_decoder_falls_back_to_eager_where_the_kernel_cannot_be_built(monkeypatch):
+    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed")
+    monkeypatch.setenv("CC", "no-such-c-compiler")
+    load_kernel.cache_clear()
+    try:
+        decoder = layer.decoder()
+        assert decoder.kernel == "eager" and "no-such-c-compiler" in decoder.kernel_unavailable
+        with pytest.raises(KernelUnavailable, match="no C compiler"):
+            layer.decoder(fused=True)
+        q, k, v = _qkv(6, 2, 1)
+        output, _ = decoder.step(q, k, v)
+        assert output.shape == (2, 6, 1, 8)
+    finally:
+        load_kernel.cache_clear()

@@ -1,5 +1,6 @@
 """Benchmarks (skipped in the default run by --benchmark-skip): chunked recurrence vs token oracle,
-ER2 prefill vs SDPA, ER2 one-token decode from a carried state vs SDPA over a KV cache.
+ER2 prefill vs SDPA, ER2 one-token decode from a carried state (fused C kernel and eager step) vs SDPA
+over a KV cache.
 Run: pytest tests/benchmarks/test_bench_er2.py --benchmark-only --benchmark-group-by=group
 The chunked/token ratio at T=2048 is the speedup figure; compare the prefill and decode rows per
 context for the crossover (decode: the er2 row has no context, its cost does not grow with it).
@@ -56,18 +57,20 @@ def test_bench_prefill(benchmark, op, context):
 
 
 @pytest.mark.benchmark(group="decode")
-@pytest.mark.parametrize("op", ["er2", "sdpa@512", "sdpa@2048", "sdpa@8192"])
+@pytest.mark.parametrize("op", ["er2", "er2-eager", "sdpa@512", "sdpa@2048", "sdpa@8192"])
 def test_bench_decode(benchmark, op):
-    """One new token, SmolLM2-like probe shapes: the ER2 decode step vs SDPA reading the whole KV cache."""
+    """One new token, SmolLM2-like probe shapes: the ER2 decode step (the fused C kernel where it
+    builds; er2-eager: the tensor-op step) vs SDPA reading the whole KV cache."""
     layer = SelectiveCompressedPDelta2Layer(9, 3, 64, residual_mode="compressed").eval()
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(1, 9, 1, 64, generator=gen)
     k, v = torch.randn(1, 3, 1, 64, generator=gen), torch.randn(1, 3, 1, 64, generator=gen)
     with torch.no_grad():
-        if op == "er2":
+        if op.startswith("er2"):
             _, state = layer(torch.randn(1, 9, 64, 64, generator=gen), torch.randn(1, 3, 64, 64, generator=gen),
                              torch.randn(1, 3, 64, 64, generator=gen), return_state=True)
-            decoder = layer.decoder()
+            decoder = layer.decoder(fused=False if op == "er2-eager" else None)
+            benchmark.extra_info["kernel"] = decoder.kernel
             output, _ = benchmark(lambda: decoder.step(q, k, v, state))
         else:
             context = int(op.split("@")[1])

@@ -24,6 +24,7 @@ from harness.mechanisms.pdelta.er import (
     value_conv_taps,
 )
 from harness.mechanisms.pdelta.features import CoreDecoder, PDelta2Core, PDeltaState
+from harness.mechanisms.pdelta.fused_decode import FusedDecodeStep, KernelUnavailable, load_kernel
 
 RESIDUAL_MODES = ("none", "raw", "compressed")
 STATE_DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
@@ -241,9 +242,12 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
             conv_tail=None if tail is None else tail.to(self.storage_dtype),
         )
 
-    def decoder(self) -> "ER2Decoder":
-        """The one-token decode step, with the weight-only terms computed once (hold it in a decode loop)."""
-        return ER2Decoder(self)
+    def decoder(self, fused: bool | None = None) -> "ER2Decoder":
+        """The one-token decode step, with the weight-only terms computed once (hold it in a decode loop).
+
+        ``fused``: None runs the C kernel where it can be built and holds these sizes, else the eager
+        step; True requires the kernel; False is the eager step (the reference)."""
+        return ER2Decoder(self, fused)
 
     def step(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None) -> tuple[Tensor, ER2State]:
         """Decode one token (q [B,Hq,1,D], k/v [B,Hkv,1,D]); see ``ER2Decoder.step``."""
@@ -350,14 +354,16 @@ class ER2Decoder:
     weights (inference only: no gradients), so each step is a few dozen small kernels (decode is bound
     by per-op overhead): the base and residual cores run as one stacked ``CoreDecoder``, one weighted
     sum gives the filtered value (base) and the raw one (residual), and the residual gain, the rank-R
-    projector B^T B scaled by it and the gate weights are computed here, not per token. ``step``
-    runs in ``torch.inference_mode`` (a fifth less overhead per kernel), so its outputs and states are
-    inference tensors: they feed further decode steps or no-grad code, never autograd. It never
-    modifies the state it is given: a caller may keep an old state and decode from it again.
+    projector B^T B scaled by it and the gate weights are computed here, not per token. On the CPU
+    the whole step is one call of a C kernel (``fused_decode``) wherever it can be built; ``kernel``
+    says which step runs and ``kernel_unavailable`` why the fused one does not. The eager step runs
+    in ``torch.inference_mode`` (a fifth less overhead per kernel). Either way the outputs are for
+    further decode steps or no-grad code, never autograd. It never modifies the state it is given:
+    a caller may keep an old state and decode from it again.
     """
 
     @torch.no_grad()
-    def __init__(self, layer: SelectiveCompressedPDelta2Layer):
+    def __init__(self, layer: SelectiveCompressedPDelta2Layer, fused: bool | None = None):
         self.layer = layer
         self.cores = CoreDecoder([layer.base] if layer.residual is None else [layer.base, layer.residual])
         self.taps = value_conv_taps(
@@ -367,21 +373,55 @@ class ER2Decoder:
         self.gain = None if gain is None else gain[:, None, None]  # [Hq, 1, 1]
         basis = layer.normalized_basis()  # [Hq, R, D]
         self.projector = None if basis is None else self.gain * (basis.mT @ basis)  # gain B^T B, [Hq, D, D]
+        self.gate_weight = self.gate_bias = None
         if layer.residual_mode == "compressed":
             self.gate_weight = layer.error_gate_w.float().unsqueeze(1)  # [Hq, 1, D]
             self.gate_bias = layer.error_gate_b.float()[:, None]  # [Hq, 1]
+        self.fused, self.kernel_unavailable = None, None
+        if fused is not False:
+            try:
+                if not FusedDecodeStep.fits(self.cores):
+                    raise KernelUnavailable("the fused kernel takes float32 CPU cores within its size limits")
+                self.fused = FusedDecodeStep(
+                    load_kernel(), self.cores, self.taps, layer.residual_mode, layer.storage_dtype,
+                    self.gain if layer.residual_mode == "raw" else None, self.projector, self.gate_weight,
+                    self.gate_bias,
+                )
+            except KernelUnavailable as error:
+                if fused:
+                    raise
+                self.kernel_unavailable = str(error)
 
-    @torch.inference_mode()
+    @property
+    def kernel(self) -> str:
+        """``fused`` (the C kernel) or ``eager`` (tensor ops): the step that ``step`` runs."""
+        return "eager" if self.fused is None else "fused"
+
     def step(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None) -> tuple[Tensor, ER2State]:
         """q [B,Hq,1,D], k/v [B,Hkv,1,D] -> (output [B,Hq,1,D], new state)."""
-        if q.ndim != 4 or q.shape[2] != 1 or k.shape[2:3] != (1,) or v.shape[2:3] != (1,):
-            raise ValueError(f"step takes one token: got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-        layer, cores = self.layer, self.cores
-        layer.base._check_inputs(q, k, v)
+        batch, layer, cores = q.shape[0], self.layer, self.cores
+        if (q.shape != (batch, layer.num_heads, 1, layer.head_dim) or k.shape != (batch, layer.num_kv_heads, 1, layer.head_dim)
+                or v.shape != (batch, layer.num_kv_heads, 1, layer.head_dim)):
+            raise ValueError(f"step takes one token: q [B,{layer.num_heads},1,{layer.head_dim}], k and v "
+                             f"[B,{layer.num_kv_heads},1,{layer.head_dim}]; got q {tuple(q.shape)}, "
+                             f"k {tuple(k.shape)}, v {tuple(v.shape)}")
         if state is None:
             core_states, tail = cores.fresh_states(k.shape[0], v.shape[-1], k.device), None
         else:
             core_states, tail = [state.base] + ([] if state.residual is None else [state.residual]), state.conv_tail
+        if self.fused is not None:
+            output, memories, curvatures, new_tail = self.fused(
+                q, k, v, [s.memory for s in core_states], [s.curvature for s in core_states], tail
+            )
+            stored = [PDeltaState(m, c) for m, c in zip(memories, curvatures)]
+            return output, ER2State(base=stored[0], residual=stored[1] if len(stored) > 1 else None, conv_tail=new_tail)
+        return self._eager_step(q, k, v, core_states, tail)
+
+    @torch.inference_mode()
+    def _eager_step(self, q: Tensor, k: Tensor, v: Tensor, core_states: list[PDeltaState],
+                    tail: Tensor | None) -> tuple[Tensor, ER2State]:
+        """The reference step in tensor ops (any device); the fused kernel is held to it."""
+        layer, cores = self.layer, self.cores
         values, new_tail = causal_value_conv_step(v, self.taps, tail)  # [B, Hkv, C, D]: filtered, raw
         qn, kn, vn = cores.normalize(q, k, values)
         reads, stored = cores.step(qn, kn, values, vn, core_states, layer.storage_dtype)

@@ -283,8 +283,8 @@ class CoreDecoder:
             torch.cat([p[i].expand(-1, size) for p, size in zip(parameters, self.sizes)], dim=1).unsqueeze(1)
             for i in range(4)
         )  # each [Hkv, 1, F_total]
-        gain = torch.stack([c.log_gain.clamp(-4.0, 4.0).exp() for c in cores], dim=1)  # [Hq, C]
-        self.gained_membership = gain.unsqueeze(-1) * self.membership  # [Hq, C, F_total]
+        self.core_gain = torch.stack([c.log_gain.clamp(-4.0, 4.0).exp() for c in cores], dim=1)  # [Hq, C]
+        self.gained_membership = self.core_gain.unsqueeze(-1) * self.membership  # [Hq, C, F_total]
         self.work: Tensor | None = None  # the working memory [B, Hkv, F_total, Dv]
 
     def normalize(self, q: Tensor, k: Tensor, values: Tensor) -> tuple[Tensor, Tensor, Tensor]:

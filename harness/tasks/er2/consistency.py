@@ -3,7 +3,8 @@
 A recurrent layer is only worth its state if decoding token by token gives what the chunked forward
 gives. The tests check that on fixed random weights; this checks the layer the run actually trained,
 on the teacher's own held-out q/k/v, so a fast path that drifts from the decode path (or the reverse)
-shows up as a quality regression in the CI gate, not only as a failing unit test.
+shows up as a quality regression in the CI gate, not only as a failing unit test. Decode here is the
+layer's default decoder, the one the speed figures time (the fused C kernel where it builds).
 """
 from __future__ import annotations
 

@@ -55,15 +55,19 @@ def decode_latencies(
     generator: torch.Generator,
 ) -> dict[str, float]:
     """One new token: the layer's decode step from a carried state vs SDPA reading the whole KV cache
-    (GQA, no copy). The state's cost does not depend on how many tokens it has absorbed."""
+    (GQA, no copy). The state's cost does not depend on how many tokens it has absorbed. The step is
+    the decoder's default (the fused C kernel on the CPU where it builds; ``decode_fused`` says
+    whether it ran); the eager step's latency is reported beside it."""
     result = {}
     with torch.no_grad():
         q, k, v = _random_qkv(layer, 1, max(contexts) + 1, device, generator)
         _, state = layer(q[:, :, :64], k[:, :, :64], v[:, :, :64], return_state=True)
         step = (q[:, :, -1:], k[:, :, -1:], v[:, :, -1:])
-        decoder = layer.decoder()
+        decoder, eager = layer.decoder(), layer.decoder(fused=False)
         layer_seconds = seconds_per_call(lambda: decoder.step(*step, state), min_run_time)
         result["decode_latency_s"] = layer_seconds
+        result["decode_eager_latency_s"] = seconds_per_call(lambda: eager.step(*step, state), min_run_time)
+        result["decode_fused"] = float(decoder.kernel == "fused")
         for context in contexts:
             cache_k, cache_v = k[:, :, :context], v[:, :, :context]
             seconds = seconds_per_call(

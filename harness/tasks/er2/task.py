@@ -106,7 +106,7 @@ class ER2Params(TaskParams):
 
 class ER2Task(Task):
     name = "er2"
-    version = "4"  # 4: decode_agrees, the trained layer decoded token by token against its chunked forward
+    version = "5"  # 5: decode runs the fused C kernel where it builds (decode_fused), eager latency beside it
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
@@ -147,7 +147,10 @@ class ER2Task(Task):
         Metric("prefill_speedup", "higher", "ratio", "speed", "layer / SDPA prefill throughput", axis=CONTEXT),
         Metric("prefill_crossover_context", "lower", "tokens", "speed",
                "context where SDPA's prefill cost per token reaches the layer's (proportional from the longest context)"),
-        Metric("decode_latency_s", "lower", "s", "speed", "one token from a carried state (the decode step)"),
+        Metric("decode_latency_s", "lower", "s", "speed",
+               "one token from a carried state (the decoder's step: the fused C kernel where it builds)"),
+        Metric("decode_eager_latency_s", "lower", "s", "speed", "the same token through the eager (tensor-op) step"),
+        Metric("decode_fused", "none", "fraction", "info", "1 when decode_latency_s timed the fused C kernel"),
         Metric("sdpa_decode_latency_s", "none", "s", "speed", "one token of SDPA over the full KV cache", axis=CONTEXT),
         Metric("decode_speedup", "higher", "ratio", "speed", "SDPA / layer decode latency", axis=CONTEXT),
         Metric("decode_crossover_context", "lower", "tokens", "speed",
