@@ -48,15 +48,15 @@ class Break:
 
 BREAKS = (
     Break("vocab-no-split-rows", "vocab", "harness/mechanisms/vocab/pooling.py",
-          "    has_row = row.ge(0)\n", "    has_row = row.lt(-1)\n", ("vocab",),
+          "    if hit.numel() == 0:\n", "    if True:\n", ("vocab",),
           "the split pooled forward never reads its split rows (always the shared bag)"),
     Break("vocab-permuted-index", "vocab", "harness/tasks/vocab/task.py",
           "        return top_pairs(candidates, scores, size)\n",
           "        return top_pairs(candidates, rng.permutation(scores), size)\n", ("vocab",),
           "the interference index takes a permutation of the measured scores"),
     Break("vocab-gate-ignored", "vocab", "harness/mechanisms/vocab/pooling.py",
-          "        gate = torch.sigmoid(split.gate_logit.index_select(0, row)) * has_row\n",
-          "        gate = has_row.to(table.dtype)\n", ("vocab",),
+          "        hit_weight = hit_weight * split.gate().index_select(0, hit_row)\n",
+          "        hit_weight = hit_weight * 1.0\n", ("vocab",),
           "gated mode ignores its gates (a split row replaces the shared row outright)"),
     Break("routing-uniform-weights", "routing", "harness/mechanisms/routing/precision_router.py",
           "        return uncertainty / (uncertainty.sum(dim=1, keepdim=True) + self.eps)\n",
