@@ -188,3 +188,10 @@ def test_decoder_falls_back_to_eager_where_the_kernel_cannot_be_built(monkeypatc
         assert output.shape == (2, 6, 1, 8)
     finally:
         load_kernel.cache_clear()
+
+
+def test_the_kernel_source_ships_with_the_package():
+    """An installed harness must carry er2_decode.c (package data), or every machine decodes eagerly."""
+    from harness.mechanisms.pdelta.fused_decode import SOURCE
+
+    assert SOURCE.is_file() and b"er2_decode_step" in SOURCE.read_bytes()

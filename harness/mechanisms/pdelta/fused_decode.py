@@ -55,7 +55,10 @@ def load_kernel() -> ctypes.CDLL:
     compiler = os.environ.get("CC", "cc")
     if shutil.which(compiler) is None:
         raise KernelUnavailable(f"no C compiler {compiler!r} on PATH (set CC to one)")
-    source = SOURCE.read_bytes()
+    try:
+        source = SOURCE.read_bytes()
+    except OSError as error:
+        raise KernelUnavailable(f"cannot read the kernel source {SOURCE}: {error}") from error
     key = hashlib.sha256(source + " ".join((compiler, *FLAGS, platform.machine())).encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / f"harness-kernels-{os.getuid()}"
     library = folder / f"er2_decode-{key}.so"
