@@ -8,7 +8,8 @@ What is compared, and how, follows what is stable across runs of the same code:
   spread, and the suite's tolerance applies (``gate.tolerances`` by key or family, else
   ``gate.default_tolerance``), absolute, in the metric's unit; improvements always pass;
 - claims: each claim's result (pass, fail, inconclusive, ...) must not change; a claim on a speed
-  metric is gated only where speed is;
+  metric is gated only where speed is, and where it is not, speed claims also leave the Holm family
+  of the claims the gate reads (else timing noise moves their adjusted p-values, and their results);
 - memory metrics (bytes and other deterministic sizes): exactly equal;
 - speed metrics: never absolute (timings move with machine load), only as the ratio of a
   contrast's treatment mean to its control's mean measured in the same run, allowed to worsen by
@@ -154,6 +155,11 @@ def _differences(results: RunResults, treatment: str, control: str, point: str, 
     return {s: treated[s] - controlled[s] for s in treated if s in controlled and (wanted is None or s in wanted)}
 
 
+def speed_gated(results: RunResults) -> bool:
+    """Whether this run's timings are gated: the profile asks for it and no trials ran concurrently."""
+    return bool((results.meta.get("gate") or {}).get("speed", True)) and not results.speed_under_load
+
+
 def baseline_values(results: RunResults) -> list[dict[str, Any]]:
     """The gated values of a run: quality and memory means per arm, speed ratios per contrast,
     each with the seeds it averages (a seed without a finite value is not in it)."""
@@ -177,9 +183,7 @@ def baseline_values(results: RunResults) -> list[dict[str, Any]]:
                 if spec.kind == "quality" and spec.better_sign and differences:
                     entries.append(_entry(CONTRAST, subject, point, key, spec.direction, _mean(differences.values()),
                                           differences, spread=_spread(differences.values())))
-    for claim in evaluate_claims(results):
-        if results.spec_for(claim.key).kind == "speed" and results.speed_under_load:
-            continue
+    for claim in evaluate_claims(results, include_speed=speed_gated(results)):
         estimate = claim.estimate if claim.estimate is not None and math.isfinite(claim.estimate) else 0.0
         entries.append(_entry(CLAIM, claim.contrast, claim.point, claim.key, "none", estimate,
                               results.seeds or [], result=claim.status))
@@ -359,7 +363,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     baseline = load_baseline(path)
     _refuse_mismatch(baseline, results, path)
     tolerances = results.meta.get("gate") or {}
-    speed = tolerances.get("speed", True) and not results.speed_under_load
+    speed = speed_gated(results)
     gated = (QUALITY, MEMORY, CONTRAST, CLAIM, SPEED_RATIO) if speed else (QUALITY, MEMORY, CONTRAST, CLAIM)
     reference = {_identity(e): e for e in baseline["values"] if e["check"] in gated}
     entries = baseline_values(results)  # evaluates the claims once: their results are in the CLAIM entries

@@ -100,11 +100,17 @@ def claim_alpha(confidence: float) -> float:
     return (1.0 - confidence) / 2.0
 
 
-def evaluate_claims(results: RunResults) -> list[ClaimResult]:
-    """One result per claim x matching contrast variant x sweep point x metric key, Holm-corrected."""
+def evaluate_claims(results: RunResults, include_speed: bool = True) -> list[ClaimResult]:
+    """One result per claim x matching contrast variant x sweep point x metric key, Holm-corrected.
+
+    ``include_speed=False`` leaves claims on speed metrics out, Holm family included: the gate's view
+    where timings are not gated, so that their noise cannot move the claims it does gate.
+    """
     variants = contrast_variants(results)
     out: list[ClaimResult] = []
     for claim in results.meta.get("claims") or []:
+        if not include_speed and results.spec_for(claim["metric"]).kind == "speed":
+            continue
         matching = _variants_named(variants, claim["contrast"])
         if not matching:
             out.append(_undecided(claim, claim["contrast"], "", claim["metric"], "no such contrast in this run"))
