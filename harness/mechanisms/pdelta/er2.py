@@ -400,8 +400,8 @@ class ER2Decoder:
     def step(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None) -> tuple[Tensor, ER2State]:
         """q [B,Hq,1,D], k/v [B,Hkv,1,D] -> (output [B,Hq,1,D], new state)."""
         batch, layer, cores = q.shape[0], self.layer, self.cores
-        if (q.shape != (batch, layer.num_heads, 1, layer.head_dim) or k.shape != (batch, layer.num_kv_heads, 1, layer.head_dim)
-                or v.shape != (batch, layer.num_kv_heads, 1, layer.head_dim)):
+        kv_shape = (batch, layer.num_kv_heads, 1, layer.head_dim)
+        if q.shape != (batch, layer.num_heads, 1, layer.head_dim) or k.shape != kv_shape or v.shape != kv_shape:
             raise ValueError(f"step takes one token: q [B,{layer.num_heads},1,{layer.head_dim}], k and v "
                              f"[B,{layer.num_kv_heads},1,{layer.head_dim}]; got q {tuple(q.shape)}, "
                              f"k {tuple(k.shape)}, v {tuple(v.shape)}")
