@@ -59,9 +59,9 @@ def pooled_split(split: SplitVocabulary, table: torch.Tensor, token_ids: torch.T
     ``g = 1``), are then added into their sentences. Only indexed tokens (found with one
     ``nonzero``) are gathered, so the extra cost scales with how many tokens of the batch have a
     split row, not with the batch. (A host-sync-free variant, a second bag over every token with
-    weight 0 where a pair has no split row, measured 1.57-1.59x an ``nn.EmbeddingBag`` mean at the
-    suites' index densities against this op's 1.41-1.45x, and 1.53x against 1.61x at the
-    benchmark's 5%; the suites' densities decided.)
+    weight 0 where a pair has no split row, cost 1.62-1.70x an ``nn.EmbeddingBag`` mean in the
+    synthetic suite's trials, about 2% of pairs split, where this op costs 1.47-1.58x; it wins only
+    at the benchmark's 5%, 1.53x against 1.61x. The suites' densities decided.)
     """
     batch, length = token_ids.shape
     flat_ids = token_ids.reshape(-1)
