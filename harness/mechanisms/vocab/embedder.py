@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.mechanisms.vocab.pooling import language_rows, mean_weights, pooled_shared, pooled_split
+from harness.mechanisms.vocab.pooling import language_rows, pooled_shared, pooled_split
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
 
 
@@ -67,11 +67,11 @@ class MergedEmbedder(nn.Module):
         self.register_buffer("remap", remap)
 
     def forward(self, token_ids: torch.Tensor, languages: torch.Tensor) -> torch.Tensor:
-        if self.remap is None:
-            return pooled_shared(self.weight, token_ids, self.padding_idx)
-        return F.embedding_bag(language_rows(self.remap, token_ids, languages), self.weight, mode="sum",
-                               offsets=torch.arange(0, token_ids.numel(), token_ids.shape[1], device=token_ids.device),
-                               per_sample_weights=mean_weights(token_ids, self.padding_idx, self.weight.dtype).view(-1))
+        # The padding token maps to itself (StaticEmbedder refuses an index that names it), so the
+        # control's pooled bag over the remapped ids is the split model's mean.
+        if self.remap is not None:
+            token_ids = language_rows(self.remap, token_ids, languages).view_as(token_ids)
+        return pooled_shared(self.weight, token_ids, self.padding_idx)
 
 
 def symmetric_info_nce(source: torch.Tensor, target: torch.Tensor, scale: float) -> torch.Tensor:
