@@ -28,6 +28,12 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_capability() -> str:
+    """The vector ISA torch's CPU kernels dispatch to here (e.g. AVX2, AVX512): two CPUs that differ in
+    it may run other kernels for the same op, and round differently."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def device_name(device: torch.device) -> str:
     """Human name of the device: the GPU model, or the CPU model with its thread count."""
     if device.type == "cuda":

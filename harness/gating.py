@@ -23,6 +23,12 @@ is not a finite number). The gate cannot pass vacuously: comparing zero checks f
 a trial of the baseline missing from the run, a value missing, or a seed dropped from a value
 because its metric is missing or NaN in this run; each is named in the output. A baseline is
 saved only from a complete run (every declared trial finished) that holds something to gate.
+
+Baselines travel between machines (saved on one CPU, gated on another), so each records the numeric
+environment its values came from (``NUMERIC_ENVIRONMENT``: CPU model, the vector ISA torch dispatched
+to, thread count, torch build, kernel determinism). When a check fails and that environment differs
+from the run's, the gate names the differences as a possible cause instead of leaving a reader to
+suspect the code.
 """
 from __future__ import annotations
 
@@ -46,6 +52,11 @@ DEFAULT_BASELINES_DIR = Path("baselines")
 SPEED_RATIO_TOLERANCE = 0.25
 QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM = "quality", "memory", "speed_ratio", "contrast", "claim"
 SPREAD_Z = 3.0  # a worsening beyond 3 standard errors of the difference of two means is not seed noise
+# trial environment keys that can change a float result on the same code and data: the CPU (and the
+# vector width torch's kernels dispatch to), the intra-op threads (how reductions are split), the
+# torch build and its kernels' determinism
+NUMERIC_ENVIRONMENT = ("cpu_model", "cpu_capability", "torch_threads", "torch", "deterministic_algorithms",
+                       "machine", "device_name")
 
 
 class GateError(ValueError):
@@ -91,6 +102,7 @@ class GateResult:
     failed_trials: tuple[str, ...]
     missing_trials: tuple[str, ...] = ()
     dropped_seeds: tuple[str, ...] = ()
+    environment_differences: tuple[str, ...] = ()  # numeric environment, baseline vs this run
 
     @property
     def regressions(self) -> tuple[GateCheck, ...]:
@@ -117,6 +129,15 @@ class GateResult:
         lines += [f"  MISSING in this run (present in the baseline): {m}" for m in self.missing_in_run]
         lines += [f"  DROPPED SEED (no finite value in this run; not compared): {d}" for d in self.dropped_seeds]
         lines += [f"  not in the baseline (not gated; save a new baseline to include): {m}" for m in self.missing_in_baseline]
+        if self.environment_differences:
+            differences = "; ".join(self.environment_differences)
+            if any(c.check != SPEED_RATIO for c in self.regressions):
+                lines.append(f"  POSSIBLE CAUSE: the baseline was saved on another machine ({differences}); float "
+                             "results can change with the CPU's vector ISA, the thread count or the torch build. "
+                             "Rerun with the baseline's thread count (--threads) or save a baseline on this machine "
+                             "kind before suspecting the code")
+            else:
+                lines.append(f"  note: baseline from another machine ({differences}); its values held here")
         return "\n".join(lines)
 
 
@@ -246,9 +267,32 @@ def make_baseline(results: RunResults) -> dict[str, Any]:
         "sweep": results.meta.get("sweep") or {},
         "trials": [{"arm": label, "point": point, "seed": seed} for label, point, seed in declared_trials(results)],
         "git_commit": next((e["git_commit"] for e in environments if e.get("git_commit")), None),
+        "environment": numeric_environment(results),
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "values": baseline_values(results),
     }
+
+
+def numeric_environment(results: RunResults) -> dict[str, str]:
+    """What, besides code and data, the run's float results depend on; where its trials disagree
+    (a run resumed on another machine), each differing value is listed, joined by ' | '."""
+    environments = [t.get("environment") or {} for t in results.finished]
+    recorded: dict[str, str] = {}
+    for key in NUMERIC_ENVIRONMENT:
+        values = sorted({str(e[key]) for e in environments if key in e})
+        if values:
+            recorded[key] = " | ".join(values)
+    return recorded
+
+
+def environment_differences(baseline: Mapping[str, Any], results: RunResults) -> list[str]:
+    """``key 'baseline' vs 'run'`` for each numeric-environment value both record and that differs."""
+    theirs = baseline.get("environment")
+    if not isinstance(theirs, dict):
+        return []
+    ours = numeric_environment(results)
+    return [f"{key} {theirs[key]!r} vs {ours[key]!r}" for key in NUMERIC_ENVIRONMENT
+            if key in theirs and key in ours and str(theirs[key]) != ours[key]]
 
 
 def save_baseline(run_dir: Path, out_dir: Path = DEFAULT_BASELINES_DIR) -> Path:
@@ -351,6 +395,9 @@ def _baseline_problem(baseline: Mapping[str, Any]) -> str | None:
         return "'trials' must list {arm, point, seed} entries with the baseline's seeds"
     if not isinstance(baseline.get("sweep", {}), dict):
         return "'sweep' must be a mapping"
+    environment = baseline.get("environment", {})
+    if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
+        return "'environment' must be a mapping of strings"
     return None
 
 
@@ -434,6 +481,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         ),
         missing_trials=tuple(_trial_name(key) for key in missing_trials),
         dropped_seeds=tuple(dropped),
+        environment_differences=tuple(environment_differences(baseline, results)),
     )
 
 

@@ -1,4 +1,6 @@
-"""Shared fixtures: the toy task's suite files and a subprocess environment that can import it."""
+"""Shared fixtures (the toy task's suite files, a subprocess environment that can import it) and the
+test tiers: a test that spawns the CLI, starts a server or a Ray cluster must be marked
+``integration``, so the fast tier (``tox -e fast``: ``-m "not integration"``) stays in-process."""
 from __future__ import annotations
 
 import os
@@ -28,3 +30,22 @@ def cli_env() -> dict[str, str]:
 @pytest.fixture
 def harness_cmd() -> list[str]:
     return [sys.executable, "-m", "harness"]
+
+
+SUBPROCESS_FIXTURES = frozenset({"harness_cmd", "cli_env"})
+INTEGRATION_ONLY_MARKERS = ("server", "ray")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a test that belongs to the integration tier but is not marked so: the fast tier must not
+    quietly grow subprocess runs, servers or clusters."""
+    misplaced = []
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            continue
+        if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            misplaced.append(f"{item.nodeid} (spawns the CLI)")
+        elif any(item.get_closest_marker(name) is not None for name in INTEGRATION_ONLY_MARKERS):
+            misplaced.append(f"{item.nodeid} (starts a server or cluster)")
+    if misplaced:
+        raise pytest.UsageError("mark these tests @pytest.mark.integration: " + "; ".join(misplaced[:10]))

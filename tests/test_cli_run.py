@@ -13,6 +13,8 @@ import pytest
 
 from harness.tracking.mlflow_tracker import default_tracking_uri
 
+pytestmark = pytest.mark.integration  # CLI subprocesses
+
 
 def run_cli(harness_cmd, cli_env, *args, timeout=300):
     return subprocess.run([*harness_cmd, *args], env=cli_env, capture_output=True, text=True, timeout=timeout)

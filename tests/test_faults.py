@@ -23,6 +23,8 @@ from fault_injection import (
     check_results, cli_env, harness, mlflow_runs, slow_suite, start, stray_tmp, trial_records,
 )
 
+pytestmark = pytest.mark.integration  # CLI subprocesses
+
 SMOKE = ("--profile", "smoke")
 
 

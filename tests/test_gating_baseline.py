@@ -37,7 +37,7 @@ SEED_NOISE = {"treat": 0.01, "control": 0.02}
 def make_run(root: Path, edit: Callable[[dict[str, dict[str, float]]], None] | None = None, *, suite: str = "synth",
              profile: str = "smoke", device_class: str = "cpu", failed: bool = False,
              gate_section: dict[str, Any] | None = None, under_load: bool = False, seeds: tuple[int, ...] = SEEDS,
-             claims: list[dict[str, Any]] | None = None) -> Path:
+             claims: list[dict[str, Any]] | None = None, environment: dict[str, str] | None = None) -> Path:
     values = copy.deepcopy(VALUES)
     if edit:
         edit(values)
@@ -60,7 +60,7 @@ def make_run(root: Path, edit: Callable[[dict[str, dict[str, float]]], None] | N
                 # seed noise of sd ~0.007 (treat) and ~0.014 (control): gate tolerances come from it
                 "metrics": {} if broken else {k: v + (SEED_NOISE[arm] * seed if METRICS[k]["kind"] == "quality" else 0.0)
                                               for k, v in metrics.items()},
-                "curves": {}, "environment": {"git_commit": "f" * 40},
+                "curves": {}, "environment": {"git_commit": "f" * 40, **(environment or {})},
                 "details": {"speed_measured_under_load": True, "concurrent_trials": 2} if under_load else {},
             })
     return folder.path
@@ -168,6 +168,8 @@ def test_gate_refuses_a_baseline_of_another_run(tmp_path, baseline, run, named):
     assert result.exit_code == 2
     assert result.stderr.startswith("error: refusing to gate") and named in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    if named == "device class":  # both classes named, the baseline's first
+        assert "device class 'cpu' vs 'cuda'" in result.stderr
 
 
 def test_gate_without_a_matching_baseline_is_a_usage_error(tmp_path, baseline):
@@ -425,3 +427,42 @@ def test_timings_the_gate_ignores_do_not_move_the_claims_it_gates(tmp_path):
     assert [(v["metric"], v["result"]) for v in stored["values"] if v["check"] == "claim"] == [("acc", "pass")]
     faster = gate(tmp_path, near_level, seeds=seeds, claims=claims, gate_section=ungated)  # latency ratio 0.75
     assert faster.exit_code == 0, faster.output
+
+
+SAVED_ON = {"cpu_model": "Intel Xeon A", "cpu_capability": "AVX512", "torch_threads": "2", "torch": "2.13.0+cpu"}
+
+
+def _saved_elsewhere(tmp_path) -> Path:
+    result = invoke("baseline", "save", make_run(tmp_path / "reference", environment=SAVED_ON), "--out",
+                    tmp_path / "baselines")
+    assert result.exit_code == 0, result.output
+    return tmp_path / "baselines" / "synth-smoke-cpu.json"
+
+
+def test_baseline_records_the_numeric_environment(tmp_path):
+    stored = json.loads(_saved_elsewhere(tmp_path).read_text())
+    assert stored["environment"] == SAVED_ON
+
+
+def test_a_regression_against_a_baseline_from_another_cpu_names_the_cause(tmp_path):
+    _saved_elsewhere(tmp_path)
+    other = {**SAVED_ON, "cpu_model": "AMD EPYC B", "cpu_capability": "AVX2", "torch_threads": "4"}
+    result = gate(tmp_path, shift("treat", "acc", -0.2), environment=other)
+    assert result.exit_code == 1
+    cause = next(line for line in result.output.splitlines() if "POSSIBLE CAUSE" in line)
+    assert "cpu_model 'Intel Xeon A' vs 'AMD EPYC B'" in cause and "cpu_capability 'AVX512' vs 'AVX2'" in cause
+    assert "torch_threads '2' vs '4'" in cause and "torch '" not in cause  # only what differs
+
+
+def test_same_machine_regressions_blame_nothing_else(tmp_path):
+    _saved_elsewhere(tmp_path)
+    result = gate(tmp_path, shift("treat", "acc", -0.2), environment=SAVED_ON)
+    assert result.exit_code == 1 and "REGRESSION" in result.output
+    assert "POSSIBLE CAUSE" not in result.output and "another machine" not in result.output
+
+
+def test_a_pass_on_another_cpu_says_so_without_alarm(tmp_path):
+    _saved_elsewhere(tmp_path)
+    result = gate(tmp_path, environment={**SAVED_ON, "cpu_model": "AMD EPYC B"})
+    assert result.exit_code == 0, result.output
+    assert "note: baseline from another machine (cpu_model 'Intel Xeon A' vs 'AMD EPYC B')" in result.output

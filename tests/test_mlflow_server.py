@@ -15,7 +15,7 @@ from harness.processes import stop_process_group
 
 from test_cli_run import free_port, run_cli
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 
 @pytest.fixture

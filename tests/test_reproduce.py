@@ -135,6 +135,7 @@ def test_reproduce_one_trial_json_into_a_given_folder(toy_run, tmp_path):
     assert again.exit_code == 2 and "not empty" in again.stderr
 
 
+@pytest.mark.integration  # a CLI subprocess
 def test_a_changed_task_fails_reproduction_naming_each_metric(toy_run, tmp_path, harness_cmd, cli_env):
     """One line of the task edited (the label noise), its version not bumped: reproduce must catch it."""
     changed = tmp_path / "changed"

@@ -102,6 +102,7 @@ def test_holm_and_benjamini_hochberg_on_a_worked_example():
     assert benjamini_hochberg(p) == pytest.approx([0.02, 0.04, 0.04, 0.02])
 
 
+@pytest.mark.integration  # calibration by simulation
 def test_interval_coverage_is_nominal_at_three_seeds():
     rng = np.random.default_rng(11)
     covered = sum(
@@ -133,6 +134,7 @@ def synthetic_run(seeds: int, replicates: int, effect: float, rng: np.random.Gen
     return index_results(Path("."), meta, trials)
 
 
+@pytest.mark.integration  # calibration by simulation
 @pytest.mark.parametrize("seeds", [3, 5, 10])
 def test_aa_false_better_worse_rate_is_nominal(seeds):
     rows = analyse(synthetic_run(seeds, 1500, 0.0, np.random.default_rng(seeds))).rows
@@ -141,6 +143,7 @@ def test_aa_false_better_worse_rate_is_nominal(seeds):
     assert len(rows) == 1500 and low <= false <= high
 
 
+@pytest.mark.integration  # calibration by simulation
 @pytest.mark.parametrize(("seeds", "effect"), [(3, 2.5), (5, 1.2), (10, 0.8)])
 def test_planted_effect_is_found_with_the_predicted_power(seeds, effect):
     rows = analyse(synthetic_run(seeds, 1000, effect, np.random.default_rng(100 + seeds))).rows
@@ -169,6 +172,7 @@ contrasts:
 """
 
 
+@pytest.mark.integration  # calibration by simulation
 def test_aa_suite_run_end_to_end_reports_nominal_false_rate(tmp_path, harness_cmd, cli_env):
     suite = tmp_path / "aa.yaml"
     suite.write_text(AA_SUITE % ", ".join(str(i) for i in range(40)))

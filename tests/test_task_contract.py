@@ -23,6 +23,7 @@ def _not_speed(task_cls: type[Task], record: dict) -> dict[str, float | None]:
     return {k: v for k, v in record["metrics"].items() if declared[metric_family(k)].kind != "speed"}
 
 
+@pytest.mark.integration  # every real task, run twice
 @pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)
 def test_task_runs_declares_its_metrics_and_reruns_bit_identically(task_cls: type[Task], tmp_path: Path) -> None:
     first = run_single(task_cls, task_cls.smoke_params, seed=0, work_root=tmp_path)

@@ -87,10 +87,13 @@ results_option = click.option(
               "instead of starting a local one.")
 @click.option("--ray-workers", type=click.IntRange(min=1),
               help="Trials at a time on the local Ray cluster [default: CPUs].")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="torch intra-op threads for every trial [default: torch's, one per core]. Float results can "
+              "depend on it: pin it (e.g. to a baseline's count) to compare quality across machines.")
 @max_trials_option
 @max_nodes_option
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, ray_address, ray_workers, max_trials, max_nodes) -> None:
+        executor_name, ray_address, ray_workers, threads, max_trials, max_nodes) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow."""
     from harness.analysis.report import build_report, render_arm_table, stored_report_text
     from harness.analysis.results import load_results
@@ -103,6 +106,10 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
 
     started = time.perf_counter()
     suites = _load(suite_file, profile, seeds, arms, max_trials, max_nodes)
+    if threads:  # before anything reads the count: the trials, their records and the device name
+        import torch
+
+        torch.set_num_threads(threads)
     try:
         torch_device = resolve_device(device)
     except ValueError as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from harness.devices import cpu_model, device_name
+from harness.devices import cpu_capability, cpu_model, device_name
 from harness.execution.seeding import determinism_settings
 from harness.store import write_text_atomic
 
@@ -92,6 +92,7 @@ def environment(device: torch.device, repo: Path) -> dict[str, str]:
         "device": str(device),
         "device_name": device_name(device),
         "cpu_model": cpu_model(),
+        "cpu_capability": cpu_capability(),
         "torch_threads": str(torch.get_num_threads()),
         "torch_interop_threads": str(torch.get_num_interop_threads()),
         "packages_count": str(len(lock)),

@@ -24,7 +24,9 @@ import torch
 from torch import Tensor
 
 SOURCE = Path(__file__).with_name("kernels") / "er2_decode.c"
-FLAGS = ("-O3", "-march=native", "-shared", "-fPIC")
+# -ffp-contract=off: no fused multiply-add where the source has a multiply and an add, so CPUs with and
+# without FMA compute the same bits (tests/test_pdelta_decode_isa.py); -march=native alone would not
+FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-shared", "-fPIC")
 MAX_DIM, MAX_FEATURES, MAX_CORES = 256, 1024, 2  # the kernel's stack buffers (er2_decode.c)
 MODES = {"none": 0, "raw": 1, "compressed": 2}
 WEIGHT_FIELDS = ("taps", "key_maps", "key_bias", "write_maps", "write_bias", "alpha", "beta", "log_x", "center",
