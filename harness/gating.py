@@ -43,9 +43,9 @@ from harness.analysis.claims import evaluate_claims
 from harness.analysis.results import RunResults, load_results
 from harness.analysis.stats import mean_estimate
 from harness.analysis.verdicts import contrast_variants
-from harness.execution.trials import point_label, sweep_points
+from harness.metrics import metric_family
 from harness.store import read_json, write_json_atomic
-from harness.tasks.base import metric_family
+from harness.suite.points import point_label, sweep_points
 
 BASELINE_SCHEMA = 1
 DEFAULT_BASELINES_DIR = Path("baselines")

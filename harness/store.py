@@ -20,6 +20,7 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 SUITE_FILE = "suite.json"
 TRIALS_DIR = "trials"
+REPORT_DIR = "report"  # the analysis of the run: tables, plots, summary.json (rebuilt from the trials)
 CORRUPT_SUFFIX = ".corrupt"
 _TMP_NAME = re.compile(r"^\..+\.tmp(\.\w+)?$")  # write_atomic's .<name>.<random>.tmp, and .<name>.<pid>.tmp.npz
 

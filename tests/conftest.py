@@ -11,6 +11,8 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
+EXAMPLE_TASK_DIR = REPO / "examples" / "feature_gate"  # the new-task template: its task is held to the contract
+sys.path.insert(0, str(EXAMPLE_TASK_DIR))
 
 
 @pytest.fixture

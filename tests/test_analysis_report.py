@@ -21,7 +21,7 @@ from harness.analysis.results import load_results
 from harness.analysis.stats import paired_difference
 from harness.analysis.verdicts import evaluate_validity, verdict
 from harness.cli import main
-from harness.execution.trials import point_label
+from harness.suite.points import point_label
 from harness.store import RunFolder
 
 SEEDS = [0, 1, 2, 3, 4]

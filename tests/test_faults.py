@@ -20,7 +20,7 @@ import pytest
 from harness.locks import LockBusy, lock_writer
 
 from fault_injection import (
-    check_results, cli_env, harness, mlflow_runs, slow_suite, start, stray_tmp, trial_records,
+    check_results, cli_env, harness, mlflow_runs, slow_suite, start, trial_records,
 )
 
 pytestmark = pytest.mark.integration  # CLI subprocesses

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness.execution.executor import run_single
-from harness.execution.seeding import torch_stream
+from harness.services.seeding import torch_stream
 from harness.tasks.routing.backbone import Backbone, build_model
 from harness.tasks.routing.routers import install_router
 from harness.tasks.routing.task import RoutingTask, backbone_spec, layout_of

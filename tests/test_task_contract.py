@@ -9,13 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from feature_gate import FeatureGateTask
 from toy_task import ToyTask
+
+from harness.cli import main
 
 from harness.execution.executor import run_single
 from harness.tasks import REGISTRY, Task, load_task
 from harness.tasks.base import metric_family
 
-TASKS: list[type[Task]] = [load_task(name) for name in sorted(REGISTRY)] + [ToyTask]
+TASKS: list[type[Task]] = [load_task(name) for name in sorted(REGISTRY)] + [ToyTask, FeatureGateTask]
+EXAMPLE_SUITE = Path(__file__).resolve().parents[1] / "examples" / "feature_gate" / "suite.yaml"
 
 
 def _not_speed(task_cls: type[Task], record: dict) -> dict[str, float | None]:
@@ -90,3 +95,18 @@ def test_bounds_are_found_in_optional_and_tuple_params() -> None:
     assert unbounded_params(Params) == ["plain", "loose_items"]
     assert param_bounds(Params) == {"plain": "", "bounded": "> 0, <= 1", "optional": ">= 2", "items": ">= 1",
                                     "loose_items": ""}
+
+
+@pytest.mark.integration  # the template's suite end to end, in-process
+def test_the_example_suite_validates_and_its_smoke_profile_runs(tmp_path: Path) -> None:
+    """The new-task template works as the guide says: its suite validates, and its smoke profile
+    runs every arm to a report with validity and claims."""
+    runner = CliRunner()
+    validated = runner.invoke(main, ["validate", str(EXAMPLE_SUITE)])
+    assert validated.exit_code == 0 and "task feature_gate:FeatureGateTask v1, 4 arms" in validated.output
+    ran = runner.invoke(main, ["run", str(EXAMPLE_SUITE), "--profile", "smoke", "--results", str(tmp_path),
+                               "--no-mlflow"])
+    assert ran.exit_code == 0, ran.output
+    trials = sorted((tmp_path / "feature_gate" / "smoke" / "trials").glob("*.json"))
+    assert len(trials) == 4 * 2
+    assert "validity:" in ran.output and "gated-vs-linear" in ran.output

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness.execution.cache import artifact_key, artifact_path
+from harness.services.cache import artifact_key, artifact_path
 from harness.execution.executor import TrialRecorder
-from harness.execution.loop import NonFiniteLoss
-from harness.execution.seeding import derive_seed, numpy_stream, torch_stream
+from harness.services.loop import NonFiniteLoss
+from harness.services.seeding import derive_seed, numpy_stream, torch_stream
 from harness.store import write_atomic
 from harness.tasks.base import TrialContext
 

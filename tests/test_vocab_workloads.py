@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from harness.execution.seeding import numpy_stream
+from harness.services.seeding import numpy_stream
 
 from harness.tasks.vocab.cldr import cldr_corpus, display_names
 from harness.tasks.vocab.corpus import PAD

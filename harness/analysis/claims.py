@@ -44,7 +44,7 @@ from harness.analysis.stats import (
     minimum_detectable_effect,
 )
 from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, oriented
-from harness.tasks.base import metric_family
+from harness.metrics import metric_family
 
 PASS = "pass"
 FAIL = "fail"

@@ -32,8 +32,8 @@ from matplotlib.figure import Figure
 
 from harness.analysis.results import RunResults
 from harness.analysis.stats import CONFIDENCE, summarize
-from harness.execution.trials import point_label
-from harness.tasks.base import DetailScatter, ParetoView, metric_family
+from harness.metrics import DetailScatter, ParetoView, metric_family
+from harness.suite.points import point_label
 
 LOG_AXIS_SPAN = 8.0
 LEGEND_INSIDE_LIMIT = 8  # more series than this get their legend beside the axes

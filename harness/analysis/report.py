@@ -29,10 +29,9 @@ from harness.analysis.verdicts import (
     evaluate_contrasts,
     evaluate_validity,
 )
-from harness.store import SUITE_FILE, iter_trial_files, write_json_atomic, write_text_atomic
+from harness.store import REPORT_DIR, SUITE_FILE, iter_trial_files, write_json_atomic, write_text_atomic
 from harness.terminal import format_table, format_value
 
-REPORT_DIR = "report"
 PLOTS_DIR = "plots"
 SUMMARY_FILE = "summary.json"
 TEXT_FILE = "verdicts.txt"

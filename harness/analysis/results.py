@@ -12,31 +12,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.analysis.stats import CONFIDENCE
-from harness.execution.trials import point_label, sweep_points
+from harness.metrics import Metric, metric_family
 from harness.store import SUITE_FILE, CorruptTrial, iter_trial_files, read_json, read_trial
-from harness.tasks.base import metric_family
+from harness.suite.points import point_label, sweep_points
 
 
 class ResultsError(ValueError):
     """A results folder that cannot be read; the message names the folder and the problem."""
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """A declared metric family as stored in suite.json."""
-
-    family: str
-    direction: str
-    unit: str
-    kind: str
-    description: str = ""
-    key: bool = False  # declared a key metric by the task: shown in tables and plots
-    axis: str = ""  # what the number after '@' means (plot axis label); "" when not declared
-    pairs_with: str | None = None  # a family plotted against this one over its axis
-
-    @property
-    def better_sign(self) -> int:
-        return {"higher": 1, "lower": -1}.get(self.direction, 0)
 
 
 @dataclass(frozen=True)
@@ -65,7 +47,7 @@ class RunResults:
     meta: dict[str, Any]
     finished: list[dict[str, Any]]
     failed: list[FailedTrial]
-    metric_specs: dict[str, MetricSpec] = field(init=False)
+    metric_specs: dict[str, Metric] = field(init=False)
     _cells: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -73,17 +55,7 @@ class RunResults:
         for trial in self.finished:  # one pass: analysis asks per (arm label, point) thousands of times
             self._cells.setdefault((trial["arm_label"], trial["point_label"]), []).append(trial)
         self.metric_specs = {
-            name: MetricSpec(
-                family=name,
-                direction=str(spec.get("direction", "none")),
-                unit=str(spec.get("unit", "")),
-                kind=str(spec.get("kind", "info")),
-                description=str(spec.get("description", "")),
-                key=bool(spec.get("key", False)),
-                axis=str(spec.get("axis") or ""),
-                pairs_with=spec.get("pairs_with") or None,
-            )
-            for name, spec in (self.meta.get("metrics") or {}).items()
+            name: Metric.from_stored(name, spec) for name, spec in (self.meta.get("metrics") or {}).items()
         }
 
     @property
@@ -114,10 +86,10 @@ class RunResults:
     def device_class(self) -> str:
         return str(self.meta.get("device_class", "cpu"))
 
-    def spec_for(self, key: str) -> MetricSpec:
+    def spec_for(self, key: str) -> Metric:
         """The declared family of a key; an undeclared key is informational (no verdict)."""
         family = metric_family(key)
-        return self.metric_specs.get(family) or MetricSpec(family, "none", "", "info")
+        return self.metric_specs.get(family) or Metric.undeclared(family)
 
     def is_key_metric(self, key: str) -> bool:
         """Declared key metrics and those the suite's claims and validity name; every directed
@@ -126,7 +98,7 @@ class RunResults:
         if spec.direction == "none" or spec.kind == "info":
             return False
         named = {c["metric"] for c in self.meta.get("claims") or []} | {(self.meta.get("validity") or {}).get("metric")}
-        if key in named or spec.family in named:
+        if key in named or spec.name in named:
             return True
         return spec.key or not any(s.key for s in self.metric_specs.values())
 

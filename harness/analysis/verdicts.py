@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from harness.analysis.results import MetricSpec, RunResults, metric_order
+from harness.analysis.results import RunResults, metric_order
 from harness.analysis.stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
-from harness.tasks.base import metric_family
+from harness.metrics import Metric, metric_family
 
 BETTER = "better"
 WORSE = "worse"
@@ -49,7 +49,7 @@ class ContrastRow:
     variant: ContrastVariant
     point: str
     key: str
-    spec: MetricSpec
+    spec: Metric
     difference: PairedDifference
     margin: float
     verdict: str

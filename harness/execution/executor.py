@@ -19,9 +19,9 @@ from typing import Any, ClassVar, Iterator, Mapping, Protocol, Sequence
 import torch
 
 from harness.devices import device_name, resolve_device
-from harness.execution.loop import NonFiniteLoss
-from harness.execution.seeding import seed_everything
 from harness.execution.trials import Trial, config_hash
+from harness.services.loop import NonFiniteLoss
+from harness.services.seeding import seed_everything
 from harness.store import SCHEMA_VERSION
 from harness.tasks import Task, TrialContext, load_task
 from harness.terminal import Console

@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from harness.analysis.report import REPORT_DIR
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
-from harness.execution.trials import Trial, arm_label, expand_trials, sweep_points
-from harness.store import RunFolder, clean_stray_tmp
+from harness.execution.trials import Trial, arm_label, expand_trials
+from harness.store import REPORT_DIR, RunFolder, clean_stray_tmp
 from harness.suite.loader import Suite
+from harness.suite.points import sweep_points
 from harness.tasks import Task
 from harness.terminal import Console
 from harness.tracking.environment import environment, provenance_texts, save_diff
@@ -59,13 +59,7 @@ def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
 def task_declarations(task: type[Task]) -> dict[str, Any]:
     """What suite.json says about the task's metrics and plots (analysis reads nothing else)."""
     return {
-        "metrics": {
-            m.name: {
-                "direction": m.direction, "unit": m.unit, "kind": m.kind, "description": m.description, "key": m.key,
-                "axis": m.axis, "pairs_with": m.pairs_with,
-            }
-            for m in task.metrics
-        },
+        "metrics": {m.name: m.as_stored() for m in task.metrics},
         "detail_scatters": [asdict(scatter) for scatter in task.detail_scatters],
         "pareto_views": [asdict(view) for view in task.pareto_views],
     }

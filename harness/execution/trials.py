@@ -2,23 +2,12 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from harness.suite.loader import Arm, Suite
-from harness.suite.schema import SweepAxes
-
-
-def sweep_points(axes: SweepAxes) -> list[dict[str, Any]]:
-    """Cartesian product of sweep axes in declaration order; one empty point without axes."""
-    names = list(axes)
-    return [dict(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
-
-
-def point_label(point: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in point.items())
+from harness.suite.points import point_label, sweep_points
 
 
 def arm_variants(arm: Arm) -> Iterator[dict[str, Any]]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from harness.reproduction.differences import Difference, MetricComparison, geometric_mean
+from harness.analysis.differences import Difference, MetricComparison, geometric_mean
 from harness.reproduction.reproduce import Outcome, Plan, differing_keys, regressed, result_word
 from harness.terminal import format_table
 

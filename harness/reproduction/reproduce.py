@@ -12,17 +12,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from pydantic import ValidationError
 
 import harness
-from harness.devices import device_class, resolve_device
-from harness.execution.executor import SerialExecutor, TrialJob
-from harness.execution.runner import device_description, task_declarations
-from harness.execution.trials import Trial
-from harness.reproduction.differences import (
+from harness.analysis.differences import (
     Difference,
     MetricComparison,
     compare_metrics,
@@ -30,6 +26,10 @@ from harness.reproduction.differences import (
     package_differences,
     trial_title,
 )
+from harness.devices import device_class, resolve_device
+from harness.execution.executor import SerialExecutor, TrialJob
+from harness.execution.runner import device_description, task_declarations
+from harness.execution.trials import Trial
 from harness.reproduction.mlflow_source import check_store, load_run, looks_like_run_id, parents_of
 from harness.reproduction.sources import Original, ReproduceError, load_path
 from harness.store import RunFolder, write_json_atomic
@@ -187,7 +187,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
         interrupted = True
     finally:
         console.close()
-    comparison = compare_metrics(original.records, records)
+    comparison = compare_metrics(original.records, records, metric_kinds)
     outcome = Outcome(folder.path, records, comparison, parent_id, time.perf_counter() - clock, interrupted,
                       plan.out_root / SUMMARY_FILE)
     write_json_atomic(outcome.summary_path, summary(plan, outcome))
@@ -342,3 +342,17 @@ def _run_status(outcome: Outcome) -> str:
 
 def _difference(difference: Difference) -> dict[str, str]:
     return {"key": difference.key, "recorded": difference.recorded, "here": difference.here}
+
+
+def metric_kinds(task: str) -> Callable[[str], str]:
+    """key -> declared kind; an undeclared key (or an unloadable task) must match exactly."""
+    try:
+        declared = load_task(task)
+    except UnknownTaskError:
+        return lambda key: "undeclared"
+
+    def kind(key: str) -> str:
+        metric = declared.metric_for(key)
+        return metric.kind if metric is not None else "undeclared"
+
+    return kind

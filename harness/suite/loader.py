@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import yaml
 from pydantic import ValidationError
 
+from harness.suite.points import point_label, sweep_points
 from harness.suite.schema import (
     ClaimSpec,
     CollectionSpec,
@@ -534,8 +535,6 @@ def _check_params(path: Path, node, suite: Suite, sweep_locs: dict[str | None, l
     """Validate every arm's merged params at every sweep point with the task's own schema, and
     refuse sweep values that validate to the same params (``[4, "4", 4.0]``): each would run the
     same trial again."""
-    from harness.execution.trials import point_label, sweep_points
-
     points = sweep_points(suite.sweep)
     point_index = _indexes(suite.sweep)
     for arm in suite.arms.values():

@@ -13,7 +13,7 @@ import types
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable, ClassVar, Iterator, Literal, Mapping, Protocol, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, ClassVar, Iterator, Mapping, TypeVar, Union, get_args, get_origin
 
 import annotated_types
 import numpy as np
@@ -21,59 +21,12 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
-from harness.execution.cache import artifact_key, artifact_path, load_or_build
-from harness.execution.loop import StepResult, fit
-from harness.execution.seeding import forked_rng, numpy_stream, torch_stream
+from harness.metrics import DetailScatter, Metric, ParetoView, metric_family
+from harness.services.cache import artifact_key, artifact_path, load_or_build
+from harness.services.loop import StepResult, TrialLogger, fit
+from harness.services.seeding import forked_rng, numpy_stream, torch_stream
 
-Direction = Literal["higher", "lower", "none"]
-MetricKind = Literal["quality", "speed", "memory", "info"]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A metric family. Reported keys may add a qualifier after '@' (``nmse@1024``)."""
-
-    name: str
-    direction: Direction
-    unit: str
-    kind: MetricKind
-    description: str = ""
-    key: bool = False  # shown in the end-of-run table
-    axis: str = ""  # what the number after '@' means, for plots: "context (tokens)"
-    pairs_with: str | None = None  # a family plotted against this one over its axis (state vs KV cache)
-
-    @property
-    def better_sign(self) -> int:
-        """+1 when larger is better, -1 when smaller is better, 0 when neither."""
-        return {"higher": 1, "lower": -1, "none": 0}[self.direction]
-
-
-@dataclass(frozen=True)
-class DetailScatter:
-    """A trial detail ``{x_key: [...], y_key: [...]}`` recorded under ``detail``: one point per item."""
-
-    detail: str
-    x_key: str
-    y_key: str
-    title: str
-    xlabel: str
-    ylabel: str
-
-
-@dataclass(frozen=True)
-class ParetoView:
-    """One point per arm variant: the mean of metric key ``y`` against the mean of ``x`` over seeds
-    (e.g. accuracy against the bytes an arm adds), with the 95% CI of ``y``."""
-
-    x: str
-    y: str
-    title: str
-
-
-def metric_family(key: str) -> str:
-    """``nmse@1024`` -> ``nmse``: the declared metric a reported key belongs to."""
-    return key.split("@", 1)[0]
 
 
 class TaskParams(BaseModel):
@@ -140,25 +93,6 @@ def unbounded_params(params: type[BaseModel]) -> list[str]:
     return unbounded
 
 
-class TrialLogger(Protocol):
-    """What a task may call while it runs (implemented by the executor)."""
-
-    def log_metric(self, key: str, value: float, step: int) -> None:
-        """A step metric (training curve); stored in the trial JSON and mirrored to MLflow."""
-
-    def record(self, key: str, value: Any) -> None:
-        """JSON-able detail kept with the trial (per-document values for pairing, tables)."""
-
-    def progress(self, total: int, description: str = "") -> "ProgressHandle":
-        """A progress bar inside the trial (e.g. over training steps)."""
-
-
-class ProgressHandle(Protocol):
-    def advance(self, n: int = 1) -> None: ...
-
-    def close(self) -> None: ...
-
-
 @dataclass
 class TrialContext:
     """Everything a trial gets from the spine besides its params, and the services tasks share:
@@ -210,7 +144,7 @@ class TrialContext:
     def fit(
         self, steps: int, step: Callable[[int], StepResult], name: str = "train", log_every: int = 1
     ) -> dict[str, float]:
-        """Run a training loop (see ``harness.execution.loop.fit``); its final values are recorded
+        """Run a training loop (see ``harness.services.loop.fit``); its final values are recorded
         under the detail ``fit`` and returned."""
         final = fit(self.logger, steps, step, name, log_every)
         self._record("fit", name, {"steps": steps, "final": final})

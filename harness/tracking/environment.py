@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from harness.devices import cpu_capability, cpu_model, device_name
-from harness.execution.seeding import determinism_settings
+from harness.services.seeding import determinism_settings
 from harness.store import write_text_atomic
 
 PACKAGES_FILE = "packages.txt"

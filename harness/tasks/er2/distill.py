@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.execution.loop import optimizer_step
+from harness.services.loop import optimizer_step
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 
 HARD_FRACTION = 0.25

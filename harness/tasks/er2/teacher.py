@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.execution.loop import optimizer_step
-from harness.execution.seeding import global_rng_from
+from harness.services.loop import optimizer_step
+from harness.services.seeding import global_rng_from
 from harness.mechanisms.pdelta.recurrence import softmax_reference
 from harness.tasks.base import TrialContext
 

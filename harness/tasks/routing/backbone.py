@@ -28,8 +28,8 @@ from harness.mechanisms.routing.msa import (
     create_msa_layers,
     msa_layer_indices,
 )
-from harness.execution.loop import optimizer_step
-from harness.execution.seeding import global_rng_from
+from harness.services.loop import optimizer_step
+from harness.services.seeding import global_rng_from
 from harness.measure.timing import throughput
 from harness.tasks.base import TrialContext
 from harness.tasks.routing.workload import Layout, QueryBatch, make_documents, make_queries

@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
-from harness.execution.loop import optimizer_step
+from harness.services.loop import optimizer_step
 from harness.mechanisms.routing.msa import RouterProjector, routing_contrastive_loss
 from harness.mechanisms.routing.precision_router import (
     MeanPoolRouter,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.execution.seeding import NumpyStreams
+from harness.services.seeding import NumpyStreams
 from harness.tasks.vocab.corpus import PAD, Corpus, ParallelSet
 
 

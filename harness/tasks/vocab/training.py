@@ -11,7 +11,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from harness.execution.loop import optimizer_step
+from harness.services.loop import optimizer_step
 from harness.mechanisms.vocab.embedder import StaticEmbedder, symmetric_info_nce
 from harness.tasks.base import TrialContext
 from harness.tasks.vocab.corpus import ParallelSet

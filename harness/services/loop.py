@@ -6,14 +6,30 @@ update and returns the loss (or a dict of named values); ``fit`` owns everything
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from harness.tasks.base import TrialLogger
-
 StepResult = float | Mapping[str, float]
+
+
+class TrialLogger(Protocol):
+    """What a task may call while it runs (implemented by the executor)."""
+
+    def log_metric(self, key: str, value: float, step: int) -> None:
+        """A step metric (training curve); stored in the trial JSON and mirrored to MLflow."""
+
+    def record(self, key: str, value: Any) -> None:
+        """JSON-able detail kept with the trial (per-document values for pairing, tables)."""
+
+    def progress(self, total: int, description: str = "") -> "ProgressHandle":
+        """A progress bar inside the trial (e.g. over training steps)."""
+
+
+class ProgressHandle(Protocol):
+    def advance(self, n: int = 1) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class NonFiniteLoss(RuntimeError):
@@ -21,7 +37,7 @@ class NonFiniteLoss(RuntimeError):
 
 
 def fit(
-    logger: "TrialLogger", steps: int, step: Callable[[int], StepResult], name: str, log_every: int = 1
+    logger: TrialLogger, steps: int, step: Callable[[int], StepResult], name: str, log_every: int = 1
 ) -> dict[str, float]:
     """Run ``step`` for indices 0..steps-1; curves ``<name>/<value>`` every log_every steps and at the last.
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from harness.tasks import UnknownTaskError, load_task
 
 NOT_RECORDED = "not recorded"
 ABSENT = "absent"
@@ -121,8 +120,10 @@ class MetricComparison:
         }
 
 
-def compare_metrics(original: Iterable[Mapping[str, Any]], reproduced: Iterable[Mapping[str, Any]]) -> MetricComparison:
-    """Match trials by id and compare every final metric either side reported."""
+def compare_metrics(original: Iterable[Mapping[str, Any]], reproduced: Iterable[Mapping[str, Any]],
+                    metric_kinds: Callable[[str], Callable[[str], str]]) -> MetricComparison:
+    """Match trials by id and compare every final metric either side reported; ``metric_kinds(task)``
+    gives the declared kind of a key (speed is compared apart, everything else exactly)."""
     again = {r["trial_id"]: r for r in reproduced}
     exact: list[MetricCheck] = []
     speed: list[MetricCheck] = []
@@ -137,7 +138,7 @@ def compare_metrics(original: Iterable[Mapping[str, Any]], reproduced: Iterable[
         if record.get("status") != other.get("status"):
             changes.append(Difference(title, str(record.get("status")), _status(other)))
             continue
-        kinds = _metric_kinds(str(record["task"]))
+        kinds = metric_kinds(str(record["task"]))
         before, after = record.get("metrics") or {}, other.get("metrics") or {}
         for key in sorted(before.keys() | after.keys()):
             kind = kinds(key)
@@ -156,20 +157,6 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     if not positive:
         return None
     return math.exp(sum(math.log(v) for v in positive) / len(positive))
-
-
-def _metric_kinds(task: str):
-    """key -> declared kind; an undeclared key (or an unloadable task) must match exactly."""
-    try:
-        declared = load_task(task)
-    except UnknownTaskError:
-        return lambda key: "undeclared"
-
-    def kind(key: str) -> str:
-        metric = declared.metric_for(key)
-        return metric.kind if metric is not None else "undeclared"
-
-    return kind
 
 
 def _status(record: Mapping[str, Any]) -> str:

@@ -1,0 +1,83 @@
+"""What a task declares about its outputs: metric families and plot hints.
+
+One definition serves both ends: a task declares ``Metric`` objects, the run stores them in
+suite.json (``as_stored``), and analysis reads them back (``from_stored``) without importing the
+task, so reports and gates work on results from tasks that are not installed here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+Direction = Literal["higher", "lower", "none"]
+MetricKind = Literal["quality", "speed", "memory", "info"]
+
+
+def metric_family(key: str) -> str:
+    """``nmse@1024`` -> ``nmse``: the declared metric a reported key belongs to."""
+    return key.split("@", 1)[0]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric family. Reported keys may add a qualifier after '@' (``nmse@1024``)."""
+
+    name: str
+    direction: Direction
+    unit: str
+    kind: MetricKind
+    description: str = ""
+    key: bool = False  # shown in the end-of-run table
+    axis: str = ""  # what the number after '@' means, for plots: "context (tokens)"
+    pairs_with: str | None = None  # a family plotted against this one over its axis (state vs KV cache)
+
+    @property
+    def better_sign(self) -> int:
+        """+1 when larger is better, -1 when smaller is better, 0 when neither."""
+        return {"higher": 1, "lower": -1}.get(self.direction, 0)
+
+    def as_stored(self) -> dict[str, Any]:
+        """The declaration as suite.json keeps it, under the family's name."""
+        return {"direction": self.direction, "unit": self.unit, "kind": self.kind, "description": self.description,
+                "key": self.key, "axis": self.axis, "pairs_with": self.pairs_with}
+
+    @classmethod
+    def from_stored(cls, name: str, stored: Mapping[str, Any]) -> Metric:
+        """Read a stored declaration back; fields a run written before they existed fall back to neutral."""
+        return cls(
+            name=name,
+            direction=str(stored.get("direction", "none")),  # type: ignore[arg-type]
+            unit=str(stored.get("unit", "")),
+            kind=str(stored.get("kind", "info")),  # type: ignore[arg-type]
+            description=str(stored.get("description", "")),
+            key=bool(stored.get("key", False)),
+            axis=str(stored.get("axis") or ""),
+            pairs_with=stored.get("pairs_with") or None,
+        )
+
+    @classmethod
+    def undeclared(cls, name: str) -> Metric:
+        """A reported key no declaration covers: no direction, informational."""
+        return cls(name, "none", "", "info")
+
+
+@dataclass(frozen=True)
+class DetailScatter:
+    """A trial detail ``{x_key: [...], y_key: [...]}`` recorded under ``detail``: one point per item."""
+
+    detail: str
+    x_key: str
+    y_key: str
+    title: str
+    xlabel: str
+    ylabel: str
+
+
+@dataclass(frozen=True)
+class ParetoView:
+    """One point per arm variant: the mean of metric key ``y`` against the mean of ``x`` over seeds
+    (e.g. accuracy against the bytes an arm adds), with the 95% CI of ``y``."""
+
+    x: str
+    y: str
+    title: str
