@@ -69,7 +69,7 @@ BREAKS = (
           "            return projected, gate, gain * gate * projected\n",
           "            return projected, gate, 0.0 * projected\n", ("er2", "er2_mqar"),
           "the compressed residual memory contributes nothing to the output"),
-    Break("er2-decay-one-token-late", "er2", "harness/mechanisms/pdelta/recurrence.py",
+    Break("er2-decay-one-token-late", "er2", "harness/mechanisms/pdelta/ops/chunk.py",
           "    scale = split(log_decay).cumsum(dim=3).exp()  # c_t: decay from the chunk start to t inclusive\n",
           "    scale = (split(log_decay).cumsum(dim=3) - split(log_decay)).exp()\n", ("er2", "er2_mqar"),
           "the chunked recurrence applies each token's decay one token late"),

@@ -4,10 +4,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.mechanisms.pdelta.er import causal_value_conv_step, causal_value_conv_stream, value_conv_taps
+from harness.mechanisms.pdelta.er import (
+    causal_value_conv_step,
+    causal_value_conv_stream,
+    value_conv_taps,
+)
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
-from harness.mechanisms.pdelta.fused_decode import KernelUnavailable, load_kernel
+from harness.mechanisms.pdelta.ops.fused_decode import KernelUnavailable, load_kernel
 
 SMALL = dict(num_heads=6, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
 KINDS = ["fused", "eager"]
@@ -192,6 +196,6 @@ def test_decoder_falls_back_to_eager_where_the_kernel_cannot_be_built(monkeypatc
 
 def test_the_kernel_source_ships_with_the_package():
     """An installed harness must carry er2_decode.c (package data), or every machine decodes eagerly."""
-    from harness.mechanisms.pdelta.fused_decode import SOURCE
+    from harness.mechanisms.pdelta.ops.fused_decode import SOURCE
 
     assert SOURCE.is_file() and b"er2_decode_step" in SOURCE.read_bytes()

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_pdelta_decode import SMALL, _decoder, _perturb, _qkv
 
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.fused_decode import FLAGS, SOURCE
-
-from test_pdelta_decode import SMALL, _decoder, _perturb, _qkv
+from harness.mechanisms.pdelta.ops.fused_decode import FLAGS, SOURCE
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("cc") is None,
                                 reason="needs an x86-64 CPU and a C compiler")

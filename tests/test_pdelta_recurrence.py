@@ -7,12 +7,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.pdelta.features import PDelta2Core, precondition_chunked, precondition_reference
-from harness.mechanisms.pdelta.recurrence import (
-    delta_recurrence,
-    delta_token_reference,
+from harness.mechanisms.pdelta.features import PDelta2Core
+from harness.mechanisms.pdelta.ops.attention import (
     local_window_attention,
     softmax_reference,
+)
+from harness.mechanisms.pdelta.ops.chunk import delta_recurrence, precondition_chunked
+from harness.mechanisms.pdelta.ops.naive import (
+    delta_token_reference,
+    precondition_reference,
 )
 
 

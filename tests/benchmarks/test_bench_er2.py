@@ -12,7 +12,9 @@ import torch
 import torch.nn.functional as F
 
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.recurrence import delta_recurrence, delta_token_reference, softmax_reference
+from harness.mechanisms.pdelta.ops.attention import softmax_reference
+from harness.mechanisms.pdelta.ops.chunk import delta_recurrence
+from harness.mechanisms.pdelta.ops.naive import delta_token_reference
 
 STEPS = 2048
 

@@ -1,5 +1,14 @@
-"""PDelta2 stack: delta-rule recurrence, PDelta2 core, ER helpers and the ER2 layer."""
-from harness.mechanisms.pdelta.er2 import ER2State, SelectiveCompressedPDelta2Layer, hard_error_mask, normalized_hard_weights
+"""PDelta2 stack, as flash-linear-attention lays out a recurrent layer: ``ops/`` holds the math in its
+forms (``naive`` token-by-token references, ``chunk`` chunked forms, ``fused_decode`` the C decode
+step), and the modules here build layers on them: ``features`` (the PDelta2 core), ``er`` (value
+convolution, retention spectra), ``er2`` (the ER2 layer and its training losses), ``decode`` (its
+one-token decoder)."""
+from harness.mechanisms.pdelta.er2 import (
+    ER2State,
+    SelectiveCompressedPDelta2Layer,
+    hard_error_mask,
+    normalized_hard_weights,
+)
 from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
 
 __all__ = [

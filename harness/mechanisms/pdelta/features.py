@@ -13,10 +13,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.mechanisms.pdelta.recurrence import check_chunk_size, delta_recurrence
+from harness.mechanisms.pdelta.ops.chunk import delta_recurrence, precondition_chunked
+from harness.mechanisms.pdelta.ops.common import (
+    DENOMINATOR_FLOOR,
+    check_chunk_size,
+    curvature_scaling,
+)
 
-CURVATURE_FLOOR = 1e-4  # keeps log(curvature) finite for keys never seen
-DENOMINATOR_FLOOR = 1e-4  # keeps the normalised write finite when k.num is near -1
 NORMALIZE_EPS = 1e-12  # F.normalize's default
 
 
@@ -26,83 +29,6 @@ class PDeltaState:
 
     memory: Tensor  # [B, Hkv, F, D]
     curvature: Tensor  # [B, Hkv, F]
-
-
-def _curvature_scaling(curvature: Tensor, log_x: Tensor, center: Tensor) -> Tensor:
-    """Per-feature factor in [1/x, x]: below one where keys have often been large (high curvature)."""
-    relative = torch.log(curvature + CURVATURE_FLOOR) - center
-    return torch.exp(log_x * (relative / (-1.0 - relative.abs())))  # exp(-log_x * squashed), one kernel fewer
-
-
-def _preconditioned_key(key: Tensor, curvature: Tensor, log_x: Tensor, center: Tensor) -> Tensor:
-    """Scale each feature down where keys have often been large (high curvature), then normalise."""
-    numerator = _curvature_scaling(curvature, log_x, center) * key
-    denominator = (1.0 + (key * numerator).sum(dim=-1, keepdim=True)).clamp_min(DENOMINATOR_FLOOR)
-    return numerator / denominator
-
-
-def precondition_step(
-    key: Tensor, curvature: Tensor, alpha: Tensor, beta: Tensor, log_x: Tensor, center: Tensor
-) -> tuple[Tensor, Tensor]:
-    """One token: the key [B,Hkv,F] preconditioned by the curvature before it, then the curvature updated."""
-    return _preconditioned_key(key, curvature, log_x, center), alpha * curvature + beta * key.square()
-
-
-def precondition_reference(
-    kp: Tensor, curvature: Tensor, alpha: Tensor, beta: Tensor, log_x: Tensor, center: Tensor
-) -> tuple[Tensor, Tensor]:
-    """Token-by-token oracle: key t sees the curvature accumulated from keys before it."""
-    keys = []
-    for t in range(kp.shape[2]):
-        key, curvature = precondition_step(kp[:, :, t], curvature, alpha, beta, log_x, center)
-        keys.append(key)
-    return torch.stack(keys, dim=2), curvature
-
-
-def precondition_chunked(
-    kp: Tensor,
-    curvature: Tensor,
-    alpha: Tensor,
-    beta: Tensor,
-    log_x: Tensor,
-    center: Tensor,
-    chunk_size: int = 32,
-) -> tuple[Tensor, Tensor]:
-    """Within a chunk the curvature seen by each token is a closed form; only chunks recur.
-
-    C_t = alpha^t C0 + beta * sum_{j<t} alpha^(t-1-j) k_j^2 for t = 0..n: the key sums are taken for
-    all chunks at once, then only the curvature entering each chunk (row n of the previous one) recurs.
-    Zero padding of a ragged last chunk only touches rows after its last real token.
-    """
-    chunk_size = check_chunk_size(chunk_size)
-    if kp.ndim != 4 or curvature.shape != (kp.shape[0], kp.shape[1], kp.shape[3]):
-        raise ValueError(
-            f"inconsistent shapes: kp {tuple(kp.shape)} needs curvature [B,Hkv,F], got {tuple(curvature.shape)}"
-        )
-    batch, kv_heads, steps, features = kp.shape
-    n = min(chunk_size, max(steps, 1))  # every chunk size gives the same result: skip padding work
-    pad = (-steps) % n
-    chunks = (steps + pad) // n
-    log_alpha = alpha.log()  # [Hkv, F]
-    positions = torch.arange(n + 1, device=kp.device, dtype=kp.dtype)
-    lags = positions[:, None] - 1 - positions[None, :n]  # t - 1 - j, [n+1, n]
-    decay_powers = torch.exp(log_alpha[..., None, None] * lags.clamp_min(0))  # [Hkv, F, n+1, n]
-    decay_powers = decay_powers * (lags >= 0)
-    start_powers = torch.exp(log_alpha[..., None, :] * positions[:, None])  # [Hkv, n+1, F]
-
-    chunked = F.pad(kp, (0, 0, 0, pad)).reshape(batch, kv_heads, chunks, n, features)
-    key_sums = beta[None, :, None, None] * torch.einsum("hftj,bhcjf->bhctf", decay_powers, chunked.square())
-    entering = []
-    for c in range(chunks):
-        entering.append(curvature)
-        curvature = start_powers[None, :, n] * curvature + key_sums[:, :, c, n]
-    seen = start_powers[None, :, None, :n] * torch.stack(entering, dim=2)[:, :, :, None] + key_sums[:, :, :, :n]
-    keys = _preconditioned_key(chunked, seen, log_x[:, None, None, :], center[:, None, None, :])
-    keys = keys.reshape(batch, kv_heads, chunks * n, features)[:, :, :steps]
-    if pad:  # the last chunk ends at its last real token, not after the padding
-        last = steps - (chunks - 1) * n
-        curvature = start_powers[None, :, last] * entering[-1] + key_sums[:, :, -1, last]
-    return keys, curvature
 
 
 def _logit(p: float) -> float:
@@ -324,7 +250,7 @@ class CoreDecoder:
         curvature = torch.cat([s.curvature for s in states], dim=2).unsqueeze(2)  # [B, Hkv, 1, F_total]
         key, forget, erase_gate = (kn @ self.key_maps).add_(self.key_bias).chunk(3, dim=-1)  # [B, Hkv, 1, F_total]
         key = key / ((key.square() @ membership_t).clamp_min(NORMALIZE_EPS**2).sqrt() @ membership)
-        numerator = _curvature_scaling(curvature, self.log_x, self.center) * key
+        numerator = curvature_scaling(curvature, self.log_x, self.center) * key
         denominator = ((key * numerator) @ membership_t).add_(1.0).clamp_min_(DENOMINATOR_FLOOR)
         preconditioned = numerator / (denominator @ membership)
         new_curvature = torch.addcmul(self.alpha * curvature, self.beta, key.square())

@@ -20,7 +20,8 @@ from torch import Tensor
 
 from harness.measure.memory import tensor_bytes
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.recurrence import MAX_CHUNK, local_window_attention
+from harness.mechanisms.pdelta.ops.attention import local_window_attention
+from harness.mechanisms.pdelta.ops.common import MAX_CHUNK
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
 from harness.tasks.er2.consistency import decode_prefill_agreement
 from harness.tasks.er2.distill import distil_step, fidelity, output_fidelity

@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from harness.mechanisms.pdelta.ops.attention import softmax_reference
 from harness.services.loop import optimizer_step
 from harness.services.seeding import global_rng_from
-from harness.mechanisms.pdelta.recurrence import softmax_reference
 from harness.tasks.base import TrialContext
 
 Mixer = Callable[[Tensor, Tensor, Tensor], Tensor]  # (q, k, v) -> attention output [B,Hq,T,D]
