@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
-SCHEMA_VERSION = 1
+from harness.record import FINISHED, RecordError, TrialRecord, from_json, to_json
+
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 SUITE_FILE = "suite.json"
@@ -85,7 +86,7 @@ class RunFolder:
     def trial_path(self, trial_id: str) -> Path:
         return self.trials_dir / f"{trial_id}.json"
 
-    def finished(self, trial_id: str) -> dict | None:
+    def finished(self, trial_id: str) -> TrialRecord | None:
         """The stored record if this trial already finished, else None (failed trials rerun)."""
         path = self.trial_path(trial_id)
         if not path.exists():
@@ -94,12 +95,12 @@ class RunFolder:
             record = read_trial(path)
         except CorruptTrial:
             return None
-        return record if record.get("status") == "finished" else None
+        return record if record["status"] == FINISHED else None
 
-    def load_trials(self) -> tuple[dict[str, dict], list[tuple[Path, str]]]:
+    def load_trials(self) -> tuple[dict[str, TrialRecord], list[tuple[Path, str]]]:
         """Every readable trial record by id, and the corrupt files, each moved aside to
         ``<id>.json.corrupt`` (out of every reader's way) with the reason: their trials rerun."""
-        records: dict[str, dict] = {}
+        records: dict[str, TrialRecord] = {}
         corrupt: list[tuple[Path, str]] = []
         for path in iter_trial_files(self.path):
             try:
@@ -112,9 +113,11 @@ class RunFolder:
             records[record["trial_id"]] = record
         return records, corrupt
 
-    def save_trial(self, record: dict) -> Path:
-        path = self.trial_path(record["trial_id"])
-        write_json_atomic(path, record)
+    def save_trial(self, record: TrialRecord) -> Path:
+        """Checked before it is written (``record.to_json``): a malformed record never reaches the store."""
+        document = to_json(record)
+        path = self.trial_path(document["trial_id"])
+        write_json_atomic(path, document)
         return path
 
     def save_suite(self, meta: dict) -> Path:
@@ -129,7 +132,7 @@ class CorruptTrial(ValueError):
     """A trial file that is not a trial record (truncated by hand, overwritten, not UTF-8 JSON)."""
 
 
-def read_trial(path: Path) -> dict:
+def read_trial(path: Path) -> TrialRecord:
     """A trial record, or CorruptTrial saying why the file is not one."""
     try:
         record = read_json(path)
@@ -141,7 +144,10 @@ def read_trial(path: Path) -> dict:
         raise CorruptTrial(f"holds {type(record).__name__ if record is not None else 'null'}, not a trial record")
     if record.get("trial_id") != path.stem or "status" not in record:
         raise CorruptTrial("not a trial record (trial_id or status missing or wrong)")
-    return record
+    try:
+        return from_json(record)
+    except RecordError as exc:
+        raise CorruptTrial(f"not a trial record ({exc})") from None
 
 
 def clean_stray_tmp(*folders: Path, min_age: float = 0.0, skip: Path | None = None) -> int:
@@ -184,11 +190,3 @@ def iter_runs(path: Path) -> list[Path]:
 
 def iter_trial_files(run_dir: Path) -> Iterator[Path]:
     yield from sorted((Path(run_dir) / TRIALS_DIR).glob("*.json"))
-
-
-def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
-    """suite.json and every trial record of one run folder."""
-    run_dir = Path(run_dir)
-    meta = read_json(run_dir / SUITE_FILE)
-    trials = [read_json(p) for p in iter_trial_files(run_dir)]
-    return meta, trials

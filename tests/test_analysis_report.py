@@ -14,6 +14,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from records import make_record
 
 from harness.analysis.claims import evaluate_claims
 from harness.analysis.report import analyse, build_report, render_report, render_verdict_table, summary
@@ -21,7 +22,6 @@ from harness.analysis.results import load_results
 from harness.analysis.stats import paired_difference
 from harness.analysis.verdicts import evaluate_validity, verdict
 from harness.cli import main
-from harness.suite.points import point_label
 from harness.store import RunFolder
 
 SEEDS = [0, 1, 2, 3, 4]
@@ -61,14 +61,12 @@ def suite_meta(**overrides: Any) -> dict[str, Any]:
 
 def record(arm: str, seed: int, metrics: dict[str, float], label: str | None = None, point: dict | None = None,
            status: str = "finished", error: str | None = None, **extra: Any) -> dict[str, Any]:
-    point = point or {}
+    """The fields of one record; ``write_run`` names it and checks it (``make_record``)."""
     return {
-        "schema": 1, "suite": "synth", "profile": "default", "task": "synth", "task_version": "1",
-        "arm": arm, "arm_label": label or arm, "seed": seed, "point": point, "point_label": point_label(point),
-        "params": {}, "status": status, "error": error, "metrics": metrics if status == "finished" else {},
-        "curves": extra.get("curves", {}), "details": extra.get("details", {}),
-        "environment": {"device": "cpu", "git_commit": "0" * 40}, "started_at": "2026-01-01T00:00:00+00:00",
-        "wall_seconds": 1.0,
+        "arm": arm, "arm_label": label or arm, "seed": seed, "point": point or {}, "status": status, "error": error,
+        "metrics": metrics if status == "finished" else {}, "curves": extra.get("curves", {}),
+        "details": extra.get("details", {}), "environment": {"device": "cpu", "git_commit": "0" * 40},
+        "started_at": "2026-01-01T00:00:00+00:00", "wall_seconds": 1.0,
     }
 
 
@@ -76,7 +74,7 @@ def write_run(root: Path, meta: dict[str, Any], records: list[dict[str, Any]]) -
     folder = RunFolder(root, meta["suite"], meta["profile"])
     folder.save_suite(meta)
     for n, rec in enumerate(records):
-        folder.save_trial({**rec, "suite": meta["suite"], "profile": meta["profile"], "trial_id": f"t{n:04d}"})
+        folder.save_trial(make_record(f"t{n:04d}", **{**rec, "suite": meta["suite"], "profile": meta["profile"]}))
     return folder.path
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from records import make_record
 
 from harness.analysis.stats import paired_difference, t_quantile, welch_difference
 from harness.cli import main
@@ -46,12 +47,8 @@ def make_run(root: Path, seeds, treat_gain: float, suite: str = "synth") -> Path
     for seed in seeds:
         control = 0.80 + 0.01 * seed
         for arm, acc in (("control", control), ("treat", control + treat_gain + 0.002 * (seed % 3))):
-            folder.save_trial({
-                "schema": 1, "trial_id": f"{arm}-{seed}", "suite": suite, "profile": "default", "task": "synth",
-                "task_version": "1", "arm": arm, "arm_label": arm, "seed": seed, "point": {}, "point_label": "",
-                "params": {}, "status": "finished", "error": None, "metrics": {"acc": acc, "qps": 1000.0 + seed},
-                "curves": {}, "details": {}, "environment": {"git_commit": "a" * 40},
-            })
+            folder.save_trial(make_record(f"{arm}-{seed}", arm, seed, suite=suite, environment={"git_commit": "a" * 40},
+                                          metrics={"acc": acc, "qps": 1000.0 + seed}))
     return folder.path
 
 
@@ -104,6 +101,7 @@ def test_different_seeds_are_compared_unpaired(tmp_path):
         2 * t_quantile(0.975, expected.df) * math.sqrt(2 * 0.0001 * 5 / 3 / 4))
 
 
+@pytest.mark.integration  # two suite runs
 def test_two_toy_runs_with_different_seeds_and_profiles(tmp_path, toy_suite):
     runs = (("a", ["--profile", "smoke", "--seeds", "0,1"]), ("b", ["--profile", "smoke", "--seeds", "2,3"]),
             ("default", ["--seeds", "0"]))

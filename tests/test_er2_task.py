@@ -35,6 +35,7 @@ def test_registered_and_params_validated():
         ER2Task.validate_params({"unknown_knob": 1})
 
 
+@pytest.mark.integration  # the real task end to end
 def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
     params = dict(TINY, residual_mode="compressed", measure_speed=True, speed_min_time=0.001, speed_contexts=[32, 64])
     first = run_single(ER2Task, params, seed=0, work_root=tmp_path)
@@ -70,6 +71,7 @@ def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
     assert _quality(second) == _quality(first)
 
 
+@pytest.mark.integration  # the real task end to end
 def test_arms_share_teacher_and_differ(tmp_path: Path):
     none = run_single(ER2Task, dict(TINY, residual_mode="none"), seed=1, work_root=tmp_path)
     raw = run_single(ER2Task, dict(TINY, residual_mode="raw"), seed=1, work_root=tmp_path)
@@ -80,6 +82,7 @@ def test_arms_share_teacher_and_differ(tmp_path: Path):
     assert none["metrics"]["gate_mean"] == 0.0 and raw["metrics"]["gate_mean"] == 1.0
 
 
+@pytest.mark.integration  # the real task end to end
 def test_control_arms_share_the_teacher_and_bracket_the_range(tmp_path: Path):
     """teacher: the unchanged LM; zero: the layer removed (its cost is what every arm reports); window:
     a sliding window whose KV cache fits in the ER2 state's bytes."""
@@ -98,6 +101,7 @@ def test_control_arms_share_the_teacher_and_bracket_the_range(tmp_path: Path):
     assert guess_on_text["status"] == "failed" and "recall workload" in guess_on_text["error"]
 
 
+@pytest.mark.integration  # the real task end to end
 def test_recall_workload_end_to_end(tmp_path: Path):
     record = run_single(ER2Task, dict(TINY, workload="recall", recall_pairs=4, residual_mode="raw"), seed=0,
                         work_root=tmp_path)

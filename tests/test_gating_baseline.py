@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import pytest
 from click.testing import CliRunner
+from records import make_record
 
 from harness.cli import main
 from harness.store import RunFolder
@@ -53,16 +54,15 @@ def make_run(root: Path, edit: Callable[[dict[str, dict[str, float]]], None] | N
     for arm, metrics in values.items():
         for seed in seeds:
             broken = failed and arm == "treat" and seed == 1
-            folder.save_trial({
-                "schema": 1, "trial_id": f"{arm}-{seed}", "suite": suite, "profile": profile, "arm": arm, "arm_label": arm,
-                "seed": seed, "point": {}, "point_label": "", "params": {},
-                "status": "failed" if broken else "finished", "error": "RuntimeError: boom" if broken else None,
+            folder.save_trial(make_record(
+                f"{arm}-{seed}", arm, seed, suite=suite, profile=profile,
+                status="failed" if broken else "finished", error="RuntimeError: boom" if broken else None,
                 # seed noise of sd ~0.007 (treat) and ~0.014 (control): gate tolerances come from it
-                "metrics": {} if broken else {k: v + (SEED_NOISE[arm] * seed if METRICS[k]["kind"] == "quality" else 0.0)
+                metrics={} if broken else {k: v + (SEED_NOISE[arm] * seed if METRICS[k]["kind"] == "quality" else 0.0)
                                               for k, v in metrics.items()},
-                "curves": {}, "environment": {"git_commit": "f" * 40, **(environment or {})},
-                "details": {"speed_measured_under_load": True, "concurrent_trials": 2} if under_load else {},
-            })
+                curves={}, environment={"git_commit": "f" * 40, **(environment or {})},
+                details={"speed_measured_under_load": True, "concurrent_trials": 2} if under_load else {},
+            ))
     return folder.path
 
 

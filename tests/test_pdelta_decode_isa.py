@@ -21,8 +21,11 @@ from test_pdelta_decode import SMALL, _decoder, _perturb, _qkv
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.ops.fused_decode import FLAGS, SOURCE
 
-pytestmark = pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("cc") is None,
-                                reason="needs an x86-64 CPU and a C compiler")
+pytestmark = [
+    pytest.mark.integration,  # builds the kernel twice
+    pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("cc") is None,
+                       reason="needs an x86-64 CPU and a C compiler"),
+]
 
 
 def _build(folder: Path, march: str) -> ctypes.CDLL:
@@ -35,16 +38,21 @@ def _build(folder: Path, march: str) -> ctypes.CDLL:
     return kernel
 
 
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory) -> dict[str, ctypes.CDLL]:
+    folder = tmp_path_factory.mktemp("kernels")
+    return {"native": _build(folder, "native"), "generic": _build(folder, "x86-64")}
+
+
 @pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
-def test_native_and_baseline_isa_builds_decode_the_same_bits(tmp_path, mode):
+def test_native_and_baseline_isa_builds_decode_the_same_bits(builds, mode):
     layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype="fp32")
     _perturb(layer, scale=0.3)
     q, k, v = _qkv(6, 2, 48, seed=5)
-    native, generic = _build(tmp_path, "native"), _build(tmp_path, "x86-64")
     outputs = {}
     with torch.no_grad():
         _, prefilled = layer(q[:, :, :8], k[:, :, :8], v[:, :, :8], return_state=True)
-        for name, kernel in (("native", native), ("generic", generic)):
+        for name, kernel in builds.items():
             decoder = _decoder(layer, "fused")
             decoder.fused.call = kernel.er2_decode_step
             state, steps = prefilled, []

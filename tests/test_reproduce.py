@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.tracking.mlflow_tracker import default_tracking_uri
 
+pytestmark = pytest.mark.integration  # runs the toy suite, then reruns it
+
 TOY_NOISE_LINE = "y = (x @ truth + 0.5 * torch.randn"
 
 

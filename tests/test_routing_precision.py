@@ -2,6 +2,8 @@
 lower token precision than visible ones, and precision falls as the per-token loss rises."""
 from __future__ import annotations
 
+import pytest
+
 import torch
 
 from harness.mechanisms.routing.model import (
@@ -22,6 +24,7 @@ def _sequences(n: int, generator: torch.Generator) -> torch.Tensor:
     return torch.stack([first, (first + 1) % 12], dim=-1).flatten(1)
 
 
+@pytest.mark.integration  # trains a backbone
 def test_trained_precision_is_lower_where_tokens_are_masked_and_loss_is_high() -> None:
     torch.manual_seed(0)
     config = PCSHOConfig(vocab_size=12, max_seq_len=12, d_model=32, n_heads=2, n_layers=2, d_ff=64,

@@ -22,6 +22,7 @@ TINY = {
 }
 
 
+@pytest.mark.integration  # the real task end to end
 @pytest.mark.parametrize("router", ["precision", "oracle"])
 def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, tmp_path: Path) -> None:
     params = {**TINY, "router": router}

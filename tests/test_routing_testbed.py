@@ -42,6 +42,7 @@ def test_names_from_a_space_too_large_to_permute_are_distinct_and_prefix_stable(
     assert torch.equal(few, many[:300])
 
 
+@pytest.mark.integration  # trains the routers
 def test_routers_never_train_on_the_documents_they_are_evaluated_on(tmp_path: Path, monkeypatch) -> None:
     seen: dict[str, torch.Tensor] = {}
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from records import make_record
+from toy_task import ToyTask
 
 from harness.execution.executor import run_single
 from harness.execution.trials import Trial
 from harness.store import RunFolder, write_json_atomic
-from toy_task import ToyTask
 
 
 def make_trial(**overrides) -> Trial:
@@ -39,14 +40,14 @@ def test_atomic_write_keeps_old_file_when_serialisation_fails(tmp_path):
 
 def test_nan_metric_values_are_stored_as_null(tmp_path):
     folder = RunFolder(tmp_path, "s", "default")
-    folder.save_trial({"trial_id": "x", "status": "finished", "metrics": {"auroc": float("nan")}})
+    folder.save_trial(make_record("x", metrics={"auroc": float("nan")}))
     assert json.loads(folder.trial_path("x").read_text())["metrics"]["auroc"] is None
 
 
 def test_failed_records_are_not_treated_as_finished(tmp_path):
     folder = RunFolder(tmp_path, "s", "default")
-    folder.save_trial({"trial_id": "x", "status": "failed"})
-    folder.save_trial({"trial_id": "y", "status": "finished"})
+    folder.save_trial(make_record("x", status="failed", error="boom"))
+    folder.save_trial(make_record("y"))
     assert folder.finished("x") is None and folder.finished("y")["trial_id"] == "y"
 
 

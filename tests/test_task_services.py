@@ -128,6 +128,7 @@ def _race_worker(root: str, builds_log: str, start: multiprocessing.synchronize.
     torch.save({"weights": value["weights"], "loaded": ctx.logger.details["cache"]["shared"]["loaded"]}, out)
 
 
+@pytest.mark.integration  # two processes
 def test_two_processes_racing_build_once_and_share_the_content(tmp_path: Path) -> None:
     spawn = multiprocessing.get_context("spawn")
     start = spawn.Barrier(2)

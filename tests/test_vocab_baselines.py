@@ -124,6 +124,7 @@ def _trained_rows_in_use(index_path: Path, l1_weight: float) -> int:
     return rows_in_use(model, 0.1)
 
 
+@pytest.mark.integration  # trains at several L1 prices
 def test_rows_in_use_moves_with_the_l1_price(index_path: Path) -> None:
     free, priced = _trained_rows_in_use(index_path, 0.0), _trained_rows_in_use(index_path, 10.0)
     assert free >= 4 and priced == 0

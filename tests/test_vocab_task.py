@@ -15,6 +15,7 @@ TINY = {"n_concepts": 40, "train_pairs": 300, "test_pairs": 20, "steps": 6, "bat
         "throughput_dim": 8, "throughput_min_time": 0.002}
 
 
+@pytest.mark.integration  # the real task end to end
 @pytest.mark.parametrize("arm", [{"index": "interference"}, {"index": "all", "mode": "fused"}])
 def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> None:
     params = {**TINY, **arm}
@@ -35,6 +36,7 @@ def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> Non
     assert list((tmp_path / "a" / "cache").glob("vocab-interference-*.pt"))
 
 
+@pytest.mark.integration  # the real task end to end
 def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None:
     shared = run_single(VocabTask, {**TINY, "measure_throughput": False}, seed=0, work_root=tmp_path)
     oracle = run_single(VocabTask, {**TINY, "measure_throughput": False, "index": "oracle"}, seed=0,
@@ -47,6 +49,7 @@ def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None
     assert shared["metrics"]["interference_auroc"] == oracle["metrics"]["interference_auroc"]
 
 
+@pytest.mark.integration  # the real task end to end
 def test_interference_finds_the_contested_pairs_and_the_index_takes_the_top_scores(tmp_path: Path) -> None:
     """Pins the mechanism's selection, not only its shapes: the measured conflict must rank the truly
     contested pairs high (a permuted or constant score reads ~0.5), and the split index must hold

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from harness.record import TrialRecord
 
 NOT_RECORDED = "not recorded"
 ABSENT = "absent"
@@ -120,7 +121,7 @@ class MetricComparison:
         }
 
 
-def compare_metrics(original: Iterable[Mapping[str, Any]], reproduced: Iterable[Mapping[str, Any]],
+def compare_metrics(original: Iterable[TrialRecord], reproduced: Iterable[TrialRecord],
                     metric_kinds: Callable[[str], Callable[[str], str]]) -> MetricComparison:
     """Match trials by id and compare every final metric either side reported; ``metric_kinds(task)``
     gives the declared kind of a key (speed is compared apart, everything else exactly)."""
@@ -147,7 +148,7 @@ def compare_metrics(original: Iterable[Mapping[str, Any]], reproduced: Iterable[
     return MetricComparison(tuple(exact), tuple(speed), tuple(changes), tuple(missing))
 
 
-def trial_title(record: Mapping[str, Any]) -> str:
+def trial_title(record: TrialRecord) -> str:
     point = f" {record['point_label']}" if record.get("point_label") else ""
     return f"{record['arm_label']} seed={record['seed']}{point}"
 
@@ -159,7 +160,7 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in positive) / len(positive))
 
 
-def _status(record: Mapping[str, Any]) -> str:
+def _status(record: TrialRecord) -> str:
     status = str(record.get("status"))
     return f"{status} ({record['error']})" if record.get("error") else status
 

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from harness.analysis.stats import CONFIDENCE
 from harness.metrics import Metric, metric_family
+from harness.record import TrialRecord
 from harness.store import SUITE_FILE, CorruptTrial, iter_trial_files, read_json, read_trial
 from harness.suite.points import point_label, sweep_points
 
@@ -45,7 +46,7 @@ class RunResults:
 
     run_dir: Path
     meta: dict[str, Any]
-    finished: list[dict[str, Any]]
+    finished: list[TrialRecord]
     failed: list[FailedTrial]
     metric_specs: dict[str, Metric] = field(init=False)
     _cells: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, repr=False)
@@ -168,7 +169,7 @@ def metric_order(key: str) -> tuple[str, int, float, str]:
 
 def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, Any]]) -> RunResults:
     """Split trial records into finished ones (with usable metrics) and failures to report."""
-    finished: list[dict[str, Any]] = []
+    finished: list[TrialRecord] = []
     failed: list[FailedTrial] = []
     for trial in trials:
         if not isinstance(trial, dict):

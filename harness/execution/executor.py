@@ -20,9 +20,9 @@ import torch
 
 from harness.devices import device_name, resolve_device
 from harness.execution.trials import Trial, config_hash
+from harness.record import RECORD_SCHEMA, TrialRecord
 from harness.services.loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
-from harness.store import SCHEMA_VERSION
 from harness.tasks import Task, TrialContext, load_task
 from harness.terminal import Console
 from harness.tracking.environment import package_lock
@@ -80,7 +80,7 @@ def execute_trial(
     work_dir: Path,
     environment: Mapping[str, str],
     console: Console | None = None,
-) -> dict[str, Any]:
+) -> TrialRecord:
     """Run one trial and return its record; task errors become a failed record, Ctrl-C propagates."""
     recorder = TrialRecorder(console)
     started = datetime.now(timezone.utc)
@@ -116,31 +116,31 @@ def trial_record(
     metrics: Mapping[str, float | None] | None = None,
     curves: Mapping[str, list[list[float]]] | None = None,
     details: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> TrialRecord:
     """The one shape of a trial record, whether the task returned it or its worker died."""
-    return {
-        "schema": SCHEMA_VERSION,
-        "trial_id": trial.trial_id,
-        "suite": trial.suite,
-        "profile": trial.profile,
-        "task": trial.task,
-        "task_version": trial.task_version,
-        "arm": trial.arm,
-        "arm_label": trial.arm_label,
-        "seed": trial.seed,
-        "point": trial.point,
-        "point_label": trial.point_label,
-        "params": trial.params,
-        "status": status,
-        "error": error,
-        "metrics": dict(metrics or {}),
-        "curves": dict(curves or {}),
-        "details": dict(details or {}),
-        "environment": dict(environment),
-        "packages": list(package_lock()),  # of the process that ran the trial (a Ray worker's own)
-        "started_at": started.isoformat(timespec="seconds"),
-        "wall_seconds": round(wall_seconds, 3),
-    }
+    return TrialRecord(
+        schema=RECORD_SCHEMA,
+        trial_id=trial.trial_id,
+        suite=trial.suite,
+        profile=trial.profile,
+        task=trial.task,
+        task_version=trial.task_version,
+        arm=trial.arm,
+        arm_label=trial.arm_label,
+        seed=trial.seed,
+        point=trial.point,
+        point_label=trial.point_label,
+        params=trial.params,
+        status=status,
+        error=error,
+        metrics=dict(metrics or {}),
+        curves=dict(curves or {}),
+        details=dict(details or {}),
+        environment=dict(environment),
+        packages=list(package_lock()),  # of the process that ran the trial (a Ray worker's own)
+        started_at=started.isoformat(timespec="seconds"),
+        wall_seconds=round(wall_seconds, 3),
+    )
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class TrialJob:
     total: int
 
 
-def execute_job(job: TrialJob, console: Console | None = None) -> dict[str, Any]:
+def execute_job(job: TrialJob, console: Console | None = None) -> TrialRecord:
     """Run a job wherever it lands with the driver's thread count, so results match a serial run."""
     torch.set_num_threads(job.torch_threads)
     return execute_trial(
@@ -171,7 +171,7 @@ class Executor(Protocol):
 
     name: ClassVar[str]  # recorded as environment["executor"]
 
-    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[dict[str, Any]]:
+    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         """Yield one record per job as each completes (any order)."""
 
     def close(self) -> None:
@@ -184,7 +184,7 @@ class SerialExecutor:
 
     name: ClassVar[str] = "serial"
 
-    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[dict[str, Any]]:
+    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         for job in jobs:
             console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
             yield execute_job(job, console)
@@ -200,7 +200,7 @@ def run_single(
     device: str = "cpu",
     work_root: Path | None = None,
     arm: str = "adhoc",
-) -> dict[str, Any]:
+) -> TrialRecord:
     """Run one configuration of a task outside any suite (tests, notebooks); returns the record."""
     torch_device = resolve_device(device)
     resolved = task_cls.validate_params(params).model_dump(mode="json")

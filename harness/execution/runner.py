@@ -16,6 +16,7 @@ import torch
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials
+from harness.record import TrialRecord
 from harness.store import REPORT_DIR, RunFolder, clean_stray_tmp
 from harness.suite.loader import Suite
 from harness.suite.points import sweep_points
@@ -29,7 +30,7 @@ from harness.tracking.mlflow_tracker import MlflowTracker, TrialRun, is_mirrored
 class SuiteOutcome:
     suite: Suite
     run_dir: Path
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[TrialRecord] = field(default_factory=list)
     ran: int = 0
     skipped: int = 0
     interrupted: bool = False
@@ -159,7 +160,7 @@ def _jobs(
     ]
 
 
-def _title(record: dict[str, Any]) -> str:
+def _title(record: TrialRecord) -> str:
     point = f" {record['point_label']}" if record["point_label"] else ""
     return f"{record['arm_label']} seed={record['seed']}{point}"
 

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from harness.record import TrialRecord
 from harness.reproduction.sources import Original, ReproduceError, check_record
 from harness.store import SUITE_FILE, read_json
 from harness.tracking.mlflow_tracker import TRIAL_ID_TAG, MlflowTracker, TrackingError
@@ -92,7 +93,7 @@ def _children(tracker: MlflowTracker, run) -> list:
     return _query(tracker, search, f"cannot list the trials of MLflow run {run.info.run_id}")
 
 
-def _trial_record(tracker: MlflowTracker, run) -> dict[str, Any]:
+def _trial_record(tracker: MlflowTracker, run) -> TrialRecord:
     trial_id = run.data.tags.get(TRIAL_ID_TAG)
     if not trial_id:
         raise ReproduceError(f"MLflow run {run.info.run_id} ({_name(run)}) has no {TRIAL_ID_TAG} tag")

@@ -30,6 +30,7 @@ from harness.devices import device_class, resolve_device
 from harness.execution.executor import SerialExecutor, TrialJob
 from harness.execution.runner import device_description, task_declarations
 from harness.execution.trials import Trial
+from harness.record import TrialRecord
 from harness.reproduction.mlflow_source import check_store, load_run, looks_like_run_id, parents_of
 from harness.reproduction.sources import Original, ReproduceError, load_path
 from harness.store import RunFolder, write_json_atomic
@@ -75,7 +76,7 @@ class Plan:
 @dataclass
 class Outcome:
     run_dir: Path
-    records: list[dict[str, Any]]
+    records: list[TrialRecord]
     comparison: MetricComparison
     parent_run_id: str | None
     seconds: float
@@ -119,7 +120,7 @@ def plan_reproduction(
     )
 
 
-def rebuild_trials(records: list[dict[str, Any]]) -> list[Trial]:
+def rebuild_trials(records: list[TrialRecord]) -> list[Trial]:
     """The recorded trials, each checked against the task as it is here."""
     trials = []
     for record in records:
@@ -168,7 +169,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
         )
         for index, trial in enumerate(plan.trials, 1)
     ]
-    records: list[dict[str, Any]] = []
+    records: list[TrialRecord] = []
     interrupted = False
     try:
         for record in SerialExecutor().run(jobs, console):
@@ -297,7 +298,7 @@ def _choose_device(choice: str, recorded: str) -> tuple[torch.device, str | None
         raise ReproduceError(str(exc)) from None
 
 
-def _threads(record: dict[str, Any]) -> int:
+def _threads(record: TrialRecord) -> int:
     try:
         return max(1, int((record.get("environment") or {}).get("torch_threads", "")))
     except ValueError:

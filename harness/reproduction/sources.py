@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.record import RecordError, TrialRecord, from_json
 from harness.store import SUITE_FILE, TRIALS_DIR, iter_runs, iter_trial_files, read_json
 from harness.tracking.mlflow_tracker import marker_path
-
-TRIAL_KEYS = ("trial_id", "suite", "profile", "task", "task_version", "arm", "arm_label", "seed", "point", "params")
 
 
 class ReproduceError(ValueError):
@@ -27,7 +26,7 @@ class Original:
     """The recorded trials of one suite and profile, and where they were found."""
 
     description: str
-    records: list[dict[str, Any]]
+    records: list[TrialRecord]
     suite_meta: dict[str, Any] | None
     results_root: Path | None = None  # the results root the target lies in (reproductions go there)
     tracking_uri: str | None = None  # where the original was mirrored, when known
@@ -55,14 +54,12 @@ class Original:
         return str(self.records[0]["profile"])
 
 
-def check_record(record: Any, where: str) -> dict[str, Any]:
-    """A harness trial record, or a one-line error naming what is missing."""
-    if not isinstance(record, dict):
-        raise ReproduceError(f"{where}: not a harness trial record (expected a JSON object)")
-    missing = [key for key in TRIAL_KEYS if key not in record]
-    if missing:
-        raise ReproduceError(f"{where}: not a harness trial record (missing {', '.join(missing)})")
-    return record
+def check_record(record: Any, where: str) -> TrialRecord:
+    """A harness trial record, or a one-line error naming what is wrong with it."""
+    try:
+        return from_json(record)
+    except RecordError as exc:
+        raise ReproduceError(f"{where}: not a harness trial record ({exc})") from None
 
 
 def load_path(path: Path) -> Original:
@@ -116,7 +113,7 @@ def _read_markers(original: Original, run_dir: Path) -> None:
             original.run_ids[record["trial_id"]] = str(entry["run_id"])
 
 
-def _run_order(record: dict[str, Any]) -> tuple[Any, ...]:
+def _run_order(record: TrialRecord) -> tuple[Any, ...]:
     """Seeds outermost as the runner orders them, then as they ran."""
     seed = record["seed"] if isinstance(record["seed"], int) else 0
     return seed, str(record.get("started_at", "")), str(record["trial_id"])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.faults import fault
+from harness.record import TrialRecord
 from harness.store import read_json, write_json_atomic
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -248,7 +249,7 @@ class MlflowTracker:
 
     # -- trial (nested) runs --------------------------------------------------------------
     def log_trial(
-        self, parent_id: str, record: Mapping[str, Any], trial_file: Path, marker: Path, work_dir: Path | None = None,
+        self, parent_id: str, record: TrialRecord, trial_file: Path, marker: Path, work_dir: Path | None = None,
         extra_tags: Mapping[str, str] | None = None,
     ) -> str:
         """One nested run holding the trial's params, curves, final metrics, tags and files;
@@ -345,7 +346,7 @@ class TrialRun:
     status: str
     metrics: frozenset[str]
 
-    def mirrors(self, record: Mapping[str, Any]) -> bool:
+    def mirrors(self, record: TrialRecord) -> bool:
         """Complete: closed with the record's status and carrying every metric it has."""
         status = "FINISHED" if record.get("status") == "finished" else "FAILED"
         wanted = {mlflow_key(k) for k, v in (record.get("metrics") or {}).items() if v is not None}

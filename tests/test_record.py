@@ -1,0 +1,77 @@
+"""The trial record: one checked shape in and out of the store, old records still load."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from records import make_record
+from toy_task import ToyTask
+
+from harness.execution.executor import run_single
+from harness.record import RECORD_SCHEMA, RecordError, from_json, to_json
+from harness.store import CorruptTrial, RunFolder, read_trial
+
+
+def test_a_record_the_executor_builds_survives_the_json_round_trip(tmp_path):
+    record = run_single(ToyTask, {"steps": 5}, seed=1, work_root=tmp_path)
+    assert record["schema"] == RECORD_SCHEMA and record["status"] == "finished"
+    again = from_json(json.loads(json.dumps(to_json(record))))
+    assert again == record
+
+
+def test_a_record_written_before_later_fields_existed_still_loads():
+    old = dict(make_record("t1", metrics={"acc": 0.5}))
+    for key in ("packages", "started_at", "wall_seconds", "curves", "details", "environment", "error", "schema"):
+        old.pop(key)
+    loaded = from_json(old)
+    assert loaded["metrics"] == {"acc": 0.5} and loaded["packages"] == [] and loaded["wall_seconds"] == 0.0
+    assert loaded["curves"] == {} and loaded["environment"] == {} and loaded["error"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"metrics": "oops"}, "metrics must be an object"),
+        ({"metrics": {"acc": "high"}}, "metrics['acc'] must be a number or null"),
+        ({"metrics": {"acc": True}}, "metrics['acc'] must be a number or null"),
+        ({"seed": True}, "seed must be an integer"),
+        ({"status": "done"}, "status must be one of finished, failed"),
+        ({"curves": {"loss": [[0, 1.0], "x"]}}, "curves['loss'] holds 'x'"),
+        ({"environment": {"threads": 2}}, "environment must be an object of strings"),
+        ({"schema": RECORD_SCHEMA + 1}, "written by a newer harness"),
+        ({"trial_id": ""}, "trial_id must not be empty"),
+    ],
+)
+def test_a_malformed_record_is_refused_naming_the_field(change, named):
+    with pytest.raises(RecordError, match=named.replace("[", r"\[").replace("(", r"\(")):
+        from_json({**make_record("t1"), **change})
+
+
+def test_missing_fields_are_named():
+    with pytest.raises(RecordError, match="missing suite, profile"):
+        from_json({"trial_id": "t1", "status": "finished", "metrics": {}})
+
+
+def test_non_finite_values_become_null_so_the_mirror_never_reads_nan():
+    record = from_json({**make_record("t1"), "metrics": {"acc": math.nan, "loss": math.inf},
+                        "curves": {"train/loss": [[0, 1.0], [1, math.nan]]}})
+    assert record["metrics"] == {"acc": None, "loss": None}
+    assert record["curves"]["train/loss"] == [[0, 1.0], [1, None]]
+
+
+def test_a_stored_file_that_is_not_a_record_is_corrupt_not_finished(tmp_path):
+    folder = RunFolder(tmp_path, "s", "default")
+    path = folder.trial_path("t1")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**make_record("t1"), "metrics": "oops"}))
+    with pytest.raises(CorruptTrial, match="metrics must be an object"):
+        read_trial(path)
+    assert folder.finished("t1") is None  # so the trial runs again instead of poisoning every reader
+
+
+def test_the_store_refuses_to_write_a_malformed_record(tmp_path):
+    folder = RunFolder(tmp_path, "s", "default")
+    with pytest.raises(RecordError, match="status must be one of"):
+        folder.save_trial({**make_record("t1"), "status": "maybe"})
+    assert not folder.trial_path("t1").exists()
