@@ -30,7 +30,7 @@ COLOURS = {
     "fail": "#d73027", "worse": "#d73027",
     "vacuous": "#f28e2b",
     "equivalent": "#4575b4",
-    "reference": "#000000",
+    "reference effect": "#000000",
 }
 UNDECIDED_COLOUR = "#8c8c8c"  # inconclusive, insufficient pairs
 
@@ -69,6 +69,8 @@ def forest_panels(analysis: RunAnalysis, point: str = "") -> list[ForestPanel]:
         ratio = claim.claim["test"] == "ratio"
         rows.setdefault((claim.key, ratio), []).extend(_claim_rows(claim, results.spec_for(claim.key).better_sign))
         shown.add((claim.contrast, claim.key))
+        if claim.reference is not None:
+            shown.add((claim.reference.contrast, claim.key))
     for row in analysis.rows:
         if row.point != point or row.verdict == INFO or not results.is_key_metric(row.key):
             continue
@@ -112,7 +114,7 @@ def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
         ref_interval = reference.interval
         rows.append(ForestRow(f"reference {reference.contrast}", reference.estimate,
                               None if ref_interval is None else ref_interval.low,
-                              None if ref_interval is None else ref_interval.high, "reference"))
+                              None if ref_interval is None else ref_interval.high, "reference effect"))
     return rows
 
 
@@ -132,9 +134,11 @@ def forest_figure(analysis: RunAnalysis, point: str = "") -> Figure | None:
         _draw_panel(axes, panel)
         results_seen.update({row.result: row.colour for row in panel.rows})
     where = f" at {point}" if point else ""
+    validity = analysis.validity
+    counts = "" if validity.claims_count else f"\nvalidity {validity.status.upper()}: the claims do not count"
     figure.suptitle(
         f"{results.suite} ({results.profile}){where}: paired differences over {len(results.seeds)} seed(s), "
-        f"{100 * results.confidence:g}% t intervals", fontsize=10,
+        f"{100 * results.confidence:g}% t intervals{counts}", fontsize=10,
     )
     handles = [Line2D([], [], marker="o", linestyle="", color=colour, label=result)
                for result, colour in results_seen.items()]
@@ -149,11 +153,13 @@ def _draw_panel(axes, panel: ForestPanel) -> None:
     for y, row in zip(positions, panel.rows):
         has_interval = row.low is not None and row.high is not None
         error = [[row.estimate - row.low], [row.high - row.estimate]] if has_interval else None
-        hollow = row.result == "reference"
+        hollow = row.result == "reference effect"
         axes.errorbar([row.estimate], [y], xerr=error, fmt="o", capsize=3, color=row.colour,
                       markerfacecolor="white" if hollow else row.colour, label=row.result)
         for bound in row.bounds:
             axes.plot([bound, bound], [y - 0.35, y + 0.35], linestyle="--", color=row.colour, linewidth=1.2)
+            axes.annotate("margin" if panel.null == 0 else "bound", (bound, y + 0.35), fontsize="x-small",
+                          ha="center", va="bottom", color=row.colour)
     axes.set_yticks(positions)
     axes.set_yticklabels([row.label for row in panel.rows], fontsize="small")
     axes.set_ylim(-0.7, len(panel.rows) - 0.3)

@@ -21,7 +21,7 @@ from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, 
 TITLE = "## harness summary"
 SUMMARY_FILE = "summary.md"  # in the results folder, beside the suites
 RESULT_ORDER = ("pass", "fail", "inconclusive", "vacuous", "insufficient pairs")
-CLAIM_HEADER = ("contrast", "metric", "point", "test", "estimate [CI]", "result", "seeds")
+CLAIM_HEADER = ("contrast", "metric", "point", "test", "estimate [{confidence:g}% CI]", "result", "seeds")
 
 
 @dataclass(frozen=True)
@@ -47,10 +47,9 @@ class SuiteSummary:
                 f"{seeds}, {time}{failed}")
 
     def claim_rows(self) -> list[list[str]]:
-        confidence = self.analysis.results.confidence
         suffix = "" if self.counted else f" (not counted: {self.analysis.validity.status})"
         return [
-            [claim.contrast, claim.key, claim.point or "-", claim.statement, estimate_text(claim, confidence),
+            [claim.contrast, claim.key, claim.point or "-", claim.statement, estimate_text(claim),
              claim.status.upper() + suffix, _seeds(claim)]
             for claim in self.analysis.claims
         ]
@@ -58,7 +57,9 @@ class SuiteSummary:
     def render(self) -> str:
         if not self.analysis.claims:
             return self.heading() + "\n\nno primary claims declared\n"
-        return self.heading() + "\n" + table(CLAIM_HEADER, self.claim_rows())
+        confidence = 100 * self.analysis.results.confidence
+        header = [column.format(confidence=confidence) for column in CLAIM_HEADER]
+        return self.heading() + "\n" + table(header, self.claim_rows())
 
 
 def validity_text(validity: Validity) -> str:
@@ -84,15 +85,15 @@ def validity_text(validity: Validity) -> str:
     return f"{INVALID.upper()}: " + "; ".join(reasons)
 
 
-def estimate_text(claim: ClaimResult, confidence: float) -> str:
-    """'+0.03 [+0.01, +0.05]' in the metric's units (a ratio for ratio claims), the CI's level named."""
+def estimate_text(claim: ClaimResult) -> str:
+    """'+0.03 [+0.01, +0.05]' in the metric's units (a ratio for ratio claims)."""
     if claim.estimate is None:
         return "-"
     signed = claim.claim["test"] != "ratio"
     if claim.interval is None:
         return f"{fmt(claim.estimate, signed)} (no CI)"
     low, high = fmt(claim.interval.low, signed), fmt(claim.interval.high, signed)
-    return f"{fmt(claim.estimate, signed)} [{low}, {high}] ({100 * confidence:g}%)"
+    return f"{fmt(claim.estimate, signed)} [{low}, {high}]"
 
 
 def totals_line(summaries: Sequence[SuiteSummary]) -> str:
