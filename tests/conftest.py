@@ -11,6 +11,12 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 
 
+@pytest.fixture(autouse=True)
+def no_job_summary(monkeypatch) -> None:
+    """Tests run inside GitHub Actions must not write into the job's summary (a test sets its own)."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
 @pytest.fixture
 def toy_suite() -> Path:
     return TESTS / "suites" / "toy.yaml"
