@@ -13,6 +13,7 @@ import torch
 from click.testing import CliRunner
 
 from harness.analysis.forest import COLOURS, forest_figure, forest_panels, write_forest_plots
+from harness.analysis.plots import build_figures
 from harness.analysis.report import analyse, build_report, render_report
 from harness.analysis.results import load_results
 from harness.analysis.summary import SuiteSummary, render_summary
@@ -200,3 +201,17 @@ def test_summary_of_several_suites_counts_across_them(tmp_path):
     assert text.count("### toy (default)") == 2
     assert text.splitlines()[-1].startswith("**Totals:** claims 4 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS (+4 not "
                                             "counted: suite not valid); suites valid 1 of 2")
+
+
+def test_figures_comparing_arms_get_a_paired_difference_view(tmp_path):
+    run_dir = toy_run(tmp_path)
+    figures = {spec.name: spec for spec in build_figures(load_results(run_dir))}
+    assert "accuracy_vs_features" in figures  # the per-arm view stays
+    paired = figures["accuracy_paired_differences_vs_features"]
+    assert paired.zero_line and paired.xlabel == "features"
+    lines = {series.label: series for series in paired.series}
+    assert set(lines) == {"momentum-vs-sgd", "sgd-vs-slow_lr"}
+    assert lines["momentum-vs-sgd"].x == (4.0, 8.0) and lines["momentum-vs-sgd"].y == pytest.approx((0.02, 0.02))
+    assert lines["sgd-vs-slow_lr"].y == pytest.approx((0.20, 0.20))
+    assert "samples_per_s_paired_differences_vs_features" not in figures  # not a key metric
+    assert "accuracy_paired_differences_vs_features.png" in {p.name for p in build_report(run_dir).plot_paths}
