@@ -154,8 +154,8 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
                 if tracker and outcome.parent_run_id:
                     tracker.finish_parent(outcome.parent_run_id, "KILLED", {})
                 break
-            cached = stored_report_text(outcome.run_dir) if outcome.ran == 0 else None
-            if cached is not None:  # nothing new: the stored verdicts stand, no need to redraw plots
+            unchanged = outcome.ran == 0 and stored_report_text(outcome.run_dir) is not None
+            if unchanged:  # nothing new: the stored verdicts stand, no need to redraw plots
                 if tracker and outcome.parent_run_id:  # it only mirrored trials again
                     tracker.finish_parent(outcome.parent_run_id, "FAILED" if outcome.failed else "FINISHED", {})
                 analysis = analyse(load_results(outcome.run_dir))
