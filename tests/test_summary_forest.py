@@ -215,3 +215,12 @@ def test_figures_comparing_arms_get_a_paired_difference_view(tmp_path):
     assert lines["sgd-vs-slow_lr"].y == pytest.approx((0.20, 0.20))
     assert "samples_per_s_paired_differences_vs_features" not in figures  # not a key metric
     assert "accuracy_paired_differences_vs_features.png" in {p.name for p in build_report(run_dir).plot_paths}
+
+
+def test_five_suites_with_twenty_claims_fit_in_the_last_40_lines(toy_analysis):
+    """suites/all.yaml's default profile: 5 suites, 20 claim rows (routing 10, vocab 3, vocab_cldr 3,
+    er2 3, er2_mqar 1); the toy suite has 4, so five of it make the same shape."""
+    text = render_summary([SuiteSummary(toy_analysis, 60.0)] * 5)
+    lines = text.rstrip("\n").splitlines()
+    assert sum(line.startswith("| momentum-vs-sgd") for line in lines) == 20
+    assert len(lines) <= 39  # and the blank line before it
