@@ -81,7 +81,8 @@ def validity_text(validity: Validity) -> str:
             failing.setdefault(what, []).append(check.point)
     reasons = [what + (f" at {', '.join(p for p in points if p)}" if any(points) else "")
                for what, points in failing.items()]
-    reasons += [p for p in validity.problems if not validity.checks]  # a declaration problem, not a check
+    if not validity.checks:  # the declaration itself is unusable (e.g. a metric without a direction)
+        reasons = list(validity.problems)
     return f"{INVALID.upper()}: " + "; ".join(reasons)
 
 

@@ -19,7 +19,7 @@ STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 def output_problem(path: Path, option: str) -> str | None:
     """Why ``path`` cannot be written (a folder, a missing or read-only folder), or None."""
     target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
+    folder = target.parent
     if target.is_dir():
         return f"{option} {target} is a folder; give a file path"
     if not folder.is_dir():
