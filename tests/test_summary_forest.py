@@ -6,6 +6,7 @@ and result the summary and the plot must show follows from the construction.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,13 @@ def test_five_suites_with_twenty_claims_fit_in_the_last_40_lines(toy_analysis):
     lines = text.rstrip("\n").splitlines()
     assert sum(line.startswith("| momentum-vs-sgd") for line in lines) == 20
     assert len(lines) <= 39  # and the blank line before it
+
+
+def test_failed_trials_show_on_the_suite_heading_and_in_the_totals(tmp_path):
+    run_dir = toy_run(tmp_path)
+    trial = next((run_dir / "trials").glob("*.json"))
+    record = json.loads(trial.read_text())
+    trial.write_text(json.dumps({**record, "status": "failed", "error": "RuntimeError: boom", "metrics": {}}))
+    text = render_summary([SuiteSummary(analyse(load_results(run_dir)), 5.0)])
+    assert "; 3 seeds, wall 5.0 s, 1 FAILED trial(s)" in text
+    assert text.rstrip().endswith("failed trials 1")
