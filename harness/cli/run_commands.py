@@ -97,11 +97,11 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     from harness.analysis.report import analyse, build_report, render_arm_table, render_report, stored_report_text
     from harness.analysis.results import load_results
     from harness.analysis.summary import SuiteSummary
-    from harness.tracking.claim_metrics import claim_tags, parent_metrics
     from harness.devices import resolve_device, device_name
     from harness.execution.runner import run_suite
     from harness.locks import LockBusy, lock_writer
     from harness.terminal import Console
+    from harness.tracking.claim_metrics import claim_tags, parent_metrics
     from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
     from harness.tracking.sqlite_store import open_store, unsafe_path
 
