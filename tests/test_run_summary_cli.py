@@ -30,7 +30,8 @@ def test_the_last_40_lines_of_a_run_are_the_summary_also_in_summary_md_and_the_j
     assert "samples_per_s" not in first.stdout  # quiet: a non-key metric stays in verdicts.txt
     assert "samples_per_s" in (results / "toy" / "default" / "report" / "verdicts.txt").read_text()
 
-    verbose = subprocess.run([*command, "--verbose"], check=False, env=env, capture_output=True, text=True, timeout=600)
+    verbose = subprocess.run([*command, "--verbose"], check=False, env=env, capture_output=True, text=True,
+                             timeout=600)
     assert verbose.returncode == 0, verbose.stderr
     assert "0 ran, 18 already finished" in verbose.stdout and "samples_per_s" in verbose.stdout
     validity = heading.split("; 3 seeds")[0]  # the wall time differs: nothing ran the second time
