@@ -119,7 +119,7 @@ def test_forest_plot_draws_claims_reference_margin_and_key_contrasts(toy_analysi
     assert "samples_per_s" not in " ".join(axes.get_xlabel() for axes in figure.axes)  # not a key metric
     assert [t.get_text() for t in param_bytes.get_yticklabels()] == ["momentum-vs-sgd (claim: equal)",
                                                                       "sgd-vs-slow_lr"]
-    assert "toy (default) at features=4" in figure._suptitle.get_text()
+    assert "toy (default) at features=4" in figure.get_suptitle()
 
 
 def test_forest_panels_show_each_sweep_point_and_fail_in_red(tmp_path):
@@ -129,7 +129,7 @@ def test_forest_panels_show_each_sweep_point_and_fail_in_red(tmp_path):
         assert claim.result == "fail" and claim.estimate == pytest.approx(-0.10) and claim.bounds == (-0.05,)
     figure = forest_figure(analysis, "features=8")
     assert figure.axes[0].containers[0].lines[0].get_color() == COLOURS["fail"]
-    assert "validity INVALID" in figure._suptitle.get_text()  # momentum, the positive control, loses
+    assert "validity INVALID" in figure.get_suptitle()  # momentum, the positive control, loses
 
 
 def test_forest_plots_are_written_per_sweep_point_first_in_the_report(tmp_path):
