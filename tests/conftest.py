@@ -15,6 +15,12 @@ EXAMPLE_TASK_DIR = REPO / "examples" / "feature_gate"  # the new-task template: 
 sys.path.insert(0, str(EXAMPLE_TASK_DIR))
 
 
+@pytest.fixture(autouse=True)
+def no_job_summary(monkeypatch) -> None:
+    """Tests run inside GitHub Actions must not write into the job's summary (a test sets its own)."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
 @pytest.fixture
 def toy_suite() -> Path:
     return TESTS / "suites" / "toy.yaml"

@@ -467,7 +467,8 @@ def test_report_draws_per_arm_cis_families_by_qualifier_and_state_vs_kv_bytes(tm
             records.append(record(arm, seed, metrics))
     built = build_report(write_run(tmp_path, meta, records))
     names = plot_names(list(built.plot_paths))
-    assert names == {"loss_per_arm.png", "nmse_by_qualifier.png", "state_bytes_vs_kv_cache_bytes.png"}
+    assert names == {"loss_per_arm.png", "nmse_by_qualifier.png", "state_bytes_vs_kv_cache_bytes.png",
+                     "loss_paired_differences.png", "nmse_paired_differences_by_qualifier.png"}
     for path in built.plot_paths:
         assert_real_png(path)
 

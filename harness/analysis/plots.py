@@ -13,7 +13,10 @@ whose data is absent yields nothing, so the same code serves every suite:
 - per-item scatters of paired lists that tasks record in trial ``details``, as the task declares
   them (suite.json ``detail_scatters``);
 - Pareto views: one point per arm variant, a metric's mean against another's (accuracy against
-  the bytes an arm adds), as the task declares them (suite.json ``pareto_views``).
+  the bytes an arm adds), as the task declares them (suite.json ``pareto_views``);
+- beside each figure that compares arms on a key metric (per arm, or by qualifier), the same
+  comparison as each contrast's seed-paired difference with its t interval and a zero line: what
+  the verdicts read, and much narrower than the arms' unpaired bands.
 
 Every hint comes from the task's declarations stored in suite.json: this module names no task
 and no task metric.
@@ -32,6 +35,7 @@ from matplotlib.figure import Figure
 
 from harness.analysis.results import RunResults
 from harness.analysis.stats import CONFIDENCE, summarize
+from harness.analysis.verdicts import compare, contrast_variants
 from harness.metrics import DetailScatter, ParetoView, metric_family
 from harness.suite.points import point_label
 
@@ -65,6 +69,7 @@ class FigureSpec:
     style: str
     logx: bool = False
     logy: bool = False
+    zero_line: bool = False  # a paired difference: no effect at y = 0
 
 
 def build_figures(results: RunResults) -> list[FigureSpec]:
@@ -73,6 +78,7 @@ def build_figures(results: RunResults) -> list[FigureSpec]:
         *training_curve_figures(results),
         *metric_figures(results),
         *qualifier_figures(results),
+        *paired_difference_figures(results),
         *paired_figures(results),
         *detail_scatter_figures(results),
         *pareto_figures(results),
@@ -124,6 +130,8 @@ def render(spec: FigureSpec, path: Path) -> None:
             )
             if series.low is not None and series.high is not None and len(series.x) > 1:
                 axes.fill_between(series.x, series.low, series.high, alpha=0.2, color=line.get_color())
+    if spec.zero_line:
+        axes.axhline(0.0, color="black", linewidth=0.8)
     if spec.logx:
         axes.set_xscale("log")
     if spec.logy:
@@ -269,6 +277,96 @@ def paired_figures(results: RunResults) -> list[FigureSpec]:
                     )
                 )
     return figures
+
+
+def paired_difference_figures(results: RunResults) -> list[FigureSpec]:
+    """Each contrast's mean paired difference (treatment - control) with its t interval: per
+    contrast for a key metric drawn per arm, over the sweep axis or the qualifier where the arms
+    are drawn against it."""
+    variants = contrast_variants(results)
+    if not variants:
+        return []
+    points = results.point_labels()
+    qualified = _qualifier_families(results)
+    level = f"{100 * results.confidence:g}% CI"
+    axes = _numeric_axes(results)
+    if axes:
+        return [figure for axis in axes for key in _key_metrics(results)
+                if (figure := _paired_vs_axis(results, variants, key, axis, level))]
+    figures = []
+    for key in _key_metrics(results):
+        if metric_family(key) in qualified:
+            continue
+        series = []
+        for point in points:
+            cells = [(v.name, compare(results, v.treatment_label, v.control_label, point, key)) for v in variants]
+            cells = [(name, d) for name, d in cells if d is not None and d.interval is not None]
+            if cells:
+                series.append(Series(point, tuple(name for name, _ in cells),
+                                     tuple(d.mean_difference for _, d in cells),
+                                     tuple(d.interval.low for _, d in cells), tuple(d.interval.high for _, d in cells)))
+        if series:
+            spec = results.spec_for(key)
+            figures.append(FigureSpec(
+                name=f"{key}_paired_differences",
+                title=_title(results, f"{key}, treatment - control paired by seed, mean and {level}", "", []),
+                xlabel="contrast", ylabel=axis_label(f"{key} difference", spec.unit, spec.direction),
+                series=tuple(series), style="categorical", zero_line=True,
+            ))
+    for family, keys in sorted(qualified.items()):
+        if not any(results.is_key_metric(key) for key in keys):
+            continue
+        spec = results.spec_for(keys[0])
+        for point in points:
+            series = []
+            for variant in variants:
+                differences = [(_qualifier(key), compare(results, variant.treatment_label, variant.control_label,
+                                                         point, key)) for key in keys]
+                kept = [(x, d) for x, d in differences if d is not None and d.interval is not None]
+                if kept:
+                    series.append(Series(variant.name, tuple(x for x, _ in kept),
+                                         tuple(d.mean_difference for _, d in kept),
+                                         tuple(d.interval.low for _, d in kept), tuple(d.interval.high for _, d in kept)))
+            if series:
+                axis = _qualifier_axis(results, family)
+                figures.append(FigureSpec(
+                    name=f"{family}_paired_differences_by_qualifier{_suffix(point, points)}",
+                    title=_title(results, f"{family} by {axis}, treatment - control paired by seed, mean and {level}",
+                                 point, points),
+                    xlabel=axis, ylabel=axis_label(f"{family} difference", spec.unit, spec.direction),
+                    series=tuple(series), style="line", logx=_wide([_qualifier(key) for key in keys]), zero_line=True,
+                ))
+    return figures
+
+
+def _paired_vs_axis(results: RunResults, variants, key: str, axis: str, level: str) -> FigureSpec | None:
+    """One line per contrast (and value of the other sweep axes) over a numeric sweep axis."""
+    groups: dict[tuple[str, str], list[tuple[float, Any]]] = defaultdict(list)
+    for point in results.point_labels():
+        coordinates = results.point_of(point)
+        if axis not in coordinates:
+            continue
+        rest = point_label({k: v for k, v in coordinates.items() if k != axis})
+        for variant in variants:
+            difference = compare(results, variant.treatment_label, variant.control_label, point, key)
+            if difference is not None and difference.interval is not None:
+                groups[(variant.name, rest)].append((float(coordinates[axis]), difference))
+    series = []
+    for (name, rest), cells in groups.items():
+        cells.sort(key=lambda cell: cell[0])
+        series.append(Series(f"{name} {rest}".strip(), tuple(x for x, _ in cells),
+                             tuple(d.mean_difference for _, d in cells), tuple(d.interval.low for _, d in cells),
+                             tuple(d.interval.high for _, d in cells)))
+    if not series:
+        return None
+    spec = results.spec_for(key)
+    xs = [float(v) for v in (results.meta.get("sweep") or {}).get(axis, [])]
+    return FigureSpec(
+        name=f"{key}_paired_differences_vs_{axis}",
+        title=_title(results, f"{key} vs {axis}, treatment - control paired by seed, mean and {level}", "", []),
+        xlabel=axis.replace("_", " "), ylabel=axis_label(f"{key} difference", spec.unit, spec.direction),
+        series=tuple(series), style="line", logx=_wide(xs), zero_line=True,
+    )
 
 
 def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.analysis.claims import ClaimResult, claim_alpha, evaluate_claims
+from harness.analysis.forest import write_forest_plots
 from harness.analysis.plots import write_plots
 from harness.analysis.results import RunResults, load_results
 from harness.analysis.stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
@@ -51,9 +52,10 @@ class RunAnalysis:
 class RunReport:
     """What ``build_report`` wrote for one ``<suite>/<profile>`` run.
 
-    ``text`` is the terminal report (validity, failed trials, claims, exploratory table);
-    ``summary_path`` the machine-readable summary; ``plot_paths`` every PNG written, so the
-    spine can log ``summary_path``, ``text_path`` and ``plot_paths`` as MLflow artifacts.
+    ``text`` is the terminal report (validity, failed trials, claims, exploratory rows on key
+    metrics), ``full_text`` the one in ``verdicts.txt`` (every row); ``summary_path`` the
+    machine-readable summary; ``forest_paths`` the forest plots (first) and ``plot_paths`` every
+    other PNG, so the spine can log ``artifact_paths`` to MLflow.
     ``valid`` is None when the suite declares no validity controls.
     """
 
@@ -68,10 +70,13 @@ class RunReport:
     valid: bool | None
     failed_trials: int
     tags: dict[str, str]  # the statistics used and the outcome, for the parent MLflow run
+    analysis: RunAnalysis
+    forest_paths: tuple[Path, ...] = ()
+    full_text: str = ""
 
     @property
     def artifact_paths(self) -> tuple[Path, ...]:
-        return (self.summary_path, self.text_path, *self.plot_paths)
+        return (*self.forest_paths, self.summary_path, self.text_path, *self.plot_paths)
 
 
 def analyse(results: RunResults) -> RunAnalysis:
@@ -84,16 +89,20 @@ def analyse(results: RunResults) -> RunAnalysis:
 
 
 def build_report(run_dir: Path) -> RunReport:
-    """Analyse one run folder and write ``report/`` (summary.json, verdicts.txt, plots/*.png)."""
+    """Analyse one run folder and write ``report/`` (summary.json, verdicts.txt, forest plots,
+    plots/*.png)."""
     results = load_results(Path(run_dir))
     analysis = analyse(results)
     report_dir = results.run_dir / REPORT_DIR
+    forest_paths = write_forest_plots(analysis, report_dir)
     plot_paths = write_plots(results, report_dir / PLOTS_DIR)
     text = render_report(analysis)
+    full_text = render_report(analysis, full=True)
     summary_path = report_dir / SUMMARY_FILE
     text_path = report_dir / TEXT_FILE
-    write_json_atomic(summary_path, summary(analysis, [p.relative_to(report_dir).as_posix() for p in plot_paths]))
-    write_text_atomic(text_path, text + "\n")
+    relative = [p.relative_to(report_dir).as_posix() for p in plot_paths]
+    write_json_atomic(summary_path, summary(analysis, relative, [p.name for p in forest_paths]))
+    write_text_atomic(text_path, full_text + "\n")
     return RunReport(
         run_dir=results.run_dir,
         suite=results.suite,
@@ -106,19 +115,26 @@ def build_report(run_dir: Path) -> RunReport:
         valid=analysis.validity.valid,
         failed_trials=len(results.failed),
         tags=tracking_tags(analysis),
+        analysis=analysis,
+        forest_paths=tuple(forest_paths),
+        full_text=full_text,
     )
 
 
 ARM_TABLE_COLUMNS = 6
 
 
-def render_arm_table(results: RunResults) -> str:
-    """Arms x key metrics, mean ± sd over seeds, per sweep point: the first table after a run."""
+def render_arm_table(results: RunResults, full: bool = False) -> str:
+    """Arms x key metrics (``full``: every directed metric), mean ± sd over seeds, per sweep point:
+    the first table after a run."""
     keys = results.metric_keys()
-    columns = [k for k in keys if results.spec_for(k).key] or [
-        k for k in keys if results.spec_for(k).kind == "quality"
-    ]
-    columns = columns[:ARM_TABLE_COLUMNS]
+    if full:
+        columns = [k for k in keys if results.spec_for(k).direction != "none"]
+    else:
+        columns = [k for k in keys if results.spec_for(k).key] or [
+            k for k in keys if results.spec_for(k).kind == "quality"
+        ]
+        columns = columns[:ARM_TABLE_COLUMNS]
     points = results.point_labels()
     rows = []
     for point in points:
@@ -155,8 +171,9 @@ def stored_report_text(run_dir: Path) -> str | None:
     return text_path.read_text(encoding="utf-8").rstrip("\n")
 
 
-def render_report(analysis: RunAnalysis) -> str:
-    """Heading, validity, failed trials, the primary claims, then the exploratory table."""
+def render_report(analysis: RunAnalysis, full: bool = False) -> str:
+    """Heading, validity, failed trials, the primary claims, then the exploratory table (its rows
+    on key metrics; ``full``: every row)."""
     results = analysis.results
     parts = [
         f"== {results.suite} / {results.profile}  ({results.meta.get('device_name') or results.device_class})",
@@ -169,7 +186,7 @@ def render_report(analysis: RunAnalysis) -> str:
         parts.append(render_failed(results))
     if analysis.claims:
         parts.append(render_claims(analysis.claims, analysis.validity, results.confidence))
-    parts.append(render_verdict_table(analysis))
+    parts.append(render_verdict_table(analysis, full))
     return "\n\n".join(part for part in parts if part)
 
 
@@ -178,12 +195,14 @@ def statistics_line(confidence: float, n_seeds: int) -> str:
     return f"({METHOD} on seed-paired differences, {100 * confidence:g}% confidence, {n_seeds} seed(s) per arm)"
 
 
-def render_verdict_table(analysis: RunAnalysis) -> str:
-    """Secondary rows: one per contrast x sweep point x key metric; the others are in summary.json."""
+def render_verdict_table(analysis: RunAnalysis, full: bool = False) -> str:
+    """Secondary rows: one per contrast x sweep point x key metric (``full``: every metric); the
+    others are in verdicts.txt and summary.json."""
     results = analysis.results
-    rows = [row for row in analysis.rows if results.is_key_metric(row.key)]
+    rows = [row for row in analysis.rows if full or results.is_key_metric(row.key)]
     hidden = len(analysis.rows) - len(rows)
-    note = f"\n({hidden} more rows, non-key or informational metrics, are in summary.json)" if hidden else ""
+    note = (f"\n({hidden} more rows, non-key or informational metrics, are in report/verdicts.txt and summary.json; "
+            "--verbose prints them)") if hidden else ""
     if not rows:
         return ("no contrast has paired results" if not analysis.rows else "no key metrics to compare") + note
     not_counted = not analysis.validity.claims_count
@@ -298,7 +317,7 @@ def statistics_summary(confidence: float) -> dict[str, Any]:
     }
 
 
-def summary(analysis: RunAnalysis, plots: Sequence[str]) -> dict[str, Any]:
+def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] = ()) -> dict[str, Any]:
     """The machine-readable report: every contrast row (informational ones too), claims, arms."""
     results = analysis.results
     validity = analysis.validity
@@ -372,6 +391,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str]) -> dict[str, Any]:
             for row in analysis.rows
         ],
         "arms": _arm_summaries(results),
+        "forest_plots": list(forest),
         "plots": list(plots),
     }
 

@@ -12,7 +12,10 @@ import click
 
 from harness.analysis.report import build_report
 from harness.analysis.results import ResultsError
+from harness.analysis.summary import SuiteSummary, render_summary
+from harness.cli.outputs import append_step_summary, output_problem, write_output
 from harness.gating import DEFAULT_BASELINES_DIR, GateError, gate as gate_run, save_baseline
+from harness.gating_report import junit_xml, render_markdown
 from harness.store import iter_runs
 
 USAGE_ERROR = 2
@@ -34,17 +37,36 @@ def _runs(results: Path) -> list[Path]:
     return runs
 
 
+def _check_output(path: Path | None, option: str) -> None:
+    """Before any work: an output file that cannot be written is a usage error, not a late crash."""
+    problem = output_problem(path, option) if path is not None else None
+    if problem:
+        _fail(problem)
+
+
 @click.command()
 @click.argument("results", type=click.Path(path_type=Path))
-def report(results: Path) -> None:
+@click.option("--markdown", "markdown_path", type=click.Path(path_type=Path),
+              help="Also write the summary (validity and primary claims per suite) to this Markdown file.")
+@click.option("--verbose", is_flag=True, help="Print every exploratory row, not only those on key metrics.")
+def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
     """Rebuild verdict tables, summary JSON and plots from stored RESULTS (nothing is rerun)."""
+    _check_output(markdown_path, "--markdown")
+    summaries = []
     for run_dir in _runs(results):
         try:
             built = build_report(run_dir)
         except ResultsError as exc:
             _fail(str(exc))
-        click.echo(built.text)
-        click.echo(f"\nsummary: {built.summary_path}\nplots ({len(built.plot_paths)}): {built.report_dir / 'plots'}\n")
+        summaries.append(SuiteSummary(built.analysis))
+        click.echo(built.full_text if verbose else built.text)
+        click.echo(f"\nsummary: {built.summary_path}\nforest plots: {', '.join(str(p) for p in built.forest_paths)}"
+                   f"\nplots ({len(built.plot_paths)}): {built.report_dir / 'plots'}\n")
+    text = render_summary(summaries)
+    if markdown_path is not None:
+        write_output(markdown_path, text, "--markdown")
+    append_step_summary(text)
+    click.echo(text.rstrip("\n"))
 
 
 @click.group()
@@ -72,20 +94,29 @@ def baseline_save(results: Path, out_dir: Path) -> None:
               help="Baseline file (default: the matching file in --baselines-dir).")
 @click.option("--baselines-dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_BASELINES_DIR,
               show_default=True, help="Where matching baselines are looked up.")
-def gate(results: Path, baseline_file: Path | None, baselines_dir: Path) -> None:
-    """Exit 1 when RESULTS regress against their baseline (quality, bytes, speed ratios)."""
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path),
+              help="Also write JUnit XML here: one test case per gated check, for CI test reports.")
+def gate(results: Path, baseline_file: Path | None, baselines_dir: Path, junit_path: Path | None) -> None:
+    """Exit 1 when RESULTS regress against their baseline (quality, bytes, speed ratios); a Markdown
+    table of what moved comes last (and goes to $GITHUB_STEP_SUMMARY when set)."""
+    _check_output(junit_path, "--junit")
     runs = _runs(results)
     if baseline_file is not None and len(runs) > 1:
         _fail(f"--baseline names one file but {results} holds {len(runs)} runs; give one <suite>/<profile> folder")
-    regressed = False
+    outcomes = []
     for run_dir in runs:
         try:
             outcome = gate_run(run_dir, baseline_file, baselines_dir)
         except (GateError, ResultsError) as exc:
             _fail(str(exc))
         click.echo(outcome.render())
-        regressed = regressed or not outcome.passed
-    if regressed:
+        outcomes.append(outcome)
+    if junit_path is not None:
+        write_output(junit_path, junit_xml(outcomes), "--junit")
+    markdown = render_markdown(outcomes)
+    append_step_summary(markdown)
+    click.echo("\n" + markdown.rstrip("\n"))
+    if not all(outcome.passed for outcome in outcomes):
         raise click.exceptions.Exit(REGRESSION)
 
 

@@ -92,15 +92,19 @@ results_option = click.option(
               "depend on it: pin it (e.g. to a baseline's count) to compare quality across machines.")
 @max_trials_option
 @max_nodes_option
+@click.option("--verbose", is_flag=True, help="Print every metric and every exploratory row (default: key metrics; "
+              "the full tables are in report/verdicts.txt either way).")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, ray_address, ray_workers, threads, max_trials, max_nodes) -> None:
-    """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow."""
-    from harness.analysis.report import build_report, render_arm_table, stored_report_text
+        executor_name, ray_address, ray_workers, threads, max_trials, max_nodes, verbose) -> None:
+    """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
+    from harness.analysis.report import analyse, build_report, render_arm_table, render_report, stored_report_text
     from harness.analysis.results import load_results
+    from harness.analysis.summary import SuiteSummary
     from harness.devices import resolve_device, device_name
     from harness.execution.runner import run_suite
     from harness.locks import LockBusy, lock_writer
     from harness.terminal import Console
+    from harness.tracking.claim_metrics import claim_tags, parent_metrics
     from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
     from harness.tracking.sqlite_store import open_store, unsafe_path
 
@@ -146,7 +150,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
     console = Console()
     console.line(f"device: {torch_device} ({device_name(torch_device)})")
-    outcomes, exit_code = [], 0
+    outcomes, summaries, exit_code = [], [], 0
     try:
         for suite in suites:
             outcome = run_suite(suite, results_root, torch_device, tracker, console, not no_resume, executor)
@@ -157,13 +161,15 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
                 if tracker and outcome.parent_run_id:
                     tracker.finish_parent(outcome.parent_run_id, "KILLED", {})
                 break
-            cached = stored_report_text(outcome.run_dir) if outcome.ran == 0 else None
-            if cached is not None:  # nothing new: the stored verdicts stand, no need to redraw plots
+            unchanged = outcome.ran == 0 and stored_report_text(outcome.run_dir) is not None
+            if unchanged:  # nothing new: the stored verdicts stand, no need to redraw plots
                 if tracker and outcome.parent_run_id:  # it only mirrored trials again
                     tracker.finish_parent(outcome.parent_run_id, "FAILED" if outcome.failed else "FINISHED", {})
+                analysis = analyse(load_results(outcome.run_dir))
+                summaries.append(SuiteSummary(analysis, outcome.wall_seconds))
                 console.out(_suite_header(outcome))
-                console.out(render_arm_table(load_results(outcome.run_dir)))
-                console.out(cached)
+                console.out(render_arm_table(analysis.results, full=verbose))
+                console.out(render_report(analysis, full=verbose))
                 continue
             report = build_report(outcome.run_dir)
             if tracker and outcome.parent_run_id:
@@ -172,13 +178,15 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
                     outcome.parent_run_id,
                     "FAILED" if outcome.failed else "FINISHED",
                     {"harness.wall_seconds": outcome.wall_seconds, "harness.mlflow_seconds": outcome.mlflow_seconds,
-                     "harness.mlflow_share": share, "harness.failed_trials": len(outcome.failed)},
+                     "harness.mlflow_share": share, "harness.failed_trials": len(outcome.failed),
+                     **parent_metrics(report.analysis)},
                     report.artifact_paths,
-                    report.tags,
+                    {**report.tags, **claim_tags(report.analysis)},
                 )
+            summaries.append(SuiteSummary(report.analysis, outcome.wall_seconds))
             console.out(_suite_header(outcome))
-            console.out(render_arm_table(load_results(outcome.run_dir)))
-            console.out(report.text)
+            console.out(render_arm_table(report.analysis.results, full=verbose))
+            console.out(report.full_text if verbose else report.text)
             if outcome.failed:
                 exit_code = 1
     except TrackingError as exc:
@@ -188,7 +196,24 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     finally:
         executor.close()
     _footer(outcomes, tracker, results_root, time.perf_counter() - started)
+    if summaries:
+        _print_summary(summaries, results_root)
     raise SystemExit(exit_code)
+
+
+def _print_summary(summaries, results_root: Path) -> None:
+    """Last on the terminal, and the same text in RESULTS/summary.md and GitHub's job summary."""
+    from harness.analysis.summary import SUMMARY_FILE, render_summary
+    from harness.cli.outputs import append_step_summary
+    from harness.store import write_text_atomic
+
+    text = render_summary(summaries)
+    try:
+        write_text_atomic(results_root / SUMMARY_FILE, text)
+    except OSError as exc:
+        click.echo(f"warning: cannot write {results_root / SUMMARY_FILE} ({exc.strerror or exc})", err=True)
+    append_step_summary(text)
+    click.echo("\n" + text.rstrip("\n"))
 
 
 def _executor(name: str, address: str | None, workers: int | None) -> Executor:

@@ -237,7 +237,7 @@ class MlflowTracker:
             now = int(time.time() * 1000)
             self._log_batch(run_id, metrics=[(mlflow_key(k), float(v), now, 0) for k, v in metrics.items()], tags=tags)
             for path in artifacts:
-                folder = "plots" if path.suffix == ".png" else None
+                folder = "plots" if path.parent.name == "plots" else None  # forest plots go first, at the root
                 self.client.log_artifact(run_id, str(path), folder)
                 fault("report")
             self.client.set_terminated(run_id, status)

@@ -1,0 +1,130 @@
+"""The end-of-run summary: every suite's validity and primary claims, in one Markdown block.
+
+It is the last thing ``harness run`` prints, the content of ``results/summary.md``, of
+``harness report --markdown PATH`` and of GitHub's job summary, so a reader (or a CI page)
+sees in a few lines whether each mechanism beat its control and whether the testbed could
+tell. One heading per suite carries its validity (naming the control that failed) and its time;
+one table row per primary claim follows; a last line counts the claim results, the valid suites
+and the failed trials. The full tables stay in ``report/verdicts.txt`` and ``summary.json``.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+from harness.analysis.claims import ClaimResult
+from harness.analysis.markdown import table
+from harness.analysis.report import RunAnalysis, fmt
+from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
+
+TITLE = "## harness summary"
+SUMMARY_FILE = "summary.md"  # in the results folder, beside the suites
+RESULT_ORDER = ("pass", "fail", "inconclusive", "vacuous", "insufficient pairs")
+CLAIM_HEADER = ("contrast", "metric", "point", "test", "estimate [{confidence:g}% CI]", "result", "seeds")
+
+
+@dataclass(frozen=True)
+class SuiteSummary:
+    """What the summary says about one ``<suite>/<profile>`` run."""
+
+    analysis: RunAnalysis
+    wall_seconds: float | None = None  # the run's wall time; None when rebuilt from stored results
+
+    @property
+    def counted(self) -> bool:
+        return self.analysis.validity.claims_count
+
+    def heading(self) -> str:
+        results = self.analysis.results
+        seeds = f"{len(results.seeds)} seed{'s' if len(results.seeds) != 1 else ''}"
+        if self.wall_seconds is not None:
+            time = f"wall {_seconds(self.wall_seconds)}"
+        else:
+            time = f"trial time {_seconds(sum(float(t.get('wall_seconds') or 0.0) for t in results.finished))}"
+        failed = f", {len(results.failed)} FAILED trial(s)" if results.failed else ""
+        return (f"### {results.suite} ({results.profile}): validity {validity_text(self.analysis.validity)}; "
+                f"{seeds}, {time}{failed}")
+
+    def claim_rows(self) -> list[list[str]]:
+        suffix = "" if self.counted else f" (not counted: {self.analysis.validity.status})"
+        return [
+            [claim.contrast, claim.key, claim.point or "-", claim.statement, estimate_text(claim),
+             claim.status.upper() + suffix, _seeds(claim)]
+            for claim in self.analysis.claims
+        ]
+
+    def render(self) -> str:
+        if not self.analysis.claims:
+            return self.heading() + "\n\nno primary claims declared\n"
+        confidence = 100 * self.analysis.results.confidence
+        header = [column.format(confidence=confidence) for column in CLAIM_HEADER]
+        return self.heading() + "\n" + table(header, self.claim_rows())
+
+
+def validity_text(validity: Validity) -> str:
+    """OK, or INVALID naming each control that failed and where, or why it is undetermined."""
+    if validity.status == VALID:
+        return "OK"
+    if validity.status == UNDECLARED:
+        return "no controls declared"
+    if validity.status == UNDETERMINED:
+        return "UNDETERMINED (too few pairs to show the controls work)"
+    failing: dict[str, list[str]] = {}
+    for check in validity.checks:
+        if check.ok is False:
+            if check.difference is None:
+                what = f"{check.role} control {check.arm_label} has no pairs with {validity.control}"
+            else:
+                verb = "beats" if check.beats_control else "does not beat"
+                what = f"{check.role} control {check.arm_label} {verb} {validity.control} on {validity.metric}"
+            failing.setdefault(what, []).append(check.point)
+    reasons = [what + (f" at {', '.join(p for p in points if p)}" if any(points) else "")
+               for what, points in failing.items()]
+    if not validity.checks:  # the declaration itself is unusable (e.g. a metric without a direction)
+        reasons = list(validity.problems)
+    return f"{INVALID.upper()}: " + "; ".join(reasons)
+
+
+def estimate_text(claim: ClaimResult) -> str:
+    """'+0.03 [+0.01, +0.05]' in the metric's units (a ratio for ratio claims)."""
+    if claim.estimate is None:
+        return "-"
+    signed = claim.claim["test"] != "ratio"
+    if claim.interval is None:
+        return f"{fmt(claim.estimate, signed)} (no CI)"
+    low, high = fmt(claim.interval.low, signed), fmt(claim.interval.high, signed)
+    return f"{fmt(claim.estimate, signed)} [{low}, {high}]"
+
+
+def totals_line(summaries: Sequence[SuiteSummary]) -> str:
+    """Claim results of the suites whose claims count, valid suites, failed trials."""
+    counted = Counter(c.status for s in summaries if s.counted for c in s.analysis.claims)
+    uncounted = sum(len(s.analysis.claims) for s in summaries if not s.counted)
+    order = [*RESULT_ORDER, *sorted(set(counted) - set(RESULT_ORDER))]
+    claims = ", ".join(f"{counted[status]} {status.upper()}" for status in order if counted[status] or status in
+                       RESULT_ORDER[:4])
+    if uncounted:
+        claims += f" (+{uncounted} not counted: suite not valid)"
+    valid = sum(1 for s in summaries if s.analysis.validity.status in (VALID, UNDECLARED))
+    failed = sum(len(s.analysis.results.failed) for s in summaries)
+    return f"**Totals:** claims {claims}; suites valid {valid} of {len(summaries)}; failed trials {failed}"
+
+
+def render_summary(summaries: Sequence[SuiteSummary]) -> str:
+    """The whole summary: a title, one block per suite, the totals line.
+
+    A heading ends the table above it in GFM, so blocks need no blank line between them: with
+    every suite of ``suites/all.yaml`` the summary fits in the last 40 lines of a terminal.
+    """
+    blocks = "\n".join(summary.render() for summary in summaries)
+    return f"{TITLE}\n\n{blocks}\n\n{totals_line(summaries)}\n"
+
+
+def _seeds(claim: ClaimResult) -> str:
+    return str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else "")
+
+
+def _seconds(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{seconds:.1f} s"

@@ -1,0 +1,102 @@
+"""What the gate found, for CI: a Markdown table of what moved and a JUnit XML file.
+
+The gate's own text (``GateResult.render``) lists every regression for a terminal. CI pages want
+two more views of the same ``GateResult`` objects: a Markdown table of every gated value that
+moved or failed (for GitHub's job summary), and JUnit XML with one test case per gated check,
+so that a CI system lists each failed check as a failed test; a failed or missing trial, a value
+missing from the run, a dropped seed and a gate that compared nothing are failed test cases too.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+from xml.etree import ElementTree
+
+from harness.analysis.markdown import table
+from harness.gating import CLAIM, GateCheck, GateResult
+
+TITLE = "## harness gate"
+MOVED_HEADER = ("run", "check", "subject", "point", "metric", "baseline", "current", "change", "result", "rule")
+
+
+def run_name(outcome: GateResult) -> str:
+    return f"{outcome.suite}/{outcome.profile}/{outcome.device_class}"
+
+
+def problems(outcome: GateResult) -> list[tuple[str, str]]:
+    """(kind, what) for everything that fails a gate besides a regressed check."""
+    found = [("no checks", "nothing in this run could be compared with the baseline")] if not outcome.checks else []
+    found += [("failed trial", t) for t in outcome.failed_trials]
+    found += [("missing trial", t) for t in outcome.missing_trials]
+    found += [("missing value", m) for m in outcome.missing_in_run]
+    found += [("dropped seed", d) for d in outcome.dropped_seeds]
+    return found
+
+
+def moved(check: GateCheck) -> bool:
+    """A check worth a row: it failed, or its value (a claim: its result) is not the baseline's."""
+    return not check.passed or (check.check != CLAIM and check.current != check.baseline)
+
+
+def render_markdown(outcomes: Sequence[GateResult]) -> str:
+    """A verdict line per run, then one table of every value that moved and every problem."""
+    failed = sum(1 for o in outcomes if not o.passed)
+    lines = [f"{TITLE}: {'FAIL' if failed else 'PASS'} ({len(outcomes) - failed} of {len(outcomes)} run(s) pass)", ""]
+    for outcome in outcomes:
+        within = len(outcome.checks) - len(outcome.regressions)
+        lines.append(f"- {run_name(outcome)} vs `{outcome.baseline_path}`: **{'PASS' if outcome.passed else 'FAIL'}** "
+                     f"({within} of {len(outcome.checks)} checks within tolerance)")
+    rows = []
+    for outcome in outcomes:
+        checks = sorted((c for c in outcome.checks if moved(c)), key=lambda c: c.passed)
+        rows += [_check_row(outcome, c) for c in checks]
+        rows += [[run_name(outcome), kind, what, "", "", "", "", "", "FAIL", ""] for kind, what in problems(outcome)]
+    lines.append("")
+    lines.append(table(MOVED_HEADER, rows) if rows else "Nothing moved: every gated value equals its baseline.")
+    return "\n".join(lines) + "\n"
+
+
+def _check_row(outcome: GateResult, check: GateCheck) -> list[str]:
+    result = "PASS" if check.passed else "FAIL"
+    if check.check == CLAIM:
+        return [run_name(outcome), check.check, check.subject, check.point or "-", check.metric, "", "", "", result,
+                check.rule]
+    change = check.current - check.baseline
+    return [run_name(outcome), check.check, check.subject, check.point or "-", check.metric, f"{check.baseline:.6g}",
+            f"{check.current:.6g}", f"{change:+.3g}", result, check.rule]
+
+
+def junit_xml(outcomes: Sequence[GateResult]) -> str:
+    """JUnit XML: a test suite per gated run, a test case per check and per problem."""
+    root = ElementTree.Element("testsuites", name="harness gate")
+    total = failures = 0
+    for outcome in outcomes:
+        suite = ElementTree.SubElement(root, "testsuite", name=run_name(outcome))
+        classname = f"harness.gate.{outcome.suite}.{outcome.profile}"
+        cases = 0
+        failed = 0
+        for check in outcome.checks:
+            case = ElementTree.SubElement(suite, "testcase", classname=classname, name=_case_name(check))
+            cases += 1
+            if not check.passed:
+                failed += 1
+                failure = ElementTree.SubElement(case, "failure", message=check.rule, type="regression")
+                failure.text = check.describe()
+        for kind, what in problems(outcome):
+            case = ElementTree.SubElement(suite, "testcase", classname=classname, name=f"{kind}: {what}")
+            failure = ElementTree.SubElement(case, "failure", message=kind, type=kind.replace(" ", "_"))
+            failure.text = what
+            cases += 1
+            failed += 1
+        suite.set("tests", str(cases))
+        suite.set("failures", str(failed))
+        total += cases
+        failures += failed
+    root.set("tests", str(total))
+    root.set("failures", str(failures))
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"
+
+
+def _case_name(check: GateCheck) -> str:
+    where = f" @ {check.point}" if check.point else ""
+    return f"{check.check} {check.subject}{where} {check.metric}"
