@@ -18,12 +18,13 @@ from harness.tasks.vocab.task import VocabParams, choose_index, index_size
 # 12 candidates; k = 0.25 * 12 = 3.
 CANDIDATES = CandidatePairs(np.repeat(np.arange(3), 4), np.tile(np.arange(1, 5), 3))
 COUNTS = np.array([5, 40, 7, 9, 1, 30, 2, 8, 50, 3, 6, 4])
+SHARING = np.array([2, 2, 3, 2, 4, 2, 3, 2, 2, 4, 3, 4])  # languages using each candidate's token
 SCORES = np.linspace(-1.0, 1.0, 12)
 
 
 def chosen(index: str, truth: np.ndarray | None = None, fraction: float = 0.25) -> list[tuple[int, int]]:
     params = VocabParams(index=index, index_fraction=fraction)
-    pairs = choose_index(params, CANDIDATES, SCORES, truth, COUNTS, np.random.default_rng(0))
+    pairs = choose_index(params, CANDIDATES, SCORES, truth, COUNTS, SHARING, np.random.default_rng(0))
     return list(zip(pairs.language.tolist(), pairs.token.tolist()))
 
 
@@ -35,13 +36,20 @@ def test_every_sized_index_spends_the_same_budget() -> None:
     truth = np.zeros(12, dtype=bool)
     truth[[0, 6]] = True
     assert index_size(VocabParams(index_fraction=0.25), CANDIDATES) == 3
-    for index in ("interference", "random", "frequency", "oracle"):
+    for index in ("interference", "random", "frequency", "language_count", "oracle"):
         assert len(chosen(index, truth)) == 3, index
     assert len(chosen("all")) == 12 and chosen("none") == []
 
 
 def test_frequency_k_picks_the_most_frequent_pairs() -> None:
     assert chosen("frequency") == pairs_at(8, 1, 5)  # counts 50, 40, 30
+
+
+def test_language_count_k_picks_the_most_shared_tokens_ties_by_frequency() -> None:
+    # four languages at positions 4, 9, 11 (counts 1, 3, 4): all three, though each is rare
+    assert chosen("language_count") == pairs_at(4, 9, 11)
+    # k = 4: the fourth is the most frequent of the three-language pairs (2, 6, 10: counts 7, 2, 6)
+    assert chosen("language_count", fraction=4 / 12) == pairs_at(2, 4, 9, 11)
 
 
 def test_size_matched_oracle_takes_the_most_frequent_contested_pairs() -> None:

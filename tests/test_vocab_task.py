@@ -6,7 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 
+from harness.cli import main
 from harness.execution.executor import run_single
 from harness.tasks.vocab.task import VocabTask
 
@@ -45,7 +47,10 @@ def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None
     assert len(list((tmp_path / "cache").glob("vocab-interference-*.pt"))) == 1
     assert oracle["details"]["cache"]["interference"]["loaded"] is True
     assert shared["metrics"]["extra_params"] == 0 and shared["metrics"]["effective_vocabularies"] == 1.0
-    assert oracle["metrics"]["gate_auroc"] == 1.0
+    # k contested pairs open (k below the contested count), every other pair shut: each open one beats
+    # every negative and the rest tie with them
+    k, contested = oracle["metrics"]["split_rows"], oracle["details"]["index"]["contested_candidates"]
+    assert k < contested and oracle["metrics"]["gate_auroc"] == pytest.approx(0.5 + 0.5 * k / contested)
     assert shared["metrics"]["interference_auroc"] == oracle["metrics"]["interference_auroc"]
 
 
@@ -65,3 +70,23 @@ def test_interference_finds_the_contested_pairs_and_the_index_takes_the_top_scor
     chosen = np.array(trial["details"]["gate_vs_interference"]["interference"])
     k = int(trial["metrics"]["split_rows"])
     assert len(chosen) == k and np.sort(chosen)[::-1].tolist() == np.sort(scores)[::-1][:k].tolist()
+
+
+UNKNOWN_INDEX_SUITE = """suite: bad_vocab
+task: vocab
+seeds: [0]
+arms:
+  shared: {index: none}
+  split: {index: conflict_top_k, mode: gated}
+"""
+
+
+def test_an_unknown_index_strategy_is_one_line_with_file_line_and_the_known_names(tmp_path: Path) -> None:
+    suite = tmp_path / "bad.yaml"
+    suite.write_text(UNKNOWN_INDEX_SUITE)
+    result = CliRunner().invoke(main, ["validate", str(suite)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {suite}:6:") and "param 'index'" in line and "conflict_top_k" in line
+    for known in ("'none'", "'interference'", "'oracle'", "'random'", "'frequency'", "'language_count'", "'all'"):
+        assert known in line, known

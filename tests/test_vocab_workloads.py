@@ -1,12 +1,14 @@
 """Workloads: synthetic ground truth, CLDR names and their proxy truth, refusals, rank statistics."""
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from harness.mechanisms.vocab.interference import candidate_pairs
 from harness.services.seeding import numpy_stream
 
 from harness.tasks.vocab.cldr import cldr_corpus, display_names
@@ -16,23 +18,72 @@ from harness.tasks.vocab.synthetic import SyntheticSpec, build_lexicon, syntheti
 from harness.tasks.vocab.task import VocabTask
 
 SPEC = SyntheticSpec(n_languages=4, n_concepts=120, cognate_rate=0.25, false_friend_rate=0.2,
-                     false_friend_boost=2.0, min_length=2, max_length=4, train_pairs=400,
+                     false_friend_boost=1.0, frequency_spread=1.0, min_length=2, max_length=4, train_pairs=400,
                      test_pairs_per_language_pair=40, twin_fraction=0.5)
+
+
+def _users(forms: np.ndarray, token: int) -> list[tuple[int, int]]:
+    """(language, concept) of every language that writes ``token``."""
+    return [(language, int(np.flatnonzero(forms[language] == token)[0]))
+            for language in range(forms.shape[0]) if (forms[language] == token).any()]
 
 
 def test_false_friends_are_contested_and_cognates_are_not() -> None:
     forms, contested, vocab_size = build_lexicon(SPEC, np.random.default_rng(0))
     assert contested.shape == (4, vocab_size) and contested.any()
     for token in np.flatnonzero(contested.any(0)):
-        users = [(language, int(np.flatnonzero(forms[language] == token)[0]))
-                 for language in range(4) if (forms[language] == token).any()]
-        assert len(users) == 2, "a false friend is one form in exactly two languages"
-        assert users[0][1] != users[1][1], "with two different meanings"
-        assert all(contested[language, token] for language, _ in users)
-    cognates = [c for c in range(forms.shape[1]) if len(set(forms[:, c])) == 1]
-    assert cognates and not contested[:, forms[0, cognates]].any()
-    measured_cognate_share = len(cognates) / forms.shape[1]
-    assert abs(measured_cognate_share - SPEC.cognate_rate) < 0.15
+        users = _users(forms, token)
+        assert len(users) >= 2 and all(contested[language, token] for language, _ in users)
+        assert len({concept for _, concept in users}) == len(users), "a different meaning in each language"
+    shared = [t for t in range(1, vocab_size) if len(_users(forms, t)) >= 2 and not contested[:, t].any()]
+    assert shared and all(len({c for _, c in _users(forms, t)}) == 1 for t in shared), "cognates: one meaning"
+    assert abs(len(shared) / forms.shape[1] - SPEC.cognate_rate) < 0.02
+
+
+def _candidate_sharing(forms: np.ndarray, contested: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For every (language, token) of a form two or more languages write: its language count and truth."""
+    usage = np.zeros_like(contested)
+    for language in range(forms.shape[0]):
+        usage[language, forms[language]] = True
+    sharing = usage.sum(0)
+    language, token = np.nonzero(usage & (sharing >= 2)[None, :])
+    return sharing[token], contested[language, token]
+
+
+def test_how_many_languages_share_a_form_is_independent_of_contestedness() -> None:
+    """Measured on generated lexicons: every language count 2..4 occurs for both kinds of form,
+    the contested share is the same at each count, and the count ranks contested pairs at chance."""
+    spec = replace(SPEC, n_concepts=3000)
+    sharing, truth = (np.concatenate(parts) for parts in zip(
+        *(_candidate_sharing(*build_lexicon(spec, np.random.default_rng(seed))[:2]) for seed in range(3))))
+    overall = truth.mean()
+    for count in (2, 3, 4):
+        at_count = truth[sharing == count]
+        assert at_count.size > 500 and abs(at_count.mean() - overall) < 0.04, (count, at_count.mean(), overall)
+    assert abs(auroc(sharing, truth) - 0.5) < 0.03
+
+
+def _frequency_cue(boost: float, seed: int) -> float:
+    spec = replace(SPEC, n_concepts=600, train_pairs=6000, false_friend_boost=boost)
+    corpus = synthetic_corpus(spec, partial(numpy_stream, seed))
+    candidates = candidate_pairs(corpus.usage())
+    counts = corpus.counts()[candidates.language, candidates.token]
+    return auroc(counts, corpus.contested[candidates.language, candidates.token])
+
+
+def test_how_often_a_concept_is_drawn_is_independent_of_contestedness_unless_planted() -> None:
+    neutral = [_frequency_cue(1.0, seed) for seed in range(3)]
+    assert abs(np.mean(neutral) - 0.5) < 0.05, neutral
+    assert min(_frequency_cue(10.0, seed) for seed in range(3)) > 0.8, "a planted cue is visible"
+
+
+def test_token_ids_do_not_reveal_the_kind_of_form() -> None:
+    """Ids are permuted, so an index that breaks ties by position learns nothing from them."""
+    spec = replace(SPEC, n_concepts=3000)
+    forms, contested, vocab_size = build_lexicon(spec, np.random.default_rng(1))
+    contested_tokens = np.flatnonzero(contested.any(0))
+    assert abs(auroc(np.arange(vocab_size), contested.any(0)) - 0.5) < 0.05
+    assert contested_tokens.min() < vocab_size / 10 and contested_tokens.max() > 0.9 * vocab_size
 
 
 def test_synthetic_corpus_is_seeded_and_holds_out_test_pairs() -> None:
@@ -52,13 +103,31 @@ def test_synthetic_corpus_is_seeded_and_holds_out_test_pairs() -> None:
 def test_cldr_names_are_parallel_and_island_is_a_false_friend() -> None:
     names = display_names(["en", "de"], ["territories"])
     assert {"en": "Iceland", "de": "Island"} in names
-    corpus = cldr_corpus(["en", "de"], ["territories"], test_fraction=0.2, rng=numpy_stream(0, "cldr-split"))
-    assert len(corpus.train) + len(corpus.test) == len(names)
+    corpus = cldr_corpus(["en", "de", "fr"], ["territories"], test_fraction=0.2, rng=numpy_stream(0, "cldr-split"))
+    assert len(corpus.train) + len(corpus.test) == 3 * len(names)
     island = corpus.token_names.index("island")
     assert corpus.contested[1, island], "German 'Island' (Iceland) vs English 'island' is contested"
     assert corpus.contested[0, island]
     kenya = corpus.token_names.index("kenya")
     assert not corpus.contested[:, kenya].any(), "a cognate naming the same entity is not"
+
+
+def test_cldr_holds_out_pairs_whose_every_token_training_shows_in_its_locale() -> None:
+    """The positive control needs trained rows: an unseen (locale, token) keeps its random row in every arm."""
+    corpus = cldr_corpus(["en", "de", "fr", "es"], ["territories", "languages"], test_fraction=0.2,
+                         rng=numpy_stream(1, "cldr-split"))
+    seen = corpus.usage()
+    test = corpus.test
+    total = len(corpus.train) + len(test)
+    assert abs(len(test) - 0.2 * total) <= 1, "the fraction is met: qualifying pairs are plentiful here"
+    for ids, languages in ((test.source, test.source_language), (test.target, test.target_language)):
+        tokens = ids[ids != PAD]
+        assert seen[np.repeat(languages, ids.shape[1])[ids.reshape(-1) != PAD], tokens].all()
+
+
+def test_cldr_refuses_two_locales_at_validation() -> None:
+    with pytest.raises(ValidationError, match="at least 3 locales"):
+        VocabTask.validate_params({"workload": "cldr", "locales": ["en", "de"]})
 
 
 def test_unknown_locale_and_category_are_refused_with_the_valid_ones() -> None:

@@ -19,6 +19,7 @@ from babel.localedata import locale_identifiers
 from harness.tasks.vocab.corpus import PAD, Corpus, ParallelSet, pad_sentences, refuse_unknown
 
 CATEGORIES = ("territories", "languages", "scripts", "currencies")
+MIN_LOCALES = 3
 _WORD = re.compile(r"\w+")
 
 
@@ -42,36 +43,57 @@ def tokenize(name: str) -> list[str]:
 
 def cldr_corpus(locales: Sequence[str], categories: Sequence[str], test_fraction: float,
                 rng: np.random.Generator) -> Corpus:
-    """All locale pairs of every entity; a ``test_fraction`` of entities, drawn by ``rng``, is held out."""
-    if len(locales) < 2:
-        raise ValueError(f"the cldr workload needs at least two locales, got {list(locales)}")
+    """Every locale pair of every entity; a ``test_fraction`` of those translation pairs is held out.
+
+    A pair is held out only while both of its names stay in a training pair of the same entity, so
+    every held-out token was seen in training in its locale (with whole entities held out, most were
+    not, and an unseen token's row stays random in every arm). The held-out pairs are new pairings of
+    names that training aligned with other locales: bitext mining over a known lexicon.
+    """
+    if len(locales) < MIN_LOCALES:
+        raise ValueError(f"the cldr workload needs at least {MIN_LOCALES} locales (a held-out pair's names must "
+                         f"also train with a third), got {list(locales)}")
     entities = display_names(locales, categories)
     vocabulary: dict[str, int] = {}
     tokenized = [[[vocabulary.setdefault(word, len(vocabulary) + 1) for word in tokenize(entity[code])]
                   for code in locales] for entity in entities]
-    is_test = np.zeros(len(entities), dtype=bool)
-    is_test[rng.permutation(len(entities))[: int(round(test_fraction * len(entities)))]] = True
     width = max(len(words) for entity in tokenized for words in entity)
     n_lang = len(locales)
-    pool_of = {(a, b): pool for pool, (a, b) in
-               enumerate((a, b) for a in range(n_lang) for b in range(a + 1, n_lang))}
+    language_pairs = [(a, b) for a in range(n_lang) for b in range(a + 1, n_lang)]
+    translations = [(entity, pool) for entity in range(len(entities)) for pool in range(len(language_pairs))]
+    is_test = _held_out(translations, language_pairs, len(entities), n_lang, test_fraction, rng)
 
     def pairs(selected: np.ndarray) -> ParallelSet:
-        source, target, source_lang, target_lang, group = [], [], [], [], []
-        for index in np.flatnonzero(selected):
-            for (a, b), pool in pool_of.items():
-                source.append(tokenized[index][a])
-                target.append(tokenized[index][b])
-                source_lang.append(a)
-                target_lang.append(b)
-                group.append(pool)
-        return ParallelSet(_widened(source, width), np.array(source_lang), _widened(target, width),
-                           np.array(target_lang), np.array(group))
+        chosen = [translations[i] for i in np.flatnonzero(selected)]
+        source = [tokenized[entity][language_pairs[pool][0]] for entity, pool in chosen]
+        target = [tokenized[entity][language_pairs[pool][1]] for entity, pool in chosen]
+        return ParallelSet(_widened(source, width), np.array([language_pairs[p][0] for _, p in chosen]),
+                           _widened(target, width), np.array([language_pairs[p][1] for _, p in chosen]),
+                           np.array([pool for _, pool in chosen]))
 
     vocab_size = len(vocabulary) + 1
     contested = _disjoint_meaning_tokens(tokenized, n_lang, vocab_size)
     names = ("<pad>", *vocabulary)
     return Corpus("cldr", tuple(locales), vocab_size, pairs(~is_test), pairs(is_test), contested, names)
+
+
+def _held_out(translations: list[tuple[int, int]], language_pairs: list[tuple[int, int]], n_entities: int,
+              n_lang: int, test_fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Which (entity, language pair) translations to hold out: in ``rng``'s order, up to the fraction,
+    each only if both of its names remain in another training pair of their entity."""
+    in_training = np.full((n_entities, n_lang), n_lang - 1)
+    is_test = np.zeros(len(translations), dtype=bool)
+    wanted, held = int(round(test_fraction * len(translations))), 0
+    for position in rng.permutation(len(translations)):
+        if held == wanted:
+            break
+        entity, pool = translations[position]
+        languages = list(language_pairs[pool])
+        if (in_training[entity, languages] > 1).all():
+            in_training[entity, languages] -= 1
+            is_test[position] = True
+            held += 1
+    return is_test
 
 
 def _widened(sentences: list[list[int]], width: int) -> np.ndarray:

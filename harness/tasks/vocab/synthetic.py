@@ -1,14 +1,23 @@
 """Synthetic languages whose contested tokens are known by construction.
 
-Hidden concepts are rendered by L languages. Each concept has its own word form per language,
-except that a ``cognate_rate`` share of concepts use one form in every language (same form,
-same meaning: sharing the row is right) and ``false_friend_rate`` * concepts forms are false
-friends: one form used by two languages for two different concepts, the truly contested
-(language, token) pairs. Sentences are bags of concepts rendered in two languages; test
-sentences are fresh bags drawn from a separate random stream (held-out pairs). A
-``twin_fraction`` of each test pool is built from minimal pairs: a bag with a false friend's
-concept and its twin with the friend's other meaning in its place (same rest), so a model that
-reads the shared form identically in both languages meets the distractor its confusion predicts.
+Hidden concepts are rendered by L languages. Every concept has its own word form per language,
+except where a shared form takes its place: ``cognate_rate`` * concepts cognate forms (one concept,
+one form in m languages: sharing the row is right) and ``false_friend_rate`` * concepts false-friend
+forms (one form in m languages, each using it for a different concept: every such (language, token)
+is truly contested). The design keeps the trivial cues away from the truth:
+
+- m, the number of languages sharing a form, is drawn uniformly from 2..L for every shared form,
+  whatever its kind, so counting a form's languages says nothing about whether it is contested;
+- concept frequencies are log-normal (``frequency_spread``) and drawn from their own stream, so a
+  pair's training count says nothing either (``false_friend_boost`` > 1 plants a frequency cue on
+  purpose, for tests; the suites leave it at 1);
+- token ids are a random permutation, so no tie broken by position carries the kind of a form.
+
+Sentences are bags of concepts rendered in two languages; test sentences are fresh bags from a
+separate stream (held-out pairs). A ``twin_fraction`` of each test pool is built from minimal
+pairs: a bag with a false friend's meaning and its twin with the form's other meaning in that
+slot (same rest), so a model that reads the shared form identically in both languages meets the
+distractor its confusion predicts.
 """
 from __future__ import annotations
 
@@ -26,7 +35,8 @@ class SyntheticSpec:
     n_concepts: int
     cognate_rate: float
     false_friend_rate: float
-    false_friend_boost: float  # how much more often false-friend concepts occur than others
+    false_friend_boost: float  # how much more often false-friend concepts occur (1: no frequency cue)
+    frequency_spread: float  # sigma of the log-normal concept frequencies
     min_length: int
     max_length: int
     train_pairs: int
@@ -37,40 +47,57 @@ class SyntheticSpec:
 def build_lexicon(spec: SyntheticSpec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
     """Forms ``(languages, concepts)`` token ids, the contested truth mask, and the vocab size."""
     n_lang, n_con = spec.n_languages, spec.n_concepts
-    forms = np.zeros((n_lang, n_con), dtype=np.int64)
-    next_token = PAD + 1
-    cognate = rng.random(n_con) < spec.cognate_rate
-    for concept in range(n_con):
-        if cognate[concept]:
-            forms[:, concept] = next_token
-            next_token += 1
-        else:
-            forms[:, concept] = np.arange(next_token, next_token + n_lang)
-            next_token += n_lang
-    free = [list(rng.permutation(np.flatnonzero(~cognate))) for _ in range(n_lang)]
-    contested_pairs = []
-    for _ in range(int(round(spec.false_friend_rate * n_con))):
-        first, second = rng.choice(n_lang, size=2, replace=False)
-        if not free[first] or not free[second]:
-            break
-        concept_first = free[first].pop()
-        concept_second = next(c for c in free[second] if c != concept_first)
-        free[second].remove(concept_second)
-        forms[first, concept_first] = next_token
-        forms[second, concept_second] = next_token
-        contested_pairs += [(first, next_token), (second, next_token)]
-        next_token += 1
-    contested = np.zeros((n_lang, next_token), dtype=bool)
-    for language, token in contested_pairs:
-        contested[language, token] = True
-    return forms, contested, next_token
+    forms = np.arange(n_lang * n_con).reshape(n_con, n_lang).T.copy()  # own form per (language, concept)
+    taken = np.zeros((n_lang, n_con), dtype=bool)
+    kinds = rng.permutation(np.repeat([False, True], [int(round(spec.cognate_rate * n_con)),
+                                                       int(round(spec.false_friend_rate * n_con))]))
+    contested_forms = []
+    next_form = forms.size
+    for false_friend in kinds:
+        users = rng.choice(n_lang, size=int(rng.integers(2, n_lang + 1)), replace=False)
+        concepts = _false_friend_meanings(taken, users, rng) if false_friend else _cognate_meaning(taken, users, rng)
+        if concepts is None:
+            continue
+        forms[users, concepts] = next_form
+        taken[users, concepts] = True
+        if false_friend:
+            contested_forms.append(next_form)
+        next_form += 1
+    used, forms = np.unique(forms, return_inverse=True)
+    token_of = rng.permutation(used.size) + PAD + 1
+    forms = token_of[forms.reshape(n_lang, n_con)]
+    contested = np.zeros((n_lang, used.size + 1), dtype=bool)
+    for form in contested_forms:
+        token = token_of[np.searchsorted(used, form)]
+        contested[np.flatnonzero((forms == token).any(1)), token] = True
+    return forms, contested, used.size + 1
 
 
-def _concept_weights(forms: np.ndarray, contested: np.ndarray, boost: float) -> np.ndarray:
+def _cognate_meaning(taken: np.ndarray, users: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+    """One concept free in every user language (its form there becomes the cognate)."""
+    free = np.flatnonzero(~taken[users].any(0))
+    return np.full(users.size, rng.choice(free)) if free.size else None
+
+
+def _false_friend_meanings(taken: np.ndarray, users: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+    """A different free concept for each user language."""
+    chosen: list[int] = []
+    for language in users:
+        free = np.setdiff1d(np.flatnonzero(~taken[language]), chosen)
+        if not free.size:
+            return None
+        chosen.append(int(rng.choice(free)))
+    return np.array(chosen)
+
+
+def concept_weights(spec: SyntheticSpec, contested: np.ndarray, forms: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray:
+    """How often each concept is drawn: log-normal, independent of the lexicon unless boosted."""
+    weights = np.exp(spec.frequency_spread * rng.standard_normal(forms.shape[1]))
     involved = np.zeros(forms.shape[1], dtype=bool)
     for language in range(forms.shape[0]):
         involved |= contested[language, forms[language]]
-    weights = np.where(involved, boost, 1.0)
+    weights = np.where(involved, spec.false_friend_boost * weights, weights)
     return weights / weights.sum()
 
 
@@ -124,9 +151,10 @@ def _render(forms: np.ndarray, languages: np.ndarray, bags: list[np.ndarray], wi
 
 def synthetic_corpus(spec: SyntheticSpec, streams: NumpyStreams) -> Corpus:
     """Lexicon, training pairs and held-out test pairs, each from its own named stream of the seed."""
-    lexicon_rng, train_rng, test_rng = (streams("synthetic", part) for part in ("lexicon", "train", "test"))
+    lexicon_rng, frequency_rng, train_rng, test_rng = (
+        streams("synthetic", part) for part in ("lexicon", "frequency", "train", "test"))
     forms, contested, vocab_size = build_lexicon(spec, lexicon_rng)
-    weights = _concept_weights(forms, contested, spec.false_friend_boost)
+    weights = concept_weights(spec, contested, forms, frequency_rng)
     n_lang = spec.n_languages
     ordered = np.array([(a, b) for a in range(n_lang) for b in range(n_lang) if a != b])
     train_languages = ordered[train_rng.integers(0, len(ordered), size=spec.train_pairs)]

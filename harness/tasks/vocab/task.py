@@ -20,7 +20,7 @@ from harness.mechanisms.vocab.index import save_index
 from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs, top_pairs
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
 from harness.tasks.base import DetailScatter, Metric, ParetoView, Task, TaskParams, TrialContext
-from harness.tasks.vocab.cldr import CATEGORIES, cldr_corpus
+from harness.tasks.vocab.cldr import CATEGORIES, MIN_LOCALES, cldr_corpus
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
 from harness.tasks.vocab.interference_scores import measure_interference
 from harness.measure.ranks import auprc, auroc, spearman
@@ -31,7 +31,7 @@ from harness.tasks.vocab.training import TrainConfig, batches, encode, initial_t
 
 WORKLOAD_FIELDS = {
     "synthetic": ("n_languages", "n_concepts", "cognate_rate", "false_friend_rate", "false_friend_boost",
-                  "min_length", "max_length", "train_pairs", "test_pairs", "twin_fraction"),
+                  "frequency_spread", "min_length", "max_length", "train_pairs", "test_pairs", "twin_fraction"),
     "cldr": ("locales", "categories", "test_fraction"),
 }
 
@@ -43,7 +43,9 @@ class VocabParams(TaskParams):
     n_concepts: int = Field(300, ge=10)
     cognate_rate: float = Field(0.2, ge=0.0, le=1.0)
     false_friend_rate: float = Field(0.15, ge=0.0, le=1.0)
-    false_friend_boost: float = Field(2.0, gt=0.0)
+    false_friend_boost: float = Field(1.0, gt=0.0, description="planted frequency cue: false-friend concepts drawn "
+                                                               "this much more often (1: none)")
+    frequency_spread: float = Field(1.0, ge=0.0, le=5.0, description="sigma of log-normal concept frequencies")
     min_length: int = Field(2, ge=1)
     max_length: int = Field(4, ge=1)
     train_pairs: int = Field(20000, ge=16)
@@ -60,9 +62,10 @@ class VocabParams(TaskParams):
     lr: float = Field(0.02, gt=0.0)
     scale: float = Field(20.0, gt=0.0)
     # split vocabulary
-    index: Literal["none", "interference", "oracle", "random", "frequency", "all"] = Field(
-        "none", description="which pairs get a private row: interference, oracle, random and frequency all "
-                            "pick the same number k (index_fraction of the candidates); all = every candidate")
+    index: Literal["none", "interference", "oracle", "random", "frequency", "language_count", "all"] = Field(
+        "none", description="which pairs get a private row: interference, oracle, random, frequency and "
+                            "language_count all pick the same number k (index_fraction of the candidates); "
+                            "all = every candidate")
     mode: Literal["gated", "fused"] = "gated"
     index_fraction: float = Field(0.25, gt=0.0, le=1.0, description="share k of candidate pairs split")
     l1_weight: float = Field(0.001, ge=0.0, description="weight of the mean-gate L1 (the seed's penalty())")
@@ -98,6 +101,8 @@ class VocabParams(TaskParams):
     def _lengths_ordered(self) -> "VocabParams":
         if self.min_length > self.max_length:
             raise ValueError(f"min_length {self.min_length} exceeds max_length {self.max_length}")
+        if self.workload == "cldr" and len(self.locales) < MIN_LOCALES:
+            raise ValueError(f"the cldr workload needs at least {MIN_LOCALES} locales, got {list(self.locales)}")
         if self.batch_size > self.train_pairs:
             raise ValueError(f"batch_size {self.batch_size} exceeds train_pairs {self.train_pairs}")
         return self
@@ -105,7 +110,9 @@ class VocabParams(TaskParams):
 
 class VocabTask(Task):
     name = "vocab"
-    version = "6"  # 6: embed_throughput times the serving (merged) forward; the training op has its own metric
+    # 7: synthetic sharing structure randomised (no trivial cue), language_count index, CLDR holds out
+    # pairs whose sentences train with other partners
+    version = "7"
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
@@ -121,6 +128,14 @@ class VocabTask(Task):
         Metric("gate_auprc", "higher", "fraction", "quality", "average precision of openness vs truth"),
         Metric("interference_auroc", "higher", "fraction", "info",
            "AUROC of the interference score (measured on the control) vs truth, over candidate pairs"),
+        Metric("frequency_auroc", "none", "fraction", "info",
+               "AUROC of a candidate's training count vs truth: how much frequency-k can know (0.5: nothing)"),
+        Metric("language_count_auroc", "none", "fraction", "info",
+               "AUROC of the number of languages using a candidate's token vs truth (0.5: no cue)"),
+        Metric("test_pairs", "none", "count", "info", "held-out pairs"),
+        Metric("contested_test_pairs", "none", "count", "info", "held-out pairs with a contested token"),
+        Metric("test_tokens_seen", "none", "fraction", "info",
+               "share of held-out tokens that training shows in their language (unseen rows stay random)"),
         Metric("gate_interference_spearman", "higher", "correlation", "info",
            "Spearman of final openness vs interference score over the indexed pairs"),
         Metric("effective_vocabularies", "none", "count", "info",
@@ -175,7 +190,8 @@ class VocabTask(Task):
             restore=lambda payload: payload["score"].cpu().numpy(),
         )
         counts = corpus.counts()[candidates.language, candidates.token]
-        chosen = choose_index(params, candidates, scores, truth, counts, ctx.numpy_stream("random-index"))
+        sharing = corpus.usage().sum(0)[candidates.token]
+        chosen = choose_index(params, candidates, scores, truth, counts, sharing, ctx.numpy_stream("random-index"))
         chosen_scores = scores_of(chosen, candidates, scores)
         table = initial_table(corpus.vocab_size, params.dim, ctx.stream("initial-table"), device)
         model = StaticEmbedder(table, PAD, split=self._split(params, corpus, chosen, chosen_scores, ctx),
@@ -185,6 +201,8 @@ class VocabTask(Task):
         metrics: dict[str, float] = {"train_loss": final_loss}
         metrics.update(evaluate_retrieval(model, corpus, device))
         metrics.update(diagnose(model, params, corpus, candidates, scores, truth, chosen, table))
+        metrics.update(cue_strength(truth, counts, sharing))
+        metrics.update(held_out_coverage(corpus))
         ctx.logger.record("index", {"candidates": len(candidates), "split_rows": len(chosen),
                                     "contested_candidates": int(truth.sum()) if truth is not None else None})
         if model.split is not None and model.use_gate:  # the scientific question: did gates follow interference?
@@ -219,8 +237,8 @@ def build_corpus(params: VocabParams, ctx: TrialContext) -> Corpus:
     if params.workload == "cldr":
         return cldr_corpus(params.locales, params.categories, params.test_fraction, ctx.numpy_stream("cldr-split"))
     spec = SyntheticSpec(params.n_languages, params.n_concepts, params.cognate_rate, params.false_friend_rate,
-                         params.false_friend_boost, params.min_length, params.max_length, params.train_pairs,
-                         params.test_pairs, params.twin_fraction)
+                         params.false_friend_boost, params.frequency_spread, params.min_length, params.max_length,
+                         params.train_pairs, params.test_pairs, params.twin_fraction)
     return synthetic_corpus(spec, ctx.numpy_stream)
 
 
@@ -238,14 +256,16 @@ def index_size(params: VocabParams, candidates: CandidatePairs) -> int:
     return min(max(int(round(params.index_fraction * len(candidates))), 1), len(candidates))
 
 
-def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.ndarray,
-                 truth: np.ndarray | None, counts: np.ndarray, rng: np.random.Generator) -> CandidatePairs:
+def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.ndarray, truth: np.ndarray | None,
+                 counts: np.ndarray, sharing: np.ndarray, rng: np.random.Generator) -> CandidatePairs:
     """The arm's split pairs. Every sized index has exactly k pairs (``index_size``):
 
     - interference: the k highest conflict scores (measured on the control);
     - random: k candidates drawn by ``rng`` (capacity control);
     - frequency: the k candidates with most occurrences in training (``counts``; the budget spent
       where the data is, with no notion of conflict);
+    - language_count: the k candidates whose token the most languages use in training (``sharing``),
+      ties broken by ``counts`` (a trivial index: a widely shared form looks like a place to split);
     - oracle: the true contested candidates, most frequent first, cut at k, and topped up with the
       most frequent other candidates when fewer than k are contested (an upper bound at the budget).
     """
@@ -261,10 +281,34 @@ def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.nda
         return CandidatePairs(candidates.language[pick], candidates.token[pick])
     if params.index == "frequency":
         return top_pairs(candidates, counts.astype(np.float64), size)
+    if params.index == "language_count":
+        return top_pairs(candidates, sharing * (float(counts.max(initial=0)) + 1.0) + counts, size)
     if truth is None:
         raise ValueError(f"the oracle index needs a workload with a known contested set, not {params.workload}")
     # Contested first (a key above any count), then by count; ties by position (stable).
     return top_pairs(candidates, counts.astype(np.float64) + truth * (float(counts.max(initial=0)) + 1.0), size)
+
+
+def cue_strength(truth: np.ndarray | None, counts: np.ndarray, sharing: np.ndarray) -> dict[str, float]:
+    """How well each trivial index's key alone ranks the contested candidates (0.5: no cue)."""
+    if truth is None:
+        return {}
+    return {"frequency_auroc": auroc(counts, truth), "language_count_auroc": auroc(sharing, truth)}
+
+
+def held_out_coverage(corpus: Corpus) -> dict[str, float]:
+    """Size of the held-out set, its contested part, and the share of its tokens that training shows
+    in their language: a token never seen keeps its random row in every arm, out of any index's reach."""
+    test, seen = corpus.test, corpus.usage()
+    tokens = np.concatenate([test.source.reshape(-1), test.target.reshape(-1)])
+    languages = np.concatenate([np.repeat(test.source_language, test.source.shape[1]),
+                                np.repeat(test.target_language, test.target.shape[1])])
+    real = tokens != PAD
+    metrics = {"test_pairs": float(len(test)), "test_tokens_seen": float(seen[languages[real], tokens[real]].mean())}
+    contested = corpus.contested_pairs_mask(test)
+    if contested is not None:
+        metrics["contested_test_pairs"] = float(contested.sum())
+    return metrics
 
 
 def evaluate_retrieval(model: StaticEmbedder, corpus: Corpus, device: torch.device) -> dict[str, float]:
