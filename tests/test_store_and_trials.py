@@ -68,6 +68,27 @@ def test_raising_trial_is_recorded_as_failed_with_reason(tmp_path):
     assert "Traceback" in record["details"]["traceback"]
 
 
+class ExitingTask(ToyTask):
+    """A task that ends the process its own way (``sys.exit``) or is interrupted (Ctrl-C)."""
+
+    exit_with: BaseException = SystemExit(0)
+
+    def run(self, params, ctx):
+        raise self.exit_with
+
+
+def test_a_task_calling_sys_exit_is_a_failed_trial_not_the_end_of_the_run(tmp_path):
+    record = run_single(ExitingTask, {}, seed=0, work_root=tmp_path)
+    assert record["status"] == "failed"
+    assert record["error"].startswith("SystemExit: the task called sys.exit(0)")
+
+
+def test_ctrl_c_inside_a_task_still_stops_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(ExitingTask, "exit_with", KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        run_single(ExitingTask, {}, seed=0, work_root=tmp_path)
+
+
 def test_nan_loss_fails_the_trial(tmp_path):
     record = run_single(ToyTask, {"steps": 10, "nan_at_step": 4}, seed=0, work_root=tmp_path)
     assert record["status"] == "failed"

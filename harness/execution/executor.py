@@ -72,6 +72,12 @@ def _final_metrics(metrics: Mapping[str, float]) -> dict[str, float | None]:
     return out
 
 
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the task called sys.exit({exc.code!r}), which would have ended the whole run"
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
 def execute_trial(
     task_cls: type[Task],
     trial: Trial,
@@ -81,7 +87,7 @@ def execute_trial(
     environment: Mapping[str, str],
     console: Console | None = None,
 ) -> dict[str, Any]:
-    """Run one trial and return its record; task errors become a failed record, Ctrl-C propagates."""
+    """Run one trial and return its record; task errors and exits become a failed record, Ctrl-C propagates."""
     recorder = TrialRecorder(console)
     started = datetime.now(timezone.utc)
     clock = time.perf_counter()
@@ -96,8 +102,8 @@ def execute_trial(
         )
         params = task_cls.validate_params(trial.params)
         metrics = _final_metrics(task_cls().run(params, ctx))
-    except Exception as exc:  # a failing trial must not stop the others
-        status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
+    except (Exception, SystemExit) as exc:  # a failing trial, or one calling sys.exit, must not stop the others
+        status, error = "failed", _reason(exc)
         recorder.details["traceback"] = traceback.format_exc(limit=8)
     return trial_record(
         trial, environment, started, time.perf_counter() - clock,
