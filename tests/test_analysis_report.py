@@ -250,6 +250,23 @@ def test_claims_pass_fail_and_inconclusive(tmp_path):
     ]
 
 
+def test_dropped_pairs_cannot_turn_a_claim_into_a_pass(tmp_path):
+    """The treatment's 3 worst of 6 seeds NaN: the 3 left pass (+0.50), all 6 finite are inconclusive (-0.48)."""
+    seeds, diffs = list(range(6)), [0.4, 0.5, 0.6, -1.4, -1.45, -1.53]
+    records = []
+    for seed, diff in zip(seeds, diffs):
+        control = control_values(seed)
+        records += [record("control", seed, control), record("treat", seed, {**control, "acc": control["acc"] + diff})]
+    meta = suite_meta(seeds=seeds, claims=[claim("acc", "superior")])
+    (finite,) = evaluate_claims(load_results(write_run(tmp_path / "finite", meta, records)))
+    assert (finite.status, finite.n, round(finite.estimate, 2)) == ("inconclusive", 6, -0.48)
+    for rec in records[7::2]:  # the treatment's seeds 3, 4 and 5
+        rec["metrics"]["acc"] = float("nan")
+    (dropped,) = evaluate_claims(load_results(write_run(tmp_path / "dropped", meta, records)))
+    assert (dropped.n, dropped.dropped, round(dropped.estimate, 2)) == (3, 3, 0.5)
+    assert dropped.status == "inconclusive" and "3 pair(s) dropped" in dropped.detail
+
+
 def test_a_deterministic_value_on_an_inclusive_bound_passes(tmp_path):
     # bytes: treatment == control in every pair, so the ratio is exactly 1.0 with no spread
     claims = [claim("bytes", "ratio", max=1.0), claim("bytes", "ratio", min=1.0), claim("bytes", "ratio", max=0.99)]
