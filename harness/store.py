@@ -140,7 +140,34 @@ def read_trial(path: Path) -> dict:
         raise CorruptTrial(f"holds {type(record).__name__ if record is not None else 'null'}, not a trial record")
     if record.get("trial_id") != path.stem or "status" not in record:
         raise CorruptTrial("not a trial record (trial_id or status missing or wrong)")
+    problem = _shape_problem(record)
+    if problem:
+        raise CorruptTrial(f"not a trial record ({problem})")
     return record
+
+
+def _is_value(value: Any) -> bool:
+    """A stored number: NaN and infinities are stored as null."""
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _shape_problem(record: dict) -> str | None:
+    """What the mirror and the analysis would trip over, on every rerun, in a record edited by hand."""
+    if record["status"] not in ("finished", "failed"):
+        return f"status {record['status']!r} is neither finished nor failed"
+    for field in ("metrics", "curves", "params", "details"):
+        if not isinstance(record.get(field, {}), dict):
+            return f"{field} is not a mapping"
+    metrics = record.get("metrics", {})
+    if not all(_is_value(value) for value in metrics.values()):
+        return "a metric value is not a number"
+    for key, points in record.get("curves", {}).items():
+        if not isinstance(points, list) or not all(
+            isinstance(point, list) and len(point) == 2 and isinstance(point[0], int) and _is_value(point[1])
+            for point in points
+        ):
+            return f"curve {key!r} is not a list of [step, value] pairs"
+    return None
 
 
 def clean_stray_tmp(*folders: Path, min_age: float = 0.0, skip: Path | None = None) -> int:

@@ -180,6 +180,30 @@ def test_corrupt_trial_files_and_stray_temporary_files_are_cleaned_up(tmp_path, 
     assert check_results(results) == []  # includes: no temporary file left
 
 
+def test_hand_edited_records_never_break_the_mirror(tmp_path, toy_suite):
+    """A NaN curve point (stored as null) mirrors without it; a record whose metrics are not numbers is
+    corrupt (moved aside, its trial reruns) instead of counting as finished and crashing every rerun."""
+    results = tmp_path / "results"
+    assert run(toy_suite, results).returncode == 0
+    nan_point, oops = sorted((results / "toy" / "smoke" / "trials").glob("*.json"))[:2]
+    record = json.loads(nan_point.read_text())
+    record["curves"]["train/loss"][1][1] = None
+    nan_point.write_text(json.dumps(record))
+    record = json.loads(oops.read_text())
+    record["metrics"] = "oops"
+    oops.write_text(json.dumps(record))
+    (results / "mlflow.db").unlink()  # the store moved aside: every trial is mirrored again
+
+    rerun = run(toy_suite, results)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "1 ran, 2 already finished" in rerun.stdout
+    assert [line for line in rerun.stderr.splitlines() if "corrupt" in line] == [
+        f"warning: {oops} is corrupt (not a trial record (metrics is not a mapping)): moved to "
+        f"{oops.name}.corrupt; its trial reruns"]
+    oops.with_name(oops.name + ".corrupt").unlink()
+    assert check_results(results) == []
+
+
 # -- --results that cannot hold results ----------------------------------------------------------
 def test_unusable_results_folder_is_a_one_line_error(tmp_path, toy_suite):
     (tmp_path / "file").write_text("not a folder")

@@ -285,6 +285,7 @@ class MlflowTracker:
                 (mlflow_key(key), float(value), start_ms, int(step))
                 for key, points in record.get("curves", {}).items()
                 for step, value in points
+                if value is not None  # a NaN point, stored as null
             ]
             metrics += [
                 (mlflow_key(k), float(v), start_ms, 0) for k, v in record.get("metrics", {}).items() if v is not None
