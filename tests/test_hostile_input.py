@@ -7,6 +7,7 @@ outside their declared bounds and bytes that are not UTF-8. Each case goes throu
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -167,6 +168,26 @@ def test_the_node_limit_is_overridable(tmp_path):
     path = write(tmp_path, TOY)
     refused(invoke("validate", path, "--max-suite-nodes", 20), "expands to more than 20 YAML nodes")
     assert invoke("validate", path, "--max-suite-nodes", 1000).exit_code == 0
+
+
+def test_a_suite_file_over_a_megabyte_is_refused_before_it_is_parsed(tmp_path):
+    path = write(tmp_path, TOY + "description: " + "a" * (1 << 20) + "\n")
+    refused(invoke("validate", path), f"{path}: larger than 1,048,576 bytes", "--max-suite-nodes")
+
+
+def test_a_long_list_is_refused_where_it_crosses_the_node_limit_not_after_it_is_built(tmp_path):
+    path = write(tmp_path, "x:\n" + "- 1\n" * 5000)  # the root, x and the list are nodes 1-3: item 998 is node 1,001
+    refused(invoke("validate", path, "--max-suite-nodes", 1000), f"{path}:999: expands to more than 1,000 YAML nodes")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_suite_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, kind):
+    if kind == "fifo":
+        path = tmp_path / "suite.yaml"
+        os.mkfifo(path)  # reading it would wait for a writer forever
+    else:
+        path = Path("/dev/zero") if kind == "device" else tmp_path  # /dev/zero would fill the memory
+    refused(invoke("validate", path), f"{path}: not a regular file")
 
 
 def test_a_file_included_twice_is_refused_at_once(tmp_path):
