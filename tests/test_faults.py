@@ -276,6 +276,39 @@ def test_different_suites_at_once_both_succeed(existing, tmp_path, toy_suite):
         assert all(p.info.status == "FINISHED" for p in parents)
 
 
+def test_folders_sharing_a_tracking_store_never_touch_each_others_runs(tmp_path, toy_suite):
+    """Two users, two results folders, one --tracking-uri: the same trial ids, yet each folder finds,
+    replaces and deletes only the runs it logged, and its markers keep naming its own runs."""
+    import mlflow
+
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    client = mlflow.MlflowClient(shared)
+
+    def trial_runs() -> dict[str, set[str]]:
+        experiment = client.get_experiment_by_name("toy").experiment_id
+        runs = client.search_runs([experiment], "tags.`harness.kind` = 'trial'", max_results=1000)
+        found: dict[str, set[str]] = {}
+        for r in runs:
+            found.setdefault(r.data.tags.get("harness.results_id", ""), set()).add(r.info.run_id)
+        return found
+
+    def markers(results: Path) -> set[str]:
+        return {json.loads(p.read_text())["run_id"] for p in (results / "toy" / "smoke" / "mlflow").glob("*.json")}
+
+    assert run(toy_suite, mine, "--tracking-uri", shared).returncode == 0
+    (my_id,) = trial_runs()
+    my_runs = trial_runs()[my_id]
+    assert run(toy_suite, theirs, "--tracking-uri", shared).returncode == 0
+    assert trial_runs()[my_id] == my_runs and len(trial_runs()) == 2  # their run deleted none of mine
+    their_runs = next(runs for folder, runs in trial_runs().items() if folder != my_id)
+
+    again = run(toy_suite, mine, "--tracking-uri", shared, "--seeds", "0,1")  # new trials: every trial checked
+    assert again.returncode == 0, again.stderr
+    assert my_runs < trial_runs()[my_id] and markers(mine) == trial_runs()[my_id]
+    assert markers(theirs) == their_runs == next(runs for f, runs in trial_runs().items() if f != my_id)
+
+
 def test_marker_of_a_trial_is_not_trusted_over_mlflow(tmp_path, toy_suite):
     """A marker naming this store, but whose run is gone from MLflow, is repaired when MLflow is touched."""
     results = tmp_path / "results"

@@ -133,7 +133,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
             click.echo(f"warning: {note}", err=True)
         tracker = MlflowTracker(store.uri, artifact_root=results_root / "mlartifacts", identity=store.identity)
     elif not no_mlflow:
-        tracker = MlflowTracker(tracking_uri, artifact_root=results_root / "mlartifacts")
+        tracker = MlflowTracker(tracking_uri, artifact_root=results_root / "mlartifacts", shared=True)
 
     executor = _executor(executor_name, ray_address, ray_workers)
     signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler

@@ -18,17 +18,20 @@ import socket
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.faults import fault
-from harness.store import read_json, write_json_atomic
+from harness.store import read_json, write_atomic, write_json_atomic
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 TRIAL_ID_TAG = "harness.trial_id"
+RESULTS_ID_TAG = "harness.results_id"  # which results folder logged a run: other folders share a server
 MARKER_DIR = "mlflow"
+RESULTS_ID_FILE = "results-id"
 PARENTS_DIR = "parents"
 _BAD_NAME = re.compile(r"[^/\w.\- :]")
 
@@ -73,8 +76,10 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
 class MlflowTracker:
     """Batched MLflow logging with its own wall-clock accounting (MLflow's share of a run)."""
 
-    def __init__(self, tracking_uri: str, artifact_root: Path | None = None, identity: str | None = None) -> None:
+    def __init__(self, tracking_uri: str, artifact_root: Path | None = None, identity: str | None = None,
+                 shared: bool = False) -> None:
         self.uri = tracking_uri
+        self.shared = shared  # other results folders log here too: find and delete only this folder's runs
         self.artifact_root = artifact_root
         self.identity = identity or tracking_uri  # what markers name: changes when the store is replaced
         self.seconds = 0.0
@@ -210,7 +215,7 @@ class MlflowTracker:
 
         return self._timed(close)
 
-    def close_stale_parents(self, suite: str, profile: str) -> int:
+    def close_stale_parents(self, suite: str, profile: str, results_id: str) -> int:
         """Mark KILLED the suite runs of this host whose process died (SIGKILL, power loss)."""
         experiment_id = self.experiment_id(suite)
 
@@ -219,7 +224,8 @@ class MlflowTracker:
             for run in self.client.search_runs(
                 [experiment_id],
                 filter_string=f"tags.`harness.kind` = 'suite' and tags.`harness.profile` = '{profile}' "
-                f"and attributes.status = 'RUNNING' and tags.`harness.host` = '{socket.gethostname()}'",
+                f"and attributes.status = 'RUNNING' and tags.`harness.host` = '{socket.gethostname()}'"
+                + self._scope(results_id),
             ):
                 if not _alive(int(run.data.tags.get("harness.pid", "0"))):
                     self.client.set_terminated(run.info.run_id, "KILLED")
@@ -314,8 +320,16 @@ class MlflowTracker:
 
         self._timed(delete)
 
-    def trial_runs(self, suite: str, profile: str) -> dict[str, list[TrialRun]]:
-        """Trial id -> every MLflow run of that trial in this suite and profile (oldest first)."""
+    def _scope(self, results_id: str) -> str:
+        """The search filter that keeps a shared store's runs of other results folders out of reach.
+
+        A folder's own ``mlflow.db`` holds only its runs, including those logged before runs were
+        tagged with their folder, so it is searched whole."""
+        return f" and tags.`{RESULTS_ID_TAG}` = '{results_id}'" if self.shared else ""
+
+    def trial_runs(self, suite: str, profile: str, results_id: str) -> dict[str, list[TrialRun]]:
+        """Trial id -> every MLflow run of that trial that this results folder logged in this suite
+        and profile (oldest first)."""
         experiment_id = self.experiment_id(suite)
 
         def search() -> dict[str, list[TrialRun]]:
@@ -324,7 +338,8 @@ class MlflowTracker:
             while True:
                 page = self.client.search_runs(
                     [experiment_id],
-                    filter_string=f"tags.`harness.kind` = 'trial' and tags.`harness.profile` = '{profile}'",
+                    filter_string=f"tags.`harness.kind` = 'trial' and tags.`harness.profile` = '{profile}'"
+                    + self._scope(results_id),
                     max_results=1000,
                     order_by=["attributes.start_time ASC"],
                     page_token=token,
@@ -363,6 +378,21 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def results_id(run_dir: Path) -> str:
+    """A random id of this results folder, made on first use and tagged on every run it logs, so
+    that on a shared tracking server a folder finds, replaces and deletes only its own runs."""
+    path = run_dir / MARKER_DIR / RESULTS_ID_FILE
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        value = ""
+    if re.fullmatch(r"[0-9a-f]{32}", value):
+        return value
+    value = uuid.uuid4().hex
+    write_atomic(path, lambda handle: handle.write(value.encode()))
+    return value
 
 
 def marker_path(run_dir: Path, trial_id: str) -> Path:
