@@ -8,6 +8,7 @@ outside their declared bounds and bytes that are not UTF-8. Each case goes throu
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -252,3 +253,13 @@ def test_list_shows_each_params_bounds():
 def test_an_arm_sweep_shadowed_by_the_suite_sweep_is_refused(tmp_path):
     path = write(tmp_path, TOY.replace("{momentum: 0.9}", "{sweep: {features: [2, 3]}}"))
     refused(invoke("validate", path), ":8:", "arms.momentum.sweep.features: 'features' is also swept by the suite's sweep")
+
+
+def test_credentials_in_the_tracking_uri_are_never_printed(tmp_path):
+    with socket.socket() as sock:  # a port that nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = invoke("run", write(tmp_path, TOY), "--results", tmp_path / "results",
+                    "--tracking-uri", f"http://alice:hunter2@127.0.0.1:{port}")
+    refused(result, f"http://***@127.0.0.1:{port} is unreachable")
+    assert "hunter2" not in result.output

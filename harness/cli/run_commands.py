@@ -239,11 +239,13 @@ def _suite_header(outcome) -> str:
 
 
 def _footer(outcomes, tracker, results_root: Path, seconds: float) -> None:
+    from harness.tracking.mlflow_tracker import redacted
+
     wall = sum(o.wall_seconds for o in outcomes)
     lines = [f"\nresults: {results_root.resolve()}  ({seconds:.1f}s)"]
     if tracker is not None:
         share = 100 * tracker.seconds / max(wall, 1e-9)
-        lines.append(f"mlflow: {tracker.uri}  ({tracker.seconds:.2f}s, {share:.1f}% of suite wall time)")
+        lines.append(f"mlflow: {redacted(tracker.uri)}  ({tracker.seconds:.2f}s, {share:.1f}% of suite wall time)")
         lines.append(f"browse: harness ui --results {results_root}")
     click.echo("\n".join(lines))
 

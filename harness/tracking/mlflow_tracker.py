@@ -34,10 +34,17 @@ MARKER_DIR = "mlflow"
 RESULTS_ID_FILE = "results-id"
 PARENTS_DIR = "parents"
 _BAD_NAME = re.compile(r"[^/\w.\- :]")
+_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
 
 class TrackingError(RuntimeError):
     """The tracking server or store cannot be used: one line for the user."""
+
+
+def redacted(text: str) -> str:
+    """``text`` with the user:password of every URL in it replaced by ***, for what is printed or
+    stored (markers, records, run tags): results folders are shared, credentials are not."""
+    return _CREDENTIALS.sub("***@", text)
 
 
 def default_tracking_uri(results_root: Path) -> str:
@@ -67,10 +74,10 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             if response.status >= 400:
-                raise TrackingError(f"tracking server {uri} answered HTTP {response.status} on /health")
+                raise TrackingError(f"tracking server {redacted(uri)} answered HTTP {response.status} on /health")
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise TrackingError(f"tracking server {uri} is unreachable ({reason})") from None
+        raise TrackingError(f"tracking server {redacted(uri)} is unreachable ({redacted(str(reason))})") from None
 
 
 class MlflowTracker:
@@ -114,7 +121,7 @@ class MlflowTracker:
                 ):
                     db = self.uri[len("sqlite:///"):]
                     first += f"; move the store aside (mv {db} {db}.old) and rerun: it is rebuilt from the JSON trial files"
-                raise TrackingError(f"MLflow ({self.uri}): {first}") from exc
+                raise TrackingError(redacted(f"MLflow ({self.uri}): {first}")) from exc
             raise
         finally:
             self._depth -= 1
@@ -200,7 +207,7 @@ class MlflowTracker:
             closed = 0
             for path in markers:
                 marker = read_json(path)
-                if marker.get("store") == self.identity:  # else the store it was in is gone
+                if marker.get("store") == redacted(self.identity):  # else the store it was in is gone
                     try:
                         run = self.client.get_run(marker["run_id"])
                     except Exception as exc:  # noqa: BLE001
@@ -311,7 +318,7 @@ class MlflowTracker:
         return run_id
 
     def write_marker(self, marker: Path, run_id: str) -> None:
-        write_json_atomic(marker, {"tracking_uri": self.uri, "store": self.identity, "run_id": run_id})
+        write_json_atomic(marker, {"tracking_uri": redacted(self.uri), "store": redacted(self.identity), "run_id": run_id})
 
     def delete_runs(self, run_ids: Iterable[str]) -> None:
         def delete() -> None:
@@ -406,7 +413,7 @@ def is_mirrored(run_dir: Path, trial_id: str, tracker: MlflowTracker) -> bool:
         return False
     try:
         marker = read_json(path)
-        return marker.get("tracking_uri") == tracker.uri and marker.get("store") == tracker.identity
+        return marker.get("tracking_uri") == redacted(tracker.uri) and marker.get("store") == redacted(tracker.identity)
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -424,6 +431,6 @@ def open_parents(run_dir: Path, tracker: MlflowTracker) -> list[Path]:
         except (OSError, ValueError):
             path.unlink(missing_ok=True)
             continue
-        if isinstance(marker, dict) and marker.get("tracking_uri") == tracker.uri:
+        if isinstance(marker, dict) and marker.get("tracking_uri") == redacted(tracker.uri):
             found.append(path)
     return found
