@@ -12,7 +12,7 @@ import click
 
 from harness.analysis.report import build_report
 from harness.analysis.results import ResultsError
-from harness.gating import DEFAULT_BASELINES_DIR, GateError, gate as gate_run, save_baseline
+from harness.gating import DEFAULT_BASELINES_DIR, GateError, gate as gate_run, save_baselines
 from harness.store import iter_runs
 
 USAGE_ERROR = 2
@@ -57,12 +57,12 @@ def baseline() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_BASELINES_DIR,
               show_default=True, help="Folder for <suite>-<profile>-<device class>.json.")
 def baseline_save(results: Path, out_dir: Path) -> None:
-    """Save a baseline from every run under RESULTS."""
-    for run_dir in _runs(results):
-        try:
-            path = save_baseline(run_dir, out_dir)
-        except (GateError, ResultsError) as exc:
-            _fail(str(exc))
+    """Save a baseline from every run under RESULTS (none when one of them is refused)."""
+    try:
+        paths = save_baselines(_runs(results), out_dir)
+    except (GateError, ResultsError) as exc:
+        _fail(str(exc))
+    for path in paths:
         click.echo(f"baseline written: {path}")
 
 

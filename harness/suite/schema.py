@@ -37,7 +37,8 @@ def check_seeds(seeds: Iterable[int]) -> list[int]:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN compares false with every bound and tolerance, so it would pass any check it reached
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _non_empty_axes(axes: SweepAxes | None) -> SweepAxes | None:
