@@ -222,6 +222,8 @@ def test_a_file_included_twice_is_refused_at_once(tmp_path):
         (["--arms", "adam"], ["--arms: unknown arm(s) adam"]),
         (["--profile", "../../../escape"], ["unknown profile '../../../escape'"]),
         (["--max-trials", "3"], ["above the limit of 3"]),
+        (["--trial-timeout", "0"], ["Invalid value for '--trial-timeout'"]),
+        (["--trial-timeout", "nan"], ["Invalid value for '--trial-timeout'"]),
     ],
 )
 def test_bad_run_options_are_refused_before_anything_runs(tmp_path, args, fragments):

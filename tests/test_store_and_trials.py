@@ -89,6 +89,24 @@ def test_ctrl_c_inside_a_task_still_stops_the_run(tmp_path, monkeypatch):
         run_single(ExitingTask, {}, seed=0, work_root=tmp_path)
 
 
+def test_a_trial_past_its_timeout_fails_with_the_reason_and_the_alarm_is_cleared(tmp_path):
+    import signal
+
+    import torch
+
+    from harness.execution.executor import execute_trial
+
+    before = signal.getsignal(signal.SIGALRM)
+    params = ToyTask.validate_params({"steps": 10_000, "seconds_per_step": 0.01}).model_dump()
+    stuck = make_trial(task="toy", params=params)
+    record = execute_trial(ToyTask, stuck, torch.device("cpu"), tmp_path / "cache", tmp_path / "work", {}, timeout_s=0.2)
+    assert record["status"] == "failed"
+    assert record["error"] == "TrialTimeout: the trial ran past --trial-timeout 0.2s"
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    quick = execute_trial(ToyTask, make_trial(), torch.device("cpu"), tmp_path / "cache", tmp_path / "w2", {}, timeout_s=60)
+    assert quick["status"] == "finished"
+
+
 def test_nan_loss_fails_the_trial(tmp_path):
     record = run_single(ToyTask, {"steps": 10, "nan_at_step": 4}, seed=0, work_root=tmp_path)
     assert record["status"] == "failed"

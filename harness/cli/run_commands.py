@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import math
 import signal
 import subprocess
 import sys
@@ -41,6 +42,12 @@ def _seed_list(_ctx, _param, value: str | None) -> list[int] | None:
         return check_seeds(seeds)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def _finite_seconds(_ctx, _param, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a finite number of seconds, got {value}")
+    return value
 
 
 def _str_list(_ctx, _param, value: str | None) -> list[str] | None:
@@ -87,10 +94,12 @@ results_option = click.option(
               "instead of starting a local one.")
 @click.option("--ray-workers", type=click.IntRange(min=1),
               help="Trials at a time on the local Ray cluster [default: CPUs].")
+@click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Fail a trial that runs longer than this many seconds (its reason says so); the others go on.")
 @max_trials_option
 @max_nodes_option
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, ray_address, ray_workers, max_trials, max_nodes) -> None:
+        executor_name, ray_address, ray_workers, trial_timeout, max_trials, max_nodes) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow."""
     from harness.analysis.report import build_report, render_arm_table, stored_report_text
     from harness.analysis.results import load_results
@@ -142,7 +151,8 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     outcomes, exit_code = [], 0
     try:
         for suite in suites:
-            outcome = run_suite(suite, results_root, torch_device, tracker, console, not no_resume, executor)
+            outcome = run_suite(suite, results_root, torch_device, tracker, console, not no_resume, executor,
+                                trial_timeout)
             outcomes.append(outcome)
             if outcome.interrupted:
                 exit_code = 130

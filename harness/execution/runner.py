@@ -85,8 +85,10 @@ def run_suite(
     console: Console,
     resume: bool = True,
     executor: Executor | None = None,
+    trial_timeout: float | None = None,
 ) -> SuiteOutcome:
-    """Run every unfinished trial of a suite; Ctrl-C stops after storing what finished."""
+    """Run every unfinished trial of a suite (each failed past ``trial_timeout`` seconds, when given);
+    Ctrl-C stops after storing what finished."""
     clock = time.perf_counter()
     mlflow_before = tracker.seconds if tracker else 0.0
     folder = RunFolder(results_root, suite.name, suite.profile)
@@ -125,7 +127,7 @@ def run_suite(
                                                              texts=provenance_texts(suite.source.parent))
             _reconcile(tracker, folder, outcome.parent_run_id, done, present, folder_id)
 
-    jobs = _jobs(suite, trials, pending, device, results_root, folder, env)
+    jobs = _jobs(suite, trials, pending, device, results_root, folder, env, trial_timeout)
     try:
         for record in runner.run(jobs, console):
             trial_file = folder.save_trial(record)
@@ -151,7 +153,7 @@ def run_suite(
 
 def _jobs(
     suite: Suite, trials: list[Trial], pending: list[Trial], device: torch.device, results_root: Path,
-    folder: RunFolder, env: dict[str, str],
+    folder: RunFolder, env: dict[str, str], timeout_s: float | None = None,
 ) -> list[TrialJob]:
     """Pending trials as picklable jobs, seeds outermost: the first trial of a seed builds its
     cached artifacts while the cache lock holds the others of that seed."""
@@ -163,7 +165,7 @@ def _jobs(
         TrialJob(
             task=suite.task_name, trial=trial, device=str(device), cache_dir=cache_dir,
             work_dir=work_root / trial.trial_id, environment=env, torch_threads=threads,
-            index=position[trial.trial_id], total=len(trials),
+            index=position[trial.trial_id], total=len(trials), timeout_s=timeout_s,
         )
         for trial in pending
     ]
