@@ -503,6 +503,33 @@ def test_rebuilding_the_report_replaces_stale_plots(tmp_path):
     assert first.text == second.text  # deterministic statistics: the same intervals every time
 
 
+def test_a_plots_folder_linked_outside_the_run_keeps_the_files_there(tmp_path):
+    run_dir = write_run(tmp_path / "results", suite_meta(), paired_records())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.png").write_bytes(PNG_SIGNATURE)
+    (run_dir / "report").mkdir()
+    (run_dir / "report" / "plots").symlink_to(elsewhere)
+    build_report(run_dir)
+    assert (elsewhere / "precious.png").read_bytes() == PNG_SIGNATURE
+
+
+def test_a_report_killed_while_drawing_is_not_taken_as_the_stored_one(tmp_path, monkeypatch):
+    from harness.analysis import plots, report
+
+    run_dir = write_run(tmp_path, suite_meta(), paired_records())
+    build_report(run_dir)
+    assert report.stored_report_text(run_dir) is not None
+
+    def killed(spec, path):
+        raise KeyboardInterrupt  # what a SIGKILL mid-plots leaves: some plots, no new text
+
+    monkeypatch.setattr(plots, "render", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build_report(run_dir)
+    assert report.stored_report_text(run_dir) is None  # the next run redraws
+
+
 def test_report_command_prints_the_verdict_table_for_every_run(tmp_path):
     metrics = {**METRICS, "size": {**METRICS["size"], "key": False}, "noisy": {**METRICS["noisy"], "key": False}}
     write_run(tmp_path, suite_meta(metrics=metrics), paired_records())
