@@ -209,3 +209,16 @@ def test_a_folder_someone_sent_is_reproduced_into_its_own_store_not_the_server_i
             in result.stdout) and "give --tracking-uri to log there" in result.stdout
     assert "hunter2" not in result.output
     assert len(runs(sent, "reproduction")) == logged + 1
+
+
+@pytest.mark.integration
+def test_a_killed_reproduction_is_closed_by_the_next(toy_run, harness_cmd, cli_env):
+    target = str(toy_run / "toy" / "smoke")
+    killed = subprocess.run([*harness_cmd, "reproduce", target], env={**cli_env, "HARNESS_FAULT": "trial-run-created:1"},
+                            capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (left,) = [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]
+    again = subprocess.run([*harness_cmd, "reproduce", target], env=cli_env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert client(toy_run).get_run(left.info.run_id).info.status == "KILLED"
+    assert not [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]

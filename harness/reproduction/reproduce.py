@@ -153,6 +153,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
     env = {**plan.here, "executor": SerialExecutor.name}
     tracker, parent_id = plan.tracker, None
     if tracker is not None:
+        tracker.close_stale_parents(original.suite, original.profile, None, kind="reproduction")  # killed earlier ones
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         parent_id = tracker.start_parent(
             meta, env, f"reproduce {original.suite}/{original.profile} {stamp}",

@@ -222,17 +222,18 @@ class MlflowTracker:
 
         return self._timed(close)
 
-    def close_stale_parents(self, suite: str, profile: str, results_id: str) -> int:
-        """Mark KILLED the suite runs of this host whose process died (SIGKILL, power loss)."""
+    def close_stale_parents(self, suite: str, profile: str, results_id: str | None, kind: str = "suite") -> int:
+        """Mark KILLED the ``kind`` runs (suite runs, reproductions) of this host whose process died
+        (SIGKILL, power loss)."""
         experiment_id = self.experiment_id(suite)
+        scope = "" if results_id is None else self._scope(results_id)
 
         def close() -> int:
             stale = 0
             for run in self.client.search_runs(
                 [experiment_id],
-                filter_string=f"tags.`harness.kind` = 'suite' and tags.`harness.profile` = '{profile}' "
-                f"and attributes.status = 'RUNNING' and tags.`harness.host` = '{socket.gethostname()}'"
-                + self._scope(results_id),
+                filter_string=f"tags.`harness.kind` = '{kind}' and tags.`harness.profile` = '{profile}' "
+                f"and attributes.status = 'RUNNING' and tags.`harness.host` = '{socket.gethostname()}'" + scope,
             ):
                 if not _alive(int(run.data.tags.get("harness.pid", "0"))):
                     self.client.set_terminated(run.info.run_id, "KILLED")
