@@ -107,7 +107,7 @@ class _TooManyNodes(yaml.YAMLError):
 class _SuiteLoader(yaml.SafeLoader):
     """A safe loader that refuses nesting beyond ``MAX_DEPTH`` and more than ``max_nodes`` nodes
     while composing (pyyaml composes recursively: 500 levels would otherwise end in a
-    RecursionError, and a long list would be built whole, at ~1 KB of memory a node, before
+    RecursionError, and a long list would be built whole, at kilobytes of memory a node, before
     ``_check_nodes`` counted it)."""
 
     def __init__(self, stream: str, max_nodes: int = MAX_SUITE_NODES) -> None:
