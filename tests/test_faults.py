@@ -180,6 +180,7 @@ def test_corrupt_trial_files_and_stray_temporary_files_are_cleaned_up(tmp_path, 
     assert check_results(results) == []  # includes: no temporary file left
 
 
+@pytest.mark.integration
 def test_hand_edited_records_never_break_the_mirror(tmp_path, toy_suite):
     """A NaN curve point (stored as null) mirrors without it; a record whose metrics are not numbers is
     corrupt (moved aside, its trial reruns) instead of counting as finished and crashing every rerun."""
@@ -202,6 +203,33 @@ def test_hand_edited_records_never_break_the_mirror(tmp_path, toy_suite):
         f"{oops.name}.corrupt; its trial reruns"]
     oops.with_name(oops.name + ".corrupt").unlink()
     assert check_results(results) == []
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KB tmpfs: room for a few trial files, not for the store or the report."""
+    import subprocess
+
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if os.getuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                                          capture_output=True).returncode != 0:
+        pytest.skip("a full disk is simulated with a small tmpfs, which needs root and mount")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mirror", [(), ("--no-mlflow",)], ids=["mlflow", "no-mlflow"])
+def test_a_full_disk_is_one_line_and_keeps_what_was_stored(full_disk, toy_suite, mirror):
+    proc = run(toy_suite, full_disk / "results", *mirror)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith(("[toy] ", "device: "))]  # progress
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "no space left" in lines[0] or "disk is full" in lines[0], lines[0]
+    trial_records(full_disk / "results")  # what was stored before the disk filled is intact
 
 
 # -- --results that cannot hold results ----------------------------------------------------------
@@ -276,6 +304,7 @@ def test_different_suites_at_once_both_succeed(existing, tmp_path, toy_suite):
         assert all(p.info.status == "FINISHED" for p in parents)
 
 
+@pytest.mark.integration
 def test_folders_sharing_a_tracking_store_never_touch_each_others_runs(tmp_path, toy_suite):
     """Two users, two results folders, one --tracking-uri: the same trial ids, yet each folder finds,
     replaces and deletes only the runs it logged, and its markers keep naming its own runs."""

@@ -193,6 +193,7 @@ def test_bad_targets_fail_in_one_line_and_write_nothing(toy_run, tmp_path, case)
     assert snapshot(toy_run) == before
 
 
+@pytest.mark.integration
 def test_a_folder_someone_sent_is_reproduced_into_its_own_store_not_the_server_its_markers_name(toy_run, tmp_path):
     """Their markers name their server (credentials included): the reproduction, with this checkout's
     git diff, must not go there unasked, and the plan says where it goes."""

@@ -188,6 +188,11 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         _fail(f"{exc} (finished trials are stored under {results_root}; rerun to mirror them)")
     except KeyboardInterrupt:
         exit_code = 130
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        _fail(f"no space left writing {exc.filename or results_root} ({exc.strerror}); the trials stored before it "
+              "are kept: free some space and rerun")
     finally:
         executor.close()
     _footer(outcomes, tracker, results_root, time.perf_counter() - started)
