@@ -198,9 +198,9 @@ def test_hand_edited_records_never_break_the_mirror(tmp_path, toy_suite):
     rerun = run(toy_suite, results)
     assert rerun.returncode == 0, rerun.stderr
     assert "1 ran, 2 already finished" in rerun.stdout
-    assert [line for line in rerun.stderr.splitlines() if "corrupt" in line] == [
-        f"warning: {oops} is corrupt (not a trial record (metrics is not a mapping)): moved to "
-        f"{oops.name}.corrupt; its trial reruns"]
+    expected = (f"warning: {oops} is corrupt (not a trial record (metrics is not a mapping)): moved to "
+                f"{oops.name}.corrupt; its trial reruns")
+    assert [line for line in rerun.stderr.splitlines() if "corrupt" in line] == [expected]
     oops.with_name(oops.name + ".corrupt").unlink()
     assert check_results(results) == []
 
@@ -213,7 +213,7 @@ def full_disk(tmp_path):
     folder = tmp_path / "small"
     folder.mkdir()
     if os.getuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
-                                          capture_output=True).returncode != 0:
+                                          capture_output=True, check=False).returncode != 0:
         pytest.skip("a full disk is simulated with a small tmpfs, which needs root and mount")
     try:
         yield folder
