@@ -17,15 +17,26 @@ def resolve_device(choice: str = "auto") -> torch.device:
     return torch.device(choice)
 
 
-def cpu_model() -> str:
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field`` line of /proc/cpuinfo (Linux), or None where there is none."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def cpu_features() -> str:
+    """The CPU's model and instruction-set flags: what code built with -march=native depends on."""
+    flags = _cpuinfo("flags") or _cpuinfo("Features") or ""
+    return f"{platform.machine()} {cpu_model()} {flags}"
 
 
 def cpu_capability() -> str:

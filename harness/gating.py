@@ -44,7 +44,7 @@ from harness.analysis.results import RunResults, load_results
 from harness.analysis.stats import mean_estimate
 from harness.analysis.verdicts import contrast_variants
 from harness.metrics import metric_family
-from harness.store import read_json, write_json_atomic
+from harness.store import clean_stray_tmp, read_json, write_json_atomic
 from harness.suite.points import point_label, sweep_points
 
 BASELINE_SCHEMA = 1
@@ -295,9 +295,30 @@ def environment_differences(baseline: Mapping[str, Any], results: RunResults) ->
             if key in theirs and key in ours and str(theirs[key]) != ours[key]]
 
 
+STRAY_TMP_AGE_S = 60  # a temporary file older than this is no concurrent save's: a killed one left it
+
+
 def save_baseline(run_dir: Path, out_dir: Path = DEFAULT_BASELINES_DIR) -> Path:
     """Write ``<out_dir>/<suite>-<profile>-<device class>.json``; refused unless the run is complete
     (every declared trial finished) and holds something to gate."""
+    return save_baselines([run_dir], out_dir)[0]
+
+
+def save_baselines(run_dirs: list[Path], out_dir: Path = DEFAULT_BASELINES_DIR) -> list[Path]:
+    """Every run's baseline, all checked before the first file is replaced: one refused run leaves
+    every baseline as it was. Temporary files of a save killed mid-write are removed first."""
+    made = [_checked_baseline(run_dir) for run_dir in run_dirs]
+    clean_stray_tmp(Path(out_dir), min_age=STRAY_TMP_AGE_S)
+    paths = []
+    for name, baseline in made:
+        path = Path(out_dir) / name
+        write_json_atomic(path, baseline)
+        paths.append(path)
+    return paths
+
+
+def _checked_baseline(run_dir: Path) -> tuple[str, dict[str, Any]]:
+    """(file name, baseline) of a complete run with something to gate, else GateError."""
     results = load_results(run_dir)
     if results.failed:
         raise GateError(
@@ -318,9 +339,7 @@ def save_baseline(run_dir: Path, out_dir: Path = DEFAULT_BASELINES_DIR) -> Path:
     if not baseline["values"]:
         raise GateError(f"{results.run_dir}: no quality, memory or speed-ratio values to gate; a baseline of nothing "
                         "would pass every run")
-    path = Path(out_dir) / baseline_filename(results.suite, results.profile, results.device_class)
-    write_json_atomic(path, baseline)
-    return path
+    return baseline_filename(results.suite, results.profile, results.device_class), baseline
 
 
 def load_baseline(path: Path) -> dict[str, Any]:
@@ -409,6 +428,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     )
     baseline = load_baseline(path)
     _refuse_mismatch(baseline, results, path)
+    _refuse_other_task_version(baseline, results, path)
     tolerances = results.meta.get("gate") or {}
     speed = speed_gated(results)
     gated = (QUALITY, MEMORY, CONTRAST, CLAIM, SPEED_RATIO) if speed else (QUALITY, MEMORY, CONTRAST, CLAIM)
@@ -508,6 +528,16 @@ def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Pat
         raise GateError(
             f"refusing to gate: baseline {path} is for another run ({', '.join(differing)} in these results); "
             "use the baseline of the same suite, profile, device class, seeds and sweep"
+        )
+
+
+def _refuse_other_task_version(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
+    """A task's version changes when its metrics change meaning: its old values are no yardstick."""
+    theirs, ours = baseline.get("task_version"), results.meta.get("task_version")
+    if theirs is not None and str(theirs) != str(ours):
+        raise GateError(
+            f"refusing to gate: baseline {path} was saved with task {baseline.get('task')!r} version {theirs}, these "
+            f"results ran version {ours}; save a new baseline from a run of this version"
         )
 
 

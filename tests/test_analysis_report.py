@@ -248,6 +248,23 @@ def test_claims_pass_fail_and_inconclusive(tmp_path):
     ]
 
 
+def test_dropped_pairs_cannot_turn_a_claim_into_a_pass(tmp_path):
+    """The treatment's 3 worst of 6 seeds NaN: the 3 left pass (+0.50), all 6 finite are inconclusive (-0.48)."""
+    seeds, diffs = list(range(6)), [0.4, 0.5, 0.6, -1.4, -1.45, -1.53]
+    records = []
+    for seed, diff in zip(seeds, diffs):
+        control = control_values(seed)
+        records += [record("control", seed, control), record("treat", seed, {**control, "acc": control["acc"] + diff})]
+    meta = suite_meta(seeds=seeds, claims=[claim("acc", "superior")])
+    (finite,) = evaluate_claims(load_results(write_run(tmp_path / "finite", meta, records)))
+    assert (finite.status, finite.n, round(finite.estimate, 2)) == ("inconclusive", 6, -0.48)
+    for rec in records[7::2]:  # the treatment's seeds 3, 4 and 5
+        rec["metrics"]["acc"] = float("nan")
+    (dropped,) = evaluate_claims(load_results(write_run(tmp_path / "dropped", meta, records)))
+    assert (dropped.n, dropped.dropped, round(dropped.estimate, 2)) == (3, 3, 0.5)
+    assert dropped.status == "inconclusive" and "3 pair(s) dropped" in dropped.detail
+
+
 def test_a_deterministic_value_on_an_inclusive_bound_passes(tmp_path):
     # bytes: treatment == control in every pair, so the ratio is exactly 1.0 with no spread
     claims = [claim("bytes", "ratio", max=1.0), claim("bytes", "ratio", min=1.0), claim("bytes", "ratio", max=0.99)]
@@ -483,6 +500,33 @@ def test_rebuilding_the_report_replaces_stale_plots(tmp_path):
     assert not stale.exists()
     assert plot_names(list(first.plot_paths)) == plot_names(list(second.plot_paths))
     assert first.text == second.text  # deterministic statistics: the same intervals every time
+
+
+def test_a_plots_folder_linked_outside_the_run_keeps_the_files_there(tmp_path):
+    run_dir = write_run(tmp_path / "results", suite_meta(), paired_records())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.png").write_bytes(PNG_SIGNATURE)
+    (run_dir / "report").mkdir()
+    (run_dir / "report" / "plots").symlink_to(elsewhere)
+    build_report(run_dir)
+    assert (elsewhere / "precious.png").read_bytes() == PNG_SIGNATURE
+
+
+def test_a_report_killed_while_drawing_is_not_taken_as_the_stored_one(tmp_path, monkeypatch):
+    from harness.analysis import plots, report
+
+    run_dir = write_run(tmp_path, suite_meta(), paired_records())
+    build_report(run_dir)
+    assert report.stored_report_text(run_dir) is not None
+
+    def killed(spec, path):
+        raise KeyboardInterrupt  # what a SIGKILL mid-plots leaves: some plots, no new text
+
+    monkeypatch.setattr(plots, "render", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build_report(run_dir)
+    assert report.stored_report_text(run_dir) is None  # the next run redraws
 
 
 def test_report_command_prints_the_verdict_table_for_every_run(tmp_path):

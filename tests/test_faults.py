@@ -182,6 +182,58 @@ def test_corrupt_trial_files_and_stray_temporary_files_are_cleaned_up(tmp_path, 
     assert check_results(results) == []  # includes: no temporary file left
 
 
+@pytest.mark.integration
+def test_hand_edited_records_never_break_the_mirror(tmp_path, toy_suite):
+    """A NaN curve point (stored as null) mirrors without it; a record whose metrics are not numbers is
+    corrupt (moved aside, its trial reruns) instead of counting as finished and crashing every rerun."""
+    results = tmp_path / "results"
+    assert run(toy_suite, results).returncode == 0
+    nan_point, oops = sorted((results / "toy" / "smoke" / "trials").glob("*.json"))[:2]
+    record = json.loads(nan_point.read_text())
+    record["curves"]["train/loss"][1][1] = None
+    nan_point.write_text(json.dumps(record))
+    record = json.loads(oops.read_text())
+    record["metrics"] = "oops"
+    oops.write_text(json.dumps(record))
+    (results / "mlflow.db").unlink()  # the store moved aside: every trial is mirrored again
+
+    rerun = run(toy_suite, results)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "1 ran, 2 already finished" in rerun.stdout
+    expected = (f"warning: {oops} is corrupt (not a trial record (metrics is not a mapping)): moved to "
+                f"{oops.name}.corrupt; its trial reruns")
+    assert [line for line in rerun.stderr.splitlines() if "corrupt" in line] == [expected]
+    oops.with_name(oops.name + ".corrupt").unlink()
+    assert check_results(results) == []
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KB tmpfs: room for a few trial files, not for the store or the report."""
+    import subprocess
+
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if os.getuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                                          capture_output=True, check=False).returncode != 0:
+        pytest.skip("a full disk is simulated with a small tmpfs, which needs root and mount")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mirror", [(), ("--no-mlflow",)], ids=["mlflow", "no-mlflow"])
+def test_a_full_disk_is_one_line_and_keeps_what_was_stored(full_disk, toy_suite, mirror):
+    proc = run(toy_suite, full_disk / "results", *mirror)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith(("[toy] ", "device: "))]  # progress
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "no space left" in lines[0] or "disk is full" in lines[0], lines[0]
+    trial_records(full_disk / "results")  # what was stored before the disk filled is intact
+
+
 # -- --results that cannot hold results ----------------------------------------------------------
 def test_unusable_results_folder_is_a_one_line_error(tmp_path, toy_suite):
     (tmp_path / "file").write_text("not a folder")
@@ -252,6 +304,40 @@ def test_different_suites_at_once_both_succeed(existing, tmp_path, toy_suite):
     for name in ("toy", "toy2"):
         _, parents = mlflow_runs(results, name)
         assert all(p.info.status == "FINISHED" for p in parents)
+
+
+@pytest.mark.integration
+def test_folders_sharing_a_tracking_store_never_touch_each_others_runs(tmp_path, toy_suite):
+    """Two users, two results folders, one --tracking-uri: the same trial ids, yet each folder finds,
+    replaces and deletes only the runs it logged, and its markers keep naming its own runs."""
+    import mlflow
+
+    shared = f"sqlite:///{tmp_path / 'shared.db'}"
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    client = mlflow.MlflowClient(shared)
+
+    def trial_runs() -> dict[str, set[str]]:
+        experiment = client.get_experiment_by_name("toy").experiment_id
+        runs = client.search_runs([experiment], "tags.`harness.kind` = 'trial'", max_results=1000)
+        found: dict[str, set[str]] = {}
+        for r in runs:
+            found.setdefault(r.data.tags.get("harness.results_id", ""), set()).add(r.info.run_id)
+        return found
+
+    def markers(results: Path) -> set[str]:
+        return {json.loads(p.read_text())["run_id"] for p in (results / "toy" / "smoke" / "mlflow").glob("*.json")}
+
+    assert run(toy_suite, mine, "--tracking-uri", shared).returncode == 0
+    (my_id,) = trial_runs()
+    my_runs = trial_runs()[my_id]
+    assert run(toy_suite, theirs, "--tracking-uri", shared).returncode == 0
+    assert trial_runs()[my_id] == my_runs and len(trial_runs()) == 2  # their run deleted none of mine
+    their_runs = next(runs for folder, runs in trial_runs().items() if folder != my_id)
+
+    again = run(toy_suite, mine, "--tracking-uri", shared, "--seeds", "0,1")  # new trials: every trial checked
+    assert again.returncode == 0, again.stderr
+    assert my_runs < trial_runs()[my_id] and markers(mine) == trial_runs()[my_id]
+    assert markers(theirs) == their_runs == next(runs for f, runs in trial_runs().items() if f != my_id)
 
 
 def test_marker_of_a_trial_is_not_trusted_over_mlflow(tmp_path, toy_suite):

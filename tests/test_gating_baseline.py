@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -170,6 +171,30 @@ def test_gate_refuses_a_baseline_of_another_run(tmp_path, baseline, run, named):
     assert len(result.stderr.strip().splitlines()) == 1
     if named == "device class":  # both classes named, the baseline's first
         assert "device class 'cpu' vs 'cuda'" in result.stderr
+
+
+def test_gate_refuses_a_baseline_of_another_task_version(tmp_path, baseline):
+    run = make_run(tmp_path / "current")
+    meta = json.loads((run / "suite.json").read_text())
+    (run / "suite.json").write_text(json.dumps({**meta, "task_version": "2"}))
+    one_line_usage_error(invoke("gate", run, "--baseline", baseline), "refusing to gate",
+                         "task 'synth' version 1, these results ran version 2")
+
+
+def test_baseline_save_of_several_runs_writes_none_when_one_is_refused(tmp_path):
+    root = tmp_path / "results"
+    make_run(root, suite="complete")
+    next((make_run(root, suite="partial") / "trials").glob("treat-1.json")).unlink()
+    out = tmp_path / "baselines"
+    out.mkdir()
+    killed = out / ".complete-smoke-cpu.json.x1y2.tmp"  # what a save killed mid-write left
+    killed.write_text("{")
+    os.utime(killed, (0, 0))
+    one_line_usage_error(invoke("baseline", "save", root, "--out", out), "partial/smoke", "no result")
+    assert list(out.iterdir()) == [killed]  # the complete run's baseline was not written either
+    saved = invoke("baseline", "save", root / "complete", "--out", out)
+    assert saved.exit_code == 0, saved.output
+    assert [p.name for p in out.iterdir()] == ["complete-smoke-cpu.json"]
 
 
 def test_gate_without_a_matching_baseline_is_a_usage_error(tmp_path, baseline):

@@ -7,6 +7,8 @@ outside their declared bounds and bytes that are not UTF-8. Each case goes throu
 """
 from __future__ import annotations
 
+import os
+import socket
 import tracemalloc
 from pathlib import Path
 
@@ -104,6 +106,10 @@ def refused(result, *fragments: str) -> str:
                      id="arm-sweep-empty"),
         pytest.param(TOY.replace("suite: toy", "suite: ../../../escape"), [":1:", "suite name '../../../escape' is not a plain word"],
                      id="suite-name-path"),
+        pytest.param(TOY.replace("suite: toy", "suite: mlflow.db"), [":1:", "suite name 'mlflow.db' is reserved"],
+                     id="suite-named-like-the-store"),
+        pytest.param(TOY.replace("suite: toy", "suite: cache"), [":1:", "suite name 'cache' is reserved"],
+                     id="suite-named-like-the-cache"),
         pytest.param(TOY.replace("  smoke:", "  ../../../escape:"),
                      [":12:", "profile name '../../../escape' is not a plain word"], id="profile-name-path"),
         pytest.param(TOY.replace("  sgd: {momentum: 0.0}", "  a/b: {momentum: 0.0}").replace("control: sgd", "control: a/b"),
@@ -121,6 +127,16 @@ def refused(result, *fragments: str) -> str:
         pytest.param(ER2.replace("steps: 120", "lr: .nan"), ["param 'lr'", "finite number"], id="nan-param"),
         pytest.param(TOY.replace("params: {steps: 5}", "params: {steps: 5, lr: .inf}"), ["param 'lr'", "finite number"],
                      id="inf-param"),
+        pytest.param(TOY + "gate: {default_tolerance: .nan}\n", [":13:", "gate.default_tolerance: Input should be a finite number"],
+                     id="nan-gate-tolerance"),
+        pytest.param(TOY + "gate: {tolerances: {accuracy: .inf}}\n", ["gate.tolerances.accuracy", "finite number"],
+                     id="inf-gate-tolerance"),
+        pytest.param(TOY + "claims:\n  - {contrast: momentum-vs-sgd, metric: accuracy, test: ratio, min: .nan}\n",
+                     [":14:", "claims.0.min: Input should be a finite number"], id="nan-ratio-bound"),
+        pytest.param(TOY + "claims:\n  - {contrast: momentum-vs-sgd, metric: accuracy, test: ratio, max: -.inf}\n",
+                     ["claims.0.max", "finite number"], id="inf-ratio-bound"),
+        pytest.param(TOY.replace("{treatment: momentum, control: sgd}", "{treatment: momentum, control: sgd, margins: {loss: .nan}}"),
+                     ["contrasts.0.margins.loss", "finite number"], id="nan-contrast-margin"),
         pytest.param(TOY.replace("[4, 8]", "[4, 8, -1]"), [":5:", "param 'features': Input should be greater than or equal to 1"],
                      id="swept-param-out-of-bounds"),
         pytest.param(SWEEP_BOMB, ["expands to 387,420,489 trials", "above the limit of 10,000", "--max-trials"],
@@ -175,6 +191,26 @@ def test_the_node_limit_is_overridable(tmp_path):
     assert invoke("validate", path, "--max-suite-nodes", 1000).exit_code == 0
 
 
+def test_a_suite_file_over_a_megabyte_is_refused_before_it_is_parsed(tmp_path):
+    path = write(tmp_path, TOY + "description: " + "a" * (1 << 20) + "\n")
+    refused(invoke("validate", path), f"{path}: larger than 1,048,576 bytes", "--max-suite-nodes")
+
+
+def test_a_long_list_is_refused_where_it_crosses_the_node_limit_not_after_it_is_built(tmp_path):
+    path = write(tmp_path, "x:\n" + "- 1\n" * 5000)  # the root, x and the list are nodes 1-3: item 998 is node 1,001
+    refused(invoke("validate", path, "--max-suite-nodes", 1000), f"{path}:999: expands to more than 1,000 YAML nodes")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_suite_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, kind):
+    if kind == "fifo":
+        path = tmp_path / "suite.yaml"
+        os.mkfifo(path)  # reading it would wait for a writer forever
+    else:
+        path = Path("/dev/zero") if kind == "device" else tmp_path  # /dev/zero would fill the memory
+    refused(invoke("validate", path), f"{path}: not a regular file")
+
+
 def test_a_file_included_twice_is_refused_at_once(tmp_path):
     write(tmp_path, TOY, "a.yaml")
     write(tmp_path, "include: [a.yaml]\n", "b.yaml")
@@ -196,6 +232,8 @@ def test_a_file_included_twice_is_refused_at_once(tmp_path):
         (["--arms", "adam"], ["--arms: unknown arm(s) adam"]),
         (["--profile", "../../../escape"], ["unknown profile '../../../escape'"]),
         (["--max-trials", "3"], ["above the limit of 3"]),
+        (["--trial-timeout", "0"], ["Invalid value for '--trial-timeout'"]),
+        (["--trial-timeout", "nan"], ["Invalid value for '--trial-timeout'"]),
     ],
 )
 def test_bad_run_options_are_refused_before_anything_runs(tmp_path, args, fragments):
@@ -236,3 +274,13 @@ def test_list_shows_each_params_bounds():
 def test_an_arm_sweep_shadowed_by_the_suite_sweep_is_refused(tmp_path):
     path = write(tmp_path, TOY.replace("{momentum: 0.9}", "{sweep: {features: [2, 3]}}"))
     refused(invoke("validate", path), ":8:", "arms.momentum.sweep.features: 'features' is also swept by the suite's sweep")
+
+
+def test_credentials_in_the_tracking_uri_are_never_printed(tmp_path):
+    with socket.socket() as sock:  # a port that nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = invoke("run", write(tmp_path, TOY), "--results", tmp_path / "results",
+                    "--tracking-uri", f"http://alice:hunter2@127.0.0.1:{port}")
+    refused(result, f"http://***@127.0.0.1:{port} is unreachable")
+    assert "hunter2" not in result.output

@@ -1,6 +1,8 @@
 """The decode path (one token from the carried state, no chunks) against the chunked forward."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -199,3 +201,81 @@ def test_the_kernel_source_ships_with_the_package():
     from harness.mechanisms.pdelta.ops.fused_decode import SOURCE
 
     assert SOURCE.is_file() and b"er2_decode_step" in SOURCE.read_bytes()
+
+
+PLANTED = r"""
+#include <stdio.h>
+__attribute__((constructor)) static void planted(void) { FILE *f = fopen(MARKER, "w"); if (f) fclose(f); }
+"""
+
+
+@pytest.fixture
+def kernel_tmp(tmp_path, monkeypatch):
+    """A fresh temp dir for the kernel cache; the loaded kernel is forgotten before and after."""
+    import tempfile
+
+    def use(folder):
+        folder.mkdir(exist_ok=True)
+        monkeypatch.setattr(tempfile, "tempdir", str(folder))
+        load_kernel.cache_clear()
+        return folder
+
+    try:
+        yield use
+    finally:
+        load_kernel.cache_clear()
+
+
+def _built_library(kernel_tmp, root):
+    """Build the kernel under ``root`` and return its library's path (skips where nothing builds it)."""
+    kernel_tmp(root)
+    try:
+        load_kernel()
+    except KernelUnavailable as error:
+        pytest.skip(f"fused decode kernel unavailable here: {error}")
+    (library,) = (root / f"harness-kernels-{os.getuid()}").glob("*.so")
+    return library
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="simulating a second local user needs root (chown)")
+def test_a_kernel_folder_another_user_created_first_is_refused_and_nothing_of_theirs_runs(kernel_tmp, tmp_path):
+    import hashlib
+    import subprocess
+
+    name = _built_library(kernel_tmp, tmp_path / "mine").name
+    hostile_root = kernel_tmp(tmp_path / "shared")
+    hostile_root.chmod(0o1777)
+    folder = hostile_root / f"harness-kernels-{os.getuid()}"
+    folder.mkdir()
+    marker = tmp_path / "planted-code-ran"
+    source = tmp_path / "planted.c"
+    source.write_text(PLANTED)
+    subprocess.run(["cc", f'-DMARKER="{marker}"', "-shared", "-fPIC", "-o", str(folder / name), str(source)], check=True)
+    (folder / name.replace(".so", ".sha256")).write_text(hashlib.sha256((folder / name).read_bytes()).hexdigest())
+    for path in (folder, *folder.iterdir()):
+        os.chown(path, 65534, 65534)
+    folder.chmod(0o777)
+    with pytest.raises(KernelUnavailable, match="refusing the kernel folder"):
+        load_kernel()
+    assert not marker.exists()
+
+
+def test_a_tampered_kernel_library_is_rebuilt_not_loaded(kernel_tmp, tmp_path):
+    library = _built_library(kernel_tmp, tmp_path)
+    library.unlink()  # a new file: truncating the loaded one in place would crash this process
+    library.write_bytes(b"not a library")
+    load_kernel.cache_clear()
+    assert load_kernel().er2_decode_step is not None
+    assert library.read_bytes().startswith(b"\x7fELF")
+    assert library.stat().st_mode & 0o077 == 0
+
+
+def test_the_kernel_cache_key_covers_the_cpu_flags(kernel_tmp, tmp_path, monkeypatch):
+    """-march=native code built on one CPU must not be loaded on another sharing the folder."""
+    from harness.mechanisms.pdelta import fused_decode
+
+    library = _built_library(kernel_tmp, tmp_path)
+    monkeypatch.setattr(fused_decode, "cpu_features", lambda: "x86_64 Another CPU fpu sse sse2")
+    load_kernel.cache_clear()
+    load_kernel()
+    assert len(list(library.parent.glob("*.so"))) == 2

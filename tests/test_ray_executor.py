@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -124,3 +125,62 @@ def test_without_ray_installed_names_the_extra(tmp_path, toy_suite, cli_env):
                    "--executor", "ray")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: --executor ray needs Ray: pip install 'harness[ray]'"
+
+
+def _listening(pids: set[int]) -> list[str]:
+    """The local address (hex, as /proc/net shows it) of each TCP socket these processes listen on."""
+    inodes: dict[str, str] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A":  # LISTEN
+                inodes[fields[9]] = fields[1].rsplit(":", 1)[0]
+    found = []
+    for pid in pids:
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:  # the process ended meanwhile
+            continue
+        found += [inodes[link[8:-1]] for link in links if link.startswith("socket:[") and link[8:-1] in inodes]
+    return found
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, set[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, ppid = stat.read_text().rsplit(")", 1)[1].split()[1], stat.parent.name
+        except OSError:
+            continue
+        children.setdefault(int(pid), set()).add(int(ppid))
+    found, frontier = {root}, [root]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def _worker_pid() -> int:
+    return os.getpid()
+
+
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
+def test_the_local_cluster_listens_on_loopback_only():
+    """Ray's servers take no authentication: a local cluster must not be reachable from the network."""
+    ray = pytest.importorskip("ray")
+    from harness.execution.ray_executor import RayExecutor
+
+    executor = RayExecutor(workers=1).start()
+    try:
+        assert ray.get(ray.remote(_worker_pid).remote()) != os.getpid()  # a worker process exists
+        addresses = _listening(_descendants(os.getpid()))
+    finally:
+        executor.close()
+    assert len(addresses) >= 4  # gcs_server, raylet, the driver and the worker
+    assert set(addresses) <= LOOPBACK, addresses

@@ -13,6 +13,7 @@ import mlflow
 import pytest
 import torch
 from click.testing import CliRunner
+from test_cli_run import free_port
 
 from harness.cli import main
 from harness.tracking.mlflow_tracker import default_tracking_uri
@@ -193,3 +194,36 @@ def test_bad_targets_fail_in_one_line_and_write_nothing(toy_run, tmp_path, case)
                 "not a record": "not a harness trial record", "not a target": "not an MLflow run id"}[case]
     assert expected in result.stderr
     assert snapshot(toy_run) == before
+
+
+@pytest.mark.integration
+def test_a_folder_someone_sent_is_reproduced_into_its_own_store_not_the_server_its_markers_name(toy_run, tmp_path):
+    """Their markers name their server (credentials included): the reproduction, with this checkout's
+    git diff, must not go there unasked, and the plan says where it goes."""
+    sent = tmp_path / "sent"
+    shutil.copytree(toy_run, sent, ignore=shutil.ignore_patterns("reproductions"))
+    strangers = f"http://alice:hunter2@127.0.0.1:{free_port()}"
+    for marker in (sent / "toy" / "smoke" / "mlflow").glob("*.json"):
+        marker.write_text(json.dumps({**json.loads(marker.read_text()), "tracking_uri": strangers}))
+    logged = len(runs(sent, "reproduction"))
+    result = invoke("reproduce", sent / "toy" / "smoke")
+    assert result.exit_code == 0, result.output
+    own = default_tracking_uri(sent)
+    assert (f"logging to MLflow at {own} (the original was logged to http://***@127.0.0.1:"
+            in result.stdout) and "give --tracking-uri to log there" in result.stdout
+    assert "hunter2" not in result.output
+    assert len(runs(sent, "reproduction")) == logged + 1
+
+
+@pytest.mark.integration
+def test_a_killed_reproduction_is_closed_by_the_next(toy_run, harness_cmd, cli_env):
+    target = str(toy_run / "toy" / "smoke")
+    killed = subprocess.run([*harness_cmd, "reproduce", target], env={**cli_env, "HARNESS_FAULT": "trial-run-created:1"},
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (left,) = [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]
+    again = subprocess.run([*harness_cmd, "reproduce", target], env=cli_env, capture_output=True, text=True, timeout=300,
+                           check=False)
+    assert again.returncode == 0, again.stderr
+    assert client(toy_run).get_run(left.info.run_id).info.status == "KILLED"
+    assert not [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]

@@ -93,6 +93,25 @@ def test_leftover_tmp_and_lock_files_are_never_read(tmp_path: Path) -> None:
     assert path.is_file()
 
 
+@pytest.mark.parametrize("damage", ["truncated", "altered"])
+def test_a_truncated_or_altered_artifact_is_rebuilt_not_loaded(tmp_path: Path, damage: str) -> None:
+    def build() -> dict[str, torch.Tensor]:
+        return {"weights": torch.arange(4.0)}
+
+    ctx = make_ctx(tmp_path)
+    ctx.cached("table", IDENTITY, build)
+    path = artifact_path(ctx.cache_dir, "svc", "table", artifact_key("svc", "1", "table", 0, "cpu", IDENTITY))
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    else:  # a valid torch file with other weights
+        torch.save({"weights": torch.full((4,), 666.0)}, path)
+    again = make_ctx(tmp_path)
+    value = again.cached("table", IDENTITY, build)
+    assert torch.equal(value["weights"], torch.arange(4.0))
+    assert again.logger.details["cache"]["table"]["loaded"] is False
+    assert make_ctx(tmp_path).cached("table", IDENTITY, build)["weights"].equal(torch.arange(4.0))
+
+
 def test_a_write_that_fails_halfway_leaves_no_artifact(tmp_path: Path) -> None:
     target = tmp_path / "artifact.pt"
 

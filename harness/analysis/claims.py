@@ -117,7 +117,7 @@ def evaluate_claims(results: RunResults, include_speed: bool = True) -> list[Cla
         for variant in matching:
             for point in results.point_labels():
                 out.extend(_evaluate_at(results, variants, claim, variant, point))
-    return _decide(out, claim_alpha(results.confidence))
+    return [_missing_cannot_pass(r) for r in _decide(out, claim_alpha(results.confidence))]
 
 
 def _variants_named(variants: list[ContrastVariant], name: str) -> list[ContrastVariant]:
@@ -258,6 +258,15 @@ def _decide(results: list[ClaimResult], alpha: float) -> list[ClaimResult]:
             status = INCONCLUSIVE
         out[i] = replace(result, status=status, p_adjusted=p_adjusted)
     return out
+
+
+def _missing_cannot_pass(result: ClaimResult) -> ClaimResult:
+    """A pass with dropped pairs is INCONCLUSIVE: a value missing not at random (the worst seeds
+    diverging to NaN) must not help a claim, and a fail stays a fail whatever the missing values were."""
+    if result.status != PASS or not result.dropped:
+        return result
+    why = f"{result.dropped} pair(s) dropped (missing or non-finite): a pass needs every pair"
+    return replace(result, status=INCONCLUSIVE, detail=f"{result.detail}; {why}")
 
 
 def _undecided(claim: Mapping[str, Any], contrast: str, point: str, key: str, detail: str) -> ClaimResult:

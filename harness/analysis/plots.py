@@ -86,10 +86,12 @@ def build_figures(results: RunResults) -> list[FigureSpec]:
 
 
 def write_plots(results: RunResults, out_dir: Path) -> list[Path]:
-    """Render every figure to ``out_dir`` (stale PNGs from an earlier report are removed)."""
+    """Render every figure to ``out_dir`` (stale PNGs from an earlier report are removed, but only
+    inside the run folder: a plots folder linked elsewhere keeps the files that were there)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("*.png"):
-        stale.unlink()
+    if out_dir.resolve().is_relative_to(results.run_dir.resolve()):
+        for stale in out_dir.glob("*.png"):
+            stale.unlink()
     paths: list[Path] = []
     used: set[str] = set()
     for spec in build_figures(results):

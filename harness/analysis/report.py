@@ -94,12 +94,13 @@ def build_report(run_dir: Path) -> RunReport:
     results = load_results(Path(run_dir))
     analysis = analyse(results)
     report_dir = results.run_dir / REPORT_DIR
+    summary_path = report_dir / SUMMARY_FILE
+    text_path = report_dir / TEXT_FILE
+    text_path.unlink(missing_ok=True)  # written last: a report killed while drawing is then redrawn by the next run
     forest_paths = write_forest_plots(analysis, report_dir)
     plot_paths = write_plots(results, report_dir / PLOTS_DIR)
     text = render_report(analysis)
     full_text = render_report(analysis, full=True)
-    summary_path = report_dir / SUMMARY_FILE
-    text_path = report_dir / TEXT_FILE
     relative = [p.relative_to(report_dir).as_posix() for p in plot_paths]
     write_json_atomic(summary_path, summary(analysis, relative, [p.name for p in forest_paths]))
     write_text_atomic(text_path, full_text + "\n")

@@ -14,7 +14,7 @@ from harness.analysis.report import build_report
 from harness.analysis.results import ResultsError
 from harness.analysis.summary import SuiteSummary, render_summary
 from harness.cli.outputs import append_step_summary, output_problem, write_output
-from harness.gating import DEFAULT_BASELINES_DIR, GateError, gate as gate_run, save_baseline
+from harness.gating import DEFAULT_BASELINES_DIR, GateError, gate as gate_run, save_baselines
 from harness.gating_report import junit_xml, render_markdown
 from harness.store import iter_runs
 
@@ -79,12 +79,12 @@ def baseline() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_BASELINES_DIR,
               show_default=True, help="Folder for <suite>-<profile>-<device class>.json.")
 def baseline_save(results: Path, out_dir: Path) -> None:
-    """Save a baseline from every run under RESULTS."""
-    for run_dir in _runs(results):
-        try:
-            path = save_baseline(run_dir, out_dir)
-        except (GateError, ResultsError) as exc:
-            _fail(str(exc))
+    """Save a baseline from every run under RESULTS (none when one of them is refused)."""
+    try:
+        paths = save_baselines(_runs(results), out_dir)
+    except (GateError, ResultsError) as exc:
+        _fail(str(exc))
+    for path in paths:
         click.echo(f"baseline written: {path}")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import math
 import signal
 import subprocess
 import sys
@@ -41,6 +42,12 @@ def _seed_list(_ctx, _param, value: str | None) -> list[int] | None:
         return check_seeds(seeds)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
+
+
+def _finite_seconds(_ctx, _param, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"expected a finite number of seconds, got {value}")
+    return value
 
 
 def _str_list(_ctx, _param, value: str | None) -> list[str] | None:
@@ -90,12 +97,14 @@ results_option = click.option(
 @click.option("--threads", type=click.IntRange(min=1),
               help="torch intra-op threads for every trial [default: torch's, one per core]. Float results can "
               "depend on it: pin it (e.g. to a baseline's count) to compare quality across machines.")
+@click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
+              help="Fail a trial that runs longer than this many seconds (its reason says so); the others go on.")
 @max_trials_option
 @max_nodes_option
 @click.option("--verbose", is_flag=True, help="Print every metric and every exploratory row (default: key metrics; "
               "the full tables are in report/verdicts.txt either way).")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, ray_address, ray_workers, threads, max_trials, max_nodes, verbose) -> None:
+        executor_name, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
     from harness.analysis.report import analyse, build_report, render_arm_table, render_report, stored_report_text
     from harness.analysis.results import load_results
@@ -144,7 +153,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
             click.echo(f"warning: {note}", err=True)
         tracker = MlflowTracker(store.uri, artifact_root=results_root / "mlartifacts", identity=store.identity)
     elif not no_mlflow:
-        tracker = MlflowTracker(tracking_uri, artifact_root=results_root / "mlartifacts")
+        tracker = MlflowTracker(tracking_uri, artifact_root=results_root / "mlartifacts", shared=True)
 
     executor = _executor(executor_name, ray_address, ray_workers)
     signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
@@ -153,7 +162,8 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     outcomes, summaries, exit_code = [], [], 0
     try:
         for suite in suites:
-            outcome = run_suite(suite, results_root, torch_device, tracker, console, not no_resume, executor)
+            outcome = run_suite(suite, results_root, torch_device, tracker, console, not no_resume, executor,
+                                trial_timeout)
             outcomes.append(outcome)
             if outcome.interrupted:
                 exit_code = 130
@@ -193,6 +203,11 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         _fail(f"{exc} (finished trials are stored under {results_root}; rerun to mirror them)")
     except KeyboardInterrupt:
         exit_code = 130
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        _fail(f"no space left writing {exc.filename or results_root} ({exc.strerror}); the trials stored before it "
+              "are kept: free some space and rerun")
     finally:
         executor.close()
     _footer(outcomes, tracker, results_root, time.perf_counter() - started)
@@ -271,11 +286,13 @@ def _suite_header(outcome) -> str:
 
 
 def _footer(outcomes, tracker, results_root: Path, seconds: float) -> None:
+    from harness.tracking.mlflow_tracker import redacted
+
     wall = sum(o.wall_seconds for o in outcomes)
     lines = [f"\nresults: {results_root.resolve()}  ({seconds:.1f}s)"]
     if tracker is not None:
         share = 100 * tracker.seconds / max(wall, 1e-9)
-        lines.append(f"mlflow: {tracker.uri}  ({tracker.seconds:.2f}s, {share:.1f}% of suite wall time)")
+        lines.append(f"mlflow: {redacted(tracker.uri)}  ({tracker.seconds:.2f}s, {share:.1f}% of suite wall time)")
         lines.append(f"browse: harness ui --results {results_root}")
     click.echo("\n".join(lines))
 

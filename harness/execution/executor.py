@@ -8,9 +8,12 @@ the store and MLflow, so nothing else (store, tracking, analysis) changes.
 from __future__ import annotations
 
 import math
+import signal
 import tempfile
+import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,6 +75,37 @@ def _final_metrics(metrics: Mapping[str, float]) -> dict[str, float | None]:
     return out
 
 
+class TrialTimeout(BaseException):
+    """The trial ran past --trial-timeout. A BaseException, so that a task's own ``except Exception``
+    cannot swallow it."""
+
+
+@contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Raise TrialTimeout in this thread after ``seconds`` (a real-time alarm; only the main thread
+    of a process receives signals, so elsewhere the trial runs unbounded)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TrialTimeout(f"the trial ran past --trial-timeout {seconds:g}s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: the task called sys.exit({exc.code!r}), which would have ended the whole run"
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
 def execute_trial(
     task_cls: type[Task],
     trial: Trial,
@@ -80,8 +114,10 @@ def execute_trial(
     work_dir: Path,
     environment: Mapping[str, str],
     console: Console | None = None,
+    timeout_s: float | None = None,
 ) -> TrialRecord:
-    """Run one trial and return its record; task errors become a failed record, Ctrl-C propagates."""
+    """Run one trial and return its record; task errors, exits and a timeout become a failed record,
+    Ctrl-C propagates."""
     recorder = TrialRecorder(console)
     started = datetime.now(timezone.utc)
     clock = time.perf_counter()
@@ -95,9 +131,10 @@ def execute_trial(
             task=task_cls.name, task_version=task_cls.version,
         )
         params = task_cls.validate_params(trial.params)
-        metrics = _final_metrics(task_cls().run(params, ctx))
-    except Exception as exc:  # a failing trial must not stop the others
-        status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
+        with _deadline(timeout_s):
+            metrics = _final_metrics(task_cls().run(params, ctx))
+    except (Exception, SystemExit, TrialTimeout) as exc:  # a failing, exiting or stuck trial must not stop the others
+        status, error = "failed", _reason(exc)
         recorder.details["traceback"] = traceback.format_exc(limit=8)
     return trial_record(
         trial, environment, started, time.perf_counter() - clock,
@@ -156,13 +193,15 @@ class TrialJob:
     torch_threads: int  # the driver's intra-op threads: float reductions depend on the count
     index: int  # 1-based position among the suite's trials, for progress lines
     total: int
+    timeout_s: float | None = None  # --trial-timeout
 
 
 def execute_job(job: TrialJob, console: Console | None = None) -> TrialRecord:
     """Run a job wherever it lands with the driver's thread count, so results match a serial run."""
     torch.set_num_threads(job.torch_threads)
     return execute_trial(
-        load_task(job.task), job.trial, torch.device(job.device), job.cache_dir, job.work_dir, job.environment, console
+        load_task(job.task), job.trial, torch.device(job.device), job.cache_dir, job.work_dir, job.environment, console,
+        job.timeout_s,
     )
 
 

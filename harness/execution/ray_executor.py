@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import islice
@@ -78,6 +79,24 @@ def _import_ray():
     return ray
 
 
+@contextmanager
+def _loopback_only(ray: Any) -> Iterator[None]:
+    """Start a local cluster whose servers listen on 127.0.0.1 only, as ``harness ui`` does.
+
+    Ray's gcs_server, raylet and workers take no authentication and bind every interface unless
+    their node address is the loopback one, which Ray picks only where it treats the machine as
+    single-node (``ENABLE_RAY_CLUSTER`` false, its macOS/Windows default). A cluster meant for
+    other machines is started deliberately with ``ray start --head`` and joined by --ray-address.
+    """
+    constants = ray._private.ray_constants
+    cluster = constants.ENABLE_RAY_CLUSTER
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = cluster
+
+
 @dataclass
 class RayExecutor:
     """Runs jobs as Ray tasks (one CPU each, one GPU each on CUDA); see ``start`` for the cluster."""
@@ -96,10 +115,11 @@ class RayExecutor:
         if self.address:
             connect(self.address)
         else:
-            ray.init(  # "local": a fresh cluster even when `ray start` left one running here
-                address="local", num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
-                runtime_env={"env_vars": WORKER_ENV}, logging_level=logging.ERROR,
-            )
+            with _loopback_only(ray):
+                ray.init(  # "local": a fresh cluster even when `ray start` left one running here
+                    address="local", num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
+                    runtime_env={"env_vars": WORKER_ENV}, logging_level=logging.ERROR,
+                )
             self._owns_cluster = True
         return self
 

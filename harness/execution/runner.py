@@ -23,7 +23,9 @@ from harness.suite.points import sweep_points
 from harness.tasks import Task
 from harness.terminal import Console
 from harness.tracking.environment import environment, provenance_texts, save_diff
-from harness.tracking.mlflow_tracker import MlflowTracker, TrialRun, is_mirrored, marker_path, open_parents
+from harness.tracking.mlflow_tracker import (
+    RESULTS_ID_TAG, MlflowTracker, TrialRun, is_mirrored, marker_path, open_parents, results_id,
+)
 
 
 @dataclass
@@ -78,8 +80,10 @@ def run_suite(
     console: Console,
     resume: bool = True,
     executor: Executor | None = None,
+    trial_timeout: float | None = None,
 ) -> SuiteOutcome:
-    """Run every unfinished trial of a suite; Ctrl-C stops after storing what finished."""
+    """Run every unfinished trial of a suite (each failed past ``trial_timeout`` seconds, when given);
+    Ctrl-C stops after storing what finished."""
     clock = time.perf_counter()
     mlflow_before = tracker.seconds if tracker else 0.0
     folder = RunFolder(results_root, suite.name, suite.profile)
@@ -104,19 +108,21 @@ def run_suite(
     present: dict[str, list[TrialRun]] = {}
 
     if tracker:
+        folder_id = results_id(folder.path)
         unclosed = open_parents(folder.path, tracker)
         unmirrored = [r for r in done if not is_mirrored(folder.path, r["trial_id"], tracker)]
         if pending or unmirrored or unclosed:  # else MLflow is not even imported
             tracker.close_parents(unclosed)
-            tracker.close_stale_parents(suite.name, suite.profile)
-            present = tracker.trial_runs(suite.name, suite.profile)
+            tracker.close_stale_parents(suite.name, suite.profile, folder_id)
+            present = tracker.trial_runs(suite.name, suite.profile, folder_id)
             if pending or any(not _mirrored(r, present) for r in done):
                 run_name = f"{suite.name}/{suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
                 outcome.parent_run_id = tracker.start_parent(meta, env, run_name, folder.path,
+                                                             extra_tags={RESULTS_ID_TAG: folder_id},
                                                              texts=provenance_texts(suite.source.parent))
-            _reconcile(tracker, folder, outcome.parent_run_id, done, present)
+            _reconcile(tracker, folder, outcome.parent_run_id, done, present, folder_id)
 
-    jobs = _jobs(suite, trials, pending, device, results_root, folder, env)
+    jobs = _jobs(suite, trials, pending, device, results_root, folder, env, trial_timeout)
     try:
         for record in runner.run(jobs, console):
             trial_file = folder.save_trial(record)
@@ -129,7 +135,7 @@ def run_suite(
                 tracker.delete_runs(r.run_id for r in present.pop(record["trial_id"], []))  # older attempts
                 tracker.log_trial(
                     outcome.parent_run_id, record, trial_file, marker_path(folder.path, record["trial_id"]),
-                    work_dir=folder.path / "work" / record["trial_id"],
+                    work_dir=folder.path / "work" / record["trial_id"], extra_tags={RESULTS_ID_TAG: folder_id},
                 )
     except KeyboardInterrupt:
         outcome.interrupted = True
@@ -142,7 +148,7 @@ def run_suite(
 
 def _jobs(
     suite: Suite, trials: list[Trial], pending: list[Trial], device: torch.device, results_root: Path,
-    folder: RunFolder, env: dict[str, str],
+    folder: RunFolder, env: dict[str, str], timeout_s: float | None = None,
 ) -> list[TrialJob]:
     """Pending trials as picklable jobs, seeds outermost: the first trial of a seed builds its
     cached artifacts while the cache lock holds the others of that seed."""
@@ -154,7 +160,7 @@ def _jobs(
         TrialJob(
             task=suite.task_name, trial=trial, device=str(device), cache_dir=cache_dir,
             work_dir=work_root / trial.trial_id, environment=env, torch_threads=threads,
-            index=position[trial.trial_id], total=len(trials),
+            index=position[trial.trial_id], total=len(trials), timeout_s=timeout_s,
         )
         for trial in pending
     ]
@@ -175,7 +181,7 @@ def _mirrored(record: dict, present: dict[str, list[TrialRun]]) -> bool:
 
 def _reconcile(
     tracker: MlflowTracker, folder: RunFolder, parent_id: str | None, done: list[dict],
-    present: dict[str, list[TrialRun]],
+    present: dict[str, list[TrialRun]], folder_id: str,
 ) -> None:
     """Make MLflow hold exactly one complete run per stored finished trial: keep the first complete
     run, delete the others (left RUNNING or empty by a crash, or older attempts), log the missing."""
@@ -187,4 +193,5 @@ def _reconcile(
         if keep is not None:
             tracker.write_marker(marker, keep.run_id)
         else:
-            tracker.log_trial(parent_id, record, folder.trial_path(record["trial_id"]), marker)
+            tracker.log_trial(parent_id, record, folder.trial_path(record["trial_id"]), marker,
+                              extra_tags={RESULTS_ID_TAG: folder_id})

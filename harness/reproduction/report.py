@@ -6,6 +6,7 @@ from collections import defaultdict
 from harness.analysis.differences import Difference, MetricComparison, geometric_mean
 from harness.reproduction.reproduce import Outcome, Plan, differing_keys, regressed, result_word
 from harness.terminal import format_table
+from harness.tracking.mlflow_tracker import redacted
 
 
 def render_plan(plan: Plan) -> str:
@@ -24,7 +25,19 @@ def render_plan(plan: Plan) -> str:
     lines.append(_differences("environment", plan.environment_differences, "same as recorded"))
     lines.append(_differences("packages", plan.package_differences, "same versions as recorded"))
     lines.append(f"rerunning into {plan.out_root}")
+    lines.append(_logging_to(plan))
     return "\n".join(lines)
+
+
+def _logging_to(plan: Plan) -> str:
+    """Where the reproduction (with this checkout's git diff) will be logged, and where it will not."""
+    if plan.tracker is None:
+        return "logging to MLflow: no (--no-mlflow)"
+    line = f"logging to MLflow at {redacted(plan.tracker.uri)}"
+    recorded = plan.original.tracking_uri
+    if recorded and redacted(recorded) != redacted(plan.tracker.uri):
+        line += f" (the original was logged to {redacted(recorded)}; give --tracking-uri to log there)"
+    return line
 
 
 def render_outcome(plan: Plan, outcome: Outcome) -> str:
@@ -33,7 +46,7 @@ def render_outcome(plan: Plan, outcome: Outcome) -> str:
     lines = [_exact(comparison), *_speed(comparison)]
     if outcome.parent_run_id and plan.tracker is not None:
         link = plan.original.linked_runs or "(the original was never logged to MLflow)"
-        lines.append(f"logged: MLflow run {outcome.parent_run_id} in {plan.tracker.uri}, "
+        lines.append(f"logged: MLflow run {outcome.parent_run_id} in {redacted(plan.tracker.uri)}, "
                      f"harness.reproduction_of = {link}")
     lines.append(f"results: {outcome.run_dir}\nsummary: {outcome.summary_path}")
     lines.append(verdict(plan, outcome))

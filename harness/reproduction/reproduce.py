@@ -154,6 +154,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
     env = {**plan.here, "executor": SerialExecutor.name}
     tracker, parent_id = plan.tracker, None
     if tracker is not None:
+        tracker.close_stale_parents(original.suite, original.profile, None, kind="reproduction")  # killed earlier ones
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         parent_id = tracker.start_parent(
             meta, env, f"reproduce {original.suite}/{original.profile} {stamp}",
@@ -264,8 +265,11 @@ def _load(target: str, tracking_uri: str | None, results: Path | None) -> Origin
 
 
 def _tracker(original: Original, tracking_uri: str | None, root: Path) -> MlflowTracker:
-    """Log where the original was logged (its markers say where), unless told otherwise."""
-    uri = tracking_uri or original.tracking_uri or default_tracking_uri(root)
+    """Log next to the original where this user chose its store: the --tracking-uri (or default
+    store) a run id was found in, or the results folder's own ``mlflow.db``. A folder's markers may
+    name any server (a folder someone sent you names theirs), so they are never followed: the
+    reproduction, with this checkout's git diff, then goes to the folder's own store."""
+    uri = tracking_uri or (original.tracking_uri if _chosen_here(original) else None) or default_tracking_uri(root)
     if tracking_uri is None and uri == original.tracking_uri and _missing_store(uri):
         uri = default_tracking_uri(root)  # results copied from elsewhere: their store is not here
     try:
@@ -276,6 +280,12 @@ def _tracker(original: Original, tracking_uri: str | None, root: Path) -> Mlflow
     if original.run_ids and not original.parent_run_ids and uri == original.tracking_uri:
         original.parent_run_ids = parents_of(tracker, list(original.run_ids.values()))
     return tracker
+
+
+def _chosen_here(original: Original) -> bool:
+    """Whether the original's store is one this user named: found by run id, or the folder's own."""
+    own = original.results_root is not None and original.tracking_uri == default_tracking_uri(original.results_root)
+    return original.target_run_id is not None or own
 
 
 def _missing_store(uri: str) -> bool:

@@ -2,13 +2,15 @@
 
 The key hashes the task, its version, this module's format number, the seed, the device type
 and a JSON-able identity.
-A file appears only complete (the store's atomic write), and a ``.lock`` next to it serialises
-builders across processes: the first builds, the others wait and load.
+A file appears only complete (the store's atomic write), a ``.sha256`` beside it records what was
+written (a truncated or altered file is rebuilt, never loaded), and a ``.lock`` next to it
+serialises builders across processes: the first builds, the others wait and load.
 """
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,18 +56,44 @@ def exclusive(lock_path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+def _checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _verified(path: Path) -> bytes | None:
+    """The artifact's bytes when they hash to what its build recorded; None when missing or altered."""
+    try:
+        data, recorded = path.read_bytes(), _checksum_path(path).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == recorded else None
+
+
+def _load(data: bytes, map_location: torch.device) -> Any:
+    return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
+
+
 def load_or_build(path: Path, build: Callable[[], Any], map_location: torch.device) -> tuple[Any, bool]:
     """(payload, loaded): the stored payload, or ``build()`` saved with torch.save and read back.
 
     The builder's own result is read back from the file too, so the trial that builds gets
     exactly what later trials load. ``build`` returns what ``torch.load(weights_only=True)``
-    accepts: tensors, numbers, strings and containers of them (a state dict).
+    accepts: tensors, numbers, strings and containers of them (a state dict). A file whose bytes
+    do not match the checksum its build recorded (truncated, altered, or from before checksums)
+    is built again rather than loaded.
     """
-    if path.is_file():
-        return torch.load(path, map_location=map_location, weights_only=True), True
+    data = _verified(path)
+    if data is not None:
+        return _load(data, map_location), True
     with exclusive(path.with_name(path.name + ".lock")):
-        if path.is_file():  # another process built it while this one waited
-            return torch.load(path, map_location=map_location, weights_only=True), True
+        data = _verified(path)  # another process built it while this one waited
+        if data is not None:
+            return _load(data, map_location), True
         payload = build()
         write_atomic(path, lambda handle: torch.save(payload, handle))
-    return torch.load(path, map_location=map_location, weights_only=True), False
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        write_atomic(_checksum_path(path), lambda handle: handle.write(digest.encode()))
+        data = _verified(path)
+    if data is None:
+        raise RuntimeError(f"cache artifact {path} changed while it was written (another writer outside the lock?)")
+    return _load(data, map_location), False

@@ -9,6 +9,7 @@ import copy
 import itertools
 import json
 import math
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -92,22 +93,37 @@ class Suite:
 MAX_SUITE_NODES = 100_000
 MAX_DEPTH = 50
 MAX_TRIALS = 10_000
+MAX_SUITE_BYTES = 1 << 20  # 1 MiB, ~200x the largest shipped suite; more with a --max-suite-nodes above 104,857
+BYTES_PER_NODE = 10
+
+
+class _TooManyNodes(yaml.YAMLError):
+    """More nodes composed than the limit allows, counted as the document is read."""
+
+    def __init__(self, mark: yaml.Mark) -> None:
+        super().__init__()
+        self.mark = mark
 
 
 class _SuiteLoader(yaml.SafeLoader):
-    """A safe loader that refuses nesting beyond ``MAX_DEPTH`` while composing (pyyaml composes
-    recursively: 500 levels would otherwise end in a RecursionError)."""
+    """A safe loader that refuses nesting beyond ``MAX_DEPTH`` and more than ``max_nodes`` nodes
+    while composing (pyyaml composes recursively: 500 levels would otherwise end in a
+    RecursionError, and a long list would be built whole, at kilobytes of memory a node, before
+    ``_check_nodes`` counted it)."""
 
-    def __init__(self, stream: str) -> None:
+    def __init__(self, stream: str, max_nodes: int = MAX_SUITE_NODES) -> None:
         super().__init__(stream)
-        self._depth = 0
+        self._depth, self._nodes, self._max_nodes = 0, 0, max_nodes
 
     def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
         self._depth += 1
+        self._nodes += 1
         try:
             if self._depth > MAX_DEPTH:
                 mark = self.peek_event().start_mark
                 raise yaml.composer.ComposerError(None, None, f"nesting deeper than {MAX_DEPTH} levels", mark)
+            if self._nodes > self._max_nodes:
+                raise _TooManyNodes(self.peek_event().start_mark)
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -117,11 +133,24 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _read_yaml(path: Path, max_nodes: int = MAX_SUITE_NODES) -> tuple[Any, yaml.Node | None]:
+def _read_bytes(path: Path, limit: int) -> bytes:
+    """The file's bytes, refused at once when it is not a regular file (a FIFO would block, /dev/zero
+    never end) or holds more than ``limit`` bytes."""
     try:
-        raw = path.read_bytes()
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise SuiteError(f"{path}: not a regular file; a suite is a YAML file")
+        with open(path, "rb") as handle:
+            raw = handle.read(limit + 1)
     except OSError as exc:
         raise SuiteError(f"{path}: cannot read suite file ({exc.strerror})") from None
+    if len(raw) > limit:
+        raise SuiteError(f"{path}: larger than {limit:,} bytes; a suite file is a few KB "
+                         f"(raise the limit with --max-suite-nodes, which allows {BYTES_PER_NODE} bytes a node)")
+    return raw
+
+
+def _read_yaml(path: Path, max_nodes: int = MAX_SUITE_NODES) -> tuple[Any, yaml.Node | None]:
+    raw = _read_bytes(path, max(MAX_SUITE_BYTES, max_nodes * BYTES_PER_NODE))
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -131,11 +160,14 @@ def _read_yaml(path: Path, max_nodes: int = MAX_SUITE_NODES) -> tuple[Any, yaml.
         ) from None
     loader = None
     try:
-        loader = _SuiteLoader(text)  # the reader refuses control characters at once
+        loader = _SuiteLoader(text, max_nodes)  # the reader refuses control characters at once
         node = loader.get_single_node()
         if node is not None:
             _check_nodes(path, loader, node, max_nodes)
         data = loader.construct_document(node) if node is not None else None
+    except _TooManyNodes as exc:
+        raise SuiteError(f"{path}:{exc.mark.line + 1}: expands to more than {max_nodes:,} YAML nodes by this line "
+                         "(raise the limit with --max-suite-nodes)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

@@ -15,6 +15,8 @@ SAFE_NAME_RULE = "1-64 characters from A-Z a-z 0-9 _ . -, not starting with '.' 
 # Seeds seed python, numpy and torch (torch.manual_seed takes at most 64 bits; a signed 64-bit
 # integer also survives JSON readers and SQL columns unchanged).
 SEED_LIMIT = 2**63
+# What a results folder holds beside its <suite> folders (mlflow.db.broken-<time> too), so no suite may be named so.
+RESERVED_SUITE_NAMES = ("mlflow.db", "mlartifacts", "cache", "reproductions")
 
 
 def check_name(name: str, what: str) -> str:
@@ -37,7 +39,8 @@ def check_seeds(seeds: Iterable[int]) -> list[int]:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN compares false with every bound and tolerance, so it would pass any check it reached
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 def _non_empty_axes(axes: SweepAxes | None) -> SweepAxes | None:
@@ -182,7 +185,11 @@ class SuiteSpec(Strict):
     @field_validator("suite")
     @classmethod
     def _safe_name(cls, name: str) -> str:
-        return check_name(name, "suite")
+        check_name(name, "suite")
+        if name in RESERVED_SUITE_NAMES or name.startswith("mlflow.db"):
+            raise ValueError(f"suite name {name!r} is reserved: the results folder keeps its own "
+                             f"{', '.join(RESERVED_SUITE_NAMES)} there")
+        return name
 
 
 class CollectionSpec(Strict):

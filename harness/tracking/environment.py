@@ -21,6 +21,7 @@ import torch
 from harness.devices import cpu_capability, cpu_model, device_name
 from harness.services.seeding import determinism_settings
 from harness.store import write_text_atomic
+from harness.tracking.mlflow_tracker import redacted
 
 PACKAGES_FILE = "packages.txt"
 DIFF_FILE = "git.diff"
@@ -97,7 +98,7 @@ def environment(device: torch.device, repo: Path) -> dict[str, str]:
         "torch_interop_threads": str(torch.get_num_interop_threads()),
         "packages_count": str(len(lock)),
         "packages_sha256": sha256_text("\n".join(lock)),
-        "argv": " ".join(sys.argv),
+        "argv": redacted(" ".join(sys.argv)),
     }
     env.update(determinism_settings(device))
     env.update({f"env_{name}": os.environ.get(name, "unset") for name in THREAD_VARIABLES})

@@ -18,24 +18,34 @@ import socket
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.faults import fault
 from harness.record import TrialRecord
-from harness.store import read_json, write_json_atomic
+from harness.store import read_json, write_atomic, write_json_atomic
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 TRIAL_ID_TAG = "harness.trial_id"
+RESULTS_ID_TAG = "harness.results_id"  # which results folder logged a run: other folders share a server
 MARKER_DIR = "mlflow"
+RESULTS_ID_FILE = "results-id"
 PARENTS_DIR = "parents"
 _BAD_NAME = re.compile(r"[^/\w.\- :]")
+_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
 
 class TrackingError(RuntimeError):
     """The tracking server or store cannot be used: one line for the user."""
+
+
+def redacted(text: str) -> str:
+    """``text`` with the user:password of every URL in it replaced by ***, for what is printed or
+    stored (markers, records, run tags): results folders are shared, credentials are not."""
+    return _CREDENTIALS.sub("***@", text)
 
 
 def default_tracking_uri(results_root: Path) -> str:
@@ -65,17 +75,19 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             if response.status >= 400:
-                raise TrackingError(f"tracking server {uri} answered HTTP {response.status} on /health")
+                raise TrackingError(f"tracking server {redacted(uri)} answered HTTP {response.status} on /health")
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise TrackingError(f"tracking server {uri} is unreachable ({reason})") from None
+        raise TrackingError(f"tracking server {redacted(uri)} is unreachable ({redacted(str(reason))})") from None
 
 
 class MlflowTracker:
     """Batched MLflow logging with its own wall-clock accounting (MLflow's share of a run)."""
 
-    def __init__(self, tracking_uri: str, artifact_root: Path | None = None, identity: str | None = None) -> None:
+    def __init__(self, tracking_uri: str, artifact_root: Path | None = None, identity: str | None = None,
+                 shared: bool = False) -> None:
         self.uri = tracking_uri
+        self.shared = shared  # other results folders log here too: find and delete only this folder's runs
         self.artifact_root = artifact_root
         self.identity = identity or tracking_uri  # what markers name: changes when the store is replaced
         self.seconds = 0.0
@@ -110,7 +122,7 @@ class MlflowTracker:
                 ):
                     db = self.uri[len("sqlite:///"):]
                     first += f"; move the store aside (mv {db} {db}.old) and rerun: it is rebuilt from the JSON trial files"
-                raise TrackingError(f"MLflow ({self.uri}): {first}") from exc
+                raise TrackingError(redacted(f"MLflow ({self.uri}): {first}")) from exc
             raise
         finally:
             self._depth -= 1
@@ -196,7 +208,7 @@ class MlflowTracker:
             closed = 0
             for path in markers:
                 marker = read_json(path)
-                if marker.get("store") == self.identity:  # else the store it was in is gone
+                if marker.get("store") == redacted(self.identity):  # else the store it was in is gone
                     try:
                         run = self.client.get_run(marker["run_id"])
                     except Exception as exc:  # noqa: BLE001
@@ -211,16 +223,18 @@ class MlflowTracker:
 
         return self._timed(close)
 
-    def close_stale_parents(self, suite: str, profile: str) -> int:
-        """Mark KILLED the suite runs of this host whose process died (SIGKILL, power loss)."""
+    def close_stale_parents(self, suite: str, profile: str, results_id: str | None, kind: str = "suite") -> int:
+        """Mark KILLED the ``kind`` runs (suite runs, reproductions) of this host whose process died
+        (SIGKILL, power loss)."""
         experiment_id = self.experiment_id(suite)
+        scope = "" if results_id is None else self._scope(results_id)
 
         def close() -> int:
             stale = 0
             for run in self.client.search_runs(
                 [experiment_id],
-                filter_string=f"tags.`harness.kind` = 'suite' and tags.`harness.profile` = '{profile}' "
-                f"and attributes.status = 'RUNNING' and tags.`harness.host` = '{socket.gethostname()}'",
+                filter_string=f"tags.`harness.kind` = '{kind}' and tags.`harness.profile` = '{profile}' "
+                f"and attributes.status = 'RUNNING' and tags.`harness.host` = '{socket.gethostname()}'" + scope,
             ):
                 if not _alive(int(run.data.tags.get("harness.pid", "0"))):
                     self.client.set_terminated(run.info.run_id, "KILLED")
@@ -286,6 +300,7 @@ class MlflowTracker:
                 (mlflow_key(key), float(value), start_ms, int(step))
                 for key, points in record.get("curves", {}).items()
                 for step, value in points
+                if value is not None  # a NaN point, stored as null
             ]
             metrics += [
                 (mlflow_key(k), float(v), start_ms, 0) for k, v in record.get("metrics", {}).items() if v is not None
@@ -305,7 +320,7 @@ class MlflowTracker:
         return run_id
 
     def write_marker(self, marker: Path, run_id: str) -> None:
-        write_json_atomic(marker, {"tracking_uri": self.uri, "store": self.identity, "run_id": run_id})
+        write_json_atomic(marker, {"tracking_uri": redacted(self.uri), "store": redacted(self.identity), "run_id": run_id})
 
     def delete_runs(self, run_ids: Iterable[str]) -> None:
         def delete() -> None:
@@ -314,8 +329,16 @@ class MlflowTracker:
 
         self._timed(delete)
 
-    def trial_runs(self, suite: str, profile: str) -> dict[str, list[TrialRun]]:
-        """Trial id -> every MLflow run of that trial in this suite and profile (oldest first)."""
+    def _scope(self, results_id: str) -> str:
+        """The search filter that keeps a shared store's runs of other results folders out of reach.
+
+        A folder's own ``mlflow.db`` holds only its runs, including those logged before runs were
+        tagged with their folder, so it is searched whole."""
+        return f" and tags.`{RESULTS_ID_TAG}` = '{results_id}'" if self.shared else ""
+
+    def trial_runs(self, suite: str, profile: str, results_id: str) -> dict[str, list[TrialRun]]:
+        """Trial id -> every MLflow run of that trial that this results folder logged in this suite
+        and profile (oldest first)."""
         experiment_id = self.experiment_id(suite)
 
         def search() -> dict[str, list[TrialRun]]:
@@ -324,7 +347,8 @@ class MlflowTracker:
             while True:
                 page = self.client.search_runs(
                     [experiment_id],
-                    filter_string=f"tags.`harness.kind` = 'trial' and tags.`harness.profile` = '{profile}'",
+                    filter_string=f"tags.`harness.kind` = 'trial' and tags.`harness.profile` = '{profile}'"
+                    + self._scope(results_id),
                     max_results=1000,
                     order_by=["attributes.start_time ASC"],
                     page_token=token,
@@ -365,6 +389,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def results_id(run_dir: Path) -> str:
+    """A random id of this results folder, made on first use and tagged on every run it logs, so
+    that on a shared tracking server a folder finds, replaces and deletes only its own runs."""
+    path = run_dir / MARKER_DIR / RESULTS_ID_FILE
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        value = ""
+    if re.fullmatch(r"[0-9a-f]{32}", value):
+        return value
+    value = uuid.uuid4().hex
+    write_atomic(path, lambda handle: handle.write(value.encode()))
+    return value
+
+
 def marker_path(run_dir: Path, trial_id: str) -> Path:
     return run_dir / MARKER_DIR / f"{trial_id}.json"
 
@@ -376,7 +415,7 @@ def is_mirrored(run_dir: Path, trial_id: str, tracker: MlflowTracker) -> bool:
         return False
     try:
         marker = read_json(path)
-        return marker.get("tracking_uri") == tracker.uri and marker.get("store") == tracker.identity
+        return marker.get("tracking_uri") == redacted(tracker.uri) and marker.get("store") == redacted(tracker.identity)
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -394,6 +433,6 @@ def open_parents(run_dir: Path, tracker: MlflowTracker) -> list[Path]:
         except (OSError, ValueError):
             path.unlink(missing_ok=True)
             continue
-        if isinstance(marker, dict) and marker.get("tracking_uri") == tracker.uri:
+        if isinstance(marker, dict) and marker.get("tracking_uri") == redacted(tracker.uri):
             found.append(path)
     return found

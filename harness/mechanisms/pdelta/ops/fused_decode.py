@@ -12,8 +12,8 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import platform
 import shutil
+import stat
 import subprocess
 import tempfile
 from functools import lru_cache
@@ -22,6 +22,8 @@ from typing import Any, Sequence
 
 import torch
 from torch import Tensor
+
+from harness.devices import cpu_features
 
 SOURCE = Path(__file__).with_name("kernels") / "er2_decode.c"
 # -ffp-contract=off: no fused multiply-add where the source has a multiply and an add, so CPUs with and
@@ -51,9 +53,44 @@ class KernelUnavailable(RuntimeError):
     """The C kernel could not be built here (no compiler, or the build failed)."""
 
 
+def _private_folder() -> Path:
+    """This user's kernel folder in the temp dir, refused unless only this user can write to it.
+
+    The temp dir is shared and the folder name is predictable, so another user could create it first
+    and plant a library there that ``ctypes`` would then run as us.
+    """
+    folder = Path(tempfile.gettempdir()) / f"harness-kernels-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = folder.lstat()
+    except OSError as error:
+        raise KernelUnavailable(f"cannot create the kernel folder {folder}: {error}") from error
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        raise KernelUnavailable(
+            f"refusing the kernel folder {folder}: it must be a folder owned by uid {os.getuid()} that no one "
+            f"else can write to (found uid {info.st_uid}, mode {stat.filemode(info.st_mode)}); remove it")
+    return folder
+
+
+def _trusted_bytes(library: Path, digest: Path) -> bytes | None:
+    """The library's bytes if it is ours, writable only by us, and hashes to what its build recorded."""
+    try:
+        info = library.lstat()
+        content, recorded = library.read_bytes(), digest.read_text().strip()
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return None
+    return content if hashlib.sha256(content).hexdigest() == recorded else None
+
+
 @lru_cache(maxsize=1)
 def load_kernel() -> ctypes.CDLL:
-    """Build (once per source version, machine and compiler) and load the kernel library."""
+    """Build (once per source version, CPU and compiler) and load the kernel library.
+
+    The key covers the CPU's model and flags, since ``-march=native`` code may not run on another CPU
+    sharing the folder; a library whose owner, mode or recorded hash does not check out is rebuilt.
+    """
     compiler = os.environ.get("CC", "cc")
     if shutil.which(compiler) is None:
         raise KernelUnavailable(f"no C compiler {compiler!r} on PATH (set CC to one)")
@@ -61,18 +98,23 @@ def load_kernel() -> ctypes.CDLL:
         source = SOURCE.read_bytes()
     except OSError as error:
         raise KernelUnavailable(f"cannot read the kernel source {SOURCE}: {error}") from error
-    key = hashlib.sha256(source + " ".join((compiler, *FLAGS, platform.machine())).encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / f"harness-kernels-{os.getuid()}"
-    library = folder / f"er2_decode-{key}.so"
-    if not library.exists():
-        folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(source + " ".join((compiler, *FLAGS, cpu_features())).encode()).hexdigest()[:16]
+    folder = _private_folder()
+    library, digest = folder / f"er2_decode-{key}.so", folder / f"er2_decode-{key}.sha256"
+    if _trusted_bytes(library, digest) is None:
         partial = folder / f"{library.name}.{os.getpid()}.tmp"
         build = subprocess.run([compiler, *FLAGS, "-o", str(partial), str(SOURCE), "-lm"],
                                capture_output=True, text=True)
         if build.returncode != 0:
             partial.unlink(missing_ok=True)
             raise KernelUnavailable(f"{compiler} failed on {SOURCE.name}: {build.stderr.strip()[-2000:]}")
+        partial.chmod(0o700)
+        recorded = folder / f"{digest.name}.{os.getpid()}.tmp"
+        recorded.write_text(hashlib.sha256(partial.read_bytes()).hexdigest())
+        os.replace(recorded, digest)
         os.replace(partial, library)  # atomic: concurrent trials never load a half-written file
+        if _trusted_bytes(library, digest) is None:
+            raise KernelUnavailable(f"the kernel library {library} changed while it was installed")
     kernel = ctypes.CDLL(str(library))
     kernel.er2_decode_step.argtypes = [ctypes.c_void_p] * 3
     kernel.er2_decode_step.restype = ctypes.c_int
