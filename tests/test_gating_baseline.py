@@ -383,7 +383,7 @@ def test_a_baseline_written_before_trials_were_listed_still_catches_a_missing_tr
 
 
 def test_the_committed_baselines_are_well_formed():
-    from harness.gating import load_baseline
+    from harness.gating.baseline import load_baseline
 
     committed = sorted((Path(__file__).parent.parent / "baselines").glob("*.json"))
     assert committed

@@ -14,8 +14,10 @@ from harness.analysis.report import build_report
 from harness.analysis.results import ResultsError
 from harness.analysis.summary import SuiteSummary, render_summary
 from harness.cli.outputs import append_step_summary, output_problem, write_output
-from harness.gating import DEFAULT_BASELINES_DIR, GateError, gate as gate_run, save_baselines
-from harness.gating_report import junit_xml, render_markdown
+from harness.gating.baseline import DEFAULT_BASELINES_DIR, save_baselines
+from harness.gating.gate import gate as gate_run
+from harness.gating.report import junit_xml, render_markdown
+from harness.gating.values import GateError
 from harness.store import iter_runs
 
 USAGE_ERROR = 2

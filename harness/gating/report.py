@@ -12,7 +12,8 @@ from typing import Sequence
 from xml.etree import ElementTree
 
 from harness.analysis.markdown import table
-from harness.gating import CLAIM, GateCheck, GateResult
+from harness.gating.gate import GateCheck, GateResult
+from harness.gating.values import CLAIM
 
 TITLE = "## harness gate"
 MOVED_HEADER = ("run", "check", "subject", "point", "metric", "baseline", "current", "change", "result", "rule")

@@ -1,0 +1,272 @@
+"""A run against its baseline: every value the baseline holds, within its tolerance, or named as a regression."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.analysis.results import RunResults, load_results
+from harness.analysis.verdicts import contrast_variants
+from harness.gating.baseline import DEFAULT_BASELINES_DIR, baseline_filename, baseline_trials, load_baseline
+from harness.gating.values import (
+    CLAIM,
+    CONTRAST,
+    MEMORY,
+    NUMERIC_ENVIRONMENT,
+    QUALITY,
+    SPEED_RATIO,
+    GateError,
+    baseline_values,
+    check_name,
+    finished_keys,
+    numeric_environment,
+    paired_differences,
+    seed_mean,
+    seed_spread,
+    seed_values,
+    speed_gated,
+    speed_ratio,
+    trial_name,
+    value_identity,
+)
+from harness.metrics import metric_family
+
+SPEED_RATIO_TOLERANCE = 0.25
+SPREAD_Z = 3.0  # a worsening beyond 3 standard errors of the difference of two means is not seed noise
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    check: str
+    subject: str  # arm label, or "<treatment>-vs-<control>" for contrasts, speed ratios and claims
+    point: str
+    metric: str
+    baseline: float
+    current: float
+    passed: bool
+    rule: str
+
+    def describe(self) -> str:
+        where = f" @ {self.point}" if self.point else ""
+        if self.check == CLAIM:
+            return f"{self.check:<11} {self.subject}{where}  {self.metric}: {self.rule}"
+        return f"{self.check:<11} {self.subject}{where}  {self.metric}: {self.baseline:.6g} -> {self.current:.6g}  ({self.rule})"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One run against its baseline. It passes only when something was compared and nothing the
+    baseline holds went missing: every trial, every value, every seed of every value."""
+
+    suite: str
+    profile: str
+    device_class: str
+    baseline_path: Path
+    checks: tuple[GateCheck, ...]
+    missing_in_run: tuple[str, ...]
+    missing_in_baseline: tuple[str, ...]
+    failed_trials: tuple[str, ...]
+    missing_trials: tuple[str, ...] = ()
+    dropped_seeds: tuple[str, ...] = ()
+    environment_differences: tuple[str, ...] = ()  # numeric environment, baseline vs this run
+
+    @property
+    def regressions(self) -> tuple[GateCheck, ...]:
+        return tuple(c for c in self.checks if not c.passed)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and not (
+            self.regressions or self.missing_in_run or self.failed_trials or self.missing_trials or self.dropped_seeds
+        )
+
+    def render(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        lines = [
+            f"gate {self.suite}/{self.profile}/{self.device_class} vs {self.baseline_path}: {verdict} "
+            f"({len(self.checks) - len(self.regressions)} of {len(self.checks)} checks within tolerance)"
+        ]
+        if not self.checks:
+            lines.append("  NO CHECKS: nothing in this run could be compared with the baseline; a gate that compares "
+                         "nothing fails")
+        lines += [f"  REGRESSION {c.describe()}" for c in self.regressions]
+        lines += [f"  FAILED TRIAL {t}" for t in self.failed_trials]
+        lines += [f"  MISSING TRIAL (in the baseline, not in this run): {t}" for t in self.missing_trials]
+        lines += [f"  MISSING in this run (present in the baseline): {m}" for m in self.missing_in_run]
+        lines += [f"  DROPPED SEED (no finite value in this run; not compared): {d}" for d in self.dropped_seeds]
+        lines += [f"  not in the baseline (not gated; save a new baseline to include): {m}" for m in self.missing_in_baseline]
+        if self.environment_differences:
+            differences = "; ".join(self.environment_differences)
+            if any(c.check != SPEED_RATIO for c in self.regressions):
+                lines.append(f"  POSSIBLE CAUSE: the baseline was saved on another machine ({differences}); float "
+                             "results can change with the CPU's vector ISA, the thread count or the torch build. "
+                             "Rerun with the baseline's thread count (--threads) or save a baseline on this machine "
+                             "kind before suspecting the code")
+            else:
+                lines.append(f"  note: baseline from another machine ({differences}); its values held here")
+        return "\n".join(lines)
+
+
+def environment_differences(baseline: Mapping[str, Any], results: RunResults) -> list[str]:
+    """``key 'baseline' vs 'run'`` for each numeric-environment value both record and that differs."""
+    theirs = baseline.get("environment")
+    if not isinstance(theirs, dict):
+        return []
+    ours = numeric_environment(results)
+    return [f"{key} {theirs[key]!r} vs {ours[key]!r}" for key in NUMERIC_ENVIRONMENT
+            if key in theirs and key in ours and str(theirs[key]) != ours[key]]
+
+
+def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path = DEFAULT_BASELINES_DIR) -> GateResult:
+    """Compare one run with its baseline (by default the matching file in ``baselines_dir``)."""
+    results = load_results(run_dir)
+    path = Path(baseline_path) if baseline_path else Path(baselines_dir) / baseline_filename(
+        results.suite, results.profile, results.device_class
+    )
+    baseline = load_baseline(path)
+    _refuse_mismatch(baseline, results, path)
+    _refuse_other_task_version(baseline, results, path)
+    tolerances = results.meta.get("gate") or {}
+    speed = speed_gated(results)
+    gated = (QUALITY, MEMORY, CONTRAST, CLAIM, SPEED_RATIO) if speed else (QUALITY, MEMORY, CONTRAST, CLAIM)
+    reference = {value_identity(e): e for e in baseline["values"] if e["check"] in gated}
+    entries = baseline_values(results)  # evaluates the claims once: their results are in the CLAIM entries
+    current = {value_identity(e) for e in entries if e["check"] in gated}
+
+    finished = finished_keys(results)
+    failed = {(f.arm_label, f.point_label, f.seed) for f in results.failed}
+    expected = baseline_trials(baseline)
+    missing_trials = [key for key in expected if key not in finished and key not in failed]
+    named_trials = failed | set(missing_trials)
+    ratios = {f"{v.treatment_label}-vs-{v.control_label}": (v.treatment_label, v.control_label)
+              for v in contrast_variants(results)}
+
+    claim_results = {(e["subject"], e["point"], e["metric"]): e["result"] for e in entries if e["check"] == CLAIM}
+    checks: list[GateCheck] = []
+    missing_in_run: list[str] = []
+    dropped: list[str] = []
+    for identity, entry in reference.items():
+        check, subject, point, key = identity
+        if check == CLAIM:
+            if results.spec_for(key).kind == "speed" and not speed:
+                continue
+            result = claim_results.get((subject, point, key))
+            if result is None:
+                missing_in_run.append(check_name(identity))
+            else:
+                checks.append(_claim_check(entry, result))
+            continue
+        seeds = list(entry.get("seeds") or baseline["seeds"])
+        labels = ratios.get(subject) if check in (SPEED_RATIO, CONTRAST) else (subject,)
+        if labels is None:
+            missing_in_run.append(check_name(identity))
+            continue
+        spread = None
+        if check == SPEED_RATIO:
+            value, present = speed_ratio(results, labels[0], labels[1], point, key, seeds)
+        elif check == CONTRAST:
+            differences = paired_differences(results, labels[0], labels[1], point, key, seeds)
+            present = sorted(differences)
+            value = seed_mean(differences.values()) if present else None
+            spread = seed_spread(differences.values())
+        else:
+            values = seed_values(results, subject, point, key)
+            present = [s for s in seeds if s in values]
+            value = seed_mean(values[s] for s in present) if present else None
+            spread = seed_spread(values[s] for s in present)
+        lacking = [s for s in seeds if s not in present]
+        # a seed whose trial is named as missing or failed is not named again per value
+        unexplained = [s for s in lacking if not any((label, point, s) in named_trials for label in labels)]
+        if not lacking and value is not None:
+            checks.append(_check(entry, value, tolerances, spread))
+        elif not lacking:
+            dropped.append(f"{check_name(identity)}: the control's mean is 0 in this run, no ratio")
+        elif not present and unexplained:
+            missing_in_run.append(check_name(identity))
+        elif unexplained:
+            dropped.append(f"{check_name(identity)}: seed(s) {', '.join(map(str, unexplained))} missing or not finite")
+    return GateResult(
+        suite=results.suite,
+        profile=results.profile,
+        device_class=results.device_class,
+        baseline_path=path,
+        checks=tuple(checks),
+        missing_in_run=tuple(missing_in_run),
+        missing_in_baseline=tuple(check_name(key) for key in sorted(current) if key not in reference),
+        failed_trials=tuple(
+            f"{f.arm_label} seed={f.seed}{f' {f.point_label}' if f.point_label else ''}: {f.error}" for f in results.failed
+        ),
+        missing_trials=tuple(trial_name(key) for key in missing_trials),
+        dropped_seeds=tuple(dropped),
+        environment_differences=tuple(environment_differences(baseline, results)),
+    )
+
+
+def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
+    ours = {"suite": results.suite, "profile": results.profile, "device class": results.device_class,
+            "seeds": sorted(results.seeds)}
+    theirs = {
+        "suite": baseline.get("suite"), "profile": baseline.get("profile"), "device class": baseline.get("device_class"),
+        "seeds": sorted(baseline["seeds"]),
+    }
+    if "sweep" in baseline:  # baselines written before the sweep was recorded name their points in values
+        ours["sweep"], theirs["sweep"] = results.meta.get("sweep") or {}, baseline["sweep"]
+    differing = [f"{k} {theirs[k]!r} vs {ours[k]!r}" for k in ours if theirs[k] != ours[k]]
+    if differing:
+        raise GateError(
+            f"refusing to gate: baseline {path} is for another run ({', '.join(differing)} in these results); "
+            "use the baseline of the same suite, profile, device class, seeds and sweep"
+        )
+
+
+def _refuse_other_task_version(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
+    """A task's version changes when its metrics change meaning: its old values are no yardstick."""
+    theirs, ours = baseline.get("task_version"), results.meta.get("task_version")
+    if theirs is not None and str(theirs) != str(ours):
+        raise GateError(
+            f"refusing to gate: baseline {path} was saved with task {baseline.get('task')!r} version {theirs}, these "
+            f"results ran version {ours}; save a new baseline from a run of this version"
+        )
+
+
+def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str, Any],
+           current_spread: float | None = None) -> GateCheck:
+    check, key, value = reference["check"], reference["metric"], float(reference["value"])
+    sign = {"higher": 1, "lower": -1}.get(reference.get("direction", ""), 0)
+    if check == MEMORY:
+        passed, rule = current == value, "must be equal"
+    elif check in (QUALITY, CONTRAST):
+        what = "difference to control" if check == CONTRAST else "mean"
+        baseline_spread = reference.get("spread")
+        if baseline_spread is not None and current_spread is not None:
+            # a floor for float round-off, where every seed gave the same value (zero spread)
+            tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), 1e-9 * max(1.0, abs(value)))
+            source = f"{SPREAD_Z:g} standard errors over seeds"
+        else:
+            tolerance = _tolerance(tolerances, key, float(tolerances.get("default_tolerance", 0.05)))
+            source = "the suite's tolerance (one seed: no spread)"
+        passed = sign * (current - value) >= -tolerance
+        rule = f"{what}, {reference['direction']} is better, may worsen by {tolerance:.3g} = {source}"
+    else:
+        tolerance = _tolerance(tolerances, key, float(tolerances.get("speed_tolerance", SPEED_RATIO_TOLERANCE)))
+        # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
+        passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
+        rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
+    return GateCheck(check, reference["subject"], reference["point"], key, value, current, passed, rule)
+
+
+def _claim_check(reference: Mapping[str, Any], result: str) -> GateCheck:
+    """A claim's result must not change: a headline that flips is what CI exists to catch."""
+    before = reference["result"]
+    rule = f"result {before.upper()} -> {result.upper()}" + ("" if result == before else " (changed)")
+    value = float(reference["value"])
+    return GateCheck(CLAIM, reference["subject"], reference["point"], reference["metric"], value, value,
+                     result == before, rule)
+
+
+def _tolerance(tolerances: Mapping[str, Any], key: str, default: float) -> float:
+    named = tolerances.get("tolerances") or {}
+    if key in named:
+        return float(named[key])
+    return float(named.get(metric_family(key), default))

@@ -1,0 +1,162 @@
+"""What the gate compares, computed the same way from a baseline's run and from the run being gated:
+arm means and paired differences over the declared seeds, speed ratios within a run, claim results,
+the numeric environment. The identity of a value (check, subject, point, metric) names it in both."""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from harness.analysis.claims import evaluate_claims
+from harness.analysis.results import RunResults
+from harness.analysis.stats import mean_estimate
+from harness.analysis.verdicts import contrast_variants
+from harness.suite.points import point_label, sweep_points
+
+QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM = "quality", "memory", "speed_ratio", "contrast", "claim"
+CHECKS = (QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM)
+# trial environment keys that can change a float result on the same code and data: the CPU (and the
+# vector width torch's kernels dispatch to), the intra-op threads (how reductions are split), the
+# torch build and its kernels' determinism
+NUMERIC_ENVIRONMENT = ("cpu_model", "cpu_capability", "torch_threads", "torch", "deterministic_algorithms",
+                       "machine", "device_name")
+
+
+class GateError(ValueError):
+    """The gate cannot compare (missing, malformed or mismatched baseline): a usage error, not a regression."""
+
+
+TrialKey = tuple[str, str, int]  # (arm label, point label, seed)
+
+
+def declared_seeds(results: RunResults) -> set[int] | None:
+    return set(results.seeds) or None  # a folder without declared seeds: every stored seed counts
+
+
+def seed_values(results: RunResults, label: str, point: str, key: str) -> dict[int, float]:
+    """Finite values by seed, of the seeds the run declares (stale trials of other seeds aside)."""
+    declared = declared_seeds(results)
+    return {s: v for s, v in results.values(label, point, key).items() if declared is None or s in declared}
+
+
+def _entry(check: str, subject: str, point: str, key: str, direction: str, value: float, seeds,
+           **extra: Any) -> dict[str, Any]:
+    return {"check": check, "subject": subject, "point": point, "metric": key, "direction": direction,
+            "value": value, "seeds": sorted(seeds), **extra}
+
+
+def seed_spread(values: Iterable[float]) -> float | None:
+    """Standard error of the mean over seeds; None below two seeds (no spread measured)."""
+    values = list(values)
+    return mean_estimate(values).standard_error if values else None
+
+
+def paired_differences(results: RunResults, treatment: str, control: str, point: str, key: str,
+                 seeds: Iterable[int] | None = None) -> dict[int, float]:
+    """Per-seed treatment - control over the seeds both have (of ``seeds`` when given)."""
+    treated = seed_values(results, treatment, point, key)
+    controlled = seed_values(results, control, point, key)
+    wanted = None if seeds is None else set(seeds)
+    return {s: treated[s] - controlled[s] for s in treated if s in controlled and (wanted is None or s in wanted)}
+
+
+def speed_gated(results: RunResults) -> bool:
+    """Whether this run's timings are gated: the profile asks for it and no trials ran concurrently."""
+    return bool((results.meta.get("gate") or {}).get("speed", True)) and not results.speed_under_load
+
+
+def baseline_values(results: RunResults) -> list[dict[str, Any]]:
+    """The gated values of a run: quality and memory means per arm, speed ratios per contrast,
+    each with the seeds it averages (a seed without a finite value is not in it)."""
+    entries: list[dict[str, Any]] = []
+    for label in results.arm_labels():
+        for point in results.point_labels():
+            for key in results.metric_keys(label, point):
+                spec = results.spec_for(key)
+                check = MEMORY if spec.kind == "memory" else QUALITY if spec.kind == "quality" and spec.better_sign else None
+                values = seed_values(results, label, point, key)
+                if check and values:
+                    extra = {"spread": seed_spread(values.values())} if check == QUALITY else {}
+                    entries.append(_entry(check, label, point, key, spec.direction, seed_mean(values.values()), values,
+                                          **extra))
+    for variant in contrast_variants(results):
+        subject = f"{variant.treatment_label}-vs-{variant.control_label}"
+        for point in results.point_labels():
+            for key in results.metric_keys(variant.treatment_label, point):
+                spec = results.spec_for(key)
+                differences = paired_differences(results, variant.treatment_label, variant.control_label, point, key)
+                if spec.kind == "quality" and spec.better_sign and differences:
+                    entries.append(_entry(CONTRAST, subject, point, key, spec.direction, seed_mean(differences.values()),
+                                          differences, spread=seed_spread(differences.values())))
+    for claim in evaluate_claims(results, include_speed=speed_gated(results)):
+        estimate = claim.estimate if claim.estimate is not None and math.isfinite(claim.estimate) else 0.0
+        entries.append(_entry(CLAIM, claim.contrast, claim.point, claim.key, "none", estimate,
+                              results.seeds or [], result=claim.status))
+    if results.speed_under_load:  # timings of concurrent trials say nothing about the code
+        return entries
+    for variant in contrast_variants(results):
+        for point in results.point_labels():
+            for key in results.metric_keys(variant.treatment_label, point):
+                spec = results.spec_for(key)
+                if spec.kind != "speed" or not spec.better_sign:
+                    continue
+                ratio, seeds = speed_ratio(results, variant.treatment_label, variant.control_label, point, key, None)
+                if ratio is not None:
+                    entries.append(_entry(SPEED_RATIO, f"{variant.treatment_label}-vs-{variant.control_label}", point,
+                                          key, spec.direction, ratio, seeds))
+    return entries
+
+
+def speed_ratio(results: RunResults, treatment: str, control: str, point: str, key: str,
+           seeds: list[int] | None) -> tuple[float | None, list[int]]:
+    """Treatment mean / control mean over the seeds both have (of ``seeds`` when given)."""
+    treated = seed_values(results, treatment, point, key)
+    controlled = seed_values(results, control, point, key)
+    common = sorted(s for s in treated if s in controlled and (seeds is None or s in seeds))
+    if not common:
+        return None, []
+    denominator = seed_mean(controlled[s] for s in common)
+    return (seed_mean(treated[s] for s in common) / denominator if denominator else None), common
+
+
+def declared_trials(results: RunResults) -> list[TrialKey]:
+    """Every trial the run's suite.json declares: arm label x sweep point x seed."""
+    labels: list[str] = []
+    for name, entry in (results.meta.get("arms") or {}).items():
+        labels.extend((entry or {}).get("labels") or [name])
+    points = [point_label(p) for p in sweep_points(results.meta.get("sweep") or {})]
+    return [(label, point, seed) for seed in results.seeds for point in points for label in labels]
+
+
+def trial_name(key: TrialKey) -> str:
+    label, point, seed = key
+    return f"{label} seed={seed}{f' @ {point}' if point else ''}"
+
+
+def finished_keys(results: RunResults) -> set[TrialKey]:
+    return {(t["arm_label"], t["point_label"], t["seed"]) for t in results.finished}
+
+
+def numeric_environment(results: RunResults) -> dict[str, str]:
+    """What, besides code and data, the run's float results depend on; where its trials disagree
+    (a run resumed on another machine), each differing value is listed, joined by ' | '."""
+    environments = [t.get("environment") or {} for t in results.finished]
+    recorded: dict[str, str] = {}
+    for key in NUMERIC_ENVIRONMENT:
+        values = sorted({str(e[key]) for e in environments if key in e})
+        if values:
+            recorded[key] = " | ".join(values)
+    return recorded
+
+
+def seed_mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def value_identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return (entry["check"], entry["subject"], entry["point"], entry["metric"])
+
+
+def check_name(identity: tuple[str, str, str, str]) -> str:
+    check, subject, point, metric = identity
+    return f"{check} {subject}{f' @ {point}' if point else ''} {metric}"
