@@ -272,7 +272,7 @@ def test_a_tampered_kernel_library_is_rebuilt_not_loaded(kernel_tmp, tmp_path):
 
 def test_the_kernel_cache_key_covers_the_cpu_flags(kernel_tmp, tmp_path, monkeypatch):
     """-march=native code built on one CPU must not be loaded on another sharing the folder."""
-    from harness.mechanisms.pdelta import fused_decode
+    from harness.mechanisms.pdelta.ops import fused_decode
 
     library = _built_library(kernel_tmp, tmp_path)
     monkeypatch.setattr(fused_decode, "cpu_features", lambda: "x86_64 Another CPU fpu sse sse2")
