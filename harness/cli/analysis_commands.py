@@ -10,15 +10,10 @@ from typing import NoReturn
 
 import click
 
-from harness.analysis.report import build_report
-from harness.analysis.results import ResultsError
-from harness.analysis.summary import SuiteSummary, render_summary
+from harness import api
 from harness.cli.outputs import append_step_summary, output_problem, write_output
-from harness.gating.baseline import DEFAULT_BASELINES_DIR, save_baselines
-from harness.gating.gate import gate as gate_run
+from harness.gating.baseline import DEFAULT_BASELINES_DIR
 from harness.gating.report import junit_xml, render_markdown
-from harness.gating.values import GateError
-from harness.store import iter_runs
 
 USAGE_ERROR = 2
 REGRESSION = 1
@@ -27,16 +22,6 @@ REGRESSION = 1
 def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     raise click.exceptions.Exit(USAGE_ERROR)
-
-
-def _runs(results: Path) -> list[Path]:
-    """Run folders under a results root, or the one ``<suite>/<profile>`` folder given."""
-    if not results.exists():
-        _fail(f"{results} does not exist")
-    runs = iter_runs(results)
-    if not runs:
-        _fail(f"no stored results under {results} (expected <suite>/<profile>/suite.json)")
-    return runs
 
 
 def _check_output(path: Path | None, option: str) -> None:
@@ -54,17 +39,15 @@ def _check_output(path: Path | None, option: str) -> None:
 def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
     """Rebuild verdict tables, summary JSON and plots from stored RESULTS (nothing is rerun)."""
     _check_output(markdown_path, "--markdown")
-    summaries = []
-    for run_dir in _runs(results):
-        try:
-            built = build_report(run_dir)
-        except ResultsError as exc:
-            _fail(str(exc))
-        summaries.append(SuiteSummary(built.analysis))
+    try:
+        reports = api.report(results)
+    except api.UsageError as exc:
+        _fail(str(exc))
+    for built in reports:
         click.echo(built.full_text if verbose else built.text)
         click.echo(f"\nsummary: {built.summary_path}\nforest plots: {', '.join(str(p) for p in built.forest_paths)}"
                    f"\nplots ({len(built.plot_paths)}): {built.report_dir / 'plots'}\n")
-    text = render_summary(summaries)
+    text = api.summary(reports)
     if markdown_path is not None:
         write_output(markdown_path, text, "--markdown")
     append_step_summary(text)
@@ -83,8 +66,8 @@ def baseline() -> None:
 def baseline_save(results: Path, out_dir: Path) -> None:
     """Save a baseline from every run under RESULTS (none when one of them is refused)."""
     try:
-        paths = save_baselines(_runs(results), out_dir)
-    except (GateError, ResultsError) as exc:
+        paths = api.save_baselines(results, out_dir)
+    except api.UsageError as exc:
         _fail(str(exc))
     for path in paths:
         click.echo(f"baseline written: {path}")
@@ -102,17 +85,12 @@ def gate(results: Path, baseline_file: Path | None, baselines_dir: Path, junit_p
     """Exit 1 when RESULTS regress against their baseline (quality, bytes, speed ratios); a Markdown
     table of what moved comes last (and goes to $GITHUB_STEP_SUMMARY when set)."""
     _check_output(junit_path, "--junit")
-    runs = _runs(results)
-    if baseline_file is not None and len(runs) > 1:
-        _fail(f"--baseline names one file but {results} holds {len(runs)} runs; give one <suite>/<profile> folder")
-    outcomes = []
-    for run_dir in runs:
-        try:
-            outcome = gate_run(run_dir, baseline_file, baselines_dir)
-        except (GateError, ResultsError) as exc:
-            _fail(str(exc))
+    try:
+        outcomes = api.gate(results, baseline_file, baselines_dir)
+    except api.UsageError as exc:
+        _fail(str(exc))
+    for outcome in outcomes:
         click.echo(outcome.render())
-        outcomes.append(outcome)
     if junit_path is not None:
         write_output(junit_path, junit_xml(outcomes), "--junit")
     markdown = render_markdown(outcomes)

@@ -47,28 +47,25 @@ def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, 
     not); speed is shown as ratios. The reproduction is logged to MLflow with the tag
     harness.reproduction_of = the original run id.
     """
+    from harness import api
     from harness.reproduction.report import render_outcome, render_plan
-    from harness.reproduction.reproduce import plan_reproduction, regressed, run_reproduction
-    from harness.reproduction.sources import ReproduceError
-    from harness.terminal import Console
-    from harness.tracking.mlflow_tracker import TrackingError
+    from harness.reproduction.reproduce import regressed
 
     try:
-        plan = plan_reproduction(target, tracking_uri, results_root, out, device_choice, not no_mlflow)
-    except (ReproduceError, TrackingError) as exc:
+        plan = api.plan_reproduction(target, tracking_uri, results_root, out, device_choice, not no_mlflow)
+    except api.UsageError as exc:
         _fail(str(exc))
     click.echo(render_plan(plan))
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        outcome = run_reproduction(plan, Console())
-    except TrackingError as exc:
-        _fail(f"{exc} (the rerun is stored under {plan.out_root})")
+        outcome = api.reproduce(plan)
+    except api.UsageError as exc:
+        _fail(str(exc))
     click.echo(render_outcome(plan, outcome))
     if outcome.interrupted:
         raise SystemExit(130)
     if regressed(plan, outcome):
         raise SystemExit(DIFFERS)
-
 
 
 @click.command()
@@ -84,25 +81,16 @@ def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: boo
     suites. Per arm and metric: B - A with its interval over seeds (paired by seed when both ran
     the same seeds, else Welch). Exit 1 when a primary claim's result changed.
     """
-    from harness.analysis.compare import CompareError, load_pair
-    from harness.analysis.compare_plot import write_comparison_plot
-    from harness.analysis.compare_report import render_comparison, run_label
-    from harness.analysis.results import ResultsError
-    from harness.store import write_json_atomic
+    from harness import api
+    from harness.analysis.compare_report import render_comparison
 
     try:
-        comparisons = load_pair(results_a, results_b)
-    except (CompareError, ResultsError) as exc:
+        written = api.compare(results_a, results_b, out)
+    except api.UsageError as exc:
         _fail(str(exc))
-    out_dir = out or results_b / "compare"
     changed = False
-    for comparison in comparisons:
+    for comparison, summary, plot in written:
         click.echo(render_comparison(comparison, all_metrics))
-        stem = f"compare-{comparison.b.suite}"
-        summary = out_dir / f"{stem}.json"
-        write_json_atomic(summary, comparison.as_dict())
-        plot = write_comparison_plot(comparison, out_dir / f"{stem}.png", run_label("A", comparison.a),
-                                     run_label("B", comparison.b))
         click.echo(f"\nsummary: {summary}" + (f"\nplot: {plot}" if plot else "") + "\n")
         changed = changed or comparison.claim_changed
     if changed:

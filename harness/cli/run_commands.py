@@ -6,17 +6,12 @@ import math
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from harness.suite.loader import DEFAULT_PROFILE, MAX_SUITE_NODES, MAX_TRIALS, SuiteError, load_suites
-
-if TYPE_CHECKING:
-    from harness.execution.executor import Executor
 
 RESULTS_DEFAULT = Path("results")
 EXIT_USAGE = 2
@@ -106,159 +101,39 @@ results_option = click.option(
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
         executor_name, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
-    from harness.analysis.report import analyse, build_report, render_arm_table, render_report, stored_report_text
-    from harness.analysis.results import load_results
-    from harness.analysis.summary import SuiteSummary
-    from harness.devices import resolve_device, device_name
-    from harness.execution.runner import run_suite
-    from harness.locks import LockBusy, lock_writer
-    from harness.terminal import Console
-    from harness.tracking.claim_metrics import claim_tags, parent_metrics
-    from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
-    from harness.tracking.sqlite_store import open_store, unsafe_path
-
-    started = time.perf_counter()
-    suites = _load(suite_file, profile, seeds, arms, max_trials, max_nodes)
-    if threads:  # before anything reads the count: the trials, their records and the device name
-        import torch
-
-        torch.set_num_threads(threads)
-    try:
-        torch_device = resolve_device(device)
-    except ValueError as exc:
-        _fail(str(exc))
-    embedded_store = not no_mlflow and not tracking_uri  # RESULTS/mlflow.db
-    try:
-        if embedded_store and unsafe_path(results_root):
-            _fail(unsafe_path(results_root))
-        if tracking_uri and not no_mlflow:
-            check_reachable(tracking_uri)
-    except TrackingError as exc:
-        _fail(str(exc))
-    _writable_folder(results_root)
-    try:  # one writer per results folder and suite; the locks go when this process ends
-        held_locks = [lock_writer(results_root, name) for name in sorted({s.name for s in suites})]
-    except LockBusy as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"cannot write results to {results_root}: {exc.strerror or exc}")
-    tracker = None
-    if embedded_store:
-        try:
-            store = open_store(results_root, say=lambda line: click.echo(line, err=True))
-        except TrackingError as exc:
-            _fail(str(exc))
-        held_locks.append(store.lock)
-        for note in store.notes:
-            click.echo(f"warning: {note}", err=True)
-        tracker = MlflowTracker(store.uri, artifact_root=results_root / "mlartifacts", identity=store.identity)
-    elif not no_mlflow:
-        tracker = MlflowTracker(tracking_uri, artifact_root=results_root / "mlartifacts", shared=True)
-
-    executor = _executor(executor_name, ray_address, ray_workers)
-    signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
-    console = Console()
-    console.line(f"device: {torch_device} ({device_name(torch_device)})")
-    outcomes, summaries, exit_code = [], [], 0
-    try:
-        for suite in suites:
-            outcome = run_suite(suite, results_root, torch_device, tracker, console, not no_resume, executor,
-                                trial_timeout)
-            outcomes.append(outcome)
-            if outcome.interrupted:
-                exit_code = 130
-                console.line(f"interrupted: {outcome.ran} trial(s) of {suite.name!r} finished and are stored")
-                if tracker and outcome.parent_run_id:
-                    tracker.finish_parent(outcome.parent_run_id, "KILLED", {})
-                break
-            unchanged = outcome.ran == 0 and stored_report_text(outcome.run_dir) is not None
-            if unchanged:  # nothing new: the stored verdicts stand, no need to redraw plots
-                if tracker and outcome.parent_run_id:  # it only mirrored trials again
-                    tracker.finish_parent(outcome.parent_run_id, "FAILED" if outcome.failed else "FINISHED", {})
-                analysis = analyse(load_results(outcome.run_dir))
-                summaries.append(SuiteSummary(analysis, outcome.wall_seconds))
-                console.out(_suite_header(outcome))
-                console.out(render_arm_table(analysis.results, full=verbose))
-                console.out(render_report(analysis, full=verbose))
-                continue
-            report = build_report(outcome.run_dir)
-            if tracker and outcome.parent_run_id:
-                share = outcome.mlflow_seconds / max(outcome.wall_seconds, 1e-9)
-                tracker.finish_parent(
-                    outcome.parent_run_id,
-                    "FAILED" if outcome.failed else "FINISHED",
-                    {"harness.wall_seconds": outcome.wall_seconds, "harness.mlflow_seconds": outcome.mlflow_seconds,
-                     "harness.mlflow_share": share, "harness.failed_trials": len(outcome.failed),
-                     **parent_metrics(report.analysis)},
-                    report.artifact_paths,
-                    {**report.tags, **claim_tags(report.analysis)},
-                )
-            summaries.append(SuiteSummary(report.analysis, outcome.wall_seconds))
-            console.out(_suite_header(outcome))
-            console.out(render_arm_table(report.analysis.results, full=verbose))
-            console.out(report.full_text if verbose else report.text)
-            if outcome.failed:
-                exit_code = 1
-    except TrackingError as exc:
-        _fail(f"{exc} (finished trials are stored under {results_root}; rerun to mirror them)")
-    except KeyboardInterrupt:
-        exit_code = 130
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        _fail(f"no space left writing {exc.filename or results_root} ({exc.strerror}); the trials stored before it "
-              "are kept: free some space and rerun")
-    finally:
-        executor.close()
-    _footer(outcomes, tracker, results_root, time.perf_counter() - started)
-    if summaries:
-        _print_summary(summaries, results_root)
-    raise SystemExit(exit_code)
-
-
-def _print_summary(summaries, results_root: Path) -> None:
-    """Last on the terminal, and the same text in RESULTS/summary.md and GitHub's job summary."""
-    from harness.analysis.summary import SUMMARY_FILE, render_summary
+    from harness import api
+    from harness.analysis.report import render_arm_table
     from harness.cli.outputs import append_step_summary
-    from harness.store import write_text_atomic
+    from harness.devices import device_name
+    from harness.terminal import Console
 
-    text = render_summary(summaries)
-    try:
-        write_text_atomic(results_root / SUMMARY_FILE, text)
-    except OSError as exc:
-        click.echo(f"warning: cannot write {results_root / SUMMARY_FILE} ({exc.strerror or exc})", err=True)
-    append_step_summary(text)
-    click.echo("\n" + text.rstrip("\n"))
+    options = api.RunOptions(
+        profile=profile, seeds=seeds, arms=arms, results=results_root, tracking_uri=tracking_uri,
+        mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name, ray_address=ray_address,
+        ray_workers=ray_workers, threads=threads, trial_timeout=trial_timeout, max_trials=max_trials,
+        max_nodes=max_nodes,
+    )
+    console = Console()
 
+    def started(device_used) -> None:
+        signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
+        console.line(f"device: {device_used} ({device_name(device_used)})")
 
-def _executor(name: str, address: str | None, workers: int | None) -> Executor:
-    """The executor, started (a Ray cluster reached or launched) before any trial trains."""
-    from harness.execution.executor import SerialExecutor
-
-    if name == "serial":
-        if address or workers:
-            _fail("--ray-address and --ray-workers need --executor ray")
-        return SerialExecutor()
-    if address and workers:
-        _fail("--ray-workers sizes a local cluster; a cluster at --ray-address has its own workers")
-    from harness.execution.ray_executor import RayExecutor, RayUnavailable
+    def print_suite(result: api.SuiteResult) -> None:
+        console.out(_suite_header(result.outcome))
+        console.out(render_arm_table(result.analysis.results, full=verbose))
+        console.out(result.text(full=verbose))
 
     try:
-        return RayExecutor(address=address, workers=workers).start()
-    except RayUnavailable as exc:
+        outcome = api.run(suite_file, options, console=console, on_suite=print_suite, on_started=started,
+                          warn=lambda line: click.echo(line, err=True))
+    except api.UsageError as exc:
         _fail(str(exc))
-
-
-def _writable_folder(results_root: Path) -> None:
-    """--results must be a folder this process can write (made if missing): else one line, exit 2."""
-    if results_root.exists() and not results_root.is_dir():
-        _fail(f"--results {results_root} is a file, not a folder")
-    try:
-        results_root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=results_root):
-            pass
-    except OSError as exc:
-        _fail(f"cannot write results to {results_root}: {exc.strerror or exc}")
+    _footer(outcome)
+    if outcome.summary:
+        append_step_summary(outcome.summary)
+        click.echo("\n" + outcome.summary.rstrip("\n"))
+    raise SystemExit(outcome.exit_code)
 
 
 def _interrupt(_signum, _frame) -> None:
@@ -285,15 +160,13 @@ def _suite_header(outcome) -> str:
     return "\n".join(lines)
 
 
-def _footer(outcomes, tracker, results_root: Path, seconds: float) -> None:
-    from harness.tracking.mlflow_tracker import redacted
-
-    wall = sum(o.wall_seconds for o in outcomes)
-    lines = [f"\nresults: {results_root.resolve()}  ({seconds:.1f}s)"]
-    if tracker is not None:
-        share = 100 * tracker.seconds / max(wall, 1e-9)
-        lines.append(f"mlflow: {redacted(tracker.uri)}  ({tracker.seconds:.2f}s, {share:.1f}% of suite wall time)")
-        lines.append(f"browse: harness ui --results {results_root}")
+def _footer(outcome) -> None:
+    wall = sum(s.outcome.wall_seconds for s in outcome.suites)
+    lines = [f"\nresults: {outcome.results.resolve()}  ({outcome.seconds:.1f}s)"]
+    if outcome.tracker is not None:
+        share = 100 * outcome.tracker.seconds / max(wall, 1e-9)
+        lines.append(f"mlflow: {outcome.tracker.uri}  ({outcome.tracker.seconds:.2f}s, {share:.1f}% of suite wall time)")
+        lines.append(f"browse: harness ui --results {outcome.results}")
     click.echo("\n".join(lines))
 
 

@@ -41,7 +41,7 @@ class SuiteOutcome:
     mlflow_seconds: float = 0.0
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
+    def failed(self) -> list[TrialRecord]:
         return [r for r in self.records if r["status"] != "finished"]
 
 

@@ -1,0 +1,349 @@
+"""The Python API: what the CLI does, callable in-process (a notebook, a test, another tool).
+
+``run`` owns a run's whole lifecycle: load and validate the suites, take the writer locks, open the
+results store and the MLflow mirror, start the executor, run each suite, build its report, finish
+its parent MLflow run, write the summary, and release everything, also on Ctrl-C. ``report``,
+``save_baselines``, ``gate``, ``plan_reproduction``/``reproduce`` and ``compare`` do the same for
+the other commands. The click commands only parse options, call these and print.
+
+Every usage error (a bad suite file, an unusable results folder, an unreachable tracking server, a
+baseline of another run) is a ``UsageError`` with a one-line message; the CLI exits 2 on it.
+"""
+from __future__ import annotations
+
+import errno
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from harness.analysis.compare import CompareError, Comparison, load_pair
+from harness.analysis.compare_plot import write_comparison_plot
+from harness.analysis.compare_report import run_label
+from harness.analysis.report import RunAnalysis, RunReport, analyse, build_report, render_report, stored_report_text
+from harness.analysis.results import ResultsError, load_results
+from harness.analysis.summary import SUMMARY_FILE, SuiteSummary, render_summary
+from harness.devices import resolve_device
+from harness.execution.executor import Executor, SerialExecutor
+from harness.execution.runner import SuiteOutcome, run_suite
+from harness.gating.baseline import DEFAULT_BASELINES_DIR
+from harness.gating.baseline import save_baselines as save_baseline_files
+from harness.gating.gate import GateResult
+from harness.gating.gate import gate as gate_run
+from harness.gating.values import GateError
+from harness.locks import LockBusy, lock_writer
+from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
+from harness.reproduction.reproduce import plan_reproduction as plan
+from harness.reproduction.sources import ReproduceError
+from harness.store import iter_runs, write_json_atomic, write_text_atomic
+from harness.suite.loader import DEFAULT_PROFILE, MAX_SUITE_NODES, MAX_TRIALS, Suite, SuiteError
+from harness.suite.loader import load_suites as load_suite_files
+from harness.terminal import Console
+from harness.tracking.claim_metrics import claim_tags, parent_metrics
+from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
+from harness.tracking.sqlite_store import open_store, unsafe_path
+
+
+class UsageError(Exception):
+    """Bad input or an unusable environment, said in one line; nothing was run or written."""
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a suite file; the defaults are the CLI's."""
+
+    profile: str = DEFAULT_PROFILE
+    seeds: list[int] | None = None  # override the suite's seeds
+    arms: list[str] | None = None  # run only these arms
+    results: Path = Path("results")
+    tracking_uri: str | None = None  # default: the embedded store RESULTS/mlflow.db
+    mlflow: bool = True
+    device: str = "auto"
+    resume: bool = True  # skip trials whose finished result is stored
+    executor: str = "serial"  # or "ray"
+    ray_address: str | None = None
+    ray_workers: int | None = None
+    threads: int | None = None  # torch intra-op threads (float results can depend on it)
+    trial_timeout: float | None = None
+    max_trials: int = MAX_TRIALS
+    max_nodes: int = MAX_SUITE_NODES
+
+
+@dataclass
+class SuiteResult:
+    """One suite of a run: what ran, and its analysis (``report`` is None when nothing new ran and the
+    stored report stands)."""
+
+    outcome: SuiteOutcome
+    analysis: RunAnalysis
+    report: RunReport | None
+
+    def text(self, full: bool = False) -> str:
+        """The verdict tables: key metrics only, or every row."""
+        if self.report is not None:
+            return self.report.full_text if full else self.report.text
+        return render_report(self.analysis, full=full)
+
+
+@dataclass
+class RunResult:
+    suites: list[SuiteResult] = field(default_factory=list)
+    exit_code: int = 0  # 0 ok, 1 a trial failed, 130 interrupted
+    seconds: float = 0.0
+    results: Path = Path("results")
+    tracker: MlflowTracker | None = None
+    summary: str = ""  # the end-of-run Markdown summary (also RESULTS/summary.md)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.exit_code == 130
+
+
+def load_suites(suite_file: Path, options: RunOptions = RunOptions()) -> list[Suite]:
+    """The suites of a file (its includes resolved, the profile applied), fully validated."""
+    try:
+        return load_suite_files(Path(suite_file), profile=options.profile, seeds=options.seeds, arms=options.arms,
+                                max_trials=options.max_trials, max_nodes=options.max_nodes)
+    except SuiteError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _writable_folder(results: Path) -> None:
+    if results.exists() and not results.is_dir():
+        raise UsageError(f"--results {results} is a file, not a folder")
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=results):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
+
+
+def _executor(options: RunOptions) -> Executor:
+    """The executor, started (a Ray cluster reached or launched) before any trial trains."""
+    if options.executor == "serial":
+        if options.ray_address or options.ray_workers:
+            raise UsageError("--ray-address and --ray-workers need --executor ray")
+        return SerialExecutor()
+    if options.ray_address and options.ray_workers:
+        raise UsageError("--ray-workers sizes a local cluster; a cluster at --ray-address has its own workers")
+    from harness.execution.ray_executor import RayExecutor, RayUnavailable  # Ray is an optional extra
+
+    try:
+        return RayExecutor(address=options.ray_address, workers=options.ray_workers).start()
+    except RayUnavailable as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None]) -> MlflowTracker | None:
+    """The MLflow mirror: the embedded store in the results folder (locked while we write it), a
+    tracking server, or none."""
+    if not options.mlflow:
+        return None
+    if options.tracking_uri:
+        return MlflowTracker(options.tracking_uri, artifact_root=options.results / "mlartifacts", shared=True)
+    try:
+        store = open_store(options.results, say=warn)
+    except TrackingError as exc:
+        raise UsageError(str(exc)) from None
+    locks.callback(store.lock.release)  # held shared while this run writes the store
+    for note in store.notes:
+        warn(f"warning: {note}")
+    return MlflowTracker(store.uri, artifact_root=options.results / "mlartifacts", identity=store.identity)
+
+
+def _finish(suite_run: SuiteOutcome, tracker: MlflowTracker | None) -> SuiteResult:
+    """Analyse a finished suite, mirror its report to the parent MLflow run and close that run."""
+    status = "FAILED" if suite_run.failed else "FINISHED"
+    if suite_run.ran == 0 and stored_report_text(suite_run.run_dir) is not None:
+        # nothing new ran: the stored verdicts stand, no need to redraw plots
+        if tracker and suite_run.parent_run_id:
+            tracker.finish_parent(suite_run.parent_run_id, status, {})
+        return SuiteResult(suite_run, analyse(load_results(suite_run.run_dir)), None)
+    report = build_report(suite_run.run_dir)
+    if tracker and suite_run.parent_run_id:
+        share = suite_run.mlflow_seconds / max(suite_run.wall_seconds, 1e-9)
+        tracker.finish_parent(
+            suite_run.parent_run_id, status,
+            {"harness.wall_seconds": suite_run.wall_seconds, "harness.mlflow_seconds": suite_run.mlflow_seconds,
+             "harness.mlflow_share": share, "harness.failed_trials": len(suite_run.failed),
+             **parent_metrics(report.analysis)},
+            report.artifact_paths,
+            {**report.tags, **claim_tags(report.analysis)},
+        )
+    return SuiteResult(suite_run, report.analysis, report)
+
+
+def run(
+    suite_file: Path,
+    options: RunOptions = RunOptions(),
+    *,
+    console: Console | None = None,
+    on_suite: Callable[[SuiteResult], None] | None = None,
+    on_started: Callable[[torch.device], None] | None = None,
+    warn: Callable[[str], None] = _to_stderr,
+) -> RunResult:
+    """Run every trial of a suite file, analyse each suite, mirror everything to MLflow.
+
+    ``on_started(device)`` is called once the executor runs (after ``ray.init``, which installs signal
+    handlers of its own); ``on_suite`` with each suite's result as it is done. Ctrl-C stops the run
+    with every finished trial stored (``exit_code`` 130)."""
+    started = time.perf_counter()
+    suites = load_suites(suite_file, options)
+    if options.threads:  # before anything reads the count: the trials, their records and the device name
+        torch.set_num_threads(options.threads)
+    try:
+        device = resolve_device(options.device)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    results = Path(options.results)
+    try:
+        if options.mlflow and not options.tracking_uri and unsafe_path(results):
+            raise UsageError(unsafe_path(results))
+        if options.mlflow and options.tracking_uri:
+            check_reachable(options.tracking_uri)
+    except TrackingError as exc:
+        raise UsageError(str(exc)) from None
+    _writable_folder(results)
+    outcome = RunResult(results=results)
+    with ExitStack() as locks:
+        try:  # one writer per results folder and suite, until the run ends (or its process dies)
+            for name in sorted({s.name for s in suites}):
+                locks.callback(lock_writer(results, name).release)
+        except LockBusy as exc:
+            raise UsageError(str(exc)) from None
+        except OSError as exc:
+            raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
+        outcome.tracker = _tracker(options, locks, warn)
+        executor = _executor(options)
+        if on_started:
+            on_started(device)
+        console = console or Console()
+        summaries: list[SuiteSummary] = []
+        try:
+            for suite in suites:
+                suite_run = run_suite(suite, results, device, outcome.tracker, console, options.resume, executor,
+                                      options.trial_timeout)
+                if suite_run.interrupted:
+                    outcome.exit_code = 130
+                    console.line(f"interrupted: {suite_run.ran} trial(s) of {suite.name!r} finished and are stored")
+                    if outcome.tracker and suite_run.parent_run_id:
+                        outcome.tracker.finish_parent(suite_run.parent_run_id, "KILLED", {})
+                    break
+                result = _finish(suite_run, outcome.tracker)
+                outcome.suites.append(result)
+                summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
+                if suite_run.failed:
+                    outcome.exit_code = 1
+                if on_suite:
+                    on_suite(result)
+        except TrackingError as exc:
+            raise UsageError(f"{exc} (finished trials are stored under {results}; rerun to mirror them)") from None
+        except KeyboardInterrupt:
+            outcome.exit_code = 130
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise UsageError(f"no space left writing {exc.filename or results} ({exc.strerror}); the trials stored "
+                             "before it are kept: free some space and rerun") from None
+        finally:
+            executor.close()
+    outcome.seconds = time.perf_counter() - started
+    if summaries:
+        outcome.summary = render_summary(summaries)
+        try:
+            write_text_atomic(results / SUMMARY_FILE, outcome.summary)
+        except OSError as exc:
+            warn(f"warning: cannot write {results / SUMMARY_FILE} ({exc.strerror or exc})")
+    return outcome
+
+
+def run_folders(results: Path) -> list[Path]:
+    """The ``<suite>/<profile>`` folders under a results root, or the one folder given."""
+    results = Path(results)
+    if not results.exists():
+        raise UsageError(f"{results} does not exist")
+    runs = iter_runs(results)
+    if not runs:
+        raise UsageError(f"no stored results under {results} (expected <suite>/<profile>/suite.json)")
+    return runs
+
+
+def report(results: Path) -> list[RunReport]:
+    """Rebuild every run's verdict tables, summary JSON and plots from its stored trials."""
+    try:
+        return [build_report(run_dir) for run_dir in run_folders(results)]
+    except ResultsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def summary(reports: list[RunReport]) -> str:
+    """The Markdown summary of rebuilt reports: validity and primary claims per suite."""
+    return render_summary([SuiteSummary(r.analysis) for r in reports])
+
+
+def save_baselines(results: Path, out_dir: Path = DEFAULT_BASELINES_DIR) -> list[Path]:
+    """A baseline from every run under ``results``; none is written when one of them is refused."""
+    try:
+        return save_baseline_files(run_folders(results), Path(out_dir))
+    except (GateError, ResultsError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def gate(results: Path, baseline: Path | None = None,
+         baselines_dir: Path = DEFAULT_BASELINES_DIR) -> list[GateResult]:
+    """Every run under ``results`` against its baseline (``baseline`` names one for a single run)."""
+    runs = run_folders(results)
+    if baseline is not None and len(runs) > 1:
+        raise UsageError(f"--baseline names one file but {results} holds {len(runs)} runs; "
+                         "give one <suite>/<profile> folder")
+    try:
+        return [gate_run(run_dir, baseline, Path(baselines_dir)) for run_dir in runs]
+    except (GateError, ResultsError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def plan_reproduction(target: str, tracking_uri: str | None = None, results: Path | None = None,
+                      out: Path | None = None, device: str = "recorded", mlflow: bool = True) -> Plan:
+    """What reproducing ``target`` (an MLflow run id, a results folder or a trial JSON) will rerun, where,
+    and where it will log; nothing runs yet."""
+    try:
+        return plan(target, tracking_uri, results, out, device, mlflow)
+    except (ReproduceError, TrackingError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def reproduce(reproduction: Plan, console: Console | None = None) -> Outcome:
+    """Rerun a planned reproduction and compare every metric with the record."""
+    try:
+        return run_reproduction(reproduction, console or Console())
+    except TrackingError as exc:
+        raise UsageError(f"{exc} (the rerun is stored under {reproduction.out_root})") from None
+
+
+def compare(results_a: Path, results_b: Path, out: Path | None = None) -> list[tuple[Comparison, Path, Path | None]]:
+    """Two runs of the same suites: each comparison with its JSON summary and plot, written to ``out``
+    (default RESULTS_B/compare)."""
+    try:
+        comparisons = load_pair(Path(results_a), Path(results_b))
+    except (CompareError, ResultsError) as exc:
+        raise UsageError(str(exc)) from None
+    out_dir = Path(out) if out else Path(results_b) / "compare"
+    written = []
+    for comparison in comparisons:
+        stem = f"compare-{comparison.b.suite}"
+        summary_path = out_dir / f"{stem}.json"
+        write_json_atomic(summary_path, comparison.as_dict())
+        plot = write_comparison_plot(comparison, out_dir / f"{stem}.png", run_label("A", comparison.a),
+                                     run_label("B", comparison.b))
+        written.append((comparison, summary_path, plot))
+    return written
