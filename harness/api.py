@@ -41,8 +41,10 @@ from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
 from harness.store import iter_runs, write_json_atomic, write_text_atomic
-from harness.suite.loader import DEFAULT_PROFILE, MAX_SUITE_NODES, MAX_TRIALS, Suite, SuiteError
 from harness.suite.loader import load_suites as load_suite_files
+from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
+from harness.suite.references import MAX_TRIALS
+from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
 from harness.tracking.claim_metrics import claim_tags, parent_metrics
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable

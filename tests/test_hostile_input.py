@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.suite.loader import SuiteError, load_suites
+from harness.suite.loader import load_suites
+from harness.suite.model import SuiteError
 
 TOY = """\
 suite: toy

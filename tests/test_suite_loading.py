@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from harness.execution.trials import expand_trials
-from harness.suite.loader import SuiteError, load_suites
+from harness.suite.loader import load_suites
+from harness.suite.model import SuiteError
 
 TOY = """\
 suite: toy

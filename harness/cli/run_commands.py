@@ -11,7 +11,10 @@ from pathlib import Path
 
 import click
 
-from harness.suite.loader import DEFAULT_PROFILE, MAX_SUITE_NODES, MAX_TRIALS, SuiteError, load_suites
+from harness.suite.loader import load_suites
+from harness.suite.model import DEFAULT_PROFILE, SuiteError
+from harness.suite.references import MAX_TRIALS
+from harness.suite.yaml_safety import MAX_SUITE_NODES
 
 RESULTS_DEFAULT = Path("results")
 EXIT_USAGE = 2

@@ -18,13 +18,19 @@ from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials
 from harness.record import TrialRecord
 from harness.store import REPORT_DIR, RunFolder, clean_stray_tmp
-from harness.suite.loader import Suite
+from harness.suite.model import Suite
 from harness.suite.points import sweep_points
 from harness.tasks import Task
 from harness.terminal import Console
 from harness.tracking.environment import environment, provenance_texts, save_diff
 from harness.tracking.mlflow_tracker import (
-    RESULTS_ID_TAG, MlflowTracker, TrialRun, is_mirrored, marker_path, open_parents, results_id,
+    RESULTS_ID_TAG,
+    MlflowTracker,
+    TrialRun,
+    is_mirrored,
+    marker_path,
+    open_parents,
+    results_id,
 )
 
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from harness.suite.loader import Arm, Suite
+from harness.suite.model import Arm, Suite
 from harness.suite.points import point_label, sweep_points
 
 

@@ -1,0 +1,65 @@
+"""The resolved suite: what the loader hands the runner (arms, seeds, sweep, contrasts, claims), and
+the one error every suite mistake becomes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, SweepAxes, ValiditySpec
+from harness.tasks import Task
+
+DEFAULT_PROFILE = "default"
+
+
+class SuiteError(ValueError):
+    """A malformed suite: the message is meant for the user, one line, no traceback."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    params: dict[str, Any]
+    sweep: SweepAxes
+
+
+@dataclass
+class Suite:
+    """One suite with its profile applied: everything needed to expand and run trials."""
+
+    name: str
+    description: str
+    source: Path
+    profile: str
+    task_name: str
+    task: type[Task]
+    seeds: list[int]
+    params: dict[str, Any]
+    sweep: SweepAxes
+    arms: dict[str, Arm]
+    contrasts: list[ContrastSpec]
+    validity: ValiditySpec | None
+    claims: list[ClaimSpec]
+    gate: GateSpec
+    confidence: float = 0.95
+    profiles: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        """The resolved suite as plain data (stored with the results and logged to MLflow)."""
+        return {
+            "suite": self.name,
+            "description": self.description,
+            "source": str(self.source),
+            "profile": self.profile,
+            "task": self.task_name,
+            "task_version": self.task.version,
+            "seeds": self.seeds,
+            "params": self.params,
+            "sweep": self.sweep,
+            "arms": {a.name: {"params": a.params, "sweep": a.sweep} for a in self.arms.values()},
+            "contrasts": [c.model_dump() | {"name": c.label} for c in self.contrasts],
+            "validity": self.validity.model_dump() if self.validity else None,
+            "claims": [c.model_dump(exclude_none=True) for c in self.claims],
+            "confidence": self.confidence,
+            "gate": self.gate.model_dump(),
+        }

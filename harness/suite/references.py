@@ -1,0 +1,175 @@
+"""Checks across a resolved suite: every contrast, validity control and claim names arms and
+contrasts that exist, params validate with the task's own schema at every sweep point, and the
+suite does not expand past the trial limit."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from harness.suite.model import Arm, Suite, SuiteError
+from harness.suite.points import point_label, sweep_points
+from harness.suite.schema import (
+    ClaimSpec,
+    SuiteSpec,
+    SweepAxes,
+)
+from harness.suite.yaml_safety import exists, located
+from harness.tasks import metric_family
+
+MAX_TRIALS = 10_000
+
+
+def count_trials(suite: Suite) -> int:
+    """Trials a suite expands to (seeds x sweep points x arm variants), counted without expanding."""
+    return math.prod(_trial_factors(suite))
+
+
+def _trial_factors(suite: Suite) -> tuple[int, int, int]:
+    points = math.prod(len(values) for values in suite.sweep.values())
+    variants = sum(math.prod(len(values) for values in arm.sweep.values()) for arm in suite.arms.values())
+    return len(suite.seeds), points, variants
+
+
+def check_size(path: Path, suite: Suite, max_trials: int) -> None:
+    """Refuse a suite that expands to more trials than the limit, before anything expands it."""
+    seeds, points, variants = _trial_factors(suite)
+    if seeds * points * variants > max_trials:
+        raise SuiteError(
+            f"{path}: suite {suite.name!r} ({suite.profile}) expands to {seeds * points * variants:,} trials ({seeds} "
+            f"seed(s) x {points:,} sweep point(s) x {variants:,} arm variant(s)), above the limit of {max_trials:,}; "
+            "shrink the sweeps or raise the limit with --max-trials"
+        )
+
+
+def check_references(path: Path, node, spec: SuiteSpec, suite: Suite) -> None:
+    """Contrasts, validity and claims must name arms, contrasts and metrics that exist."""
+    arms = list(spec.arms)
+    for i, contrast in enumerate(spec.contrasts):
+        for role in ("treatment", "control"):
+            name = getattr(contrast, role)
+            if name not in arms:
+                raise SuiteError(
+                    f"{located(path, node, ['contrasts', i, role])}: contrasts[{i}].{role}: "
+                    f"unknown arm {name!r}; arms: {', '.join(arms)}"
+                )
+    if spec.validity:
+        for role in ("control", "positive", "negative"):
+            name = getattr(spec.validity, role)
+            if name is not None and name not in arms:
+                raise SuiteError(
+                    f"{located(path, node, ['validity', role])}: validity.{role}: unknown arm {name!r}; arms: {', '.join(arms)}"
+                )
+    labels_seen: dict[str, int] = {}
+    for i, contrast in enumerate(spec.contrasts):
+        if contrast.label in labels_seen:
+            raise SuiteError(
+                f"{located(path, node, ['contrasts', i])}: contrasts[{i}]: contrast {contrast.label!r} is declared twice "
+                f"(first as contrasts[{labels_seen[contrast.label]}]); give one a 'name'"
+            )
+        labels_seen[contrast.label] = i
+    declared = suite.task.metric_specs()
+    metric_refs = [(["validity", "metric"], spec.validity.metric)] if spec.validity else []
+    labels = {c.label for c in spec.contrasts}
+    for i, claim in enumerate(spec.claims):
+        if claim.contrast not in labels:
+            raise SuiteError(
+                f"{located(path, node, ['claims', i, 'contrast'])}: claims[{i}].contrast: unknown contrast "
+                f"{claim.contrast!r}; contrasts: {', '.join(sorted(labels)) or '(none declared)'}"
+            )
+        metric_refs.append((["claims", i, "metric"], claim.metric))
+        if claim.reference is not None:
+            _check_reference(path, node, spec, i, claim, labels)
+    for loc, key in metric_refs:
+        if metric_family(key) not in declared:
+            raise SuiteError(
+                f"{located(path, node, loc)}: {'.'.join(map(str, loc))}: task {suite.task_name!r} declares no metric "
+                f"{metric_family(key)!r}; metrics: {', '.join(sorted(declared))}"
+            )
+
+
+def _check_reference(path: Path, node, spec: SuiteSpec, index: int, claim: ClaimSpec, labels: set[str]) -> None:
+    """A claim's reference must be a declared contrast whose treatment is the claim's control."""
+    where = f"{located(path, node, ['claims', index, 'reference'])}: claims[{index}].reference"
+    if claim.reference not in labels:
+        raise SuiteError(f"{where}: unknown contrast {claim.reference!r}; contrasts: {', '.join(sorted(labels))}")
+    contrasts = {c.label: c for c in spec.contrasts}
+    control = contrasts[claim.contrast].control
+    if contrasts[claim.reference].treatment != control:
+        raise SuiteError(
+            f"{where}: contrast {claim.reference!r} must have the claim's control {control!r} as its treatment "
+            f"(it shows that {control!r} works in this run), not {contrasts[claim.reference].treatment!r}"
+        )
+
+
+def check_params(path: Path, node, suite: Suite, sweep_locs: dict[str | None, list[Any]]) -> None:
+    """Validate every arm's merged params at every sweep point with the task's own schema, and
+    refuse sweep values that validate to the same params (``[4, "4", 4.0]``): each would run the
+    same trial again."""
+    points = sweep_points(suite.sweep)
+    point_index = _indexes(suite.sweep)
+    for arm in suite.arms.values():
+        seen: dict[str, tuple[int, int]] = {}
+        arm_points, arm_index = sweep_points(arm.sweep), _indexes(arm.sweep)
+        for i, arm_point in enumerate(arm_points):
+            variant_params = {**arm.params, **arm_point}
+            for j, point in enumerate(points):
+                merged = {**suite.params, **variant_params, **point}
+                try:
+                    validated = suite.task.validate_params(merged)
+                except ValidationError as exc:
+                    raise SuiteError(_param_message(path, node, suite, arm, exc, arm_point, point, sweep_locs)) from None
+                identity = json.dumps(validated.model_dump(mode="json"), sort_keys=True, default=str)
+                if identity not in seen:
+                    seen[identity] = (i, j)
+                    continue
+                first_i, first_j = seen[identity]
+                if first_i != i:  # two values of the arm's own sweep
+                    loc, axes, a, b, indexes = sweep_locs[arm.name], arm.sweep, arm_points[first_i], arm_point, arm_index
+                    pair = (indexes[first_i], indexes[i])
+                else:
+                    loc, axes, a, b, indexes = sweep_locs[None], suite.sweep, points[first_j], point, point_index
+                    pair = (indexes[first_j], indexes[j])
+                axis = next(name for n, name in enumerate(axes) if pair[0][n] != pair[1][n])
+                raise SuiteError(
+                    f"{located(path, node, [*loc, axis, pair[1][list(axes).index(axis)]])}: {'.'.join(map(str, [*loc, axis]))}: "
+                    f"values {a[axis]!r} and {b[axis]!r} give arm {arm.name!r} the same params "
+                    f"({point_label(a)} and {point_label(b)}); each trial would run twice, remove one"
+                )
+
+
+def _indexes(axes: SweepAxes) -> list[tuple[int, ...]]:
+    """The position of each sweep point's value on each axis, in ``sweep_points`` order."""
+    return list(itertools.product(*(range(len(values)) for values in axes.values())))
+
+
+def _param_message(path: Path, node, suite: Suite, arm: Arm, exc: ValidationError, arm_point: dict[str, Any],
+                   point: dict[str, Any], sweep_locs: dict[str | None, list[Any]]) -> str:
+    err = exc.errors()[0]
+    if not err["loc"]:  # a check across params (the task's model validator)
+        loc = ["arms", arm.name] if arm.params or arm.sweep else ["params"]
+        problem = str(err["msg"]).removeprefix("Value error, ")
+        return f"{located(path, node, loc)}: arm {arm.name!r}: params: {problem}"
+    key = str(err["loc"][0])
+    profile = ["profiles", suite.profile]
+    if key in arm_point:
+        candidates = [[*sweep_locs[arm.name], key]]
+    elif key in point:
+        candidates = [[*sweep_locs[None], key]]
+    elif key in arm.params:
+        candidates = [[*profile, "arms", arm.name, key], ["arms", arm.name, key]]
+    else:
+        candidates = [[*profile, "params", key], ["params", key]]
+    loc = next((c for c in candidates if exists(node, c)), candidates[-1])
+    if err["type"] == "extra_forbidden":
+        valid = ", ".join(sorted(suite.task.Params.model_fields))
+        problem = f"unknown param {key!r} for task {suite.task_name!r}; valid params: {valid}"
+    else:
+        problem = f"param {key!r}: {err['msg']}"
+        if "input" in err and err["loc"]:
+            problem += f" (got {err['input']!r})"
+    return f"{located(path, node, loc)}: arm {arm.name!r}: {problem}"
