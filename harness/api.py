@@ -25,7 +25,9 @@ import torch
 from harness.analysis.compare import CompareError, Comparison, load_pair
 from harness.analysis.compare_plot import write_comparison_plot
 from harness.analysis.compare_report import run_label
-from harness.analysis.report import RunAnalysis, RunReport, analyse, build_report, render_report, stored_report_text
+from harness.analysis.decisions import RunAnalysis, analyse
+from harness.analysis.render import render_report
+from harness.analysis.report import RunReport, build_report, stored_report_text
 from harness.analysis.results import ResultsError, load_results
 from harness.analysis.summary import SUMMARY_FILE, SuiteSummary, render_summary
 from harness.devices import resolve_device
@@ -46,7 +48,7 @@ from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
-from harness.tracking.claim_metrics import claim_tags, parent_metrics
+from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
 from harness.tracking.sqlite_store import open_store, unsafe_path
 
@@ -180,7 +182,7 @@ def _finish(suite_run: SuiteOutcome, tracker: MlflowTracker | None) -> SuiteResu
              "harness.mlflow_share": share, "harness.failed_trials": len(suite_run.failed),
              **parent_metrics(report.analysis)},
             report.artifact_paths,
-            {**report.tags, **claim_tags(report.analysis)},
+            {**tracking_tags(report.analysis), **claim_tags(report.analysis)},
         )
     return SuiteResult(suite_run, report.analysis, report)
 

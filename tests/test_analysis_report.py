@@ -17,9 +17,12 @@ from click.testing import CliRunner
 from records import make_record
 
 from harness.analysis.claims import evaluate_claims
-from harness.analysis.report import analyse, build_report, render_report, render_verdict_table, summary
+from harness.analysis.decisions import analyse
+from harness.analysis.render import render_report, render_verdict_table
+from harness.analysis.report import build_report
 from harness.analysis.results import load_results
 from harness.analysis.stats import paired_difference
+from harness.analysis.summary_json import summary
 from harness.analysis.verdicts import evaluate_validity, verdict
 from harness.cli import main
 from harness.store import RunFolder

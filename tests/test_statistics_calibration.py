@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from harness.analysis.report import analyse
+from harness.analysis.decisions import analyse
 from harness.analysis.results import index_results
 from harness.analysis.stats import (
     benjamini_hochberg,

@@ -13,9 +13,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from harness.analysis.decisions import analyse
 from harness.analysis.forest import COLOURS, forest_figure, forest_panels, write_forest_plots
 from harness.analysis.plots import build_figures
-from harness.analysis.report import analyse, build_report, render_report
+from harness.analysis.render import render_report
+from harness.analysis.report import build_report
 from harness.analysis.results import load_results
 from harness.analysis.summary import SuiteSummary, render_summary
 from harness.cli import main

@@ -22,7 +22,7 @@ from harness.analysis.plots import _file_stem, axis_label
 from harness.analysis.verdicts import INFO
 
 if TYPE_CHECKING:  # report.py draws these plots, so it cannot be imported from here at run time
-    from harness.analysis.report import RunAnalysis
+    from harness.analysis.decisions import RunAnalysis
 
 FOREST_STEM = "0-forest"  # sorts first among a report's files and a parent run's MLflow artifacts
 COLOURS = {

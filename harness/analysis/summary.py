@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from harness.analysis.claims import ClaimResult
+from harness.analysis.decisions import RunAnalysis
 from harness.analysis.markdown import table
-from harness.analysis.report import RunAnalysis, fmt
+from harness.analysis.render import fmt
 from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
 
 TITLE = "## harness summary"

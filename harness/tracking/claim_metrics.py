@@ -14,17 +14,22 @@ MLflow keys allow letters, digits, ``_ - . /`` and spaces (and ``:``), so each p
 ``mlflow_key``: ``@`` becomes ``_at_`` (``nmse@512`` -> ``nmse_at_512``), every other character
 (``=`` and ``,`` of a sweep point such as ``bank_size=256``) becomes ``_``, and a ``/`` inside a
 part becomes ``_`` too, so ``/`` only ever separates parts.
+
+``tracking_tags`` adds what the statistics were (``harness.stats.*``: method, confidence, seeds,
+the primary and secondary procedures) and the run's outcome (``harness.validity``,
+``harness.claims``), so a run in the MLflow UI says how its verdicts were reached.
 """
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
 
+from harness.analysis.stats import METHOD
 from harness.analysis.verdicts import INFO
 from harness.tracking.mlflow_tracker import mlflow_key
 
 if TYPE_CHECKING:
-    from harness.analysis.report import RunAnalysis
+    from harness.analysis.decisions import RunAnalysis
 
 CLAIM_PREFIX = "claim"
 CONTRAST_PREFIX = "contrast"
@@ -69,3 +74,20 @@ def claim_tags(analysis: RunAnalysis) -> dict[str, str]:
 
 def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
+
+
+def tracking_tags(analysis: RunAnalysis) -> dict[str, str]:
+    """What the parent MLflow run says about the statistics and the outcome."""
+    results = analysis.results
+    outcomes: dict[str, int] = {}
+    for claim in analysis.claims:
+        outcomes[claim.status] = outcomes.get(claim.status, 0) + 1
+    return {
+        "harness.stats.method": METHOD,
+        "harness.stats.confidence": f"{results.confidence:g}",
+        "harness.stats.seeds": str(len(results.seeds)),
+        "harness.stats.primary": "one-sided t, Holm across claims",
+        "harness.stats.secondary": "per-row t, Benjamini-Hochberg q",
+        "harness.validity": analysis.validity.status,
+        "harness.claims": ", ".join(f"{n} {status}" for status, n in sorted(outcomes.items())) or "none",
+    }

@@ -245,11 +245,12 @@ def _build_aside(root: Path, db: Path, source: Path | None) -> None:
 
 def _make_schema(uri: str, artifact_root: str, upgrade: bool) -> None:
     _quiet_mlflow()
-    from harness import faults
     from mlflow.store.db import utils
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
     from sqlalchemy import create_engine, event
     from sqlalchemy.engine import Engine
+
+    from harness import faults
 
     def kill_point(*_args) -> None:
         faults.fault("schema")

@@ -1,0 +1,33 @@
+"""Everything decided from one run's stored results, before anything is written: the contrast rows,
+the validity of the suite and its primary claims."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.analysis.claims import ClaimResult, evaluate_claims
+from harness.analysis.results import RunResults
+from harness.analysis.verdicts import (
+    ContrastRow,
+    Validity,
+    evaluate_contrasts,
+    evaluate_validity,
+)
+
+
+@dataclass(frozen=True)
+class RunAnalysis:
+    """Everything decided from one run's stored results, before anything is written."""
+
+    results: RunResults
+    rows: tuple[ContrastRow, ...]
+    validity: Validity
+    claims: tuple[ClaimResult, ...]
+
+
+def analyse(results: RunResults) -> RunAnalysis:
+    return RunAnalysis(
+        results=results,
+        rows=tuple(evaluate_contrasts(results)),
+        validity=evaluate_validity(results),
+        claims=tuple(evaluate_claims(results)),
+    )

@@ -1,0 +1,217 @@
+"""The run's verdicts as text tables: the arm table, validity, failed trials, primary claims first,
+then the exploratory rows (key metrics only unless ``full``)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from harness.analysis.claims import ClaimResult, claim_alpha
+from harness.analysis.decisions import RunAnalysis
+from harness.analysis.results import RunResults
+from harness.analysis.stats import METHOD, Interval, PairedDifference
+from harness.analysis.verdicts import (
+    BETTER,
+    INVALID,
+    UNDECLARED,
+    UNDETERMINED,
+    VALID,
+    WORSE,
+    Validity,
+)
+from harness.terminal import format_table, format_value
+
+ARM_TABLE_COLUMNS = 6
+
+
+def render_arm_table(results: RunResults, full: bool = False) -> str:
+    """Arms x key metrics (``full``: every directed metric), mean ± sd over seeds, per sweep point:
+    the first table after a run."""
+    keys = results.metric_keys()
+    if full:
+        columns = [k for k in keys if results.spec_for(k).direction != "none"]
+    else:
+        columns = [k for k in keys if results.spec_for(k).key] or [
+            k for k in keys if results.spec_for(k).kind == "quality"
+        ]
+        columns = columns[:ARM_TABLE_COLUMNS]
+    points = results.point_labels()
+    rows = []
+    for point in points:
+        for label in results.arm_labels():
+            trials = results.trials_of(label, point)
+            if not trials:
+                continue
+            cells = [_mean_sd(list(results.values(label, point, key).values())) for key in columns]
+            rows.append([label, *([point] if point else []), str(len(trials)), *cells])
+    if not rows:
+        return "(no finished trials)"
+    header = ["arm", *(["point"] if any(points) else []), "seeds", *columns]
+    return format_table(header, rows)
+
+
+def _mean_sd(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    if len(values) == 1:
+        return format_value(values[0])
+    data = np.asarray(values)
+    return f"{format_value(float(data.mean()))} ± {format_value(float(data.std(ddof=1)))}"
+
+
+def render_report(analysis: RunAnalysis, full: bool = False) -> str:
+    """Heading, validity, failed trials, the primary claims, then the exploratory table (its rows
+    on key metrics; ``full``: every row)."""
+    results = analysis.results
+    parts = [
+        f"== {results.suite} / {results.profile}  ({results.meta.get('device_name') or results.device_class})",
+        render_validity(analysis.validity),
+    ]
+    if results.speed_under_load:
+        parts.append(f"speed figures were measured with up to {results.speed_under_load} trials running at once "
+                     "(Ray): compare speed only between serial runs")
+    if results.failed:
+        parts.append(render_failed(results))
+    if analysis.claims:
+        parts.append(render_claims(analysis.claims, analysis.validity, results.confidence))
+    parts.append(render_verdict_table(analysis, full))
+    return "\n\n".join(part for part in parts if part)
+
+
+def statistics_line(confidence: float, n_seeds: int) -> str:
+    """The method, n and confidence, stated above every table."""
+    return f"({METHOD} on seed-paired differences, {100 * confidence:g}% confidence, {n_seeds} seed(s) per arm)"
+
+
+def render_verdict_table(analysis: RunAnalysis, full: bool = False) -> str:
+    """Secondary rows: one per contrast x sweep point x key metric (``full``: every metric); the
+    others are in verdicts.txt and summary.json."""
+    results = analysis.results
+    rows = [row for row in analysis.rows if full or results.is_key_metric(row.key)]
+    hidden = len(analysis.rows) - len(rows)
+    note = (f"\n({hidden} more rows, non-key or informational metrics, are in report/verdicts.txt and summary.json; "
+            "--verbose prints them)") if hidden else ""
+    if not rows:
+        return ("no contrast has paired results" if not analysis.rows else "no key metrics to compare") + note
+    not_counted = not analysis.validity.claims_count
+    with_points = any(row.point for row in rows)
+    with_margins = any(row.margin for row in rows)
+    ci = f"{100 * results.confidence:g}% CI of diff"
+    header = ["contrast", *(["point"] if with_points else []), "metric", "better", "n", "control", "treatment",
+              "diff", "rel", ci, "p", "q (BH)", "sign-flip p", *(["margin"] if with_margins else []), "verdict"]
+    lines = []
+    for row in rows:
+        difference = row.difference
+        shown = row.verdict.upper() if row.verdict in (BETTER, WORSE) else row.verdict
+        lines.append([
+            row.variant.name,
+            *([row.point] if with_points else []),
+            f"{row.key} [{row.spec.unit}]" if row.spec.unit else row.key,
+            row.spec.direction,
+            _pairs(difference),
+            fmt(difference.control_mean),
+            fmt(difference.treatment_mean),
+            fmt(difference.mean_difference, signed=True),
+            _percent(difference.relative_change),
+            _interval(difference.interval, signed=True),
+            _p(difference.estimate.p_value),
+            _p(row.q_value),
+            _p(difference.sign_flip_p),
+            *([f"+-{row.margin:g}" if row.margin else "-"] if with_margins else []),
+            f"{shown} ({analysis.validity.status.upper()})" if not_counted else shown,
+        ])
+    title = (
+        f"exploratory contrasts (secondary: each row is one test at its level, not corrected for the "
+        f"{len(analysis.rows)} rows; q = Benjamini-Hochberg over the run's directed rows)\n"
+        f"{statistics_line(results.confidence, len(results.seeds))}\n"
+    )
+    return title + format_table(header, lines) + note
+
+
+def render_validity(validity: Validity) -> str:
+    """The status, then each control's margin over the control with its interval."""
+    if validity.status == UNDECLARED:
+        return "validity: no positive/negative controls declared"
+    heading = {
+        VALID: "validity: OK",
+        INVALID: "validity: INVALID, the claims below do not count: " + "; ".join(validity.problems),
+        UNDETERMINED: "validity: UNDETERMINED (too few pairs to show the controls work), the claims below do not count",
+    }[validity.status]
+    lines = [heading]
+    for check in validity.checks:
+        difference = check.difference
+        figures = "no pairs" if difference is None else (
+            f"{fmt(difference.mean_difference, signed=True)} {_interval(difference.interval, signed=True)} "
+            f"n={_pairs(difference)}"
+        )
+        mark = {True: "ok", False: "FAILS", None: "undetermined"}[check.ok]
+        where = f" @ {check.point}" if check.point else ""
+        lines.append(f"  {check.role:<8} {check.arm_label} - {validity.control} on {validity.metric}{where}: "
+                     f"{figures}  [{mark}]")
+    return "\n".join(lines)
+
+
+def render_failed(results: RunResults) -> str:
+    lines = [[f.arm_label, "" if f.seed is None else str(f.seed), f.point_label or "-", f.error] for f in results.failed]
+    return f"{len(results.failed)} failed trial(s), excluded from contrasts:\n" + format_table(["arm", "seed", "point", "error"], lines)
+
+
+def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence: float) -> str:
+    """The primary hypotheses, Holm-corrected, with the effect each could have detected."""
+    not_counted = "" if validity.claims_count else f" ({validity.status.upper()})"
+    lines = []
+    for claim in claims:
+        signed = claim.claim["test"] != "ratio"
+        lines.append([
+            claim.contrast,
+            claim.point or "-",
+            claim.key,
+            claim.statement,
+            str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else ""),
+            "-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
+            _interval(claim.interval, signed=signed),
+            _p(claim.p_value),
+            _p(claim.p_adjusted),
+            "-" if claim.mde is None else fmt(claim.mde),
+            f"{claim.status.upper()}{not_counted}",
+            claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail,
+        ])
+    alpha = claim_alpha(confidence)
+    title = (
+        f"primary claims (one-sided t at {alpha:g} each, Holm-corrected across the {len(claims)} claim rows; "
+        f"MDE = effect found with 80% power at this n and spread)\n"
+        f"{statistics_line(confidence, max((c.n for c in claims), default=0))}\n"
+    )
+    ci = f"{100 * confidence:g}% CI"
+    return title + format_table(
+        ["contrast", "point", "metric", "test", "n", "estimate", ci, "p", "p (Holm)", "MDE", "result", "why"], lines
+    )
+
+
+def fmt(value: float, signed: bool = False) -> str:
+    """Compact numbers: integers exactly (bytes), everything else to four significant digits."""
+    if float(value).is_integer() and abs(value) < 1e12:
+        text = f"{int(value):d}"
+        return f"+{text}" if signed and value > 0 else text
+    return f"{value:+.4g}" if signed else f"{value:.4g}"
+
+
+def _pairs(difference: PairedDifference) -> str:
+    """n, with the pairs dropped for a missing or non-finite value."""
+    return str(difference.n) + (f" (-{len(difference.dropped)})" if difference.dropped else "")
+
+
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _percent(relative: float | None) -> str:
+    return "-" if relative is None else f"{100 * relative:+.1f}%"
+
+
+def _interval(interval: Interval | None, signed: bool) -> str:
+    if interval is None:
+        return "- (insufficient pairs)"
+    return f"[{fmt(interval.low, signed=signed)}, {fmt(interval.high, signed=signed)}]"

@@ -1,0 +1,149 @@
+"""``report/summary.json``: the run's decisions and every arm's figures, machine-readable, with the
+statistics used."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from harness.analysis.claims import claim_alpha
+from harness.analysis.decisions import RunAnalysis
+from harness.analysis.results import RunResults
+from harness.analysis.stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
+
+
+def statistics_summary(confidence: float) -> dict[str, Any]:
+    """How every number in the report was computed (summary.json and MLflow)."""
+    return {
+        "method": METHOD,
+        "confidence": confidence,
+        "min_pairs": MIN_PAIRS,
+        "pairing": "seed within sweep point",
+        "difference": "treatment - control",
+        "interval": "Student-t interval of the mean paired difference",
+        "check": "exact two-sided sign-flip permutation test (Monte Carlo beyond 16 pairs)",
+        "primary": f"claims: one-sided t at {claim_alpha(confidence):g}, Holm across the suite's claims; "
+                   "non-inferiority/equivalence vacuous unless their reference effect is established",
+        "secondary": "contrast rows: per-row verdict at the confidence level; Benjamini-Hochberg q over directed rows",
+        "power": POWER,
+    }
+
+
+def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] = ()) -> dict[str, Any]:
+    """The machine-readable report: every contrast row (informational ones too), claims, arms."""
+    results = analysis.results
+    validity = analysis.validity
+    counts = validity.claims_count
+    return {
+        "schema": 2,
+        "suite": results.suite,
+        "profile": results.profile,
+        "task": results.meta.get("task"),
+        "device_class": results.device_class,
+        "device_name": results.meta.get("device_name"),
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seeds": results.seeds,
+        "statistics": statistics_summary(results.confidence),
+        "valid": validity.valid,
+        "validity": {
+            "status": validity.status,
+            "metric": validity.metric,
+            "control": validity.control,
+            "problems": list(validity.problems),
+            "checks": [
+                {"role": c.role, "arm": c.arm_label, "point": c.point, "beats_control": c.beats_control, "ok": c.ok,
+                 "reason": c.reason, **(_difference_json(c.difference) if c.difference else {})}
+                for c in validity.checks
+            ],
+        },
+        "failed_trials": [f.as_dict() for f in results.failed],
+        "claims": [
+            {
+                **dict(claim.claim),
+                "role": "primary",
+                "variant": claim.contrast,
+                "point": claim.point,
+                "key": claim.key,
+                "result": claim.status,
+                "n": claim.n,
+                "dropped": claim.dropped,
+                "estimate": claim.estimate,
+                **_interval_json(claim.interval),
+                "p_value": claim.p_value,
+                "p_holm": claim.p_adjusted,
+                "mde_80": claim.mde,
+                "reference_effect": None if claim.reference is None else {
+                    "contrast": claim.reference.contrast, "estimate": claim.reference.estimate, "n": claim.reference.n,
+                    **_interval_json(claim.reference.interval), "margin": claim.reference.margin,
+                    "established": claim.reference.established,
+                },
+                "detail": claim.detail,
+                "counts": counts,
+            }
+            for claim in analysis.claims
+        ],
+        "contrasts": [
+            {
+                "role": "secondary",
+                "contrast": row.variant.name,
+                "declared_contrast": row.variant.declared_name,
+                "treatment": row.variant.treatment_label,
+                "control": row.variant.control_label,
+                "point": row.point,
+                "metric": row.key,
+                "direction": row.spec.direction,
+                "kind": row.spec.kind,
+                "unit": row.spec.unit,
+                "margin": row.margin,
+                "verdict": row.verdict,
+                "q_value": row.q_value,
+                "counts": counts,
+                **_difference_json(row.difference),
+            }
+            for row in analysis.rows
+        ],
+        "arms": _arm_summaries(results),
+        "forest_plots": list(forest),
+        "plots": list(plots),
+    }
+
+
+def _arm_summaries(results: RunResults) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per arm label and point: n, mean, sd and the mean's t interval of every metric key."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for label in results.arm_labels():
+        for point in results.point_labels():
+            metrics = {}
+            for key in results.metric_keys(label, point):
+                stats = summarize(list(results.values(label, point, key).values()), results.confidence)
+                if stats is not None:
+                    metrics[key] = {"n": stats.n, "mean": stats.mean, "sd": stats.sd,
+                                    "ci_low": stats.interval.low, "ci_high": stats.interval.high}
+            if metrics:
+                out.setdefault(label, {})[point] = metrics
+    return out
+
+
+def _difference_json(difference: PairedDifference) -> dict[str, Any]:
+    estimate = difference.estimate
+    return {
+        "n": difference.n,
+        "seeds": list(difference.pair_keys),
+        "dropped": len(difference.dropped),
+        "dropped_seeds": list(difference.dropped),
+        "control_mean": difference.control_mean,
+        "treatment_mean": difference.treatment_mean,
+        "differences": list(difference.differences),
+        "mean_difference": difference.mean_difference,
+        "sd": estimate.sd,
+        "relative_change": difference.relative_change,
+        "method": METHOD,
+        "confidence": estimate.confidence,
+        **_interval_json(estimate.interval),
+        "insufficient_pairs": estimate.insufficient,
+        "p_value": estimate.p_value,
+        "sign_flip_p": difference.sign_flip_p,
+    }
+
+
+def _interval_json(interval: Interval | None) -> dict[str, float | None]:
+    return {"ci_low": None if interval is None else interval.low, "ci_high": None if interval is None else interval.high}
