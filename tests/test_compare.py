@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from records import make_record
 
+from harness import api
 from harness.analysis.stats import paired_difference, t_quantile, welch_difference
 from harness.cli import main
 from harness.store import RunFolder
@@ -103,11 +104,10 @@ def test_different_seeds_are_compared_unpaired(tmp_path):
 
 @pytest.mark.integration  # two suite runs
 def test_two_toy_runs_with_different_seeds_and_profiles(tmp_path, toy_suite):
-    runs = (("a", ["--profile", "smoke", "--seeds", "0,1"]), ("b", ["--profile", "smoke", "--seeds", "2,3"]),
-            ("default", ["--seeds", "0"]))
-    for name, extra in runs:
-        result = invoke("run", toy_suite, "--results", tmp_path / name, "--no-mlflow", *extra)
-        assert result.exit_code in (0, 1), result.output
+    runs = (("a", "smoke", [0, 1]), ("b", "smoke", [2, 3]), ("default", "default", [0]))
+    for name, profile, seeds in runs:
+        options = api.RunOptions(profile=profile, seeds=seeds, results=tmp_path / name, mlflow=False)
+        assert api.run(toy_suite, options).exit_code in (0, 1)
     seeds = invoke("compare", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "seeds")
     summary = json.loads((tmp_path / "seeds" / "compare-toy.json").read_text())
     assert seeds.exit_code == (1 if summary["claim_changed"] else 0), seeds.output

@@ -162,10 +162,6 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
-def _worker_pid() -> int:
-    return os.getpid()
-
-
 LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
 
 
@@ -178,7 +174,10 @@ def test_the_local_cluster_listens_on_loopback_only():
 
     executor = RayExecutor(workers=1).start()
     try:
-        assert ray.get(ray.remote(_worker_pid).remote()) != os.getpid()  # a worker process exists
+        def worker_pid() -> int:  # defined here, so Ray ships it by value (a worker cannot import tests/)
+            return os.getpid()
+
+        assert ray.get(ray.remote(worker_pid).remote()) != os.getpid()  # a worker process exists
         addresses = _listening(_descendants(os.getpid()))
     finally:
         executor.close()

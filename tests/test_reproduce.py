@@ -15,6 +15,7 @@ import torch
 from click.testing import CliRunner
 from test_cli_run import free_port
 
+from harness import api
 from harness.cli import main
 from harness.tracking.mlflow_tracker import default_tracking_uri
 
@@ -42,8 +43,7 @@ def toy_run(tmp_path_factory) -> Path:
     git(repo, "commit", "-qm", "toy")
     (repo / "notes.txt").write_text("first\nuncommitted\n")
     root = base / "results"
-    result = invoke("run", suite, "--profile", "smoke", "--results", root)
-    assert result.exit_code == 0, result.output
+    assert api.run(suite, api.RunOptions(profile="smoke", results=root)).exit_code == 0
     return root
 
 
