@@ -5,7 +5,8 @@ edit a refactor could make, applied to a scratch copy of this checkout (tracked 
 non-ignored files, uncommitted edits included, as they were when the script started); the copy then
 runs
 
-- the tests: ``python -m pytest -x -q`` (caught = a failure);
+- the tests: ``python -m pytest -x -q``, the fast tier first, then the integration tier (caught = a
+  failure in either);
 - the CI gate: ``harness run <suites> --profile ci`` and ``harness gate`` against the committed
   baselines (caught = a failed trial or a regression).
 
@@ -182,10 +183,18 @@ def environment(repo: Path) -> dict[str, str]:
     return env
 
 
+TEST_TIERS = ("not slow and not integration", "integration and not slow")  # together: the default test run
+
+
 def tests_catch(repo: Path) -> bool:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"], cwd=repo,
-                          env=environment(repo), capture_output=True, text=True)
-    return proc.returncode != 0
+    """Both test tiers, the fast one first: a break a unit test catches is known in minutes, not
+    after the subprocess-heavy integration tier."""
+    for tier in TEST_TIERS:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", tier],
+                              cwd=repo, env=environment(repo), capture_output=True, text=True)
+        if proc.returncode not in (0, 5):  # 5: the tier selected no test
+            return True
+    return False
 
 
 def gate_catches(repo: Path, suites: tuple[str, ...], profile: str) -> bool:
