@@ -5,7 +5,8 @@ edit a refactor could make, applied to a scratch copy of this checkout (tracked 
 non-ignored files, uncommitted edits included, as they were when the script started); the copy then
 runs
 
-- the tests: ``python -m pytest -x -q`` (caught = a failure);
+- the tests: ``python -m pytest -x -q``, the fast tier first, then the integration tier (caught = a
+  failure in either);
 - the CI gate: ``harness run <suites> --profile ci`` and ``harness gate`` against the committed
   baselines (caught = a failed trial or a regression).
 
@@ -95,6 +96,62 @@ BREAKS = (
           '        passed, rule = current == value, "must be equal"\n',
           '        passed, rule = abs(current - value) <= 0.5 * abs(value), "must be equal"\n', (),
           "bytes may move by half their value"),
+    # Added for issue 22: kinds the list above lacked (leaks, wrong sets, caches, training loops,
+    # seeding, resume, claims, the gate's bookkeeping).
+    Break("er2-causal-mask-leak", "er2", "harness/mechanisms/pdelta/recurrence.py",
+          "    inclusive = torch.ones(n, n, dtype=torch.bool, device=k.device).tril().repeat(groups, 1)\n",
+          "    inclusive = torch.ones(n, n, dtype=torch.bool, device=k.device).tril(1).repeat(groups, 1)\n",
+          ("er2", "er2_mqar"), "the chunked read mask lets each token read the next token's write (future leak)"),
+    Break("routing-precision-inverted", "routing", "harness/mechanisms/routing/precision_router.py",
+          "        return 1.0 / (combined + self.eps)\n", "        return combined\n", ("routing",),
+          "the precision router weights tokens by precision instead of uncertainty"),
+    Break("vocab-split-rows-untrained", "vocab", "harness/tasks/vocab/training.py",
+          "    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)\n",
+          "    optimizer = torch.optim.Adam([model.table], lr=config.lr)\n", ("vocab",),
+          "the optimiser is built on the shared table only: split rows and gates never step"),
+    Break("vocab-contested-wrong-set", "vocab", "harness/tasks/vocab/task.py",
+          '        metrics.update(retrieval_metrics(forward, backward, contested, prefix="contested_"))\n',
+          '        metrics.update(retrieval_metrics(forward, backward, ~contested, prefix="contested_"))\n', ("vocab",),
+          "contested_acc1 is computed over the uncontested test pairs (mask inverted)"),
+    Break("routing-recall-k-off-by-one", "routing", "harness/tasks/routing/evaluation.py",
+          '        f"recall@{k}": float((ranks <= k).double().mean()),\n',
+          '        f"recall@{k}": float((ranks < k).double().mean()),\n', ("routing",),
+          "recall@k counts the top k - 1 documents"),
+    Break("routing-bank-names-leak", "routing", "harness/tasks/routing/task.py",
+          '        training_names, bank_names = split_names(layout, [params.backbone_docs, params.bank_size], '
+          'ctx.stream("names"))\n',
+          '        training_names = split_names(layout, [params.backbone_docs], ctx.stream("names"))[0]\n'
+          '        bank_names = split_names(layout, [params.bank_size], ctx.stream("names"))[0]\n', ("routing",),
+          "the held-out bank's entity names are drawn apart from the training names, from the same stream "
+          "(the bank reuses training names)"),
+    Break("seed-purpose-truncated", "spine", "harness/execution/seeding.py",
+          "    text = json.dumps([int(seed), *(str(part) for part in purpose)])\n",
+          "    text = json.dumps([int(seed), *(str(part) for part in purpose[:1])])\n", ("vocab",),
+          "a derived seed reads only the first purpose part (vocab's train and test streams coincide)"),
+    Break("cache-key-without-seed", "spine", "harness/execution/cache.py",
+          '        {"format": CACHE_FORMAT, "task": task, "version": task_version, "kind": kind, "seed": seed,\n',
+          '        {"format": CACHE_FORMAT, "task": task, "version": task_version, "kind": kind,\n', ("vocab",),
+          "the per-seed artifact cache is keyed without the seed (every seed loads seed 0's artifact)"),
+    Break("resume-failed-as-finished", "spine", "harness/execution/runner.py",
+          '    return record if record is not None and record.get("status") == "finished" else None\n',
+          "    return record\n", (), "resume treats a stored failed trial as finished and never reruns it"),
+    Break("claims-ni-no-reference", "claims", "harness/analysis/claims.py",
+          "    if reference is not None and not reference.established:\n",
+          '    if test == "equivalent" and reference is not None and not reference.established:\n', (),
+          "a non-inferiority claim passes without its established reference effect"),
+    Break("claims-ni-margin-sign", "claims", "harness/analysis/claims.py",
+          '        bound = 0.0 if test == "superior" else -margin\n',
+          '        bound = 0.0 if test == "superior" else margin\n', (),
+          "non-inferiority tests against +margin (better side) instead of -margin"),
+    Break("stats-pairs-by-position", "statistics", "harness/analysis/stats.py",
+          "        np.array([control[k] for k in keys], dtype=np.float64),\n",
+          "        np.array([v for v in control.values() if _finite(v)][: len(keys)], dtype=np.float64),\n", (),
+          "control values paired by position, not by seed (wrong pairs once a seed fails on one side)"),
+    Break("gate-ignores-failed-trials", "gating", "harness/gating.py",
+          "            self.regressions or self.missing_in_run or self.failed_trials or self.missing_trials "
+          "or self.dropped_seeds\n",
+          "            self.regressions or self.missing_in_run or self.missing_trials or self.dropped_seeds\n", (),
+          "the gate passes a run with failed trials (it lists them but does not fail)"),
 )
 
 
@@ -126,10 +183,18 @@ def environment(repo: Path) -> dict[str, str]:
     return env
 
 
+TEST_TIERS = ("not slow and not integration", "integration and not slow")  # together: the default test run
+
+
 def tests_catch(repo: Path) -> bool:
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"], cwd=repo,
-                          env=environment(repo), capture_output=True, text=True)
-    return proc.returncode != 0
+    """Both test tiers, the fast one first: a break a unit test catches is known in minutes, not
+    after the subprocess-heavy integration tier."""
+    for tier in TEST_TIERS:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", tier],
+                              cwd=repo, env=environment(repo), capture_output=True, text=True)
+        if proc.returncode not in (0, 5):  # 5: the tier selected no test
+            return True
+    return False
 
 
 def gate_catches(repo: Path, suites: tuple[str, ...], profile: str) -> bool:
@@ -159,7 +224,7 @@ def run_break(one: Break, base: Path, args: argparse.Namespace) -> dict[str, obj
     row = {"break": one.name, "area": one.area, "what": one.what, "tests": tests, "gate": gate,
            "either": bool(tests) or bool(gate), "seconds": round(time.monotonic() - started, 1)}
     mark = {True: "caught", False: "MISSED", None: "-"}
-    print(f"{one.name:<24} tests {mark[tests]:<7} gate {mark[gate]:<7} ({row['seconds']} s)", flush=True)
+    print(f"{one.name:<28} tests {mark[tests]:<7} gate {mark[gate]:<7} ({row['seconds']} s)", flush=True)
     return row
 
 
@@ -178,7 +243,7 @@ def main() -> None:
         raise SystemExit(f"unknown break(s): {', '.join(sorted(unknown))}")
     if args.list:
         for one in chosen:
-            print(f"{one.name:<24} {one.area:<11} {one.what}")
+            print(f"{one.name:<28} {one.area:<11} {one.what}")
         return
     rows = []
     with tempfile.TemporaryDirectory(prefix="mutation-base-") as base_folder:

@@ -122,6 +122,18 @@ def test_paired_difference_matches_direct_numpy_computation():
     assert result.dropped == (5, 99)  # both are counted, not silently lost
 
 
+
+def test_pairs_are_matched_by_seed_when_one_side_lost_a_seed():
+    """A failed treatment trial leaves a gap: the control's other seeds must not slide into it."""
+    treatment = {0: 1.0, 2: 3.0, 3: 5.0}  # seed 1 failed on the treatment side
+    control = {3: 4.0, 0: 0.0, 1: 10.0, 2: 1.0}  # stored in another order than the seeds
+    result = paired_difference(treatment, control, expected=[0, 1, 2, 3])
+    assert result.pair_keys == (0, 2, 3)
+    assert result.control == (0.0, 1.0, 4.0)
+    assert result.differences == (1.0, 2.0, 1.0)
+    assert result.dropped == (1,)
+
+
 def test_t_interval_agrees_with_normal_theory_for_a_large_sample():
     diffs = np.random.default_rng(3).normal(1.0, 2.0, 400)
     result = paired_difference(dict(enumerate(diffs)), dict.fromkeys(range(400), 0.0))

@@ -82,6 +82,11 @@ def test_failing_trial_is_recorded_others_finish_exit_nonzero(tmp_path, toy_suit
     assert "configured to fail" in proc.stdout
     assert "Traceback" not in proc.stderr
 
+    # resume: the failed trial runs again, the finished ones are kept
+    rerun = run_cli(harness_cmd, cli_env, "run", str(suite), "--profile", "smoke", "--results", str(results))
+    assert rerun.returncode == 1
+    assert "1 ran, 2 already finished" in rerun.stdout
+
 
 def test_sigkill_midway_then_rerun_runs_only_unfinished_without_duplicates(tmp_path, toy_suite, harness_cmd, cli_env):
     suite = tmp_path / "slow.yaml"
