@@ -86,17 +86,6 @@ class RunFolder:
     def trial_path(self, trial_id: str) -> Path:
         return self.trials_dir / f"{trial_id}.json"
 
-    def finished(self, trial_id: str) -> TrialRecord | None:
-        """The stored record if this trial already finished, else None (failed trials rerun)."""
-        path = self.trial_path(trial_id)
-        if not path.exists():
-            return None
-        try:
-            record = read_trial(path)
-        except CorruptTrial:
-            return None
-        return record if record["status"] == FINISHED else None
-
     def load_trials(self) -> tuple[dict[str, TrialRecord], list[tuple[Path, str]]]:
         """Every readable trial record by id, and the corrupt files, each moved aside to
         ``<id>.json.corrupt`` (out of every reader's way) with the reason: their trials rerun."""
@@ -112,6 +101,11 @@ class RunFolder:
                 continue
             records[record["trial_id"]] = record
         return records, corrupt
+
+    @staticmethod
+    def resumable(records: dict[str, TrialRecord]) -> dict[str, TrialRecord]:
+        """The records a resumed run keeps: finished ones only (a failed trial runs again)."""
+        return {trial_id: r for trial_id, r in records.items() if r["status"] == FINISHED}
 
     def save_trial(self, record: TrialRecord) -> Path:
         """Checked before it is written (``record.to_json``): a malformed record never reaches the store."""

@@ -67,7 +67,8 @@ def test_a_stored_file_that_is_not_a_record_is_corrupt_not_finished(tmp_path):
     path.write_text(json.dumps({**make_record("t1"), "metrics": "oops"}))
     with pytest.raises(CorruptTrial, match="metrics must be an object"):
         read_trial(path)
-    assert folder.finished("t1") is None  # so the trial runs again instead of poisoning every reader
+    records, corrupt = folder.load_trials()  # moved aside, so the trial runs again instead of poisoning every reader
+    assert records == {} and corrupt[0][0].name == "t1.json.corrupt"
 
 
 def test_the_store_refuses_to_write_a_malformed_record(tmp_path):

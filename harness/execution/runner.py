@@ -107,7 +107,8 @@ def run_suite(
     records, corrupt = folder.load_trials()
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
-    stored = {t.trial_id: _finished(records.get(t.trial_id)) for t in trials} if resume else {}
+    kept = folder.resumable(records) if resume else {}
+    stored = {t.trial_id: kept.get(t.trial_id) for t in trials}
     done = [r for r in stored.values() if r is not None]
     pending = [t for t in trials if stored.get(t.trial_id) is None]
     outcome.records, outcome.skipped = list(done), len(done)
@@ -175,10 +176,6 @@ def _jobs(
 def _title(record: TrialRecord) -> str:
     point = f" {record['point_label']}" if record["point_label"] else ""
     return f"{record['arm_label']} seed={record['seed']}{point}"
-
-
-def _finished(record: dict | None) -> dict | None:
-    return record if record is not None and record.get("status") == "finished" else None
 
 
 def _mirrored(record: dict, present: dict[str, list[TrialRun]]) -> bool:
