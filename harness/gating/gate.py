@@ -241,7 +241,7 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str
         baseline_spread = reference.get("spread")
         if baseline_spread is not None and current_spread is not None:
             # a floor for float round-off, where every seed gave the same value (zero spread)
-            tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), 1e-9 * max(1.0, abs(value)))
+            tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), round_off(value))
             source = f"{SPREAD_Z:g} standard errors over seeds"
         else:
             tolerance = _tolerance(tolerances, key, float(tolerances.get("default_tolerance", 0.05)))
@@ -263,6 +263,11 @@ def _claim_check(reference: Mapping[str, Any], result: str) -> GateCheck:
     value = float(reference["value"])
     return GateCheck(CLAIM, reference["subject"], reference["point"], reference["metric"], value, value,
                      result == before, rule)
+
+
+def round_off(value: float) -> float:
+    """How far two computations of the same mean may differ by float rounding alone (summation order)."""
+    return 1e-9 * max(1.0, abs(value))
 
 
 def _tolerance(tolerances: Mapping[str, Any], key: str, default: float) -> float:

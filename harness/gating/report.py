@@ -12,7 +12,7 @@ from typing import Sequence
 from xml.etree import ElementTree
 
 from harness.analysis.markdown import table
-from harness.gating.gate import GateCheck, GateResult
+from harness.gating.gate import GateCheck, GateResult, round_off
 from harness.gating.values import CLAIM
 
 TITLE = "## harness gate"
@@ -34,8 +34,11 @@ def problems(outcome: GateResult) -> list[tuple[str, str]]:
 
 
 def moved(check: GateCheck) -> bool:
-    """A check worth a row: it failed, or its value (a claim: its result) is not the baseline's."""
-    return not check.passed or (check.check != CLAIM and check.current != check.baseline)
+    """A check worth a row: it failed, or its value moved by more than float rounding (a claim: its result
+    changed). The same trials give means that differ in the last bit when summed in another order."""
+    if not check.passed:
+        return True
+    return check.check != CLAIM and abs(check.current - check.baseline) > round_off(check.baseline)
 
 
 def render_markdown(outcomes: Sequence[GateResult]) -> str:
