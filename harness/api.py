@@ -169,10 +169,13 @@ def _finish(suite_run: SuiteOutcome, tracker: MlflowTracker | None) -> SuiteResu
     """Analyse a finished suite, mirror its report to the parent MLflow run and close that run."""
     status = "FAILED" if suite_run.failed else "FINISHED"
     if suite_run.ran == 0 and stored_report_text(suite_run.run_dir) is not None:
-        # nothing new ran: the stored verdicts stand, no need to redraw plots
+        # nothing new ran: the stored verdicts stand, no need to redraw plots; the parent run still
+        # carries the claims (a rerun into a new store would otherwise chart nothing)
+        analysis = analyse(load_results(suite_run.run_dir))
         if tracker and suite_run.parent_run_id:
-            tracker.finish_parent(suite_run.parent_run_id, status, {})
-        return SuiteResult(suite_run, analyse(load_results(suite_run.run_dir)), None)
+            tracker.finish_parent(suite_run.parent_run_id, status, parent_metrics(analysis), (),
+                                  {**tracking_tags(analysis), **claim_tags(analysis)})
+        return SuiteResult(suite_run, analysis, None)
     report = build_report(suite_run.run_dir)
     if tracker and suite_run.parent_run_id:
         share = suite_run.mlflow_seconds / max(suite_run.wall_seconds, 1e-9)

@@ -30,6 +30,20 @@ def test_run_stores_reports_and_mirrors_then_a_second_run_resumes(tmp_path, toy_
     again = api.run(toy_suite, options)  # the locks of the first run were released when it returned
     assert again.exit_code == 0 and again.suites[0].outcome.ran == 0 and again.suites[0].outcome.skipped == 3
     assert again.suites[0].report is None  # nothing new: the stored report stands
+    assert again.suites[0].outcome.parent_run_id is None  # nothing to mirror either
+
+
+def test_a_rerun_that_only_mirrors_again_still_logs_the_claims(tmp_path, toy_suite):
+    options = api.RunOptions(profile="smoke", results=tmp_path)
+    first = api.run(toy_suite, options)
+    parent = mlflow.MlflowClient(first.tracker.uri).get_run(first.suites[0].outcome.parent_run_id)
+    other_store = api.RunOptions(profile="smoke", results=tmp_path, tracking_uri=f"sqlite:///{tmp_path / 'other.db'}")
+    again = api.run(toy_suite, other_store)  # a store that lacks the trials: each is mirrored again, none reruns
+    assert again.suites[0].outcome.ran == 0 and again.suites[0].report is None
+    rerun = mlflow.MlflowClient(again.tracker.uri).get_run(again.suites[0].outcome.parent_run_id)
+    claims = {k: v for k, v in rerun.data.metrics.items() if k.startswith("claim/")}
+    assert claims and claims == {k: v for k, v in parent.data.metrics.items() if k.startswith("claim/")}
+    assert rerun.data.tags["harness.validity"] == parent.data.tags["harness.validity"]
 
 
 def test_baseline_and_gate_through_the_api(tmp_path, toy_suite):
