@@ -107,10 +107,6 @@ class RunResult:
     tracker: MlflowTracker | None = None
     summary: str = ""  # the end-of-run Markdown summary (also RESULTS/summary.md)
 
-    @property
-    def interrupted(self) -> bool:
-        return self.exit_code == 130
-
 
 def load_suites(suite_file: Path, options: RunOptions = RunOptions()) -> list[Suite]:
     """The suites of a file (its includes resolved, the profile applied), fully validated."""

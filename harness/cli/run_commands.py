@@ -11,8 +11,7 @@ from pathlib import Path
 
 import click
 
-from harness.suite.loader import load_suites
-from harness.suite.model import DEFAULT_PROFILE, SuiteError
+from harness.suite.model import DEFAULT_PROFILE
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 
@@ -144,14 +143,6 @@ def _interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 
 
-def _load(suite_file: Path, profile: str, seeds, arms, max_trials: int = MAX_TRIALS, max_nodes: int = MAX_SUITE_NODES):
-    try:
-        return load_suites(suite_file, profile=profile, seeds=seeds, arms=arms, max_trials=max_trials,
-                           max_nodes=max_nodes)
-    except SuiteError as exc:
-        _fail(str(exc))
-
-
 def _suite_header(outcome) -> str:
     suite = outcome.suite
     parts = [f"{outcome.ran} ran", f"{outcome.skipped} already finished"]
@@ -182,7 +173,13 @@ def validate(suite_file, profile, max_trials, max_nodes) -> None:
     """Validate SUITE.yaml fully (includes, profile, arms, params, contrasts, claims) without running."""
     from harness.execution.trials import expand_trials
 
-    suites = _load(suite_file, profile, None, None, max_trials, max_nodes)
+    from harness import api
+
+    try:
+        options = api.RunOptions(profile=profile, max_trials=max_trials, max_nodes=max_nodes)
+        suites = api.load_suites(suite_file, options)
+    except api.UsageError as exc:
+        _fail(str(exc))
     for suite in suites:
         trials = expand_trials(suite)
         click.echo(
