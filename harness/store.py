@@ -6,6 +6,7 @@ result, and a rerun finds exactly the trials that finished.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -49,6 +50,21 @@ def write_json_atomic(path: Path, obj: Any) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Write text to path so that readers see either the old file or the complete new one."""
     write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def read_verified(path: Path, checksum: Path) -> bytes | None:
+    """``path``'s bytes when they hash to the sha256 written in ``checksum``; None when either cannot be
+    read or they differ, so a truncated or altered file is never used."""
+    try:
+        data, recorded = path.read_bytes(), checksum.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return data if hashlib.sha256(data).hexdigest() == recorded else None
+
+
+def write_checksum(path: Path, checksum: Path) -> None:
+    """Record the sha256 of ``path``'s bytes in ``checksum`` (atomically), for ``read_verified``."""
+    write_text_atomic(checksum, hashlib.sha256(path.read_bytes()).hexdigest())
 
 
 def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:

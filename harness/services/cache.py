@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
-from harness.store import write_atomic
+from harness.store import read_verified, write_atomic, write_checksum
 
 CACHE_FORMAT = 1  # bump when the key scheme or the file layout changes
 KEY_CHARS = 20
@@ -62,11 +62,7 @@ def _checksum_path(path: Path) -> Path:
 
 def _verified(path: Path) -> bytes | None:
     """The artifact's bytes when they hash to what its build recorded; None when missing or altered."""
-    try:
-        data, recorded = path.read_bytes(), _checksum_path(path).read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return data if hashlib.sha256(data).hexdigest() == recorded else None
+    return read_verified(path, _checksum_path(path))
 
 
 def _load(data: bytes, map_location: torch.device) -> Any:
@@ -91,8 +87,7 @@ def load_or_build(path: Path, build: Callable[[], Any], map_location: torch.devi
             return _load(data, map_location), True
         payload = build()
         write_atomic(path, lambda handle: torch.save(payload, handle))
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        write_atomic(_checksum_path(path), lambda handle: handle.write(digest.encode()))
+        write_checksum(path, _checksum_path(path))
         data = _verified(path)
     if data is None:
         raise RuntimeError(f"cache artifact {path} changed while it was written (another writer outside the lock?)")

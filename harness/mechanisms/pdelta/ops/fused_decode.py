@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from harness.devices import cpu_features
+from harness.store import read_verified, write_checksum
 
 SOURCE = Path(__file__).with_name("kernels") / "er2_decode.c"
 # -ffp-contract=off: no fused multiply-add where the source has a multiply and an add, so CPUs with and
@@ -76,12 +77,11 @@ def _trusted_bytes(library: Path, digest: Path) -> bytes | None:
     """The library's bytes if it is ours, writable only by us, and hashes to what its build recorded."""
     try:
         info = library.lstat()
-        content, recorded = library.read_bytes(), digest.read_text().strip()
     except OSError:
         return None
     if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         return None
-    return content if hashlib.sha256(content).hexdigest() == recorded else None
+    return read_verified(library, digest)
 
 
 @lru_cache(maxsize=1)
@@ -109,9 +109,7 @@ def load_kernel() -> ctypes.CDLL:
             partial.unlink(missing_ok=True)
             raise KernelUnavailable(f"{compiler} failed on {SOURCE.name}: {build.stderr.strip()[-2000:]}")
         partial.chmod(0o700)
-        recorded = folder / f"{digest.name}.{os.getpid()}.tmp"
-        recorded.write_text(hashlib.sha256(partial.read_bytes()).hexdigest())
-        os.replace(recorded, digest)
+        write_checksum(partial, digest)
         os.replace(partial, library)  # atomic: concurrent trials never load a half-written file
         if _trusted_bytes(library, digest) is None:
             raise KernelUnavailable(f"the kernel library {library} changed while it was installed")
