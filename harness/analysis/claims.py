@@ -2,40 +2,53 @@
 
 Every claim is a one-sided t test at level (1 - confidence) / 2, which is exactly "the two-sided
 interval at the run's confidence lies on the right side of the boundary" when it stands alone.
-The claims of a suite form one family: their p-values are Holm-adjusted together, and a claim
-PASSes only when its adjusted p-value is within the level. Intervals are read in 'better is
-positive' units (the metric's direction); boundaries are inclusive:
+The claims of a suite form one family, fixed by the suite file (not by which claims happened to
+carry a p-value): Holm's step-down procedure decides them together, PASS and FAIL alike. A claim
+PASSes when its pass hypothesis is rejected at its Holm level and FAILs when the opposite one-sided
+hypothesis is rejected at the same kind of level, so both read the same adjusted interval
+(``decision_interval``: the interval at the level the claim was actually tested at). Intervals are
+read in 'better is positive' units (the metric's direction); boundaries are inclusive:
 
-- ``superior``: pass when the treatment is better than the control; fail when the interval
-  holds no improvement.
-- ``non_inferior``: pass when the treatment is worse by less than the margin; fail when the
-  interval lies entirely beyond the margin on the worse side.
+- ``superior``: pass when the treatment is better than the control; fail when it is surely not.
+- ``non_inferior``: pass when the treatment is worse by less than the margin; fail when it is
+  surely worse by more.
 - ``equivalent``: pass when the difference lies within +-margin (two one-sided tests); fail when
-  the interval lies entirely outside.
+  it surely lies outside.
 - ``equal``: pass when every paired difference is exactly zero (deterministic quantities such as
-  bytes); fail otherwise. Exact, so outside the Holm family, and the only test one pair decides.
+  bytes); fail otherwise. The only test one pair decides.
 - ``ratio``: per-pair treatment / control; pass when its mean is within [min, max].
+
+Claims on deterministic quantities (``equal``, and any test of a ``memory``-kind metric: bytes and
+parameter counts are exact by construction) carry no sampling error, so they sit outside the Holm
+family: they cannot be false positives, and a failing one must not make the others harder to pass.
 
 Non-inferiority and equivalence prove nothing when the control itself does nothing in this run
 (both arms at chance are "equivalent"). Such a claim names a ``reference`` contrast whose
-treatment is the claim's control (e.g. raw-vs-none); its margin is absolute or a fraction of the
-reference effect. The claim is ``vacuous`` unless the reference effect is established: its interval
-lies on the better side beyond the margin. Fewer than two pairs give ``insufficient pairs``.
+treatment is the claim's control (e.g. raw-vs-none). The claim is ``vacuous`` unless the
+reference effect is established (its interval lies on the better side beyond the margin). A
+relative margin is a fraction of the reference effect's *conservative confidence bound*, not of its
+point estimate: the fixed-margin ("95-95") method of the FDA's non-inferiority guidance (2016),
+which allows for the reference's own uncertainty. Fewer than two pairs give ``insufficient pairs``.
+
+A suite may look at its seeds sequentially (``sequential.py``): then every look re-tests the claims
+at that look's nominal levels, a claim keeps the first decision it reaches, and a claim that can
+no longer be decided by the last look stops as FUTILE.
 
 A claim naming ``<treatment arm>-vs-<control arm>`` applies to every variant of a swept arm; a
 metric family without a qualifier applies to each of its reported keys. For every claim the
-minimum detectable effect (80% power at the run's n and observed spread) says what the testbed
-could have found.
+minimum detectable effect (80% power at the run's n, its observed spread and the level the claim
+was tested at) says what the testbed could have found.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from harness.analysis.results import RunResults, metric_order
+from harness.analysis.sequential import Design, conditional_power, critical_t, nominal_levels
 from harness.analysis.stats import (
     Interval,
     MeanEstimate,
@@ -51,6 +64,8 @@ FAIL = "fail"
 INCONCLUSIVE = "inconclusive"
 VACUOUS = "vacuous"
 INSUFFICIENT = "insufficient pairs"
+FUTILE = "futile"
+DECIDED = (PASS, FAIL, FUTILE)
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,7 @@ class ReferenceEffect:
     margin: float | None  # the claim's absolute margin (resolved when relative)
     established: bool
     reason: str
+    p_value: float | None = None  # one-sided, H0: the reference effect is not beyond its bound
 
 
 @dataclass(frozen=True)
@@ -78,10 +94,19 @@ class ClaimResult:
     interval: Interval | None
     detail: str
     p_value: float | None = None  # one-sided, for the claim's pass hypothesis
-    p_adjusted: float | None = None  # Holm over the suite's claims
-    mde: float | None = None  # minimum detectable effect at 80% power, metric units (ratio: ratio units)
+    p_adjusted: float | None = None  # Holm over the suite's family (fixed designs)
+    mde: float | None = None  # minimum detectable effect at 80% power and the tested level, metric units
     dropped: int = 0
     reference: ReferenceEffect | None = None
+    p_fail: float | None = None  # one-sided, for the opposite hypothesis (the claim is surely false)
+    in_family: bool = False  # tested under Holm with the suite's other sampled claims
+    level: float | None = None  # the one-sided level it was tested at (Holm-adjusted in the family)
+    nominal_level: float | None = None  # that level at the deciding look (sequential boundary)
+    decision_interval: Interval | None = None  # the two-sided interval at nominal_level: what decided
+    look: int = 1  # 1-based look at which it was decided (or the last look)
+    looks: int = 1  # looks taken
+    sequential: bool = False
+    mean_estimate: MeanEstimate | None = None  # the estimate the test read (difference or ratio)
 
     @property
     def statement(self) -> str:
@@ -94,18 +119,58 @@ class ClaimResult:
             return f"ratio in [{_bound(claim.get('min'))}, {_bound(claim.get('max'))}]"
         return str(claim["test"])
 
+    @property
+    def open(self) -> bool:
+        """Undecided, and more seeds could decide it."""
+        return self.status in (VACUOUS, INSUFFICIENT) or (self.status == INCONCLUSIVE and self.p_value is not None)
+
+    @property
+    def boundary_t(self) -> float | None:
+        """The t statistic the deciding look's test had to reach."""
+        if self.nominal_level is None or self.n < 2:
+            return None
+        return critical_t(self.nominal_level, self.n)
+
 
 def claim_alpha(confidence: float) -> float:
     """One-sided level of every claim: the two-sided interval's tail."""
     return (1.0 - confidence) / 2.0
 
 
+def run_design(results: RunResults) -> Design:
+    """The design the run declared (suite.json ``sequential``), fixed at its seeds otherwise."""
+    return Design.from_stored(results.meta.get("sequential"), len(results.seeds))
+
+
+def looks_taken(results: RunResults, design: Design) -> tuple[int, ...]:
+    """Seed counts of the looks the stored seeds reach (a fixed design: all its seeds at once)."""
+    if not design.sequential:
+        return (len(results.seeds),)
+    taken = tuple(n for n in design.looks if n <= len(results.seeds))
+    return taken or (len(results.seeds),)
+
+
 def evaluate_claims(results: RunResults, include_speed: bool = True) -> list[ClaimResult]:
-    """One result per claim x matching contrast variant x sweep point x metric key, Holm-corrected.
+    """One result per claim x matching contrast variant x sweep point x metric key, Holm-corrected,
+    decided look by look when the run is sequential.
 
     ``include_speed=False`` leaves claims on speed metrics out, Holm family included: the gate's view
     where timings are not gated, so that their noise cannot move the claims it does gate.
     """
+    design = run_design(results)
+    taken = looks_taken(results, design)
+    alpha = claim_alpha(results.confidence)
+    schedule = design.looks if design.sequential else taken
+    reference_levels = nominal_levels(schedule, alpha, design.spending)
+    per_look = [
+        _tested(results.first_seeds(n) if design.sequential else results, include_speed, reference_levels[k])
+        for k, n in enumerate(taken)
+    ]
+    return _decide_looks(per_look, schedule, design, alpha)
+
+
+def _tested(results: RunResults, include_speed: bool, reference_level: float) -> list[ClaimResult]:
+    """Every claim's test at one look, before multiplicity."""
     variants = contrast_variants(results)
     out: list[ClaimResult] = []
     for claim in results.meta.get("claims") or []:
@@ -116,8 +181,8 @@ def evaluate_claims(results: RunResults, include_speed: bool = True) -> list[Cla
             out.append(_undecided(claim, claim["contrast"], "", claim["metric"], "no such contrast in this run"))
         for variant in matching:
             for point in results.point_labels():
-                out.extend(_evaluate_at(results, variants, claim, variant, point))
-    return [_missing_cannot_pass(r) for r in _decide(out, claim_alpha(results.confidence))]
+                out.extend(_evaluate_at(results, variants, claim, variant, point, reference_level))
+    return [_missing_cannot_pass(r) for r in out]
 
 
 def _variants_named(variants: list[ContrastVariant], name: str) -> list[ContrastVariant]:
@@ -125,7 +190,8 @@ def _variants_named(variants: list[ContrastVariant], name: str) -> list[Contrast
 
 
 def _evaluate_at(
-    results: RunResults, variants: list[ContrastVariant], claim: Mapping[str, Any], variant: ContrastVariant, point: str
+    results: RunResults, variants: list[ContrastVariant], claim: Mapping[str, Any], variant: ContrastVariant,
+    point: str, reference_level: float,
 ) -> list[ClaimResult]:
     reported = set(results.metric_keys(variant.treatment_label, point)) & set(
         results.metric_keys(variant.control_label, point)
@@ -135,53 +201,52 @@ def _evaluate_at(
     keys = [wanted] if wanted in reported else sorted(family_keys, key=metric_order)
     if not keys:
         return [_undecided(claim, variant.name, point, wanted, "metric not reported by both arms")]
-    return [_evaluate_key(results, variants, claim, variant, point, key) for key in keys]
+    return [_evaluate_key(results, variants, claim, variant, point, key, reference_level) for key in keys]
 
 
 def _evaluate_key(
     results: RunResults, variants: list[ContrastVariant], claim: Mapping[str, Any], variant: ContrastVariant,
-    point: str, key: str,
+    point: str, key: str, reference_level: float,
 ) -> ClaimResult:
-    """The claim's test before multiplicity: status is pass-candidate (p_value), fail or undecided."""
+    """The claim's test before multiplicity: p-values for passing and for failing, or why there are none."""
     test = claim["test"]
+    spec = results.spec_for(key)
+    in_family = test != "equal" and spec.kind != "memory" and (spec.better_sign != 0 or test in ("equivalent", "ratio"))
     if test == "ratio":
-        return _ratio(results, claim, variant, point, key)
+        return replace(_ratio(results, claim, variant, point, key), in_family=in_family)
     difference = compare(results, variant.treatment_label, variant.control_label, point, key)
     if difference is None:
-        return _undecided(claim, variant.name, point, key, "no seed finished on both sides")
+        return replace(_undecided(claim, variant.name, point, key, "no seed finished on both sides"), in_family=in_family)
     estimate = difference.estimate
     common = dict(claim=claim, contrast=variant.name, point=point, key=key, n=difference.n,
-                  estimate=difference.mean_difference, interval=difference.interval, dropped=len(difference.dropped))
+                  estimate=difference.mean_difference, interval=difference.interval, dropped=len(difference.dropped),
+                  in_family=in_family, mean_estimate=estimate)
     if test == "equal":
         exact = all(d == 0 for d in difference.differences)
         return ClaimResult(**common, status=PASS if exact else FAIL,
                            detail="every paired difference is 0" if exact else "paired differences are not all 0")
-    sign = results.spec_for(key).better_sign
+    sign = spec.better_sign
     if sign == 0 and test != "equivalent":
         return ClaimResult(**common, status=INCONCLUSIVE, detail="metric has no direction")
     reference = None
     margin = float(claim.get("margin") or 0.0)
     if test in ("non_inferior", "equivalent"):
-        reference = _reference_effect(results, variants, claim, variant, point, key, sign or 1)
+        reference = _reference_effect(results, variants, claim, variant, point, key, sign or 1, reference_level)
         margin = reference.margin if reference.margin is not None else math.nan
     if estimate.insufficient:
         return ClaimResult(**common, status=INSUFFICIENT, reference=reference,
                            detail=f"{difference.n} pair(s): a t interval needs at least 2")
-    alpha = claim_alpha(results.confidence)
-    mde = minimum_detectable_effect(estimate.sd or 0.0, estimate.n, alpha, sided=1)
-    common.update(mde=mde, reference=reference)
+    common.update(reference=reference)
     if reference is not None and not reference.established:
         return ClaimResult(**common, status=VACUOUS, detail=reference.reason)
     if test in ("superior", "non_inferior"):
         bound = 0.0 if test == "superior" else -margin
-        best = oriented(estimate.interval, sign)[1]
-        failed = best <= 0 if test == "superior" else best < bound
         where = "vs 0 (better side)" if test == "superior" else f"vs -{margin:.4g} (worse side)"
-        return ClaimResult(**common, status=FAIL if failed else PASS, p_value=_p_better(estimate, sign, bound),
-                           detail=f"one-sided t {where}")
+        return ClaimResult(**common, status=INCONCLUSIVE, p_value=_p_better(estimate, sign, bound),
+                           p_fail=_p_worse(estimate, sign, bound), detail=f"one-sided t {where}")
     p = max(estimate.p_above(-margin), estimate.p_below(margin))
-    outside = estimate.interval.low > margin or estimate.interval.high < -margin
-    return ClaimResult(**common, status=FAIL if outside else PASS, p_value=p,
+    p_outside = min(_strict(estimate, margin, +1), _strict(estimate, -margin, -1))
+    return ClaimResult(**common, status=INCONCLUSIVE, p_value=p, p_fail=p_outside,
                        detail=f"two one-sided t tests vs +-{margin:.4g}")
 
 
@@ -190,11 +255,24 @@ def _p_better(estimate: MeanEstimate, sign: int, bound: float) -> float:
     return estimate.p_above(bound) if sign > 0 else estimate.p_below(-bound)
 
 
+def _p_worse(estimate: MeanEstimate, sign: int, bound: float) -> float:
+    """One-sided p of H0: the oriented true mean >= bound (small when it is surely on the worse side)."""
+    return _strict(estimate, sign * bound, -sign)
+
+
+def _strict(estimate: MeanEstimate, bound: float, side: int) -> float:
+    """One-sided p of H0: side * (mean - bound) <= 0, with a deterministic tie counted as not beyond."""
+    if (estimate.standard_error or 0.0) == 0.0:
+        return 0.0 if side * (estimate.mean - bound) > 0 else 1.0
+    return estimate.p_above(bound) if side > 0 else estimate.p_below(bound)
+
+
 def _reference_effect(
     results: RunResults, variants: list[ContrastVariant], claim: Mapping[str, Any], variant: ContrastVariant,
-    point: str, key: str, sign: int,
+    point: str, key: str, sign: int, level: float,
 ) -> ReferenceEffect:
-    """Does the claim's control really work here? Its reference contrast at the same point and key."""
+    """Does the claim's control really work here? Its reference contrast at the same point and key,
+    read through its two-sided interval at one-sided ``level`` (the look's nominal level)."""
     name = str(claim.get("reference") or "")
     candidates = _variants_named(variants, name) if name else []
     chosen = [v for v in candidates if v.treatment_label == variant.control_label] or candidates[:1]
@@ -208,20 +286,28 @@ def _reference_effect(
         n = 0 if difference is None else difference.n
         return ReferenceEffect(chosen[0].name, None if difference is None else difference.mean_difference, None, n,
                                absolute, False, f"vacuous: reference {chosen[0].name} has {n} pair(s) on {key}")
-    low, _ = oriented(difference.interval, sign)
-    effect = sign * difference.mean_difference
-    margin = absolute if relative is None else float(relative) * effect
-    label = f"reference {chosen[0].name} {difference.mean_difference:+.4g} [{difference.interval.low:+.4g}, {difference.interval.high:+.4g}]"
-    if effect <= 0 or low <= 0:
-        reason = f"vacuous: {label} is not established (interval reaches 0 or the worse side)"
-        return ReferenceEffect(chosen[0].name, difference.mean_difference, difference.interval, difference.n,
-                               margin if effect > 0 else None, False, reason)
+    estimate = difference.estimate
+    interval = _interval_at(estimate, level)
+    low, _ = oriented(interval, sign)
+    # The fixed-margin method: a fraction of the reference's conservative bound, not of its point estimate.
+    margin = absolute if relative is None else float(relative) * max(low, 0.0)
+    p_value = _p_better(estimate, sign, margin if relative is None else 0.0)
+    label = (f"reference {chosen[0].name} {difference.mean_difference:+.4g} "
+             f"[{interval.low:+.4g}, {interval.high:+.4g}]")
+    found = ReferenceEffect(chosen[0].name, difference.mean_difference, interval, difference.n, margin, False, "",
+                            p_value)
+    if low <= 0:
+        return replace(found, margin=margin if relative is None else None,
+                       reason=f"vacuous: {label} is not established (interval reaches 0 or the worse side)")
     if low <= margin:
-        reason = f"vacuous: {label} is not surely larger than the margin {margin:.4g}"
-        return ReferenceEffect(chosen[0].name, difference.mean_difference, difference.interval, difference.n,
-                               margin, False, reason)
-    return ReferenceEffect(chosen[0].name, difference.mean_difference, difference.interval, difference.n, margin,
-                           True, f"{label} established")
+        return replace(found, reason=f"vacuous: {label} is not surely larger than the margin {margin:.4g}")
+    return replace(found, established=True, reason=f"{label} established")
+
+
+def _interval_at(estimate: MeanEstimate, level: float) -> Interval:
+    """The two-sided interval with ``level`` in each tail (a point for a deterministic quantity)."""
+    half = critical_t(level, estimate.n) * (estimate.standard_error or 0.0)
+    return Interval(estimate.mean - half, estimate.mean + half)
 
 
 def _ratio(results: RunResults, claim: Mapping[str, Any], variant: ContrastVariant, point: str, key: str) -> ClaimResult:
@@ -235,38 +321,158 @@ def _ratio(results: RunResults, claim: Mapping[str, Any], variant: ContrastVaria
     lower = -math.inf if claim.get("min") is None else float(claim["min"])
     upper = math.inf if claim.get("max") is None else float(claim["max"])
     common = dict(claim=claim, contrast=variant.name, point=point, key=key, n=estimate.n, estimate=estimate.mean,
-                  interval=estimate.interval, dropped=len(difference.dropped) + int(np.count_nonzero(~usable)))
+                  interval=estimate.interval, dropped=len(difference.dropped) + int(np.count_nonzero(~usable)),
+                  mean_estimate=estimate)
     if estimate.insufficient:
         return ClaimResult(**common, status=INSUFFICIENT, detail=f"{estimate.n} pair(s): a t interval needs at least 2")
     p = max(estimate.p_above(lower) if math.isfinite(lower) else 0.0,
             estimate.p_below(upper) if math.isfinite(upper) else 0.0)
-    outside = estimate.interval.high < lower or estimate.interval.low > upper
-    mde = minimum_detectable_effect(estimate.sd or 0.0, estimate.n, claim_alpha(results.confidence), sided=1)
-    return ClaimResult(**common, status=FAIL if outside else PASS, p_value=p, mde=mde,
+    p_outside = min(_strict(estimate, lower, -1) if math.isfinite(lower) else 1.0,
+                    _strict(estimate, upper, +1) if math.isfinite(upper) else 1.0)
+    return ClaimResult(**common, status=INCONCLUSIVE, p_value=p, p_fail=p_outside,
                        detail="one-sided t of the mean treatment/control ratio vs its bounds")
 
 
-def _decide(results: list[ClaimResult], alpha: float) -> list[ClaimResult]:
-    """Holm over every claim with a p-value; a pass candidate passes only within the adjusted level."""
-    tested = [i for i, r in enumerate(results) if r.p_value is not None]
-    adjusted = holm_adjust([results[i].p_value for i in tested])
-    out = list(results)
-    for i, p_adjusted in zip(tested, adjusted):
-        result = results[i]
-        status = result.status
-        if status == PASS and p_adjusted > alpha:
-            status = INCONCLUSIVE
-        out[i] = replace(result, status=status, p_adjusted=p_adjusted)
+# -- decisions ---------------------------------------------------------------------------------------
+
+def _decide_looks(per_look: list[list[ClaimResult]], schedule: tuple[int, ...], design: Design,
+                  alpha: float) -> list[ClaimResult]:
+    """Decide every claim look by look: Holm over the family at each look, where a claim 'crosses'
+    at level a when its test reached the look's nominal level for a at this or any earlier look.
+    A claim keeps the first decision it reaches; FUTILE when it cannot be decided by the last look."""
+    identities = [_identity(r) for r in per_look[-1]]
+    history: dict[tuple, list[ClaimResult | None]] = {
+        ident: [next((r for r in look if _identity(r) == ident), None) for look in per_look] for ident in identities
+    }
+    family = [ident for ident in identities if any(r is not None and r.in_family for r in history[ident])]
+    decided: dict[tuple, ClaimResult] = {}
+    for k in range(len(per_look)):
+        passes = _holm(family, alpha, lambda ident, a, k=k: _crossed(history[ident], schedule, design, a, k, "p_value"))
+        fails = _holm(family, alpha, lambda ident, a, k=k: _crossed(history[ident], schedule, design, a, k, "p_fail"))
+        for ident in identities:
+            result = history[ident][k]
+            if result is None or ident in decided:
+                continue
+            chosen = _decide_one(result, ident in family, passes, fails, ident, alpha, schedule, design, k)
+            if design.sequential:
+                chosen = _futile(chosen, schedule, design, k, alpha)
+            if chosen.status in DECIDED or k == len(per_look) - 1:
+                decided[ident] = chosen
+    out = []
+    p_adjusted = _fixed_holm(family, history, alpha) if not design.sequential else {}
+    for ident in identities:
+        result = decided.get(ident) or history[ident][-1]
+        out.append(replace(result, looks=len(per_look), sequential=design.sequential,
+                           p_adjusted=p_adjusted.get(ident) if result.p_value is not None else None))
     return out
 
 
+def _identity(result: ClaimResult) -> tuple:
+    return (id(result.claim), result.contrast, result.point, result.key)
+
+
+def _crossed(history: list[ClaimResult | None], schedule: tuple[int, ...], design: Design, level: float, k: int,
+             which: str) -> bool:
+    levels = nominal_levels(schedule, level, design.spending)
+    for j in range(k + 1):
+        result = history[j]
+        p = None if result is None else getattr(result, which)
+        if p is not None and p <= levels[j]:
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class HolmStep:
+    """Holm's step-down over the family at one look: the level each claim was tested at."""
+
+    levels: Mapping[tuple, float]
+    rejected: frozenset
+
+
+def _holm(family: list[tuple], alpha: float, crossed: Callable[[tuple, float], bool]) -> HolmStep:
+    """Reject every claim that crosses at alpha / (claims left), repeat with the rest; a rejected
+    claim's level is the one it was rejected at, the others' the last level compared with."""
+    levels: dict[tuple, float] = {}
+    rejected: set[tuple] = set()
+    remaining = list(family)
+    while remaining:
+        level = alpha / len(remaining)
+        newly = [ident for ident in remaining if crossed(ident, level)]
+        for ident in remaining:
+            levels[ident] = level
+        if not newly:
+            break
+        rejected.update(newly)
+        remaining = [ident for ident in remaining if ident not in rejected]
+    return HolmStep(levels, frozenset(rejected))
+
+
+def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: HolmStep, ident: tuple,
+                alpha: float, schedule: tuple[int, ...], design: Design, k: int) -> ClaimResult:
+    """One claim's status at look k."""
+    if result.p_value is None and result.p_fail is None:
+        return result
+    history = [result] * (k + 1)  # a deterministic claim's p-values do not change between looks
+    if in_family:
+        passed, failed = ident in passes.rejected, ident in fails.rejected
+        level = fails.levels[ident] if failed and not passed else passes.levels[ident]
+    else:
+        level = alpha
+        passed = _crossed(history, schedule, design, alpha, k, "p_value")
+        failed = not passed and _crossed(history, schedule, design, alpha, k, "p_fail")
+    status = PASS if passed else (FAIL if failed else INCONCLUSIVE)
+    if status == PASS and result.dropped:
+        status = INCONCLUSIVE
+    nominal = nominal_levels(schedule, level, design.spending)[k]
+    estimate = result.mean_estimate
+    interval = _interval_at(estimate, nominal) if estimate is not None and estimate.n >= 2 else None
+    sd = (estimate.sd or 0.0) if estimate is not None else 0.0
+    mde = minimum_detectable_effect(sd, result.n, nominal, sided=1)
+    return replace(result, status=status, level=level, nominal_level=nominal, decision_interval=interval,
+                   look=k + 1, mde=mde)
+
+
+def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: int, alpha: float) -> ClaimResult:
+    """FUTILE when neither a pass nor a fail (nor, for a vacuous claim, its reference) can plausibly be
+    reached by the last look: conditional power under the current estimate below the design's threshold."""
+    if design.futility is None or k >= len(schedule) - 1 or not result.open:
+        return result
+    fraction = schedule[k] / schedule[-1]
+    if result.status == VACUOUS and result.reference is not None and result.reference.p_value is not None:
+        final = nominal_levels(schedule, alpha, design.spending)[-1]
+        power = conditional_power(result.reference.p_value, fraction, final)
+        if power < design.futility:
+            return replace(result, status=FUTILE, detail=(
+                f"futile: reference {result.reference.contrast} cannot be established by {schedule[-1]} seeds "
+                f"(conditional power {power:.2f} < {design.futility:g})"))
+        return result
+    if result.p_value is None or result.p_fail is None or result.level is None:
+        return result
+    final = nominal_levels(schedule, result.level, design.spending)[-1]
+    to_pass = conditional_power(result.p_value, fraction, final)
+    to_fail = conditional_power(result.p_fail, fraction, final)
+    if max(to_pass, to_fail) < design.futility:
+        return replace(result, status=FUTILE, detail=(
+            f"futile: conditional power to pass {to_pass:.2f} and to fail {to_fail:.2f} by {schedule[-1]} seeds "
+            f"(< {design.futility:g}); {result.detail}"))
+    return result
+
+
+def _fixed_holm(family: list[tuple], history: Mapping[tuple, list[ClaimResult | None]], alpha: float) -> dict[tuple, float]:
+    """Holm-adjusted pass p-values of a fixed design (family members without a p-value count as 1)."""
+    finals = [history[ident][-1] for ident in family]
+    ps = [1.0 if r is None or r.p_value is None else r.p_value for r in finals]
+    return dict(zip(family, holm_adjust(ps))) if family else {}
+
+
 def _missing_cannot_pass(result: ClaimResult) -> ClaimResult:
-    """A pass with dropped pairs is INCONCLUSIVE: a value missing not at random (the worst seeds
-    diverging to NaN) must not help a claim, and a fail stays a fail whatever the missing values were."""
-    if result.status != PASS or not result.dropped:
+    """A claim with dropped pairs cannot PASS (set at decision time): a value missing not at random
+    (the worst seeds diverging to NaN) must not help a claim; a fail stays a fail."""
+    if not result.dropped:
         return result
     why = f"{result.dropped} pair(s) dropped (missing or non-finite): a pass needs every pair"
-    return replace(result, status=INCONCLUSIVE, detail=f"{result.detail}; {why}")
+    return replace(result, detail=f"{result.detail}; {why}")
 
 
 def _undecided(claim: Mapping[str, Any], contrast: str, point: str, key: str, detail: str) -> ClaimResult:

@@ -77,6 +77,12 @@ class RunResults:
         """The seeds the run was meant to have: a missing one is a dropped pair, not a smaller n."""
         return [s for s in self.meta.get("seeds") or [] if isinstance(s, int)]
 
+    def first_seeds(self, n: int) -> RunResults:
+        """The run as it stood after its first n seeds: what a sequential design saw at that look."""
+        keep = self.seeds[:n]
+        return RunResults(self.run_dir, {**self.meta, "seeds": keep},
+                          [t for t in self.finished if t["seed"] in keep], [f for f in self.failed if f.seed in keep])
+
     @property
     def speed_under_load(self) -> int:
         """Most trials that ran at once while speed was measured (Ray); 0 when every trial ran alone."""

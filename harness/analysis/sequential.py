@@ -1,0 +1,212 @@
+"""Group-sequential seed designs: look after every batch of seeds, stop when every claim is decided.
+
+Method: Lan–DeMets alpha spending (Lan & DeMets 1983, Biometrika 70:659) on the paired t statistic,
+with looks at fixed seed counts n_1 < ... < n_K = max_seeds and information fraction n_k / n_K.
+The spending function (O'Brien–Fleming-type or Pocock-type) says how much of a claim's one-sided
+level may be used up by look k; the boundary at look k is set so that, under the null, the chance
+of crossing first at look k is exactly the increment. Boundaries are expressed as *nominal*
+one-sided p-levels of the ordinary t test at each look (the "significance level approach" of
+Jennison & Turnbull 2000, Group Sequential Methods, §3.8), computed here without the normal
+approximation: under the null the joint law of the t statistics of a growing normal sample does not
+depend on the variance, so it is simulated once per look schedule (seeded, so boundaries are
+reproducible) and the conditional crossing probabilities are read off the simulated paths. Where an
+increment is too small for the simulation to resolve, the look uses the increment itself as its
+nominal level, which is conservative (Bonferroni over looks).
+
+A fixed design is the one-look case (the nominal level is the level), so one decision rule serves
+both. Futility uses conditional power under the current estimate (Lan & Wittes 1988, the B-value):
+it only ever stops a claim without a decision, so it cannot raise the error rate (non-binding).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Mapping
+
+import numpy as np
+import scipy.stats
+
+SPENDINGS = ("obrien_fleming", "pocock")
+DEFAULT_SPENDING = "obrien_fleming"
+DEFAULT_FUTILITY = 0.10  # stop a claim whose conditional power (to pass or to fail) is below 10%
+NULL_PATHS = 200_000
+NULL_SEED = 20_261_201
+MIN_RESOLVED_CROSSINGS = 50  # fewer simulated crossings than this: use the increment (conservative)
+
+
+@dataclass(frozen=True)
+class Design:
+    """Where a run looks at its data: after ``first`` seeds, then every ``batch`` more up to ``max_seeds``.
+
+    The fixed design is ``Design(n, n)``: one look.
+    """
+
+    first: int
+    max_seeds: int
+    batch: int = 1
+    spending: str = DEFAULT_SPENDING
+    futility: float | None = DEFAULT_FUTILITY
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.first <= self.max_seeds:
+            raise ValueError(f"first look {self.first} must lie in [1, max_seeds={self.max_seeds}]")
+        if self.batch < 1:
+            raise ValueError(f"batch must be at least 1, got {self.batch}")
+        if self.spending not in SPENDINGS:
+            raise ValueError(f"spending {self.spending!r} is not one of {', '.join(SPENDINGS)}")
+
+    @property
+    def sequential(self) -> bool:
+        return self.first < self.max_seeds
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """Seed counts at each look; the last is max_seeds."""
+        counts = list(range(self.first, self.max_seeds, self.batch))
+        return (*counts, self.max_seeds)
+
+    def look_index(self, n: int) -> int | None:
+        """The index of the look taken with n seeds; None when n is not a look."""
+        return self.looks.index(n) if n in self.looks else None
+
+    def describe(self) -> dict[str, Any]:
+        return {"first": self.first, "max_seeds": self.max_seeds, "batch": self.batch,
+                "spending": self.spending, "futility": self.futility}
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any] | None, seeds: int) -> Design:
+        """The design a results folder declares (suite.json ``sequential``); fixed when it declares none."""
+        if not stored:
+            return cls(max(seeds, 1), max(seeds, 1))
+        return cls(int(stored["first"]), int(stored["max_seeds"]), int(stored.get("batch") or 1),
+                   str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"))
+
+
+def spent(fraction: float, alpha: float, spending: str) -> float:
+    """Lan–DeMets spending: the one-sided error allowed by information fraction ``fraction``."""
+    if fraction <= 0:
+        return 0.0
+    if fraction >= 1:
+        return alpha
+    if spending == "pocock":
+        return alpha * math.log(1.0 + (math.e - 1.0) * fraction)
+    z = scipy.stats.norm.isf(alpha / 2.0)
+    return float(2.0 * scipy.stats.norm.sf(z / math.sqrt(fraction)))
+
+
+@lru_cache(maxsize=16)
+def _null_p_values(looks: tuple[int, ...]) -> np.ndarray:
+    """Nominal one-sided p-values of the t test at each look, for NULL_PATHS simulated null paths."""
+    rng = np.random.default_rng(NULL_SEED)
+    draws = rng.standard_normal((NULL_PATHS, looks[-1]))
+    sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
+    columns = []
+    for n in looks:
+        if n < 2:
+            columns.append(np.ones(NULL_PATHS))
+            continue
+        mean = sums[:, n - 1] / n
+        sd = np.sqrt(np.maximum(squares[:, n - 1] - n * mean * mean, 0.0) / (n - 1))
+        columns.append(scipy.stats.t.sf(mean * math.sqrt(n) / sd, n - 1))
+    return np.stack(columns, axis=1)
+
+
+@lru_cache(maxsize=1024)
+def nominal_levels(looks: tuple[int, ...], alpha: float, spending: str = DEFAULT_SPENDING) -> tuple[float, ...]:
+    """The one-sided nominal p-level of each look such that the chance, under the null, of any
+    look's t test reaching its level is ``alpha`` (at most). One look: ``(alpha,)``."""
+    if len(looks) == 1:
+        return (alpha,)
+    null_p = _null_p_values(looks)
+    alive = np.ones(NULL_PATHS, dtype=bool)
+    levels: list[float] = []
+    before = 0.0
+    for k, n in enumerate(looks):
+        now = spent(n / looks[-1], alpha, spending)
+        increment = max(now - before, 0.0)
+        before = now
+        crossings = math.floor(increment * NULL_PATHS)
+        if k == 0 or crossings < MIN_RESOLVED_CROSSINGS:
+            level = increment
+        else:
+            survivors = null_p[alive, k]
+            rank = min(crossings, survivors.size) - 1
+            level = float(np.partition(survivors, rank)[rank]) if survivors.size else increment
+        levels.append(level)
+        alive &= null_p[:, k] > level
+    return tuple(levels)
+
+
+def critical_t(level: float, n: int) -> float:
+    """The t value a one-sided test at nominal ``level`` with n pairs must reach."""
+    return float(scipy.stats.t.isf(level, n - 1))
+
+
+def conditional_power(p_now: Any, fraction: float, final_level: float) -> Any:
+    """Chance of reaching the final look's level if the current estimate is the truth (B-value,
+    Lan & Wittes 1988), from the current one-sided p (a float or an array) and information fraction."""
+    p = np.clip(np.asarray(p_now, dtype=np.float64), 1e-300, 1.0 - 1e-16)
+    if fraction >= 1.0:
+        power = (p <= final_level).astype(np.float64)
+    else:
+        z_now = scipy.stats.norm.isf(p)
+        drift = z_now / math.sqrt(fraction)  # the standardized effect at full information, as estimated
+        z_final = float(scipy.stats.norm.isf(final_level))
+        power = scipy.stats.norm.sf((z_final - z_now * math.sqrt(fraction) - drift * (1.0 - fraction))
+                                    / math.sqrt(1.0 - fraction))
+    return float(power) if power.ndim == 0 else power
+
+
+# -- planning --------------------------------------------------------------------------------------
+
+def fixed_seeds_for_power(effect_in_sd: float, alpha: float, power: float = 0.80, limit: int = 1000) -> int | None:
+    """Fewest seeds a fixed one-sided paired t test at ``alpha`` needs to find ``effect_in_sd``
+    (mean difference / sd of differences) with ``power``; None beyond ``limit``."""
+    if effect_in_sd <= 0:
+        return None
+    for n in range(2, limit + 1):
+        critical = float(scipy.stats.t.isf(alpha, n - 1))
+        if float(scipy.stats.nct.sf(critical, n - 1, effect_in_sd * math.sqrt(n))) >= power:
+            return n
+    return None
+
+
+@dataclass(frozen=True)
+class OperatingCharacteristics:
+    """A design's behaviour for one claim at a true effect, by simulation."""
+
+    effect_in_sd: float
+    power: float  # chance of passing
+    fail_rate: float  # chance of failing (deciding the other way)
+    expected_seeds: float
+
+
+def operating_characteristics(design: Design, effect_in_sd: float, alpha: float, paths: int = 20_000,
+                              seed: int = 7) -> OperatingCharacteristics:
+    """Pass rate, fail rate and mean seeds used of one claim tested alone under ``design``."""
+    looks, levels = design.looks, nominal_levels(design.looks, alpha, design.spending)
+    rng = np.random.default_rng(seed)
+    draws = rng.standard_normal((paths, design.max_seeds)) + effect_in_sd
+    sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
+    open_ = np.ones(paths, dtype=bool)
+    passed, failed = np.zeros(paths, dtype=bool), np.zeros(paths, dtype=bool)
+    used = np.full(paths, design.max_seeds, dtype=np.float64)
+    for k, (n, level) in enumerate(zip(looks, levels)):
+        if n < 2:
+            continue
+        mean = sums[:, n - 1] / n
+        sd = np.sqrt(np.maximum(squares[:, n - 1] - n * mean * mean, 0.0) / (n - 1))
+        p_pass = scipy.stats.t.sf(mean * math.sqrt(n) / sd, n - 1)
+        up, down = open_ & (p_pass <= level), open_ & (1.0 - p_pass <= level)
+        passed |= up
+        failed |= down
+        stop = up | down
+        if design.futility is not None and k < len(looks) - 1:
+            fraction = n / design.max_seeds
+            hopeless = np.maximum(conditional_power(p_pass, fraction, levels[-1]),
+                                  conditional_power(1.0 - p_pass, fraction, levels[-1])) < design.futility
+            stop |= open_ & hopeless
+        used[stop] = n
+        open_ &= ~stop
+    return OperatingCharacteristics(effect_in_sd, float(passed.mean()), float(failed.mean()), float(used.mean()))
