@@ -162,11 +162,12 @@ def evaluate_claims(results: RunResults, include_speed: bool = True) -> list[Cla
     alpha = claim_alpha(results.confidence)
     schedule = design.looks if design.sequential else taken
     reference_levels = nominal_levels(schedule, alpha, design.spending)
-    per_look = [
-        _tested(results.first_seeds(n) if design.sequential else results, include_speed, reference_levels[k])
-        for k, n in enumerate(taken)
-    ]
-    return _decide_looks(per_look, schedule, design, alpha)
+
+    def tested_at(k: int) -> list[ClaimResult]:
+        seen = results.first_seeds(taken[k]) if design.sequential else results
+        return _tested(seen, include_speed, reference_levels[k])
+
+    return _decide_looks(tested_at, len(taken), schedule, design, alpha)
 
 
 def _tested(results: RunResults, include_speed: bool, reference_level: float) -> list[ClaimResult]:
@@ -335,34 +336,43 @@ def _ratio(results: RunResults, claim: Mapping[str, Any], variant: ContrastVaria
 
 # -- decisions ---------------------------------------------------------------------------------------
 
-def _decide_looks(per_look: list[list[ClaimResult]], schedule: tuple[int, ...], design: Design,
-                  alpha: float) -> list[ClaimResult]:
+def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, schedule: tuple[int, ...],
+                  design: Design, alpha: float) -> list[ClaimResult]:
     """Decide every claim look by look: Holm over the family at each look, where a claim 'crosses'
     at level a when its test reached the look's nominal level for a at this or any earlier look.
-    A claim keeps the first decision it reaches; FUTILE when it cannot be decided by the last look."""
-    identities = [_identity(r) for r in per_look[-1]]
-    history: dict[tuple, list[ClaimResult | None]] = {
-        ident: [next((r for r in look if _identity(r) == ident), None) for look in per_look] for ident in identities
-    }
-    family = [ident for ident in identities if any(r is not None and r.in_family for r in history[ident])]
+    A claim keeps the first decision it reaches; FUTILE when it cannot be decided by the last look.
+    Looks stop once every claim is decided: later seeds cannot change a decision."""
+    history: dict[tuple, list[ClaimResult | None]] = {}
+    family: list[tuple] = []
     decided: dict[tuple, ClaimResult] = {}
-    for k in range(len(per_look)):
+    for k in range(looks):
+        for result in tested_at(k):
+            ident = _identity(result)
+            if ident not in history:
+                history[ident] = [None] * k
+                if result.in_family:
+                    family.append(ident)
+            history[ident].append(result)
+        for entries in history.values():
+            entries.extend([None] * (k + 1 - len(entries)))
         passes = _holm(family, alpha, lambda ident, a, k=k: _crossed(history[ident], schedule, design, a, k, "p_value"))
         fails = _holm(family, alpha, lambda ident, a, k=k: _crossed(history[ident], schedule, design, a, k, "p_fail"))
-        for ident in identities:
-            result = history[ident][k]
+        for ident, entries in history.items():
+            result = entries[k]
             if result is None or ident in decided:
                 continue
             chosen = _decide_one(result, ident in family, passes, fails, ident, alpha, schedule, design, k)
             if design.sequential:
                 chosen = _futile(chosen, schedule, design, k, alpha)
-            if chosen.status in DECIDED or k == len(per_look) - 1:
+            if chosen.status in DECIDED or k == looks - 1:
                 decided[ident] = chosen
+        if all(ident in decided for ident in history):
+            break
     out = []
     p_adjusted = _fixed_holm(family, history, alpha) if not design.sequential else {}
-    for ident in identities:
-        result = decided.get(ident) or history[ident][-1]
-        out.append(replace(result, looks=len(per_look), sequential=design.sequential,
+    for ident, entries in history.items():
+        result = decided.get(ident) or next(r for r in reversed(entries) if r is not None)
+        out.append(replace(result, looks=len(entries), sequential=design.sequential, mde=_mde(result),
                            p_adjusted=p_adjusted.get(ident) if result.p_value is not None else None))
     return out
 
@@ -427,10 +437,15 @@ def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: H
     nominal = nominal_levels(schedule, level, design.spending)[k]
     estimate = result.mean_estimate
     interval = _interval_at(estimate, nominal) if estimate is not None and estimate.n >= 2 else None
-    sd = (estimate.sd or 0.0) if estimate is not None else 0.0
-    mde = minimum_detectable_effect(sd, result.n, nominal, sided=1)
-    return replace(result, status=status, level=level, nominal_level=nominal, decision_interval=interval,
-                   look=k + 1, mde=mde)
+    return replace(result, status=status, level=level, nominal_level=nominal, decision_interval=interval, look=k + 1)
+
+
+def _mde(result: ClaimResult) -> float | None:
+    """What the claim could have found: 80% power at its n, its spread and the level it was tested at."""
+    estimate = result.mean_estimate
+    if estimate is None or result.nominal_level is None:
+        return None
+    return minimum_detectable_effect(estimate.sd or 0.0, estimate.n, result.nominal_level, sided=1)
 
 
 def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: int, alpha: float) -> ClaimResult:

@@ -1,0 +1,136 @@
+"""The sequential seed design against known truth: A/A runs keep the false PASS rate at the nominal
+level under optional stopping, naive peeking (a fixed-n test at every look) does not, planted effects
+are found with the power the design predicts and with fewer seeds than the fixed design of that power.
+
+Every run goes through ``evaluate_claims`` on in-memory results, the same path a report takes; rates
+are asserted with exact binomial tolerances (99.9% two-sided), as in test_statistics_calibration.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from harness.analysis.claims import FAIL, FUTILE, PASS, evaluate_claims
+from harness.analysis.results import RunResults, index_results
+from harness.analysis.sequential import (
+    Design,
+    fixed_seeds_for_power,
+    nominal_levels,
+    operating_characteristics,
+    spent,
+)
+
+ALPHA = 0.025  # one-sided level of a claim at 95% confidence
+FIRST = 3
+
+
+def binomial_bounds(trials: int, p: float, coverage: float = 0.999) -> tuple[int, int]:
+    low, high = scipy.stats.binom.interval(coverage, trials, p)
+    return int(low), int(high)
+
+
+def sequential_run(differences: np.ndarray, design: Design) -> RunResults:
+    """A two-arm run whose per-seed treatment - control differences are given, declared sequential."""
+    meta = {
+        "suite": "seq", "profile": "default", "seeds": list(range(len(differences))),
+        "sequential": design.describe(),
+        "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
+        "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+        "claims": [{"contrast": "treat-vs-control", "metric": "score", "test": "superior"}],
+        "metrics": {"score": {"direction": "higher", "unit": "", "kind": "quality", "key": True}},
+    }
+    trials = []
+    for seed, difference in enumerate(differences):
+        for arm, value in (("control", 10.0 + seed), ("treat", 10.0 + seed + difference)):
+            trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished", "point_label": "",
+                           "point": {}, "metrics": {"score": float(value)}})
+    return index_results(Path("."), meta, trials)
+
+
+def decide(paths: np.ndarray, design: Design) -> list:
+    return [evaluate_claims(sequential_run(path, design))[0] for path in paths]
+
+
+def naive_peeking_passes(paths: np.ndarray, design: Design) -> int:
+    """A fixed-n one-sided t test at level ALPHA at every look: what the design must not do."""
+    hits = np.zeros(len(paths), dtype=bool)
+    for n in design.looks:
+        sample = paths[:, :n]
+        t = sample.mean(1) / (sample.std(1, ddof=1) / math.sqrt(n))
+        hits |= scipy.stats.t.sf(t, n - 1) <= ALPHA
+    return int(hits.sum())
+
+
+# -- the boundaries ----------------------------------------------------------------------------------
+
+def test_one_look_is_the_fixed_test_and_spending_reaches_alpha_at_the_last_look():
+    assert nominal_levels((5,), ALPHA) == (ALPHA,)
+    for spending in ("obrien_fleming", "pocock"):
+        assert spent(1.0, ALPHA, spending) == ALPHA and spent(0.0, ALPHA, spending) == 0.0
+        levels = nominal_levels(Design(3, 12, spending=spending).looks, ALPHA, spending)
+        assert all(0 < level < ALPHA for level in levels)  # every look is stricter than a fixed test
+    # O'Brien-Fleming keeps almost nothing for the first look, Pocock spends early
+    obf, pocock = (nominal_levels(Design(3, 12).looks, ALPHA, s) for s in ("obrien_fleming", "pocock"))
+    assert obf[0] < 1e-4 < pocock[0] and obf[-1] > pocock[-1]
+
+
+def test_design_rejects_what_it_cannot_run():
+    for bad in (dict(first=5, max_seeds=4), dict(first=3, max_seeds=6, batch=0),
+                dict(first=3, max_seeds=6, spending="haybittle")):
+        with pytest.raises(ValueError):
+            Design(**bad)
+    assert Design(3, 10, batch=3).looks == (3, 6, 9, 10)
+
+
+# -- A/A: optional stopping keeps the error rate --------------------------------------------------------
+
+@pytest.mark.integration  # calibration by simulation
+@pytest.mark.parametrize("max_seeds", [6, 12, 20])
+def test_aa_false_pass_rate_under_sequential_looks_is_nominal_and_naive_peeking_is_not(max_seeds):
+    design = Design(FIRST, max_seeds)
+    paths = np.random.default_rng(max_seeds).normal(0.0, 1.0, size=(1000, max_seeds))
+    results = decide(paths, design)
+    low, high = binomial_bounds(len(paths), ALPHA)
+    false_pass = sum(r.status == PASS for r in results)
+    false_fail = sum(r.status == FAIL for r in results)
+    assert false_pass <= high and false_fail <= high
+    naive = naive_peeking_passes(paths, design)
+    assert naive > high, f"naive peeking passed {naive} of {len(paths)}: the test could not tell it apart"
+
+
+# -- planted effects: power as predicted, fewer seeds than the fixed design ----------------------------
+
+@pytest.mark.integration  # calibration by simulation
+@pytest.mark.parametrize(("max_seeds", "effect_in_sd"), [(6, 1.5), (12, 1.0)])
+def test_planted_effect_power_matches_the_design_and_uses_fewer_seeds_than_fixed(max_seeds, effect_in_sd):
+    design = Design(FIRST, max_seeds)
+    predicted = operating_characteristics(design, effect_in_sd, ALPHA)
+    assert 0.5 < predicted.power < 0.95  # an effect the design finds often, not always
+    paths = np.random.default_rng(1000 + max_seeds).normal(effect_in_sd, 1.0, size=(600, max_seeds))
+    results = decide(paths, design)
+    found = sum(r.status == PASS for r in results)
+    low, high = binomial_bounds(len(paths), predicted.power)
+    assert low <= found <= high
+    used = np.mean([r.n if r.status in (PASS, FAIL, FUTILE) else max_seeds for r in results])
+    fixed = fixed_seeds_for_power(effect_in_sd, ALPHA, predicted.power)
+    assert used < fixed, f"sequential used {used:.2f} seeds on average, the fixed design of equal power {fixed}"
+    assert abs(used - predicted.expected_seeds) < 0.5  # the plan's prediction of the cost holds
+
+
+def test_a_clear_effect_stops_early_and_a_null_one_is_futile():
+    design = Design(FIRST, 12)
+    rng = np.random.default_rng(5)
+    (clear,) = evaluate_claims(sequential_run(rng.normal(4.0, 1.0, 12), design))
+    assert clear.status == PASS and clear.n < 12 and clear.look == clear.n - FIRST + 1
+    assert clear.decision_interval.low > 0 and clear.boundary_t is not None
+    (null,) = evaluate_claims(sequential_run(np.array([0.3, -0.3, 0.1, -0.1, 0.2, -0.2, 0.0, 0.05] + [0.0] * 4),
+                                             design))
+    assert null.status == FUTILE and "conditional power" in null.detail and null.n < 12
+    no_futility = Design(FIRST, 12, futility=None)
+    (kept,) = evaluate_claims(sequential_run(np.array([0.3, -0.3, 0.1, -0.1, 0.2, -0.2, 0.0, 0.05] + [0.0] * 4),
+                                             no_futility))
+    assert kept.status == "inconclusive" and kept.n == 12
