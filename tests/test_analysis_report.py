@@ -7,6 +7,7 @@ follows from the construction.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from harness.analysis.decisions import analyse
 from harness.analysis.render import render_report, render_verdict_table
 from harness.analysis.report import build_report
 from harness.analysis.results import load_results
-from harness.analysis.stats import paired_difference
+from harness.analysis.stats import minimum_detectable_effect, paired_difference, t_quantile
 from harness.analysis.summary_json import summary
 from harness.analysis.verdicts import evaluate_validity, verdict
 from harness.cli import main
@@ -334,6 +335,61 @@ def test_holm_correction_turns_a_lone_pass_into_inconclusive_among_many_claims(t
     results = evaluate_claims(load_results(write_run(tmp_path / "family", family, records)))
     assert [r.status for r in results] == ["inconclusive"] * 4
     assert all(r.p_adjusted == pytest.approx(4 * result.p_value) for r in results)
+
+
+def holm_family_run(tmp_path: Path, name: str, diffs: list[float], claims: list[dict[str, Any]]) -> list:
+    """Four directed metrics m0..m3 (plus bytes) whose treatment - control differences are ``diffs``."""
+    metrics = {f"m{i}": {"direction": "higher", "unit": "", "kind": "quality"} for i in range(4)}
+    metrics["bytes"] = METRICS["bytes"]
+    records = [record(arm, seed, {**{m: 10.0 + seed + (d if arm == "treat" else 0.0) for m in metrics if m != "bytes"},
+                                  "bytes": 4096.0 if arm == "control" else 8192.0})
+               for seed, d in zip(SEEDS, diffs) for arm in ("control", "treat")]
+    return evaluate_claims(load_results(write_run(tmp_path / name, suite_meta(metrics=metrics, claims=claims), records)))
+
+
+HOLM_DIFFS = [0.2, 1.0, 0.6, 1.4, 0.3]  # one-sided t p ~ 0.017: within 0.025 alone, not within 0.025 / 4
+
+
+def test_fail_reads_the_same_holm_level_as_pass(tmp_path):
+    worse = [-d for d in HOLM_DIFFS]
+    (alone,) = holm_family_run(tmp_path, "alone", worse, [claim("m0", "superior")])
+    assert alone.status == "fail" and alone.decision_interval.high < 0
+    family = holm_family_run(tmp_path, "family", worse, [claim(f"m{i}", "superior") for i in range(4)])
+    # the unadjusted interval lies below 0, but at the level Holm tests each of four claims it does not
+    assert [r.status for r in family] == ["inconclusive"] * 4
+    assert all(r.interval.high < 0 < r.decision_interval.high for r in family)
+
+
+def test_mde_is_at_the_level_the_claim_was_tested_at(tmp_path):
+    family = holm_family_run(tmp_path, "family", HOLM_DIFFS, [claim(f"m{i}", "superior") for i in range(4)])
+    sd = float(np.std(HOLM_DIFFS, ddof=1))
+    for result in family:
+        assert result.level == pytest.approx(0.025 / 4)
+        assert result.mde == pytest.approx(minimum_detectable_effect(sd, 5, 0.025 / 4, sided=1), rel=1e-9)
+        assert result.mde > minimum_detectable_effect(sd, 5, 0.025, sided=1) * 1.3
+
+
+def test_deterministic_claims_stay_outside_the_holm_family(tmp_path):
+    claims = [claim("m0", "superior"), claim("bytes", "ratio", max=1.5), claim("bytes", "equal")]
+    sampled, doubled, equal = holm_family_run(tmp_path, "run", HOLM_DIFFS, claims)
+    assert (doubled.status, equal.status) == ("fail", "fail")  # 8192 / 4096 bytes, exactly
+    assert not doubled.in_family and sampled.in_family
+    assert sampled.status == "pass" and sampled.level == pytest.approx(0.025)  # alone in its family
+
+
+def test_relative_margin_uses_the_reference_bound_not_its_estimate(tmp_path):
+    # the control beats the weak arm by 1.0 on average but with spread: its 95% lower bound is ~0.2
+    spread = [0.2, 1.8, 0.5, 1.5, 1.0]
+    meta, records = with_reference(paired_records(), weaker={},
+                                   claims=[claim("err", "non_inferior", relative_margin=0.5, reference=REFERENCE)])
+    for rec in records:
+        if rec["arm"] == "weak":
+            rec["metrics"]["err"] += spread[SEEDS.index(rec["seed"])]
+    (result,) = evaluate_claims(load_results(write_run(tmp_path, meta, records)))
+    low = 1.0 - t_quantile(0.975, 4) * float(np.std(spread, ddof=1)) / math.sqrt(5)
+    assert result.reference.established and result.reference.margin == pytest.approx(0.5 * low, rel=1e-6)
+    # the treatment is 0.21 worse: within half the point estimate (0.5), beyond half the bound (~0.1)
+    assert result.status == "fail"
 
 
 def test_claims_come_first_and_state_method_n_confidence_and_mde(tmp_path):
