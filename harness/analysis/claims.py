@@ -103,8 +103,8 @@ class ClaimResult:
     level: float | None = None  # the one-sided level it was tested at (Holm-adjusted in the family)
     nominal_level: float | None = None  # that level at the deciding look (sequential boundary)
     decision_interval: Interval | None = None  # the two-sided interval at nominal_level: what decided
-    look: int = 1  # 1-based look at which it was decided (or the last look)
-    looks: int = 1  # looks taken
+    look: int = 1  # 1-based look at which it was decided (or the last look taken)
+    looks: int = 1  # looks the design plans
     sequential: bool = False
     mean_estimate: MeanEstimate | None = None  # the estimate the test read (difference or ratio)
 
@@ -372,7 +372,7 @@ def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, sch
     p_adjusted = _fixed_holm(family, history, alpha) if not design.sequential else {}
     for ident, entries in history.items():
         result = decided.get(ident) or next(r for r in reversed(entries) if r is not None)
-        out.append(replace(result, looks=len(entries), sequential=design.sequential, mde=_mde(result),
+        out.append(replace(result, looks=len(schedule), sequential=design.sequential, mde=_mde(result),
                            p_adjusted=p_adjusted.get(ident) if result.p_value is not None else None))
     return out
 

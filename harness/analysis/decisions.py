@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.analysis.claims import ClaimResult, evaluate_claims
+from harness.analysis.design_cost import DesignCost, design_cost
 from harness.analysis.results import RunResults
 from harness.analysis.verdicts import (
     ContrastRow,
@@ -22,12 +23,15 @@ class RunAnalysis:
     rows: tuple[ContrastRow, ...]
     validity: Validity
     claims: tuple[ClaimResult, ...]
+    cost: DesignCost | None = None  # sequential runs: seeds and time used against the fixed design
 
 
 def analyse(results: RunResults) -> RunAnalysis:
+    claims = tuple(evaluate_claims(results))
     return RunAnalysis(
         results=results,
         rows=tuple(evaluate_contrasts(results)),
         validity=evaluate_validity(results),
-        claims=tuple(evaluate_claims(results)),
+        claims=claims,
+        cost=design_cost(results, claims),
     )

@@ -74,6 +74,8 @@ def render_report(analysis: RunAnalysis, full: bool = False) -> str:
         parts.append(render_failed(results))
     if analysis.claims:
         parts.append(render_claims(analysis.claims, analysis.validity, results.confidence))
+    if analysis.cost is not None:
+        parts.append(analysis.cost.line())
     parts.append(render_verdict_table(analysis, full))
     return "\n\n".join(part for part in parts if part)
 
@@ -157,35 +159,41 @@ def render_failed(results: RunResults) -> str:
 
 
 def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence: float) -> str:
-    """The primary hypotheses, Holm-corrected, with the effect each could have detected."""
+    """The primary hypotheses, Holm-corrected, with the interval each decision read and the effect
+    each claim could have detected; sequential runs add the look that decided and its boundary."""
     not_counted = "" if validity.claims_count else f" ({validity.status.upper()})"
+    sequential = any(c.sequential for c in claims)
     lines = []
     for claim in claims:
         signed = claim.claim["test"] != "ratio"
-        lines.append([
-            claim.contrast,
-            claim.point or "-",
-            claim.key,
-            claim.statement,
-            str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else ""),
-            "-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
-            _interval(claim.interval, signed=signed),
-            _p(claim.p_value),
-            _p(claim.p_adjusted),
-            "-" if claim.mde is None else fmt(claim.mde),
-            f"{claim.status.upper()}{not_counted}",
-            claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail,
-        ])
+        head = [claim.contrast, claim.point or "-", claim.key, claim.statement,
+                str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else "")]
+        if sequential:
+            boundary = claim.boundary_t
+            middle = [f"{claim.look} of {claim.looks}", "-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
+                      _interval(claim.decision_interval, signed=signed),
+                      "-" if boundary is None else ("exact" if not np.isfinite(boundary) else f"{boundary:.3g}"),
+                      _p(claim.p_value)]
+        else:
+            middle = ["-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
+                      _interval(claim.interval, signed=signed), _p(claim.p_value), _p(claim.p_adjusted),
+                      _interval(claim.decision_interval, signed=signed)]
+        lines.append([*head, *middle, "-" if claim.mde is None else fmt(claim.mde), f"{claim.status.upper()}{not_counted}",
+                      claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail])
     alpha = claim_alpha(confidence)
+    family = sum(c.in_family for c in claims)
     title = (
-        f"primary claims (one-sided t at {alpha:g} each, Holm-corrected across the {len(claims)} claim rows; "
-        f"MDE = effect found with 80% power at this n and spread)\n"
-        f"{statistics_line(confidence, max((c.n for c in claims), default=0))}\n"
+        f"primary claims (one-sided t at {alpha:g} each, Holm across the {family} sampled claim rows for PASS and FAIL "
+        f"alike; exact quantities outside the family; MDE = effect found with 80% power at this n, spread and the "
+        f"level tested)\n{statistics_line(confidence, max((c.n for c in claims), default=0))}\n"
     )
-    ci = f"{100 * confidence:g}% CI"
-    return title + format_table(
-        ["contrast", "point", "metric", "test", "n", "estimate", ci, "p", "p (Holm)", "MDE", "result", "why"], lines
-    )
+    if sequential:
+        header = ["contrast", "point", "metric", "test", "n", "look", "estimate", "repeated CI", "t boundary", "p",
+                  "MDE", "result", "why"]
+    else:
+        header = ["contrast", "point", "metric", "test", "n", "estimate", f"{100 * confidence:g}% CI", "p",
+                  "p (Holm)", "Holm CI", "MDE", "result", "why"]
+    return title + format_table(header, lines)
 
 
 def fmt(value: float, signed: bool = False) -> str:

@@ -7,12 +7,14 @@ runs, a corrupt trial file) are safe to clean up here.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from harness.analysis.claims import evaluate_claims
+from harness.analysis.results import load_results
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials
@@ -103,54 +105,107 @@ def run_suite(
     runner = executor or SerialExecutor()
     env["executor"] = runner.name
 
-    trials = expand_trials(suite)
     records, corrupt = folder.load_trials()
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
     kept = folder.resumable(records) if resume else {}
-    stored = {t.trial_id: kept.get(t.trial_id) for t in trials}
-    done = [r for r in stored.values() if r is not None]
-    pending = [t for t in trials if stored.get(t.trial_id) is None]
-    outcome.records, outcome.skipped = list(done), len(done)
-    present: dict[str, list[TrialRun]] = {}
-
-    if tracker:
-        folder_id = results_id(folder.path)
-        unclosed = open_parents(folder.path, tracker)
-        unmirrored = [r for r in done if not is_mirrored(folder.path, r["trial_id"], tracker)]
-        if pending or unmirrored or unclosed:  # else MLflow is not even imported
-            tracker.close_parents(unclosed)
-            tracker.close_stale_parents(suite.name, suite.profile, folder_id)
-            present = tracker.trial_runs(suite.name, suite.profile, folder_id)
-            if pending or any(not _mirrored(r, present) for r in done):
-                run_name = f"{suite.name}/{suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-                outcome.parent_run_id = tracker.start_parent(meta, env, run_name, folder.path,
-                                                             extra_tags={RESULTS_ID_TAG: folder_id},
-                                                             texts=provenance_texts(suite.source.parent))
-            _reconcile(tracker, folder, outcome.parent_run_id, done, present, folder_id)
-
-    jobs = _jobs(suite, trials, pending, device, results_root, folder, env, trial_timeout)
+    mirror = _Mirror(tracker, folder, meta, env, suite) if tracker else None
+    seeds = list(suite.seeds)
     try:
-        for record in runner.run(jobs, console):
-            trial_file = folder.save_trial(record)
-            outcome.records.append(record)
-            outcome.ran += 1
-            status = "ok" if record["status"] == "finished" else f"FAILED: {record['error']}"
-            index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record["trial_id"])
-            console.trial_finished(suite.name, index, len(trials), _title(record), status, record["wall_seconds"])
-            if tracker and outcome.parent_run_id:
-                tracker.delete_runs(r.run_id for r in present.pop(record["trial_id"], []))  # older attempts
-                tracker.log_trial(
-                    outcome.parent_run_id, record, trial_file, marker_path(folder.path, record["trial_id"]),
-                    work_dir=folder.path / "work" / record["trial_id"], extra_tags={RESULTS_ID_TAG: folder_id},
-                )
+        while True:
+            look = replace(suite, seeds=seeds)
+            if meta["seeds"] != seeds:
+                meta["seeds"] = seeds
+                folder.save_suite(meta)
+            trials = expand_trials(look)
+            done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
+            pending = [t for t in trials if t.trial_id not in kept]
+            counted = {r["trial_id"] for r in outcome.records}
+            outcome.records += [r for r in done if r["trial_id"] not in counted]
+            if mirror:
+                mirror.stored(done, pending, outcome)
+            jobs = _jobs(look, trials, pending, device, results_root, folder, env, trial_timeout)
+            for record in runner.run(jobs, console):
+                trial_file = folder.save_trial(record)
+                kept[record["trial_id"]] = record
+                outcome.records.append(record)
+                outcome.ran += 1
+                status = "ok" if record["status"] == "finished" else f"FAILED: {record['error']}"
+                index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record["trial_id"])
+                console.trial_finished(suite.name, index, len(trials), _title(record), status, record["wall_seconds"])
+                if mirror:
+                    mirror.finished(record, trial_file, outcome)
+            more = _next_look(look, folder, console)
+            if not more:
+                break
+            seeds = seeds + more
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:
         console.close()
+        outcome.skipped = len(outcome.records) - outcome.ran
         outcome.wall_seconds = time.perf_counter() - clock
         outcome.mlflow_seconds = (tracker.seconds - mlflow_before) if tracker else 0.0
     return outcome
+
+
+class _Mirror:
+    """MLflow's copy of the run: one parent run for this invocation (started only when something is to
+    be logged) and exactly one complete child run per stored trial."""
+
+    def __init__(self, tracker: MlflowTracker, folder: RunFolder, meta: dict[str, Any], env: dict[str, str],
+                 suite: Suite) -> None:
+        self.tracker, self.folder, self.meta, self.env, self.suite = tracker, folder, meta, env, suite
+        self.folder_id = results_id(folder.path)
+        self.unclosed: list[str] | None = None
+        self.present: dict[str, list[TrialRun]] | None = None
+        self.reconciled: set[str] = set()
+
+    def stored(self, done: list[TrialRecord], pending: list[Trial], outcome: SuiteOutcome) -> None:
+        """Before a look runs: mirror its stored trials that MLflow lacks, start the parent if needed."""
+        tracker, folder = self.tracker, self.folder
+        if self.unclosed is None:
+            self.unclosed = open_parents(folder.path, tracker)
+        fresh = [r for r in done if r["trial_id"] not in self.reconciled]
+        unmirrored = [r for r in fresh if not is_mirrored(folder.path, r["trial_id"], tracker)]
+        if not (pending or unmirrored or self.unclosed):  # else MLflow is not even imported
+            self.reconciled.update(r["trial_id"] for r in fresh)
+            return
+        if self.present is None:
+            tracker.close_parents(self.unclosed)
+            tracker.close_stale_parents(self.suite.name, self.suite.profile, self.folder_id)
+            self.present = tracker.trial_runs(self.suite.name, self.suite.profile, self.folder_id)
+        if outcome.parent_run_id is None and (pending or any(not _mirrored(r, self.present) for r in fresh)):
+            run_name = f"{self.suite.name}/{self.suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+            outcome.parent_run_id = tracker.start_parent(self.meta, self.env, run_name, folder.path,
+                                                         extra_tags={RESULTS_ID_TAG: self.folder_id},
+                                                         texts=provenance_texts(self.suite.source.parent))
+        _reconcile(tracker, folder, outcome.parent_run_id, fresh, self.present, self.folder_id)
+        self.reconciled.update(r["trial_id"] for r in fresh)
+
+    def finished(self, record: TrialRecord, trial_file: Path, outcome: SuiteOutcome) -> None:
+        if outcome.parent_run_id is None:
+            return
+        self.tracker.delete_runs(r.run_id for r in (self.present or {}).pop(record["trial_id"], []))  # older attempts
+        self.tracker.log_trial(
+            outcome.parent_run_id, record, trial_file, marker_path(self.folder.path, record["trial_id"]),
+            work_dir=self.folder.path / "work" / record["trial_id"], extra_tags={RESULTS_ID_TAG: self.folder_id},
+        )
+        self.reconciled.add(record["trial_id"])
+
+
+def _next_look(look: Suite, folder: RunFolder, console: Console) -> list[int]:
+    """The seeds of the next look: none when the design is fixed or complete or every claim is decided."""
+    if look.sequential is None or len(look.seeds) >= look.sequential.max_seeds:
+        return []
+    undecided = [c for c in evaluate_claims(load_results(folder.path)) if c.open]
+    if not undecided:
+        console.line(f"{look.name}: every claim decided at {len(look.seeds)} seeds")
+        return []
+    more = look.next_seeds(min(look.sequential.batch, look.sequential.max_seeds - len(look.seeds)))
+    console.line(f"{look.name}: {len(undecided)} claim(s) undecided at {len(look.seeds)} seeds; "
+                 f"next look adds seed(s) {', '.join(map(str, more))}")
+    return more
 
 
 def _jobs(

@@ -18,7 +18,9 @@ from harness.suite.model import DEFAULT_PROFILE, Arm, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS, check_params, check_references, check_size
 from harness.suite.schema import (
     CollectionSpec,
+    SEED_LIMIT,
     GateSpec,
+    SequentialSpec,
     SuiteSpec,
     SweepAxes,
     check_name,
@@ -149,6 +151,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
 
     params, sweep, arm_specs, run_seeds = dict(spec.params), dict(spec.sweep), dict(spec.arms), list(spec.seeds)
     gate = spec.gate
+    sequential, sequential_loc = spec.sequential, ["sequential"]
     arm_params = {name: a.params for name, a in arm_specs.items()}
     arm_sweeps = {
         name: _axes(path, node, ["arms", name, "sweep"], (a.model_extra or {}).get("sweep"))
@@ -167,6 +170,9 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
             sweep_locs[None] = ["profiles", profile, "sweep"]
         if chosen.seeds is not None:
             run_seeds = list(chosen.seeds)
+            sequential = None
+        if "sequential" in chosen.model_fields_set:
+            sequential, sequential_loc = chosen.sequential, ["profiles", profile, "sequential"]
         if chosen.gate:
             try:
                 gate = GateSpec.model_validate(_deep_merge(spec.gate.model_dump(), chosen.gate))
@@ -184,9 +190,11 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
                 arm_sweeps[name] = _axes(path, node, sweep_locs[name], override.pop("sweep"))
             arm_params[name] = _deep_merge(arm_params[name], override)
     if seeds is not None:
-        run_seeds = list(seeds)
+        run_seeds, sequential = list(seeds), None  # --seeds: exactly these, a fixed design
     if not run_seeds:
         raise SuiteError(f"{path}: no seeds to run")
+    if sequential is not None:
+        _check_design(path, node, sequential_loc, run_seeds, sequential)
 
     if arm_filter is not None:
         unknown = [a for a in arm_filter if a not in arm_params]
@@ -200,6 +208,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
         task=task, seeds=run_seeds, params=params, sweep=sweep, arms=arms,
         contrasts=[c for c in spec.contrasts if not arm_filter or (c.treatment in arms and c.control in arms)],
         validity=spec.validity, claims=spec.claims, gate=gate, confidence=spec.confidence, profiles=sorted(spec.profiles),
+        sequential=sequential,
     )
     check_size(path, suite, limits.trials)
     for arm in arms.values():
@@ -213,3 +222,16 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
     check_references(path, node, spec, suite)
     check_params(path, node, suite, sweep_locs)
     return suite
+
+
+def _check_design(path: Path, node, loc: list[Any], seeds: list[int], design: SequentialSpec) -> None:
+    """A sequential design needs a t interval at its first look and room to grow."""
+    if len(seeds) < 2:
+        raise SuiteError(f"{located(path, node, ['seeds'])}: seeds: a sequential design's first look needs at "
+                         f"least 2 seeds (a t interval), got {len(seeds)}")
+    if design.max_seeds < len(seeds):
+        raise SuiteError(f"{located(path, node, [*loc, 'max_seeds'])}: {'.'.join(loc)}.max_seeds: "
+                         f"{design.max_seeds} is fewer than the {len(seeds)} seeds of the first look")
+    if max(seeds) + design.max_seeds - len(seeds) >= SEED_LIMIT:
+        raise SuiteError(f"{located(path, node, [*loc, 'max_seeds'])}: {'.'.join(loc)}.max_seeds: the seeds after "
+                         f"{max(seeds)} would pass 2**63")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, SweepAxes, ValiditySpec
+from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, SequentialSpec, SweepAxes, ValiditySpec
 from harness.tasks import Task
 
 DEFAULT_PROFILE = "default"
@@ -43,6 +43,18 @@ class Suite:
     gate: GateSpec
     confidence: float = 0.95
     profiles: list[str] = field(default_factory=list)
+    sequential: SequentialSpec | None = None  # seeds is then the first look
+
+    def next_seeds(self, count: int) -> list[int]:
+        """The seeds a sequential run adds after its current ones: the next integers."""
+        start = max(self.seeds) + 1
+        return list(range(start, start + count))
+
+    def design(self) -> dict[str, Any] | None:
+        """The sequential design as stored in suite.json (None: a fixed design)."""
+        if self.sequential is None:
+            return None
+        return {"first": len(self.seeds), **self.sequential.model_dump()}
 
     def describe(self) -> dict[str, Any]:
         """The resolved suite as plain data (stored with the results and logged to MLflow)."""
@@ -62,4 +74,5 @@ class Suite:
             "claims": [c.model_dump(exclude_none=True) for c in self.claims],
             "confidence": self.confidence,
             "gate": self.gate.model_dump(),
+            "sequential": self.design(),
         }

@@ -99,6 +99,16 @@ class ClaimSpec(Strict):
         return self
 
 
+class SequentialSpec(Strict):
+    """Look after the suite's seeds and after every ``batch`` more, up to ``max_seeds``, stopping once
+    every claim is decided (group-sequential design; harness/analysis/sequential.py)."""
+
+    max_seeds: int = Field(ge=2, le=1000)
+    batch: int = Field(1, ge=1)
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    futility: float | None = Field(0.10, ge=0, lt=1, description="conditional power below which a claim stops")
+
+
 class ValiditySpec(Strict):
     control: str
     metric: str
@@ -131,7 +141,8 @@ class ArmOverrides(BaseModel):
 
 class ProfileSpec(Strict):
     description: str = ""
-    seeds: list[int] | None = None
+    seeds: list[int] | None = None  # a fixed design unless the profile declares its own `sequential`
+    sequential: SequentialSpec | None = None  # `sequential: null` makes the profile fixed
     params: dict[str, Any] = Field(default_factory=dict)
     sweep: SweepAxes | None = None
     arms: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -155,6 +166,7 @@ class SuiteSpec(Strict):
     description: str = ""
     task: str
     seeds: list[int] = Field(min_length=1)
+    sequential: SequentialSpec | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     sweep: SweepAxes = Field(default_factory=dict)
     arms: dict[str, ArmOverrides]
