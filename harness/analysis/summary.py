@@ -21,7 +21,7 @@ from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, 
 
 TITLE = "## harness summary"
 SUMMARY_FILE = "summary.md"  # in the results folder, beside the suites
-RESULT_ORDER = ("pass", "fail", "inconclusive", "vacuous", "insufficient pairs")
+RESULT_ORDER = ("pass", "fail", "inconclusive", "vacuous", "futile", "insufficient pairs")
 CLAIM_HEADER = ("contrast", "metric", "point", "test", "estimate [{confidence:g}% CI]", "result", "seeds")
 
 
@@ -44,6 +44,10 @@ class SuiteSummary:
         else:
             time = f"trial time {_seconds(sum(float(t.get('wall_seconds') or 0.0) for t in results.finished))}"
         failed = f", {len(results.failed)} FAILED trial(s)" if results.failed else ""
+        cost = self.analysis.cost
+        if cost is not None:
+            seeds += f" of up to {cost.design.max_seeds} (sequential"
+            seeds += f"; fixed design of equal power: {cost.fixed_seeds})" if cost.fixed_seeds else ")"
         return (f"### {results.suite} ({results.profile}): validity {validity_text(self.analysis.validity)}; "
                 f"{seeds}, {time}{failed}")
 
@@ -123,7 +127,8 @@ def render_summary(summaries: Sequence[SuiteSummary]) -> str:
 
 
 def _seeds(claim: ClaimResult) -> str:
-    return str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else "")
+    look = f" (look {claim.look})" if claim.sequential else ""
+    return str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else "") + look
 
 
 def _seconds(seconds: float) -> str:

@@ -2,6 +2,7 @@
 statistics used."""
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
@@ -21,8 +22,10 @@ def statistics_summary(confidence: float) -> dict[str, Any]:
         "difference": "treatment - control",
         "interval": "Student-t interval of the mean paired difference",
         "check": "exact two-sided sign-flip permutation test (Monte Carlo beyond 16 pairs)",
-        "primary": f"claims: one-sided t at {claim_alpha(confidence):g}, Holm across the suite's claims; "
-                   "non-inferiority/equivalence vacuous unless their reference effect is established",
+        "primary": f"claims: one-sided t at {claim_alpha(confidence):g}, Holm across the suite's sampled claims for "
+                   "PASS and FAIL alike (exact quantities outside the family); non-inferiority/equivalence vacuous "
+                   "unless their reference effect is established (relative margins: the fixed-margin method on the "
+                   "reference's conservative bound); sequential designs: Lan-DeMets spending on the t statistic",
         "secondary": "contrast rows: per-row verdict at the confidence level; Benjamini-Hochberg q over directed rows",
         "power": POWER,
     }
@@ -42,6 +45,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
         "device_name": results.meta.get("device_name"),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seeds": results.seeds,
+        "sequential": None if analysis.cost is None else _cost_json(analysis),
         "statistics": statistics_summary(results.confidence),
         "valid": validity.valid,
         "validity": {
@@ -69,8 +73,16 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
                 "estimate": claim.estimate,
                 **_interval_json(claim.interval),
                 "p_value": claim.p_value,
+                "p_fail": claim.p_fail,
                 "p_holm": claim.p_adjusted,
+                "in_holm_family": claim.in_family,
+                "level": claim.level,
+                "nominal_level": claim.nominal_level,
+                "decision_interval": _interval_json(claim.decision_interval),
                 "mde_80": claim.mde,
+                "look": claim.look,
+                "looks_planned": claim.looks,
+                "boundary_t": _finite_or_none(claim.boundary_t),
                 "reference_effect": None if claim.reference is None else {
                     "contrast": claim.reference.contrast, "estimate": claim.reference.estimate, "n": claim.reference.n,
                     **_interval_json(claim.reference.interval), "margin": claim.reference.margin,
@@ -147,3 +159,14 @@ def _difference_json(difference: PairedDifference) -> dict[str, Any]:
 
 def _interval_json(interval: Interval | None) -> dict[str, float | None]:
     return {"ci_low": None if interval is None else interval.low, "ci_high": None if interval is None else interval.high}
+
+
+def _cost_json(analysis: RunAnalysis) -> dict[str, Any]:
+    cost = analysis.cost
+    return {**cost.design.describe(), "looks_planned": list(cost.design.looks), "looks_taken": cost.looks,
+            "seeds_used": cost.seeds_used, "trial_seconds": cost.trial_seconds, "fixed_design_seeds": cost.fixed_seeds,
+            "fixed_design_trial_seconds": cost.fixed_trial_seconds}
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None

@@ -54,6 +54,10 @@ def parent_metrics(analysis: RunAnalysis) -> dict[str, float]:
             "ci_high": None if interval is None else interval.high,
             "p_value": claim.p_value,
             "p_holm": claim.p_adjusted,
+            "seeds": float(claim.n),
+            "look": float(claim.look) if claim.sequential else None,
+            "repeated_ci_low": claim.decision_interval.low if claim.sequential and claim.decision_interval else None,
+            "repeated_ci_high": claim.decision_interval.high if claim.sequential and claim.decision_interval else None,
         }
         metrics.update({f"{base}/{name}": float(v) for name, v in values.items() if _finite(v)})
     results = analysis.results
@@ -86,8 +90,24 @@ def tracking_tags(analysis: RunAnalysis) -> dict[str, str]:
         "harness.stats.method": METHOD,
         "harness.stats.confidence": f"{results.confidence:g}",
         "harness.stats.seeds": str(len(results.seeds)),
-        "harness.stats.primary": "one-sided t, Holm across claims",
+        "harness.stats.primary": "one-sided t, Holm across sampled claims (PASS and FAIL)",
         "harness.stats.secondary": "per-row t, Benjamini-Hochberg q",
         "harness.validity": analysis.validity.status,
         "harness.claims": ", ".join(f"{n} {status}" for status, n in sorted(outcomes.items())) or "none",
+        **_design_tags(analysis),
     }
+
+
+def _design_tags(analysis: RunAnalysis) -> dict[str, str]:
+    """A sequential run's design and what it cost against the fixed design of the same power."""
+    cost = analysis.cost
+    if cost is None:
+        return {"harness.design": "fixed"}
+    tags = {
+        "harness.design": f"sequential {cost.design.spending}, looks {','.join(map(str, cost.design.looks))}",
+        "harness.design.seeds_used": str(cost.seeds_used),
+        "harness.design.looks_taken": str(cost.looks),
+    }
+    if cost.fixed_seeds is not None:
+        tags["harness.design.fixed_equivalent_seeds"] = str(cost.fixed_seeds)
+    return tags

@@ -1,0 +1,85 @@
+"""`harness run` with a sequential design: looks until every claim is decided, resumes from stored
+trials, `--seeds` gives a fixed design, and the report, summary.json and MLflow say what happened."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SUITE = """\
+suite: seq
+task: calibration_task:CalibrationTask
+seeds: [0, 1, 2]
+sequential: {max_seeds: 12}
+arms:
+  a: {tag: a, shared_sd: 0.1}
+  b: {tag: b, shared_sd: 0.1, effect: 2.5}
+  c: {tag: c, shared_sd: 0.1, effect: 0.0}
+contrasts:
+  - {treatment: b, control: a}
+  - {treatment: c, control: a}
+claims:
+  - {contrast: b-vs-a, metric: score, test: superior}
+  - {contrast: c-vs-a, metric: score, test: superior}
+"""
+
+
+def run(harness_cmd, cli_env, suite: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([*harness_cmd, "run", str(suite), "--results", str(results), *extra],
+                          env=cli_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.integration
+def test_a_sequential_run_stops_when_every_claim_is_decided_and_resumes_from_stored_trials(
+        tmp_path, harness_cmd, cli_env):
+    suite = tmp_path / "seq.yaml"
+    suite.write_text(SUITE)
+    results = tmp_path / "r"
+    first = run(harness_cmd, cli_env, suite, results, "--no-mlflow")
+    run_dir = results / "seq" / "default"
+    summary = json.loads((run_dir / "report" / "summary.json").read_text())
+    design = summary["sequential"]
+    used = design["seeds_used"]
+    assert 3 <= used < 12 and summary["seeds"] == list(range(used))
+    assert json.loads((run_dir / "suite.json").read_text())["seeds"] == list(range(used))
+    clear, null = summary["claims"]
+    assert clear["result"] == "pass" and clear["n"] <= used and clear["boundary_t"] > 0
+    assert null["result"] in ("futile", "fail", "inconclusive") and null["look"] <= design["looks_taken"]
+    assert "every claim decided" in first.stdout + first.stderr
+    assert "repeated CI" in (run_dir / "report" / "verdicts.txt").read_text()
+    # an interrupt after the last look's first trial: only its missing trials run again, to the same decisions
+    last_seed = used - 1
+    for path in (run_dir / "trials").glob("*.json"):
+        record = json.loads(path.read_text())
+        if record["seed"] == last_seed and record["arm"] != "a":
+            path.unlink()
+    again = run(harness_cmd, cli_env, suite, results, "--no-mlflow")
+    assert f"2 ran, {3 * used - 2} already finished" in again.stdout
+    resumed = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert [(c["result"], c["n"]) for c in resumed["claims"]] == [(c["result"], c["n"]) for c in summary["claims"]]
+
+
+@pytest.mark.integration
+def test_seeds_option_gives_a_fixed_design_and_mlflow_records_the_design(tmp_path, harness_cmd, cli_env):
+    suite = tmp_path / "seq.yaml"
+    suite.write_text(SUITE)
+    run(harness_cmd, cli_env, suite, tmp_path / "fixed", "--no-mlflow", "--seeds", "0,1,2,3")
+    summary = json.loads((tmp_path / "fixed" / "seq" / "default" / "report" / "summary.json").read_text())
+    assert summary["sequential"] is None and summary["seeds"] == [0, 1, 2, 3]
+    assert all(c["n"] == 4 for c in summary["claims"])
+
+    results = tmp_path / "tracked"
+    run(harness_cmd, cli_env, suite, results)
+    import mlflow  # the real store the run wrote
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
+    (experiment,) = [e for e in client.search_experiments() if e.name != "Default"]
+    parents = [r for r in client.search_runs([experiment.experiment_id]) if "harness.design" in r.data.tags]
+    assert parents, "no parent run carries the design"
+    tags = parents[0].data.tags
+    used = json.loads((results / "seq" / "default" / "report" / "summary.json").read_text())["sequential"]["seeds_used"]
+    assert tags["harness.design"].startswith("sequential obrien_fleming") and tags["harness.design.seeds_used"] == str(used)
