@@ -22,13 +22,16 @@ from typing import Callable
 
 import torch
 
+from harness.analysis.claims import evaluate_claims
 from harness.analysis.compare import CompareError, Comparison, load_pair
 from harness.analysis.compare_plot import write_comparison_plot
 from harness.analysis.compare_report import run_label
 from harness.analysis.decisions import RunAnalysis, analyse
+from harness.analysis.planning import SeedPlan, family_size, plan_suite
 from harness.analysis.render import render_report
 from harness.analysis.report import RunReport, build_report, stored_report_text
 from harness.analysis.results import ResultsError, load_results
+from harness.analysis.sequential import Design
 from harness.analysis.summary import SUMMARY_FILE, SuiteSummary, render_summary
 from harness.devices import resolve_device
 from harness.execution.executor import Executor, SerialExecutor
@@ -292,6 +295,32 @@ def report(results: Path) -> list[RunReport]:
 def summary(reports: list[RunReport]) -> str:
     """The Markdown summary of rebuilt reports: validity and primary claims per suite."""
     return render_summary([SuiteSummary(r.analysis) for r in reports])
+
+
+def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path | None = None) -> list[SeedPlan]:
+    """Seeds each primary claim needs: fixed for 80% power, and under the suite's sequential design
+    (or, for a fixed suite, a sequential one up to four times its seeds), at a pilot's effects or assumed ones."""
+    plans = []
+    for suite in load_suites(suite_file, options):
+        design = Design.from_stored(suite.design(), len(suite.seeds)) if suite.sequential else Design(
+            max(len(suite.seeds), 2), max(4 * len(suite.seeds), 3))
+        kinds = {m.name: m.kind for m in suite.task.metrics}
+        claims = [c.model_dump(exclude_none=True) for c in suite.claims]
+        pilot_claims = None
+        if pilot is not None:
+            try:
+                folders = run_folders(pilot)
+            except UsageError as exc:
+                raise UsageError(f"--from: {exc}") from None
+            folder = next((p for p in folders if p.parent.name == suite.name), None)
+            if folder is None:
+                raise UsageError(f"--from {pilot}: no stored run of suite {suite.name!r} there")
+            try:
+                pilot_claims = evaluate_claims(load_results(folder))
+            except ResultsError as exc:
+                raise UsageError(str(exc)) from None
+        plans.append(plan_suite(suite.name, suite.confidence, family_size(claims, kinds), design, pilot_claims))
+    return plans
 
 
 def save_baselines(results: Path, out_dir: Path = DEFAULT_BASELINES_DIR) -> list[Path]:

@@ -134,3 +134,47 @@ def test_a_clear_effect_stops_early_and_a_null_one_is_futile():
     (kept,) = evaluate_claims(sequential_run(np.array([0.3, -0.3, 0.1, -0.1, 0.2, -0.2, 0.0, 0.05] + [0.0] * 4),
                                              no_futility))
     assert kept.status == "inconclusive" and kept.n == 12
+
+
+# -- planning ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("effect_in_sd", [0.6, 1.0, 2.0])
+def test_fixed_seeds_for_power_is_the_fewest_that_reach_it_by_simulation(effect_in_sd):
+    n = fixed_seeds_for_power(effect_in_sd, ALPHA, 0.8)
+    rng = np.random.default_rng(int(effect_in_sd * 10))
+
+    def simulated_power(seeds: int) -> float:
+        sample = rng.normal(effect_in_sd, 1.0, size=(20_000, seeds))
+        t = sample.mean(1) / (sample.std(1, ddof=1) / math.sqrt(seeds))
+        return float(np.mean(scipy.stats.t.sf(t, seeds - 1) <= ALPHA))
+
+    assert simulated_power(n) > 0.8 - 0.015
+    if n > 2:
+        assert simulated_power(n - 1) < 0.8 + 0.015
+
+
+def test_plan_reads_each_claims_effect_from_a_pilot_run(tmp_path):
+    from harness import api
+    from harness.store import RunFolder
+    from records import make_record
+
+    differences = np.array([1.0, 1.5, 0.5, 1.2, 0.8])
+    results = sequential_run(differences, Design(5, 5))
+    folder = RunFolder(tmp_path / "pilot", "seq", "default")
+    folder.save_suite({**results.meta, "sequential": None})
+    for n, trial in enumerate(results.finished):
+        folder.save_trial(make_record(f"t{n}", suite="seq", profile="default", **{
+            k: trial[k] for k in ("arm", "arm_label", "seed", "point", "status", "metrics")}))
+    suite = tmp_path / "seq.yaml"
+    suite.write_text("suite: seq\ntask: calibration_task:CalibrationTask\nseeds: [0, 1, 2]\n"
+                     "sequential: {max_seeds: 8}\narms:\n  control: {tag: a}\n  treat: {tag: b}\n"
+                     "contrasts:\n  - {treatment: treat, control: control}\n"
+                     "claims:\n  - {contrast: treat-vs-control, metric: score, test: superior}\n")
+    (plan,) = api.plan_seeds(suite, pilot=tmp_path / "pilot")
+    (row,) = plan.rows
+    t = differences.mean() / (differences.std(ddof=1) / math.sqrt(5))
+    assert row.effect_in_sd == pytest.approx(t / math.sqrt(5), rel=1e-6)
+    assert row.fixed_seeds == fixed_seeds_for_power(row.effect_in_sd, ALPHA, 0.8)
+    assert plan.design.looks == (3, 4, 5, 6, 7, 8) and 3 <= row.sequential.expected_seeds <= 8
+    with pytest.raises(api.UsageError, match="--from"):
+        api.plan_seeds(suite, pilot=tmp_path / "missing")

@@ -54,6 +54,21 @@ def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
     click.echo(text.rstrip("\n"))
 
 
+@click.command()
+@click.argument("suite_file", type=click.Path(path_type=Path))
+@click.option("--from", "pilot", type=click.Path(path_type=Path),
+              help="A results folder holding a pilot run of the suite: plan at the effects it showed.")
+@click.option("--profile", default=api.DEFAULT_PROFILE, show_default=True, help="Profile to plan.")
+def plan(suite_file: Path, pilot: Path | None, profile: str) -> None:
+    """Seeds each primary claim of SUITE_FILE needs: a fixed design's for 80% power, and the sequential
+    design's power and expected seeds (nothing is run)."""
+    try:
+        plans = api.plan_seeds(suite_file, api.RunOptions(profile=profile), pilot)
+    except api.UsageError as exc:
+        _fail(str(exc))
+    click.echo("\n\n".join(p.render() for p in plans))
+
+
 @click.group()
 def baseline() -> None:
     """Reference results that `harness gate` compares against."""
@@ -100,4 +115,4 @@ def gate(results: Path, baseline_file: Path | None, baselines_dir: Path, junit_p
         raise click.exceptions.Exit(REGRESSION)
 
 
-COMMANDS = (report, baseline, gate)
+COMMANDS = (report, plan, baseline, gate)

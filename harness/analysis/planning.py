@@ -1,0 +1,95 @@
+"""`harness plan`: how many seeds each primary claim needs, before spending them.
+
+Per claim, the fixed design's seeds for 80% power and the sequential design's power and expected
+seeds, at the effect a pilot run showed (its standardized distance from the claim's pass bound,
+t / sqrt(n)) or, without a pilot, at a ladder of standardized effects. Planning uses the level the
+claim would face first under Holm, alpha / (claims in the family): conservative by design.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import scipy.stats
+
+from harness.analysis.claims import ClaimResult, claim_alpha
+from harness.analysis.sequential import Design, OperatingCharacteristics, fixed_seeds_for_power, operating_characteristics
+from harness.analysis.stats import POWER
+
+ASSUMED_EFFECTS = (0.5, 0.8, 1.2, 2.0)  # mean difference / sd of the paired differences
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    label: str  # contrast, metric, point and test of the claim, or the assumed effect
+    effect_in_sd: float | None
+    fixed_seeds: int | None  # for POWER at the planning level
+    sequential: OperatingCharacteristics | None
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    suite: str
+    family_size: int
+    level: float
+    design: Design
+    source: str  # where the effects come from
+    rows: tuple[ClaimPlan, ...]
+
+    def render(self) -> str:
+        d = self.design
+        lines = [f"== {self.suite}: {self.family_size} sampled claim(s) in the Holm family, planned at one-sided "
+                 f"{self.level:.4g}; effects {self.source}",
+                 f"sequential design: {d.spending}, looks at {', '.join(map(str, d.looks))} seeds"
+                 + (f", futility below {d.futility:g}" if d.futility is not None else "")]
+        header = f"{'claim':<58} {'effect/sd':>9} {'fixed n (80%)':>13} {'seq power':>9} {'seq E[n]':>8}"
+        lines += [header, "-" * len(header)]
+        for row in self.rows:
+            effect = "-" if row.effect_in_sd is None else f"{row.effect_in_sd:.3g}"
+            fixed = "-" if row.fixed_seeds is None else str(row.fixed_seeds)
+            if row.fixed_seeds is None and row.effect_in_sd is not None and row.effect_in_sd > 0:
+                fixed = ">1000"
+            seq = row.sequential
+            power = "-" if seq is None else f"{seq.power:.2f}"
+            expected = "-" if seq is None else f"{seq.expected_seeds:.1f}"
+            lines.append(f"{row.label[:58]:<58} {effect:>9} {fixed:>13} {power:>9} {expected:>8}")
+        return "\n".join(lines)
+
+
+def plan_suite(name: str, confidence: float, family_size: int, design: Design,
+               pilot: Sequence[ClaimResult] | None) -> SeedPlan:
+    """The plan of one suite; ``pilot`` are the claim results of an earlier run of it."""
+    level = claim_alpha(confidence) / max(family_size, 1)
+    if pilot:
+        rows = [_row(_label(c), _pilot_effect(c), level, design) for c in pilot if c.in_family]
+        source = "from the pilot run"
+    else:
+        rows = [_row(f"any claim at effect/sd = {d:g}", d, level, design) for d in ASSUMED_EFFECTS]
+        source = "assumed (give --from RESULTS for a pilot's)"
+    return SeedPlan(name, family_size, level, design, source, tuple(rows))
+
+
+def family_size(claims: Sequence[dict[str, Any]], metric_kinds: dict[str, str]) -> int:
+    """Claims that will carry sampling error (not `equal`, not on an exact memory quantity)."""
+    return sum(1 for c in claims if c["test"] != "equal" and metric_kinds.get(c["metric"].split("@")[0]) != "memory")
+
+
+def _row(label: str, effect: float | None, level: float, design: Design) -> ClaimPlan:
+    if effect is None or effect <= 0:
+        return ClaimPlan(label, effect, None, None)
+    fixed = fixed_seeds_for_power(effect, level, POWER)
+    return ClaimPlan(label, effect, fixed, operating_characteristics(design, effect, level, paths=4000))
+
+
+def _pilot_effect(claim: ClaimResult) -> float | None:
+    """The pilot's standardized distance from the pass bound: the one-sided t over sqrt(n)."""
+    if claim.p_value is None or claim.n < 2:
+        return None
+    p = min(max(claim.p_value, 1e-300), 1.0 - 1e-16)
+    return float(scipy.stats.t.isf(p, claim.n - 1)) / math.sqrt(claim.n)
+
+
+def _label(claim: ClaimResult) -> str:
+    point = f" @ {claim.point}" if claim.point else ""
+    return f"{claim.contrast} {claim.key}{point} {claim.statement}"
