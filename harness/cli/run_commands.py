@@ -182,9 +182,14 @@ def validate(suite_file, profile, max_trials, max_nodes) -> None:
         _fail(str(exc))
     for suite in suites:
         trials = expand_trials(suite)
+        seeds = f"{len(suite.seeds)} seeds"
+        if suite.sequential is not None:
+            per_seed = len(trials) // len(suite.seeds)
+            seeds += (f" first look, sequential up to {suite.sequential.max_seeds} "
+                      f"({per_seed * suite.sequential.max_seeds} trials at most)")
         click.echo(
             f"ok: {suite.name} ({suite.profile}): task {suite.task_name} v{suite.task.version}, "
-            f"{len(suite.arms)} arms, {len(suite.seeds)} seeds, {len(trials)} trials; "
+            f"{len(suite.arms)} arms, {seeds}, {len(trials)} trials; "
             f"profiles: {', '.join([DEFAULT_PROFILE, *suite.profiles])}"
         )
 
