@@ -22,6 +22,7 @@ from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
 from harness.tasks.base import DetailScatter, Metric, ParetoView, Task, TaskParams, TrialContext
 from harness.tasks.vocab.cldr import CATEGORIES, MIN_LOCALES, cldr_corpus
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
+from harness.tasks.vocab.gettext import catalog_locales, catalog_root, gettext_corpus
 from harness.tasks.vocab.interference_scores import measure_interference
 from harness.measure.ranks import auprc, auroc, spearman
 from harness.tasks.vocab.retrieval import retrieval_metrics, retrieval_ranks
@@ -33,11 +34,12 @@ WORKLOAD_FIELDS = {
     "synthetic": ("n_languages", "n_concepts", "cognate_rate", "false_friend_rate", "false_friend_boost",
                   "frequency_spread", "min_length", "max_length", "train_pairs", "test_pairs", "twin_fraction"),
     "cldr": ("locales", "categories", "test_fraction"),
+    "gettext": ("locales", "test_fraction"),
 }
 
 
 class VocabParams(TaskParams):
-    workload: Literal["synthetic", "cldr"] = "synthetic"
+    workload: Literal["synthetic", "cldr", "gettext"] = "synthetic"
     # synthetic languages
     n_languages: int = Field(4, ge=2)
     n_concepts: int = Field(300, ge=10)
@@ -51,7 +53,7 @@ class VocabParams(TaskParams):
     train_pairs: int = Field(20000, ge=16)
     test_pairs: int = Field(300, ge=2, description="held-out pairs per language pair")
     twin_fraction: float = Field(0.5, ge=0.0, le=1.0, description="test pairs built as false-friend twins")
-    # CLDR display names
+    # CLDR display names and gettext catalogs ("en": the msgid)
     locales: tuple[str, ...] = ("en", "de", "fr", "es", "it", "nl")
     categories: tuple[str, ...] = CATEGORIES
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
@@ -103,6 +105,10 @@ class VocabParams(TaskParams):
             raise ValueError(f"min_length {self.min_length} exceeds max_length {self.max_length}")
         if self.workload == "cldr" and len(self.locales) < MIN_LOCALES:
             raise ValueError(f"the cldr workload needs at least {MIN_LOCALES} locales, got {list(self.locales)}")
+        if self.workload == "gettext":
+            if len(self.locales) < 2:
+                raise ValueError(f"the gettext workload needs at least 2 locales, got {list(self.locales)}")
+            refuse_unknown("gettext locales", self.locales, catalog_locales(catalog_root()))
         if self.batch_size > self.train_pairs:
             raise ValueError(f"batch_size {self.batch_size} exceeds train_pairs {self.train_pairs}")
         return self
@@ -111,7 +117,8 @@ class VocabParams(TaskParams):
 class VocabTask(Task):
     name = "vocab"
     # 7: synthetic sharing structure randomised (no trivial cue), language_count index, CLDR holds out
-    # pairs whose sentences train with other partners
+    # pairs whose sentences train with other partners; the gettext workload (django's catalogs) came
+    # later in 7: a new option that leaves every other workload's outputs as they were
     version = "7"
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
@@ -236,6 +243,8 @@ def scores_of(chosen: CandidatePairs, candidates: CandidatePairs, scores: np.nda
 def build_corpus(params: VocabParams, ctx: TrialContext) -> Corpus:
     if params.workload == "cldr":
         return cldr_corpus(params.locales, params.categories, params.test_fraction, ctx.numpy_stream("cldr-split"))
+    if params.workload == "gettext":
+        return gettext_corpus(params.locales, params.test_fraction, ctx.numpy_stream("gettext-split"))
     spec = SyntheticSpec(params.n_languages, params.n_concepts, params.cognate_rate, params.false_friend_rate,
                          params.false_friend_boost, params.frequency_spread, params.min_length, params.max_length,
                          params.train_pairs, params.test_pairs, params.twin_fraction)
