@@ -178,3 +178,31 @@ def test_plan_reads_each_claims_effect_from_a_pilot_run(tmp_path):
     assert plan.design.looks == (3, 4, 5, 6, 7, 8) and 3 <= row.sequential.expected_seeds <= 8
     with pytest.raises(api.UsageError, match="--from"):
         api.plan_seeds(suite, pilot=tmp_path / "missing")
+
+
+def test_a_vacuous_claim_whose_reference_becomes_established_is_decided_normally():
+    """Non-inferiority of treat to control needs control-vs-weak established; its first seeds do not show it."""
+    design = Design(FIRST, 10, futility=None)
+    reference = [3.0, -2.5, 2.0, 2.6, 2.4, 2.5, 2.7, 2.3, 2.6, 2.4]  # control - weak: noisy first, then clear
+    closeness = [0.01, -0.02, 0.0, 0.01, -0.01, 0.02, 0.0, -0.01, 0.01, 0.0]  # treat - control: ~0
+    meta = {
+        "suite": "seq", "profile": "default", "seeds": list(range(10)), "sequential": design.describe(),
+        "arms": {a: {"labels": [a]} for a in ("control", "treat", "weak")},
+        "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"},
+                      {"treatment": "control", "control": "weak", "name": "control-vs-weak"}],
+        "claims": [{"contrast": "treat-vs-control", "metric": "score", "test": "non_inferior", "margin": 0.5,
+                    "reference": "control-vs-weak"}],
+        "metrics": {"score": {"direction": "higher", "unit": "", "kind": "quality", "key": True}},
+    }
+    trials = []
+    for seed in range(10):
+        control = 10.0 + seed
+        for arm, value in (("control", control), ("treat", control + closeness[seed]),
+                           ("weak", control - reference[seed])):
+            trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished", "point_label": "",
+                           "point": {}, "metrics": {"score": value}})
+    results = index_results(Path("."), meta, trials)
+    (at_first_look,) = evaluate_claims(results.first_seeds(FIRST))
+    assert at_first_look.status == "vacuous"
+    (claim,) = evaluate_claims(results)
+    assert claim.status == PASS and claim.reference.established and claim.n > FIRST
