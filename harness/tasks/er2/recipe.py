@@ -10,8 +10,8 @@ for it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 WARMUP = 20
 GAIN_FLOOR = 0.05  # a gain near zero counts as converged once it moves less than tolerance x 0.05
