@@ -83,6 +83,28 @@ def test_arms_share_teacher_and_differ(tmp_path: Path):
 
 
 @pytest.mark.integration  # the real task end to end
+def test_converged_recipe_and_unrotated_positions_end_to_end(tmp_path: Path):
+    """The converged schedule stops by its rule (or its cap), logs the gain's curve, and the layer fed
+    un-rotated q/k still decodes token by token exactly as its chunked forward; rotated input is a
+    different workload for the layer (same teacher, other scores)."""
+    recipe = dict(TINY, residual_mode="raw", schedule="converged", steps=60, stop_window=5, decay_steps=5,
+                  gain_lr_scale=10.0)
+    fed = {mode: run_single(ER2Task, dict(recipe, qk_positions=mode), seed=3, work_root=tmp_path)
+           for mode in ("unrotated", "rotated")}
+    assert all(r["status"] == "finished" for r in fed.values()), [r["error"] for r in fed.values()]
+    record, metrics = fed["unrotated"], fed["unrotated"]["metrics"]
+    steps = int(metrics["distil_steps"])
+    assert steps <= 60 and len(record["curves"]["distil/gain"]) == steps
+    convergence = record["details"]["convergence"]
+    assert (convergence["converged_at"] is not None) == (metrics["distil_converged"] == 1.0)
+    assert steps == min(60, convergence["decay_start"] + 5)
+    assert metrics["residual_gain_abs_mean"] == pytest.approx(record["curves"]["distil/gain"][-1][1], abs=1e-6)
+    assert metrics["decode_agrees"] == 1.0
+    assert fed["rotated"]["metrics"]["teacher_nll@64"] == metrics["teacher_nll@64"]
+    assert fed["rotated"]["metrics"]["nmse@64"] != metrics["nmse@64"]
+
+
+@pytest.mark.integration  # the real task end to end
 def test_control_arms_share_the_teacher_and_bracket_the_range(tmp_path: Path):
     """teacher: the unchanged LM; zero: the layer removed (its cost is what every arm reports); window:
     a sliding window whose KV cache fits in the ER2 state's bytes."""

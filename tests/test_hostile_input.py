@@ -125,6 +125,17 @@ def refused(result, *fragments: str) -> str:
                      ["teacher_heads (4) must be a multiple of teacher_kv_heads (3)"], id="er2-inconsistent-heads"),
         pytest.param(ER2.replace("  raw: {residual_mode: raw}", "  raw: {probe_layer: 2}"),
                      [":6:", "probe_layer (2) must be below teacher_layers (2)"], id="er2-probe-layer"),
+        pytest.param(ER2.replace("  raw: {residual_mode: raw}", "  raw: {qk_positions: roped}"),
+                     [":6:", "param 'qk_positions'", "'rotated' or 'unrotated'"], id="er2-qk-positions-unknown"),
+        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 16, train_context: 600}\n"
+                                 "sweep: {recall_pairs: [8, 256]}"),
+                     [":7:", "recall_pairs (256) exceeds recall_keys (16)"], id="er2-recall-bindings-over-keys"),
+        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 1024, train_context: 256}\n"
+                                 "sweep: {recall_pairs: [64, 256]}"),
+                     [":7:", "256 recall pairs need contexts of at least 514 tokens"], id="er2-recall-bindings-over-context"),
+        pytest.param(ER2.replace("steps: 120", "steps: 50, schedule: converged, decay_steps: 50"),
+                     [":6:", "steps (50), the cap of the converged schedule, must exceed decay_steps (50)"],
+                     id="er2-converged-cap-below-decay"),
         pytest.param(ER2.replace("steps: 120", "lr: .nan"), ["param 'lr'", "finite number"], id="nan-param"),
         pytest.param(TOY.replace("params: {steps: 5}", "params: {steps: 5, lr: .inf}"), ["param 'lr'", "finite number"],
                      id="inf-param"),

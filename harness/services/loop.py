@@ -36,16 +36,23 @@ class NonFiniteLoss(RuntimeError):
     """A loss became NaN or infinite: the trial is recorded as failed."""
 
 
+StopRule = Callable[[int, Mapping[str, float]], bool]  # (step index, its values) -> stop after this step
+
+
 def fit(
-    logger: TrialLogger, steps: int, step: Callable[[int], StepResult], name: str, log_every: int = 1
+    logger: TrialLogger, steps: int, step: Callable[[int], StepResult], name: str, log_every: int = 1,
+    until: StopRule | None = None,
 ) -> dict[str, float]:
     """Run ``step`` for indices 0..steps-1; curves ``<name>/<value>`` every log_every steps and at the last.
 
-    A float result is named ``loss``. Any non-finite value raises NonFiniteLoss at once.
-    Returns the values of the last step.
+    A float result is named ``loss``. Any non-finite value raises NonFiniteLoss at once. ``until``,
+    when given, ends training early after the first step it returns True for (``steps`` is then a
+    cap): a declared stopping criterion instead of a step count. Returns the values of the last step
+    run, with ``steps_run``.
     """
     progress = logger.progress(steps, name)
     values: dict[str, float] = {}
+    run = 0
     try:
         for index in range(steps):
             result = step(index)
@@ -55,13 +62,17 @@ def fit(
             bad = sorted(key for key, value in values.items() if not math.isfinite(value))
             if bad:
                 raise NonFiniteLoss(f"{name}: non-finite {', '.join(bad)} at step {index} ({values})")
-            if index % log_every == 0 or index == steps - 1:
+            run = index + 1
+            stop = until is not None and until(index, values)
+            if index % log_every == 0 or index == steps - 1 or stop:
                 for key, value in values.items():
                     logger.log_metric(f"{name}/{key}", value, index)
             progress.advance()
+            if stop:
+                break
     finally:
         progress.close()
-    return values
+    return {**values, "steps_run": float(run)} if until is not None else values
 
 
 def optimizer_step(

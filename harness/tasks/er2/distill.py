@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from harness.services.loop import optimizer_step
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.mechanisms.pdelta.er2 import GAIN_LIMIT, SelectiveCompressedPDelta2Layer
 
 HARD_FRACTION = 0.25
 HARD_BOOST = 3.0
@@ -51,19 +51,44 @@ def transfer_loss(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> t
     return loss, terms
 
 
+def parameter_groups(layer: SelectiveCompressedPDelta2Layer, lr: float, gain_lr_scale: float) -> list[dict]:
+    """The residual gain in its own group at ``gain_lr_scale`` x ``lr``: it starts at zero and Adam moves
+    a parameter by about lr per step, so at the shared rate it could not leave its start in the budget."""
+    gain = [p for name, p in layer.named_parameters() if name == "residual_gain"]
+    rest = [p for name, p in layer.named_parameters() if name != "residual_gain"]
+    groups = [{"params": rest, "lr": lr}]
+    if gain:
+        groups.append({"params": gain, "lr": lr * gain_lr_scale})
+    return groups
+
+
+def mean_abs_gain(layer: SelectiveCompressedPDelta2Layer) -> float:
+    """Mean |residual gain| as applied (clamped); 0 without a residual memory."""
+    if layer.residual_gain is None:
+        return 0.0
+    return float(layer.residual_gain.detach().clamp(-GAIN_LIMIT, GAIN_LIMIT).abs().mean())
+
+
 def distil_step(
-    layer: SelectiveCompressedPDelta2Layer, next_capture: Callable[[int], Capture], steps: int, lr: float
+    layer: SelectiveCompressedPDelta2Layer, next_capture: Callable[[int], Capture], lr: float,
+    rate: Callable[[int], float], gain_lr_scale: float = 1.0,
 ) -> Callable[[int], dict[str, float]]:
-    """One update per call: AdamW (lr 2e-3 in the original) with a cosine schedule over ``steps``."""
-    optimizer = torch.optim.AdamW(layer.parameters(), lr=lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps)))
+    """One update per call: AdamW (lr 2e-3 in the original) with the multiplier ``rate(step)``; the
+    values returned (loss, nmse, mean |gain|) are the curves and what a stop rule watches."""
+    optimizer = torch.optim.AdamW(parameter_groups(layer, lr, gain_lr_scale), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
 
     def step(index: int) -> dict[str, float]:
         loss, terms = transfer_loss(layer, next_capture(index))
         optimizer_step(loss, optimizer, schedule, clip_norm=1.0)
-        return {"loss": float(loss.detach()), "nmse": terms["nmse"]}
+        return {"loss": float(loss.detach()), "nmse": terms["nmse"], "gain": mean_abs_gain(layer)}
 
     return step
+
+
+def cosine(steps: int) -> Callable[[int], float]:
+    """The original study's schedule: cosine decay over ``steps``."""
+    return lambda step: 0.5 * (1 + math.cos(math.pi * step / steps))
 
 
 @torch.no_grad()

@@ -22,9 +22,11 @@ from harness.measure.memory import tensor_bytes
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.ops.attention import local_window_attention
 from harness.mechanisms.pdelta.ops.common import MAX_CHUNK
-from harness.tasks.base import Metric, Task, TaskParams, TrialContext
+from harness.tasks.base import Metric, ParetoView, Task, TaskParams, TrialContext
 from harness.tasks.er2.consistency import decode_prefill_agreement
-from harness.tasks.er2.distill import distil_step, fidelity, output_fidelity
+from harness.tasks.er2.distill import cosine, distil_step, fidelity, output_fidelity
+from harness.tasks.er2.positions import fed_capture, fed_mixer
+from harness.tasks.er2.recipe import Convergence
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
 from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
 from harness.tasks.er2.workloads import Workload, capture, make_workload
@@ -51,10 +53,20 @@ class ER2Params(TaskParams):
     code_rank: int = Field(4, ge=1, description="rank of the residual code (compressed mode), at most the head dim")
     conv_kernel: int = Field(4, ge=1)
     chunk_size: int = Field(32, ge=1, le=MAX_CHUNK)
+    # converged: warm-up, constant rate until the loss and mean |gain| converge (window means over
+    # stop_window steps change by less than stop_tolerance, relative), then decay_steps of linear decay;
+    # steps is the cap. cosine: the original study's fixed count of steps (steps) under a cosine.
+    schedule: Literal["converged", "cosine"] = "cosine"
     steps: int = Field(120, ge=1)
+    stop_window: int = Field(50, ge=1)
+    stop_tolerance: float = Field(0.01, gt=0)
+    decay_steps: int = Field(50, ge=1)
     batch: int = Field(8, ge=1)
     train_pool: int = Field(64, ge=1)
     lr: float = Field(2e-3, gt=0)
+    gain_lr_scale: float = Field(1.0, gt=0, description="the residual gain's learning rate / lr")
+    # rotated: the layer gets q/k as the probe's attention uses them (after RoPE); unrotated: before RoPE
+    qk_positions: Literal["rotated", "unrotated"] = "rotated"
     train_context: int = Field(128, ge=2)
     eval_multiples: tuple[Annotated[int, Field(ge=1)], ...] = Field((1, 2, 4), min_length=1)
     eval_batch: int = Field(8, ge=1)
@@ -86,6 +98,9 @@ class ER2Params(TaskParams):
         if self.teacher_dim % self.teacher_heads or (self.teacher_dim // self.teacher_heads) % 2:
             raise ValueError(f"teacher_dim ({self.teacher_dim}) must be teacher_heads ({self.teacher_heads}) times an "
                              "even head dim (rotary embeddings pair the head dims)")
+        if self.schedule == "converged" and self.steps <= self.decay_steps:
+            raise ValueError(f"steps ({self.steps}), the cap of the converged schedule, must exceed decay_steps "
+                             f"({self.decay_steps})")
         if self.probe_layer >= self.teacher_layers:
             raise ValueError(f"probe_layer ({self.probe_layer}) must be below teacher_layers ({self.teacher_layers})")
         head_dim = self.teacher_dim // self.teacher_heads
@@ -107,7 +122,9 @@ class ER2Params(TaskParams):
 
 class ER2Task(Task):
     name = "er2"
-    version = "5"  # 5: decode runs the fused C kernel where it builds (decode_fused), eager latency beside it
+    # 5: decode runs the fused C kernel where it builds (decode_fused), eager latency beside it
+    # 6: the converged schedule, a learning rate of the residual gain's own, qk_positions
+    version = "6"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
@@ -124,6 +141,8 @@ class ER2Task(Task):
                key=True, axis=CONTEXT),
         Metric("recall", "higher", "accuracy", "quality",
                "recall workload: answers right with the layer swapped in", key=True, axis=CONTEXT),
+        Metric("train_context_recall", "higher", "accuracy", "quality",
+               "recall workload: recall at the training context (one key across a sweep of contexts)"),
         Metric("teacher_recall", "none", "accuracy", "info", "recall workload: answers right by the teacher",
                axis=CONTEXT),
         Metric("guess_recall", "none", "accuracy", "info",
@@ -166,7 +185,12 @@ class ER2Task(Task):
         Metric("base_half_life_median", "none", "tokens", "info", "median base-memory retention half-life"),
         Metric("residual_half_life_median", "none", "tokens", "info", "median residual-memory retention half-life"),
         Metric("final_train_loss", "none", "loss", "info", "transfer loss at the last step"),
+        Metric("distil_steps", "none", "steps", "info", "distillation steps run (the converged schedule stops itself)"),
+        Metric("distil_converged", "none", "fraction", "info",
+               "1 when the converged schedule's criterion held before its cap (cosine: 0)"),
     )
+    # MQAR under load: each arm's recall against the bytes it keeps (none < raw = compressed = window)
+    pareto_views = (ParetoView("state_bytes", "train_context_recall", "recall at the training context against state bytes"),)
     smoke_params = {
         "train_context": 32, "eval_multiples": [1, 2], "steps": 3, "batch": 2, "train_pool": 4, "eval_batch": 2,
         "eval_documents": 3, "teacher_steps": 3, "teacher_dim": 16, "teacher_heads": 2, "teacher_kv_heads": 1,
@@ -191,7 +215,8 @@ class ER2Task(Task):
             return self._control(params, workload, teacher, layer, ctx)
 
         metrics = self._train(params, workload, teacher, layer, ctx)
-        metrics.update(self._quality(params, workload, teacher, layer, ctx, er2=layer))
+        metrics.update(self._quality(params, workload, teacher, fed_mixer(layer, params.qk_positions, teacher.config.rope_base),
+                                     ctx, er2=layer))
         metrics.update(self._memory(params, layer, device))
         if params.measure_speed:
             contexts = list(params.speed_contexts)
@@ -248,16 +273,28 @@ class ER2Task(Task):
         """Distil on batches drawn from one teacher pass over a fixed pool (the same for every arm)."""
         data = ctx.stream("distil-batches")
         pool_tokens, _ = workload.training_batch(params.train_pool, params.train_context, data)
-        pool = capture(teacher, pool_tokens.to(ctx.device))
+        pool = fed_capture(capture(teacher, pool_tokens.to(ctx.device)), params.qk_positions, teacher.config.rope_base)
 
         def next_capture(_: int):
             rows = torch.randint(0, params.train_pool, (params.batch,), generator=data).to(ctx.device)
             return {name: tensor[rows] for name, tensor in pool.items()}
 
+        stop: Convergence | None = None
+        if params.schedule == "converged":
+            stop = Convergence(params.steps, params.stop_window, params.stop_tolerance, params.decay_steps)
+            rate = stop.rate
+        else:
+            rate = cosine(params.steps)
         layer.train()
-        final = ctx.fit(params.steps, distil_step(layer, next_capture, params.steps, params.lr), name="distil")
+        step = distil_step(layer, next_capture, params.lr, rate, params.gain_lr_scale)
+        final = ctx.fit(params.steps, step, name="distil", until=stop)
         layer.eval()
-        return {"final_train_loss": final["loss"]}
+        converged = stop is not None and stop.converged_at is not None
+        if stop is not None:
+            ctx.logger.record("convergence", {"converged_at": stop.converged_at, "decay_start": stop.decay_start,
+                                              "last_change": stop.last_change})
+        return {"final_train_loss": final["loss"], "distil_steps": final.get("steps_run", float(params.steps)),
+                "distil_converged": float(converged)}
 
     def _quality(self, params: ER2Params, workload: Workload, teacher: TeacherLM, mixer: Mixer | None,
                  ctx: TrialContext, er2: SelectiveCompressedPDelta2Layer | None = None) -> dict[str, float]:
@@ -269,6 +306,7 @@ class ER2Task(Task):
             tokens = workload.held_out_batch(params.eval_batch, context, ctx.stream("held-out", context)).to(ctx.device)
             captured = capture(teacher, tokens)
             if er2 is not None:
+                captured = fed_capture(captured, params.qk_positions, teacher.config.rope_base)
                 scores = fidelity(er2, captured)
             elif not guess:
                 replaced = captured["out"] if mixer is None else mixer(captured["q"], captured["k"], captured["v"])
@@ -296,6 +334,8 @@ class ER2Task(Task):
             if guess:  # the baseline's answers replace the LM's; its NLL is not defined
                 summary = {"recall": summary["guess_recall"], "teacher_recall": summary["teacher_recall"]}
             metrics.update({f"{key}@{context}": value for key, value in summary.items()})
+            if context == params.train_context and "recall" in summary:
+                metrics["train_context_recall"] = summary["recall"]
         return metrics
 
     def _memory(self, params: ER2Params, layer: SelectiveCompressedPDelta2Layer, device) -> dict[str, float]:

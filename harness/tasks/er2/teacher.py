@@ -38,11 +38,14 @@ class TeacherConfig:
         return self.model_dim // self.num_heads
 
 
-def rotate(x: Tensor, base: float) -> Tensor:
-    """Rotary position embedding over the last dim of [B,H,T,D] (pairs: first half, second half)."""
+def rotate(x: Tensor, base: float, inverse: bool = False) -> Tensor:
+    """Rotary position embedding over the last dim of [B,H,T,D] (pairs: first half, second half);
+    ``inverse`` turns each pair back by the same angle, recovering the un-rotated vectors."""
     steps, dim = x.shape[-2], x.shape[-1]
-    inverse = base ** (-torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim)
-    angles = torch.arange(steps, device=x.device, dtype=torch.float32)[:, None] * inverse[None]
+    frequencies = base ** (-torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim)
+    angles = torch.arange(steps, device=x.device, dtype=torch.float32)[:, None] * frequencies[None]
+    if inverse:
+        angles = -angles
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     first, second = x[..., : dim // 2], x[..., dim // 2 :]
     return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)

@@ -1,0 +1,66 @@
+"""When distillation stops: a declared convergence criterion instead of a step count.
+
+Warm-up, then a constant learning rate until every watched value (the transfer loss and the mean
+|residual gain|) has converged: its mean over the last ``window`` steps differs from the mean over
+the window before by less than ``tolerance``, relative. Then the learning rate decays linearly to
+zero over ``decay`` steps and training stops (warm-up / stable / decay). ``cap`` bounds the steps:
+if the values have not converged by ``cap - decay``, the decay starts there and the run records
+that it did not converge. The same rule applies to every arm, so no arm gets a step count chosen
+for it.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+WARMUP = 20
+GAIN_FLOOR = 0.05  # a gain near zero counts as converged once it moves less than tolerance x 0.05
+
+
+@dataclass
+class Convergence:
+    """The stop rule and the learning-rate multiplier of the warm-up / stable / decay schedule."""
+
+    cap: int
+    window: int
+    tolerance: float
+    decay: int
+    watch: tuple[str, ...] = ("loss", "gain")
+    decay_start: int | None = None  # first step of the decay, set when converged (or by the cap)
+    converged_at: int | None = None  # steps run when the criterion held
+    last_change: dict[str, float] = field(default_factory=dict)
+    _history: dict[str, list[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.decay < 1 or self.cap < self.decay + 1:
+            raise ValueError(f"cap ({self.cap}) must exceed decay ({self.decay}); window ({self.window}) >= 1")
+
+    def rate(self, step: int) -> float:
+        """Learning-rate multiplier at ``step`` (used by a LambdaLR)."""
+        warm = min(1.0, (step + 1) / WARMUP)
+        start = self.decay_start if self.decay_start is not None else self.cap - self.decay
+        if step < start:
+            return warm
+        return warm * max(0.0, 1.0 - (step - start) / self.decay)  # the last step runs at 1/decay
+
+    def __call__(self, index: int, values: Mapping[str, float]) -> bool:
+        """Stop after step ``index``? Tracks the window means while the rate is constant."""
+        done = index + 1
+        if self.decay_start is None:
+            for key in self.watch:
+                if key in values:
+                    self._history.setdefault(key, []).append(float(values[key]))
+            if done % self.window == 0 and done >= 2 * self.window and self._converged():
+                self.converged_at = done
+                self.decay_start = done
+            elif done >= self.cap - self.decay:
+                self.decay_start = self.cap - self.decay
+        return done >= min(self.cap, self.decay_start + self.decay) if self.decay_start is not None else False
+
+    def _converged(self) -> bool:
+        w = self.window
+        for key, series in self._history.items():
+            last, before = sum(series[-w:]) / w, sum(series[-2 * w : -w]) / w
+            floor = GAIN_FLOOR if key == "gain" else 1e-8
+            self.last_change[key] = abs(last - before) / max(abs(before), floor)
+        return bool(self.last_change) and all(change < self.tolerance for change in self.last_change.values())
