@@ -17,7 +17,12 @@ from harness.tasks.routing.pooling import (
     SharpPrecisionRouter,
     pooling_weights,
 )
-from harness.tasks.routing.workload import Layout, Vocabulary, make_documents, make_queries
+from harness.tasks.routing.workload import (
+    Layout,
+    Vocabulary,
+    make_documents,
+    make_queries,
+)
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 
