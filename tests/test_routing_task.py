@@ -23,9 +23,10 @@ TINY = {
 
 
 @pytest.mark.integration  # the real task end to end
-@pytest.mark.parametrize("router", ["precision", "oracle"])
-def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, tmp_path: Path) -> None:
-    params = {**TINY, "router": router}
+@pytest.mark.parametrize(("router", "regime"), [("precision", "visible_entity"), ("oracle", "visible_entity"),
+                                               ("oracle_tokens", "uncertain_key")])
+def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, regime: str, tmp_path: Path) -> None:
+    params = {**TINY, "router": router, "regime": regime}
     first = run_single(RoutingTask, params, seed=3, work_root=tmp_path / "a")
     assert first["status"] == "finished", first["error"]
     metrics = first["metrics"]
@@ -41,6 +42,9 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, tmp
         chunks_per_doc = 5  # entity (2 tokens) + 4 facts of 2 tokens, in chunks of 2
         assert metrics["key_bytes_per_doc"] == chunks_per_doc * 8 * 4
         assert metrics["score_qps@400"] > 0 and metrics["score_bw_frac@400"] > 0
+        assert 0.0 <= metrics["weight_on_asked"] <= 1.0
+    if router == "oracle_tokens":  # it pools exactly the gold fact's entity tokens
+        assert metrics["weight_on_route"] == pytest.approx(1.0) and metrics["weight_on_asked"] == 0.0
     assert first["environment"]["device_name"] and first["details"]["cache"]["backbone"]["loaded"] is False
     again = run_single(RoutingTask, params, seed=3, work_root=tmp_path / "b")
     quality = [k for k in metrics if RoutingTask.metric_for(k).kind in ("quality", "info", "memory")]

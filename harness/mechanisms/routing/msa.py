@@ -233,7 +233,8 @@ class MemoryBank:
             self._widths.setdefault(layer, {name: entry[name].shape[1] for name in self.FIELDS})
         self.doc_ids.append(doc_id)
         self._concatenated.clear()
-        self._doc_index = None
+        if self._doc_index is not None:  # kept up to date: rebuilding it per document made a bank O(n^2) to fill
+            self._doc_index[doc_id] = len(self.doc_ids) - 1
 
     def _check_entry(self, doc_id: str, layer: int, entry: Mapping[str, torch.Tensor]) -> None:
         missing = [name for name in self.FIELDS if name not in entry]

@@ -1,4 +1,4 @@
-"""The five routing arms and how the three learned ones are trained.
+"""The routing arms and how the learned ones are trained.
 
 ``precision`` (mechanism) swaps in the PrecisionGuidedRouter fed by the routing layer's (frozen)
 precision head; ``mean_pool`` (its ablation, the primary control) is the same router with
@@ -6,7 +6,10 @@ uniform token weights; ``router_projector`` (MSA's control) keeps MSA's RouterPr
 three start from the same router weights and are trained on the frozen backbone with the same
 contrastive routing loss, batches and sampled negatives, on the training documents only.
 ``random`` (negative control) scores documents at random and ``oracle`` (positive control) puts
-the gold document first and random documents after it.
+the gold document first and random documents after it. Token-weighting ablations of the
+precision router (``harness.tasks.routing.pooling``): ``precision_inverse`` (confident tokens up),
+``precision_sharp`` (the seed's weights at a temperature below 1) and ``oracle_tokens`` (only the
+tokens that identify the gold document: the positive control for pooling).
 """
 from __future__ import annotations
 
@@ -26,10 +29,17 @@ from harness.mechanisms.routing.precision_router import (
 from harness.measure.timing import throughput
 from harness.tasks.base import TrialContext
 from harness.tasks.routing.backbone import Backbone
+from harness.tasks.routing.pooling import InversePrecisionRouter, OracleTokenRouter, SharpPrecisionRouter
 from harness.tasks.routing.workload import Layout, QueryBatch, make_queries
 
-Arm = Literal["router_projector", "precision", "mean_pool", "random", "oracle"]
-POOLED: dict[str, type[PrecisionGuidedRouter]] = {"precision": PrecisionGuidedRouter, "mean_pool": MeanPoolRouter}
+Arm = Literal[
+    "router_projector", "precision", "mean_pool", "random", "oracle", "precision_inverse", "precision_sharp",
+    "oracle_tokens",
+]
+POOLED: dict[str, type[PrecisionGuidedRouter]] = {
+    "precision": PrecisionGuidedRouter, "mean_pool": MeanPoolRouter, "precision_inverse": InversePrecisionRouter,
+    "precision_sharp": SharpPrecisionRouter, "oracle_tokens": OracleTokenRouter,
+}
 LEARNED: tuple[str, ...] = ("router_projector", *POOLED)
 
 
@@ -43,12 +53,12 @@ class RouterTraining:
     max_noise_step: int
 
 
-def install_router(arm: Arm, backbone: Backbone) -> nn.Module | None:
+def install_router(arm: Arm, backbone: Backbone, sharp_temperature: float = 0.25) -> nn.Module | None:
     """The arm's router on the routing layer (None for the fixed random/oracle arms).
 
     The learned arms start from the same weights (see ``start_as_similarity_search``): the
     pooled routers take over the RouterProjector's q_proj as well as its k_proj. The
-    precision head stays frozen.
+    precision head stays frozen. ``precision_sharp`` pools by (1/Pi)^(1/sharp_temperature).
     """
     if arm not in LEARNED:
         return None
@@ -60,6 +70,8 @@ def install_router(arm: Arm, backbone: Backbone) -> nn.Module | None:
         with torch.no_grad():
             router.q_proj.weight.copy_(old.q_proj.weight)
             router.q_proj.bias.copy_(old.q_proj.bias)
+        if isinstance(router, SharpPrecisionRouter):
+            router.power = 1.0 / sharp_temperature
     for parameter in backbone.model.parameters():
         parameter.requires_grad_(False)
     for parameter in new_parameters(layer.router):
@@ -83,8 +95,11 @@ def new_parameters(router: nn.Module) -> list[nn.Parameter]:
     return [*router.q_proj.parameters(), *router.k_proj.parameters()]
 
 
-def routing_queries(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """(B, S', router_dim): per-token queries for RouterProjector, one pooled query otherwise."""
+def routing_queries(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, route_tokens: torch.Tensor) -> torch.Tensor:
+    """(B, S', router_dim): per-token queries for RouterProjector, one pooled query otherwise
+    (``route_tokens`` (B, S): what the oracle-token router pools)."""
+    if isinstance(router, OracleTokenRouter):
+        return router.project_query(hidden, route_tokens=route_tokens).unsqueeze(1)
     if isinstance(router, PrecisionGuidedRouter):
         return router.project_query(hidden, t=t).unsqueeze(1)
     if isinstance(router, RouterProjector):
@@ -92,8 +107,13 @@ def routing_queries(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor) ->
     raise TypeError(f"unsupported router {type(router).__name__}")
 
 
-def chunk_scores(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+def chunk_scores(
+    router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, keys: torch.Tensor, route_tokens: torch.Tensor
+) -> torch.Tensor:
     """(B, n_chunks) with the router's own (reference) scoring."""
+    if isinstance(router, OracleTokenRouter):
+        query = nn.functional.normalize(router.project_query(hidden, route_tokens=route_tokens), dim=-1)
+        return query @ nn.functional.normalize(keys, dim=-1).T
     if isinstance(router, PrecisionGuidedRouter):
         return router.compute_routing_scores(hidden, keys, t=t)
     return router.compute_routing_scores(hidden, keys)
@@ -130,7 +150,7 @@ def train_router(
             hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
         keys = router.project_key(pooled_states[candidates]).flatten(0, 1)
         positive = (candidates[None, :, None] == queries.gold[:, None, None]) & queries.positive_chunks[:, None, :]
-        return routing_contrastive_loss(chunk_scores(router, hidden, queries.t, keys), positive.flatten(1), config.temperature)
+        return routing_contrastive_loss(chunk_scores(router, hidden, queries.t, keys, queries.route_tokens), positive.flatten(1), config.temperature)
 
     def step(_: int) -> float:
         loss = loss_of(*next_batch())

@@ -6,7 +6,9 @@ arm's router (if learned) is trained with the contrastive routing loss on the tr
 documents (trained once per seed and arm, cached, shared by every bank size); then routing
 quality, end-to-end masked-value accuracy (no memory / gold document / routed top-k),
 active-retrieval AUROC, precision calibration and costs are measured on queries about the
-held-out bank, whose entity names no router or backbone trained on.
+held-out bank, whose entity names no router or backbone trained on. ``regime`` picks the
+queries (see ``workload``): the route named by confident visible entity tokens, or by the one
+masked (uncertain) position among confident distractor facts.
 """
 from __future__ import annotations
 
@@ -41,8 +43,17 @@ from harness.tasks.routing.routers import (
     routing_queries,
     train_router,
 )
+from harness.tasks.routing.pooling import OracleTokenRouter, pooling_weights
 from harness.tasks.routing.scoring import RoutingIndex, random_keys
-from harness.tasks.routing.workload import Layout, QueryBatch, Vocabulary, make_documents, make_queries, split_names
+from harness.tasks.routing.workload import (
+    Layout,
+    QueryBatch,
+    Regime,
+    Vocabulary,
+    make_documents,
+    make_queries,
+    split_names,
+)
 
 EVAL_BATCH = 16
 DEFAULT_ENTITY_TOKENS = 128
@@ -51,6 +62,12 @@ HELD_OUT_ROOM = 4096
 
 class RoutingParams(TaskParams):
     router: Arm = "router_projector"
+    regime: Regime = Field(
+        "visible_entity", description="visible_entity: the query names its document by visible entity tokens; "
+        "uncertain_key: among `segments` visible facts of distinct documents only the masked value marks the one asked"
+    )
+    segments: int = Field(4, ge=2, description="uncertain_key: facts per query (one asked, the rest distractors)")
+    sharp_temperature: float = Field(0.25, gt=0, description="precision_sharp pools by (1/Pi)^(1/this)")
     bank_size: int = Field(256, ge=2, description="documents in the held-out memory bank")
     # workload
     entity_len: int = Field(2, ge=1, description="tokens of an entity name (names are unique across all documents)")
@@ -111,6 +128,11 @@ class RoutingParams(TaskParams):
             )
         if self.top_k > self.bank_size:
             raise ValueError(f"top_k ({self.top_k}) exceeds bank_size ({self.bank_size})")
+        if self.regime == "uncertain_key" and min(self.bank_size, self.backbone_docs) <= self.segments:
+            raise ValueError(
+                f"uncertain_key queries hold {self.segments} facts of distinct documents: bank_size ({self.bank_size}) "
+                f"and backbone_docs ({self.backbone_docs}) must exceed segments"
+            )
         return self
 
     @property
@@ -138,6 +160,10 @@ def _metrics() -> tuple[Metric, ...]:
         Metric("gap_closed", "higher", "fraction", q, "(acc_routed - acc_none) / (acc_oracle - acc_none)", key=True),
         Metric("auroc_helps", "higher", "fraction", q,
                "AUROC of precision gain (precision arm) or top-1 score margin (others) for 'retrieval helps'"),
+        Metric("weight_on_asked", "none", "fraction", i,
+               "pooling weight on the asked (masked) value positions, mean over queries (pooled routers)"),
+        Metric("weight_on_route", "none", "fraction", i,
+               "pooling weight on the tokens that identify the gold document, mean over queries (pooled routers)"),
         Metric("prec_masked", "none", "precision", i, "mean token precision at masked positions (routing layer)"),
         Metric("prec_unmasked", "none", "precision", i, "mean token precision at visible positions (routing layer)"),
         Metric("prec_ratio", "lower", "ratio", i, "prec_masked / prec_unmasked"),
@@ -159,7 +185,7 @@ def _metrics() -> tuple[Metric, ...]:
 
 class RoutingTask(Task):
     name = "routing"
-    version = "4"  # 4: score_bw_frac against the read rate of a bank-sized tensor (was: its copy rate)
+    version = "5"  # 5: regimes and token-weighting ablations (4: score_bw_frac against a bank-sized read)
     description = (
         "precision-guided router vs its mean-pooling ablation and MSA RouterProjector on an entity attribute=value "
         "memory, evaluated on a held-out bank (PC-SHO-DLM backbone)"
@@ -187,7 +213,7 @@ class RoutingTask(Task):
         ensure_bank_fits(params.bank_size * layout.chunks_per_doc, widths, device)
         encoded, pooled = encode_bank(backbone.model, backbone.msa, documents)
 
-        router = install_router(params.router, backbone)
+        router = install_router(params.router, backbone, params.sharp_temperature)
         metrics: dict[str, float] = {"backbone_train_tokens_per_s": backbone.train_tokens_per_s}
         if router is not None:
             metrics["router_train_tokens_per_s"] = fit_router(params, spec, backbone, router, training_docs, ctx)
@@ -229,6 +255,8 @@ def fit_router(
         return {"state": router.state_dict(), "train_tokens_per_s": rate}
 
     identity = {"arm": params.router, "backbone": asdict(spec), "training": asdict(training)}
+    if params.router == "precision_sharp":
+        identity["sharp_temperature"] = params.sharp_temperature
     payload = ctx.cached("router", identity, build=build)
     router.load_state_dict(payload["state"])
     return float(payload["train_tokens_per_s"])
@@ -236,7 +264,8 @@ def fit_router(
 
 def layout_of(params: RoutingParams) -> Layout:
     vocabulary = Vocabulary(n_entities=params.entity_tokens, n_attributes=params.n_attributes, n_values=params.n_values)
-    return Layout(vocabulary, params.entity_len, params.doc_facts, params.query_facts, params.chunk_size)
+    return Layout(vocabulary, params.entity_len, params.doc_facts, params.query_facts, params.chunk_size,
+                  params.regime, params.segments)
 
 
 def max_noise_step(params: RoutingParams) -> int:
@@ -286,7 +315,8 @@ def document_scores(
     heads = 1 if isinstance(router, PrecisionGuidedRouter) else router.n_heads
     index = RoutingIndex(keys, heads, layout_of(params).chunks_per_doc)
     return torch.cat([
-        index.document_scores(routing_queries(router, hidden[i : i + EVAL_BATCH], queries.t[i : i + EVAL_BATCH]))
+        index.document_scores(routing_queries(router, hidden[i : i + EVAL_BATCH], queries.t[i : i + EVAL_BATCH],
+                                              queries.route_tokens[i : i + EVAL_BATCH]))
         for i in range(0, hidden.shape[0], EVAL_BATCH)
     ])
 
@@ -313,6 +343,10 @@ def evaluate(
     none, oracle, routed_acc = float(acc_none.mean()), float(acc_oracle.mean()), float(acc_routed.mean())
     out.update(acc_none=none, acc_oracle=oracle, acc_routed=routed_acc, oracle_lift=oracle - none)
     out["gap_closed"] = (routed_acc - none) / (oracle - none) if oracle > none else math.nan
+    if isinstance(router, PrecisionGuidedRouter):
+        weights = pooling_weights(router, hidden, queries.t, queries.route_tokens)
+        out["weight_on_asked"] = float((weights * queries.is_value).sum(dim=1).mean())
+        out["weight_on_route"] = float((weights * queries.route_tokens).sum(dim=1).mean())
     out["auroc_helps"] = auroc(retrieval_confidence(params, backbone, router, bank, hidden, queries, scores), logp_routed > logp_none)
 
     trace = model.forward_trace(queries.noisy, queries.t)
@@ -328,8 +362,8 @@ def evaluate(
 def retrieval_confidence(
     params: RoutingParams, backbone: Backbone, router, bank: MemoryBank, hidden: torch.Tensor, queries: QueryBatch, scores: torch.Tensor
 ) -> torch.Tensor:
-    """Per query: the precision router's top estimated gain, else the top-1 minus top-2 score."""
-    if isinstance(router, PrecisionGuidedRouter):
+    """Per query: a precision-weighted router's top estimated gain, else the top-1 minus top-2 score."""
+    if isinstance(router, PrecisionGuidedRouter) and not isinstance(router, OracleTokenRouter):
         return torch.cat([
             router.estimate_precision_gain(hidden[i : i + EVAL_BATCH], queries.t[i : i + EVAL_BATCH], bank,
                                            backbone.routing_layer, top_k=1)[0][:, 0]

@@ -11,12 +11,20 @@ facts at their slots lets the backbone find the fact in memory by attribute or b
 Names are split into disjoint sets (``split_names``): the documents the backbone and the routers
 train on never share an entity name with the held-out bank they are evaluated on.
 Everything is drawn from explicit generators (the trial's named streams), so a seed fixes the data.
+
+Two regimes (``Layout.regime``) share the documents and differ in the query:
+- ``visible_entity`` (above): the route is named by the query's entity tokens, visible and the
+  tokens the model is surest about.
+- ``uncertain_key`` (multi-key needle): a query is ``segments`` facts ``entity attribute value``
+  from distinct documents of the same set; every value is visible but the gold segment's, which is
+  masked. Every segment's entity is equally visible and confident, so only the masked (uncertain)
+  position tells which of them the memory must answer: the seed's premise.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 import torch
 
@@ -48,6 +56,10 @@ class Vocabulary:
         return 1 + self.n_entities + self.n_attributes + self.n_values
 
 
+Regime = Literal["visible_entity", "uncertain_key"]
+REGIMES: tuple[str, ...] = ("visible_entity", "uncertain_key")
+
+
 @dataclass(frozen=True)
 class Layout:
     vocabulary: Vocabulary
@@ -55,8 +67,14 @@ class Layout:
     doc_facts: int
     query_facts: int
     chunk_size: int
+    regime: Regime = "visible_entity"
+    segments: int = 4  # uncertain_key: facts per query, one of them asked
 
     def __post_init__(self) -> None:
+        if self.regime not in REGIMES:
+            raise ValueError(f"unknown regime {self.regime!r}; regimes: {', '.join(REGIMES)}")
+        if self.regime == "uncertain_key" and self.segments < 2:
+            raise ValueError(f"uncertain_key needs at least 2 segments, got {self.segments}")
         if self.entity_len < 1 or self.chunk_size < 1:
             raise ValueError(f"entity_len and chunk_size must be >= 1, got {self.entity_len}, {self.chunk_size}")
         if not 1 <= self.query_facts <= self.doc_facts:
@@ -69,8 +87,12 @@ class Layout:
         return self.entity_len + 2 * self.doc_facts
 
     @property
+    def segment_len(self) -> int:
+        return self.entity_len + 2
+
+    @property
     def query_len(self) -> int:
-        return self.doc_len
+        return self.segments * self.segment_len if self.regime == "uncertain_key" else self.doc_len
 
     @property
     def chunks_per_doc(self) -> int:
@@ -139,6 +161,7 @@ class QueryBatch:
     t: torch.Tensor  # (B,) diffusion step
     gold: torch.Tensor  # (B,) index of the gold document
     positive_chunks: torch.Tensor  # (B, chunks_per_doc) bool: gold chunks the router must find
+    route_tokens: torch.Tensor  # (B, S) bool: query tokens that identify the gold document (oracle pooling)
 
     def to(self, device: torch.device) -> "QueryBatch":
         return QueryBatch(**{name: value.to(device) for name, value in vars(self).items()})
@@ -152,8 +175,11 @@ def make_queries(
     n_diffusion_steps: int,
     generator: torch.Generator,
 ) -> QueryBatch:
-    """Queries asking ``query_facts`` random facts of each gold document, laid out at their
-    document slots (positions restart at 0 in documents and queries alike)."""
+    """Queries about each gold document in the layout's regime: ``visible_entity`` asks
+    ``query_facts`` random facts laid out at their document slots (positions restart at 0 in
+    documents and queries alike); ``uncertain_key`` see ``needle_queries``."""
+    if layout.regime == "uncertain_key":
+        return needle_queries(layout, documents, gold, max_noise_step, n_diffusion_steps, generator)
     batch = gold.shape[0]
     asked = torch.rand(batch, layout.doc_facts, generator=generator).argsort(dim=-1)[:, : layout.query_facts]
     asked_slots = torch.zeros(batch, layout.doc_facts, dtype=torch.bool)
@@ -174,5 +200,58 @@ def make_queries(
         t=t,
         gold=gold,
         positive_chunks=layout.entity_chunks().expand(batch, -1).clone(),
+        route_tokens=torch.arange(layout.query_len).expand(batch, -1) < layout.entity_len,
+    )
+
+
+def distractor_documents(n_docs: int, gold: torch.Tensor, count: int, generator: torch.Generator) -> torch.Tensor:
+    """(B, count) documents per query, distinct within a row and never the row's gold document."""
+    if count >= n_docs:
+        raise ValueError(f"{count} distractors per query need more than {n_docs} documents")
+    offsets = torch.randint(1, n_docs, (gold.shape[0], count), generator=generator)
+    while True:
+        ordered = offsets.sort(dim=1).values
+        repeated = (ordered[:, 1:] == ordered[:, :-1]).any(dim=1)
+        if not bool(repeated.any()):
+            return (gold[:, None] + offsets) % n_docs
+        offsets[repeated] = torch.randint(1, n_docs, (int(repeated.sum()), count), generator=generator)
+
+
+def needle_queries(
+    layout: Layout,
+    documents: torch.Tensor,
+    gold: torch.Tensor,
+    max_noise_step: int,
+    n_diffusion_steps: int,
+    generator: torch.Generator,
+) -> QueryBatch:
+    """Multi-key needle queries: ``segments`` facts ``entity attribute value`` of distinct
+    documents in random order, one of them (a random fact of the gold document) with its value
+    masked; the others are visible, confident distractors that name other documents."""
+    batch, segments, entity_len = gold.shape[0], layout.segments, layout.entity_len
+    others = distractor_documents(documents.shape[0], gold, segments - 1, generator)
+    order = torch.rand(batch, segments, generator=generator).argsort(dim=1)
+    segment_docs = torch.cat([gold[:, None], others], dim=1).gather(1, order)
+    is_gold = order == 0  # (B, segments): the segment holding the gold document
+    fact = torch.randint(layout.doc_facts, (batch, segments), generator=generator)
+    docs = documents[segment_docs]  # (B, segments, doc_len)
+    attribute_at = (entity_len + 2 * fact)[..., None]
+    segment = torch.cat([docs[..., :entity_len], docs.gather(2, attribute_at), docs.gather(2, attribute_at + 1)], dim=2)
+    clean = segment.flatten(1)
+    within = torch.arange(layout.segment_len)
+    is_value = (is_gold[..., None] & (within == layout.segment_len - 1)).flatten(1)
+    route_tokens = (is_gold[..., None] & (within < entity_len)).flatten(1)
+    t = torch.randint(1, max_noise_step + 1, (batch,), generator=generator)
+    noise = torch.rand(clean.shape, generator=generator) < (t.float() / n_diffusion_steps)[:, None]
+    masked = noise | is_value
+    return QueryBatch(
+        noisy=clean.masked_fill(masked, layout.vocabulary.size),
+        clean=clean,
+        masked=masked,
+        is_value=is_value,
+        t=t,
+        gold=gold,
+        positive_chunks=layout.entity_chunks().expand(batch, -1).clone(),
+        route_tokens=route_tokens,
     )
 

@@ -1,0 +1,63 @@
+"""Token-weighting ablations of the precision router: the same router and training, only the
+weights that pool the query tokens change, so each contrast with ``precision`` isolates a choice
+of weights.
+
+- ``PoweredPrecisionRouter``: weights proportional to (1/Pi)^power. power 1 is the seed's
+  formula, 0 uniform (``mean_pool``), -1 its inverse (confident tokens up), 1/temperature > 1 a
+  temperature-sharpened version (the seed's weights as a softmax of -log Pi at temperature 1).
+- ``OracleTokenRouter``: weights only on the query tokens that truly identify the gold document
+  (the workload knows them): the positive control for pooling.
+"""
+from __future__ import annotations
+
+import torch
+
+from harness.mechanisms.routing.model import check_hidden
+from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
+
+
+class PoweredPrecisionRouter(PrecisionGuidedRouter):
+    """The precision router with its uncertainty raised to ``power`` (set after construction)."""
+
+    power: float = 1.0
+
+    def uncertainty(self, h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return super().uncertainty(h, t).pow(self.power)
+
+
+class InversePrecisionRouter(PoweredPrecisionRouter):
+    """Weights proportional to precision: the tokens the model is surest about drive routing."""
+
+    power = -1.0
+
+
+class SharpPrecisionRouter(PoweredPrecisionRouter):
+    """The seed's weights sharpened: (1/Pi)^(1/temperature); install_router sets the power."""
+
+    power = 4.0
+
+
+class OracleTokenRouter(PrecisionGuidedRouter):
+    """Pools only the given route tokens (uniformly); without them it refuses to route."""
+
+    def uncertainty(self, h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        raise TypeError("OracleTokenRouter pools the workload's route tokens: call project_query(h, route_tokens=...)")
+
+    def project_query(
+        self, h_q: torch.Tensor, t: torch.Tensor | None = None, route_tokens: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(B, router_dim): q_proj of the mean of the route tokens' states (B, S) bool."""
+        check_hidden(h_q, self.d_model, "query hidden states")
+        if route_tokens is None or route_tokens.shape != h_q.shape[:2]:
+            got = None if route_tokens is None else tuple(route_tokens.shape)
+            raise ValueError(f"route_tokens must be a (B, S) = {tuple(h_q.shape[:2])} mask, got {got}")
+        weights = route_tokens.to(h_q.dtype).unsqueeze(-1)
+        return self.q_proj((weights * h_q).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0))
+
+
+def pooling_weights(router: PrecisionGuidedRouter, h: torch.Tensor, t: torch.Tensor, route_tokens: torch.Tensor) -> torch.Tensor:
+    """(B, S) the weights a pooled router gives each query token (they sum to 1 per query)."""
+    if isinstance(router, OracleTokenRouter):
+        weights = route_tokens.to(h.dtype)
+        return weights / weights.sum(dim=1, keepdim=True).clamp_min(1.0)
+    return router.compute_precision_weights(h, t).squeeze(-1)
