@@ -189,7 +189,15 @@ def make_queries(
     clean = documents[gold].masked_fill(~keep, layout.vocabulary.BLANK)
     is_value = torch.cat([torch.zeros(batch, layout.entity_len, dtype=torch.bool), fact_tokens], dim=1)
     is_value[:, layout.entity_len :: 2] = False
-    t = torch.randint(1, max_noise_step + 1, (batch,), generator=generator)
+    route_tokens = torch.arange(layout.query_len).expand(batch, -1) < layout.entity_len
+    return _noised(layout, clean, is_value, gold, route_tokens, max_noise_step, n_diffusion_steps, generator)
+
+
+def _noised(layout: Layout, clean: torch.Tensor, is_value: torch.Tensor, gold: torch.Tensor,
+            route_tokens: torch.Tensor, max_noise_step: int, n_diffusion_steps: int,
+            generator: torch.Generator) -> QueryBatch:
+    """A query batch at a random diffusion step: the asked values always masked, other tokens by the noise."""
+    t = torch.randint(1, max_noise_step + 1, (gold.shape[0],), generator=generator)
     noise = torch.rand(clean.shape, generator=generator) < (t.float() / n_diffusion_steps)[:, None]
     masked = noise | is_value
     return QueryBatch(
@@ -199,8 +207,8 @@ def make_queries(
         is_value=is_value,
         t=t,
         gold=gold,
-        positive_chunks=layout.entity_chunks().expand(batch, -1).clone(),
-        route_tokens=torch.arange(layout.query_len).expand(batch, -1) < layout.entity_len,
+        positive_chunks=layout.entity_chunks().expand(gold.shape[0], -1).clone(),
+        route_tokens=route_tokens,
     )
 
 
@@ -241,17 +249,5 @@ def needle_queries(
     within = torch.arange(layout.segment_len)
     is_value = (is_gold[..., None] & (within == layout.segment_len - 1)).flatten(1)
     route_tokens = (is_gold[..., None] & (within < entity_len)).flatten(1)
-    t = torch.randint(1, max_noise_step + 1, (batch,), generator=generator)
-    noise = torch.rand(clean.shape, generator=generator) < (t.float() / n_diffusion_steps)[:, None]
-    masked = noise | is_value
-    return QueryBatch(
-        noisy=clean.masked_fill(masked, layout.vocabulary.size),
-        clean=clean,
-        masked=masked,
-        is_value=is_value,
-        t=t,
-        gold=gold,
-        positive_chunks=layout.entity_chunks().expand(batch, -1).clone(),
-        route_tokens=route_tokens,
-    )
+    return _noised(layout, clean, is_value, gold, route_tokens, max_noise_step, n_diffusion_steps, generator)
 
