@@ -304,7 +304,7 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
     for suite in load_suites(suite_file, options):
         design = Design.from_stored(suite.design(), len(suite.seeds)) if suite.sequential else Design(
             max(len(suite.seeds), 2), max(4 * len(suite.seeds), 3))
-        kinds = {m.name: m.kind for m in suite.task.metrics}
+        metrics = {m.name: m for m in suite.task.metrics}
         claims = [c.model_dump(exclude_none=True) for c in suite.claims]
         pilot_claims = None
         if pilot is not None:
@@ -319,7 +319,7 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
                 pilot_claims = evaluate_claims(load_results(folder))
             except ResultsError as exc:
                 raise UsageError(str(exc)) from None
-        plans.append(plan_suite(suite.name, suite.confidence, family_size(claims, kinds), design, pilot_claims))
+        plans.append(plan_suite(suite.name, suite.confidence, family_size(claims, metrics), design, pilot_claims))
     return plans
 
 

@@ -57,7 +57,7 @@ from harness.analysis.stats import (
     minimum_detectable_effect,
 )
 from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, oriented
-from harness.metrics import metric_family
+from harness.metrics import Metric, metric_family
 
 PASS = "pass"
 FAIL = "fail"
@@ -130,6 +130,11 @@ class ClaimResult:
         if self.nominal_level is None or self.n < 2:
             return None
         return critical_t(self.nominal_level, self.n)
+
+
+def in_holm_family(test: str, spec: Metric) -> bool:
+    """Claims with sampling error: not ``equal``, not on an exact ``memory`` quantity, and testable."""
+    return test != "equal" and spec.kind != "memory" and (spec.better_sign != 0 or test in ("equivalent", "ratio"))
 
 
 def claim_alpha(confidence: float) -> float:
@@ -212,7 +217,7 @@ def _evaluate_key(
     """The claim's test before multiplicity: p-values for passing and for failing, or why there are none."""
     test = claim["test"]
     spec = results.spec_for(key)
-    in_family = test != "equal" and spec.kind != "memory" and (spec.better_sign != 0 or test in ("equivalent", "ratio"))
+    in_family = in_holm_family(test, spec)
     if test == "ratio":
         return replace(_ratio(results, claim, variant, point, key), in_family=in_family)
     difference = compare(results, variant.treatment_label, variant.control_label, point, key)

@@ -13,9 +13,10 @@ from typing import Any, Sequence
 
 import scipy.stats
 
-from harness.analysis.claims import ClaimResult, claim_alpha
+from harness.analysis.claims import ClaimResult, claim_alpha, in_holm_family
 from harness.analysis.sequential import Design, OperatingCharacteristics, fixed_seeds_for_power, operating_characteristics
 from harness.analysis.stats import POWER
+from harness.metrics import Metric, metric_family
 
 ASSUMED_EFFECTS = (0.5, 0.8, 1.2, 2.0)  # mean difference / sd of the paired differences
 
@@ -70,9 +71,10 @@ def plan_suite(name: str, confidence: float, family_size: int, design: Design,
     return SeedPlan(name, family_size, level, design, source, tuple(rows))
 
 
-def family_size(claims: Sequence[dict[str, Any]], metric_kinds: dict[str, str]) -> int:
-    """Claims that will carry sampling error (not `equal`, not on an exact memory quantity)."""
-    return sum(1 for c in claims if c["test"] != "equal" and metric_kinds.get(c["metric"].split("@")[0]) != "memory")
+def family_size(claims: Sequence[dict[str, Any]], metrics: dict[str, Metric]) -> int:
+    """How many claims the suite's Holm family will hold (the rule ``evaluate_claims`` applies)."""
+    return sum(in_holm_family(c["test"], metrics.get(metric_family(c["metric"])) or Metric.undeclared(c["metric"]))
+               for c in claims)
 
 
 def _row(label: str, effect: float | None, level: float, design: Design) -> ClaimPlan:

@@ -101,15 +101,15 @@ def _null_p_values(looks: tuple[int, ...]) -> np.ndarray:
     rng = np.random.default_rng(NULL_SEED)
     draws = rng.standard_normal((NULL_PATHS, looks[-1]))
     sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
-    columns = []
-    for n in looks:
-        if n < 2:
-            columns.append(np.ones(NULL_PATHS))
-            continue
-        mean = sums[:, n - 1] / n
-        sd = np.sqrt(np.maximum(squares[:, n - 1] - n * mean * mean, 0.0) / (n - 1))
-        columns.append(scipy.stats.t.sf(mean * math.sqrt(n) / sd, n - 1))
+    columns = [_t_p_values(sums, squares, n) if n >= 2 else np.ones(NULL_PATHS) for n in looks]
     return np.stack(columns, axis=1)
+
+
+def _t_p_values(sums: np.ndarray, squares: np.ndarray, n: int) -> np.ndarray:
+    """One-sided p (H0: mean <= 0) of the t test on each path's first n draws, from running sums."""
+    mean = sums[:, n - 1] / n
+    sd = np.sqrt(np.maximum(squares[:, n - 1] - n * mean * mean, 0.0) / (n - 1))
+    return scipy.stats.t.sf(mean * math.sqrt(n) / sd, n - 1)
 
 
 @lru_cache(maxsize=1024)
@@ -195,9 +195,7 @@ def operating_characteristics(design: Design, effect_in_sd: float, alpha: float,
     for k, (n, level) in enumerate(zip(looks, levels)):
         if n < 2:
             continue
-        mean = sums[:, n - 1] / n
-        sd = np.sqrt(np.maximum(squares[:, n - 1] - n * mean * mean, 0.0) / (n - 1))
-        p_pass = scipy.stats.t.sf(mean * math.sqrt(n) / sd, n - 1)
+        p_pass = _t_p_values(sums, squares, n)
         up, down = open_ & (p_pass <= level), open_ & (1.0 - p_pass <= level)
         passed |= up
         failed |= down
