@@ -46,9 +46,13 @@ INTEGRATION_ONLY_MARKERS = ("server", "ray")
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuse a test that belongs to the integration tier but is not marked so: the fast tier must not
-    quietly grow subprocess runs, servers or clusters."""
+    quietly grow subprocess runs, servers or clusters. Under pytest-xdist (``--dist loadgroup``) the
+    Ray tests share one worker: each starts a whole local cluster, and two at once on a 2-core machine
+    would starve each other's workers past their timeouts."""
     misplaced = []
     for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray-cluster"))
         if item.get_closest_marker("integration") is not None:
             continue
         if SUBPROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
