@@ -89,7 +89,11 @@ def test_raises_on_windows_too_short(asked_at_end: bool):
 def test_teacher_weights_answers_and_alternates_short_windows():
     workload = PasskeyWorkload(answer_weight=7.0, short_context=64)
     tokens, weights = workload.training_batch(4, 128, torch.Generator().manual_seed(0))
-    assert sorted(set(weights.flatten().tolist())) == [1.0, 7.0] and int((weights == 7.0).sum()) == 4 * PASSKEY_DIGITS
+    assert sorted(set(weights.flatten().tolist())) == [1.0, 7.0]
+    for row, weight in zip(tokens, weights):
+        asked = (weight == 7.0).nonzero().flatten()
+        question = _sentence_starts(row)[1]
+        assert asked.tolist() == list(range(question + CUE_LENGTH - 1, question + CUE_LENGTH - 1 + PASSKEY_DIGITS))
     batches = workload.teacher_batches(4, 256)
     generator = torch.Generator().manual_seed(0)
     shapes = [tuple(batches(generator)[0].shape) for _ in range(4)]
@@ -122,11 +126,12 @@ def test_bad_passkey_param_in_a_suite_file_is_one_line_with_file_and_line(tmp_pa
 def test_passkey_workload_end_to_end(tmp_path: Path):
     """Every arm reports recall on the asked digits beside NLL, per window; the teacher's recall is the
     arms' reference and zeroing the layer is scored on the same windows."""
-    params = dict(
-        workload="passkey", train_context=PASSKEY_SPAN, eval_multiples=[1, 2], steps=3, batch=2, train_pool=4,
-        eval_batch=2, eval_documents=5, teacher_steps=4, teacher_dim=16, teacher_heads=2, teacher_kv_heads=1,
-        feature_dim=8, residual_dim=4, code_rank=2, measure_speed=False, passkey_short_context=PASSKEY_SPAN,
-    )
+    params = {
+        "workload": "passkey", "train_context": PASSKEY_SPAN, "eval_multiples": [1, 2], "steps": 3, "batch": 2,
+        "train_pool": 4, "eval_batch": 2, "eval_documents": 5, "teacher_steps": 4, "teacher_dim": 16,
+        "teacher_heads": 2, "teacher_kv_heads": 1, "feature_dim": 8, "residual_dim": 4, "code_rank": 2,
+        "measure_speed": False, "passkey_short_context": PASSKEY_SPAN,
+    }
     raw = run_single(ER2Task, dict(params, residual_mode="raw"), seed=0, work_root=tmp_path)
     window = run_single(ER2Task, dict(params, layer="window"), seed=0, work_root=tmp_path)
     assert raw["status"] == window["status"] == "finished", (raw["error"], window["error"])
