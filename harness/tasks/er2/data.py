@@ -1,4 +1,5 @@
-"""Workload data: byte-level English from ``pydoc_data.topics`` and multi-query associative recall.
+"""Workload data: byte-level English from ``pydoc_data.topics`` (plain, or with a pass key planted and
+asked again later) and multi-query associative recall.
 
 Both ship with Python or are generated, so nothing is downloaded at run time.
 """
@@ -55,6 +56,48 @@ def document_windows(documents: dict[str, Tensor], length: int, limit: int) -> t
     if not names:
         raise ValueError(f"no held-out document has {length} tokens")
     return names, torch.stack([documents[name][:length] for name in names]).long()
+
+
+# "pass key $48213." planted in a window and asked again later. "$" never occurs in pydoc_data.topics, so
+# it marks the cue; the digits are random, so predicting them needs attention that reaches back to the key.
+# (Pilots, 2026-12-01: a decoy number beside the key, or two keys told apart by the cue's last byte, were
+# not learned by the teacher in 600-1,200 steps: its recall stayed where the zeroed layer's was.)
+PASSKEY_CUE = b"pass key $"
+PASSKEY_DIGITS = 5
+PASSKEY_SENTENCE = len(PASSKEY_CUE) + PASSKEY_DIGITS + 1  # cue, digits, "."
+PASSKEY_SPAN = 2 * PASSKEY_SENTENCE  # the key and the question
+
+
+def plant_passkeys(windows: Tensor, generator: torch.Generator, asked_at_end: bool = True) -> tuple[Tensor, Tensor]:
+    """Overwrite each window [B, L] with a pass-key sentence and, after it, the same sentence again, where
+    its digits are asked. ``asked_at_end``: the question is the window's last ``PASSKEY_SENTENCE`` tokens
+    and the key is anywhere before it (evaluation: the key spread over the whole context); otherwise the
+    question is anywhere after the key (training: a question early in a long window is found by attention
+    over few positions, how the retrieval circuit forms in a small budget).
+
+    Returns (tokens [B, L], answer mask [B, L]); as in ``recall_batch`` the mask marks the positions whose
+    *next* token is an asked digit (the question's "$" and its digits but the last).
+    """
+    batch, length = windows.shape
+    size = PASSKEY_SENTENCE
+    if length < PASSKEY_SPAN:
+        raise ValueError(f"a pass key and its question need windows of at least {PASSKEY_SPAN} tokens, got {length}")
+    digits = torch.randint(0, 10, (batch, PASSKEY_DIGITS), generator=generator) + ord("0")
+    cue = torch.tensor(list(PASSKEY_CUE), dtype=torch.long).expand(batch, -1)
+    sentence = torch.cat([cue, digits, torch.full((batch, 1), ord("."), dtype=torch.long)], dim=1)
+    if asked_at_end:
+        keys = torch.randint(0, length - PASSKEY_SPAN + 1, (batch, 1), generator=generator)
+        questions = torch.full((batch, 1), length - size)
+    else:  # two sorted distinct slots, the second shifted past the key: no overlap
+        slots = torch.rand(batch, length - PASSKEY_SPAN + 2, generator=generator).argsort(-1)[:, :2].sort(-1).values
+        keys, questions = slots[:, :1], slots[:, 1:] + size - 1
+    offsets = torch.arange(size)
+    tokens = windows.long().clone()
+    tokens.scatter_(1, keys + offsets, sentence)
+    tokens.scatter_(1, questions + offsets, sentence)
+    answers = torch.zeros(batch, length, dtype=torch.bool)
+    answers.scatter_(1, questions + len(PASSKEY_CUE) - 1 + torch.arange(PASSKEY_DIGITS), True)
+    return tokens, answers
 
 
 @dataclass(frozen=True)

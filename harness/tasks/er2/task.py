@@ -24,12 +24,13 @@ from harness.mechanisms.pdelta.ops.attention import local_window_attention
 from harness.mechanisms.pdelta.ops.common import MAX_CHUNK
 from harness.tasks.base import Metric, ParetoView, Task, TaskParams, TrialContext
 from harness.tasks.er2.consistency import decode_prefill_agreement
+from harness.tasks.er2.data import PASSKEY_SPAN
 from harness.tasks.er2.distill import cosine, distil_step, fidelity, output_fidelity
 from harness.tasks.er2.positions import fed_capture, fed_mixer
 from harness.tasks.er2.recipe import Convergence
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
 from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
-from harness.tasks.er2.workloads import Workload, capture, make_workload
+from harness.tasks.er2.workloads import Workload, capture, make_workload, teacher_batches
 
 CONTEXT = "context (tokens)"
 KV_BYTES = 2  # the teacher's KV cache is fp16
@@ -41,7 +42,9 @@ def zero_layer(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
 
 
 class ER2Params(TaskParams):
-    workload: Literal["text", "recall"] = "text"
+    # text: pydoc bytes; passkey: pydoc bytes with a pass key to retrieve from anywhere in the window
+    # (a non-local probe layer); recall: multi-query associative recall
+    workload: Literal["text", "passkey", "recall"] = "text"
     # er2: the distilled layer; teacher: the probe layer unchanged (upper bound); window: sliding-window
     # attention with the ER2 state's bytes of KV cache; zero: the layer removed; guess (recall only):
     # answer with a value drawn from the context.
@@ -83,6 +86,10 @@ class ER2Params(TaskParams):
     teacher_heads: int = Field(4, ge=1)
     teacher_kv_heads: int = Field(2, ge=1)
     probe_layer: int = Field(1, ge=0, description="the teacher layer distilled, below teacher_layers")
+    passkey_weight: float = Field(
+        20.0, gt=0, description="passkey workload: the teacher's loss weight on the asked digits (text: 1)")
+    passkey_short_context: int = Field(
+        64, ge=1, description="passkey workload: every other teacher step trains on windows this long")
     recall_pairs: int = Field(8, ge=1)
     recall_keys: int = Field(16, ge=1)  # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
     measure_speed: bool = True
@@ -106,6 +113,12 @@ class ER2Params(TaskParams):
         head_dim = self.teacher_dim // self.teacher_heads
         if self.residual_mode == "compressed" and self.code_rank > head_dim:
             raise ValueError(f"code_rank ({self.code_rank}) exceeds the head dim ({head_dim} = teacher_dim / teacher_heads)")
+        if self.workload == "passkey":
+            shortest = min(self.train_context, self.teacher_context or self.train_context, self.passkey_short_context)
+            if shortest < PASSKEY_SPAN:
+                raise ValueError(f"a pass key and its question need contexts of at least {PASSKEY_SPAN} tokens "
+                                 f"(train_context {self.train_context}, teacher_context {self.teacher_context}, "
+                                 f"passkey_short_context {self.passkey_short_context})")
         if self.workload == "recall":
             if self.recall_pairs > self.recall_keys:
                 raise ValueError(f"recall_pairs ({self.recall_pairs}) exceeds recall_keys ({self.recall_keys})")
@@ -140,18 +153,18 @@ class ER2Task(Task):
         Metric("nll_delta", "lower", "nats/token", "quality", "mean per-document NLL increase over the teacher",
                key=True, axis=CONTEXT),
         Metric("recall", "higher", "accuracy", "quality",
-               "recall workload: answers right with the layer swapped in", key=True, axis=CONTEXT),
+               "recall / passkey workloads: answers (asked digits) right with the layer swapped in", key=True, axis=CONTEXT),
         Metric("train_context_recall", "higher", "accuracy", "quality",
-               "recall workload: recall at the training context (one key across a sweep of contexts)"),
-        Metric("teacher_recall", "none", "accuracy", "info", "recall workload: answers right by the teacher",
+               "recall / passkey workloads: recall at the training context (one key across a sweep of contexts)"),
+        Metric("teacher_recall", "none", "accuracy", "info", "recall / passkey workloads: answers right by the teacher",
                axis=CONTEXT),
         Metric("guess_recall", "none", "accuracy", "info",
-               "recall workload: expected recall of answering with a value drawn from those in the context",
+               "recall: expected recall of answering with a value drawn from those in the context; passkey: a random digit",
                axis=CONTEXT),
         Metric("zero_layer_nll_cost", "none", "nats/token", "info",
                "NLL increase over the teacher when its probe layer is zeroed: the range the arms move in",
                key=True, axis=CONTEXT),
-        Metric("zero_layer_recall", "none", "accuracy", "info", "recall workload: recall with the probe layer zeroed",
+        Metric("zero_layer_recall", "none", "accuracy", "info", "recall / passkey workloads: recall with the probe layer zeroed",
                axis=CONTEXT),
         Metric("window_tokens", "none", "tokens", "info", "window arm: tokens of KV cache in the ER2 state's bytes"),
         Metric("state_bytes", "lower", "bytes", "memory",
@@ -264,7 +277,7 @@ class ER2Task(Task):
         )
         return ctx.cached(
             "teacher", asdict(recipe),
-            build=lambda: train_teacher(recipe, lambda g: workload.training_batch(recipe.batch, recipe.context, g), ctx),
+            build=lambda: train_teacher(recipe, teacher_batches(workload, recipe.batch, recipe.context), ctx),
             restore=lambda state: frozen_teacher(config, state, ctx),
         )
 

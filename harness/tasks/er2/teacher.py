@@ -20,7 +20,7 @@ from harness.services.seeding import global_rng_from
 from harness.tasks.base import TrialContext
 
 Mixer = Callable[[Tensor, Tensor, Tensor], Tensor]  # (q, k, v) -> attention output [B,Hq,T,D]
-Batches = Callable[[torch.Generator], tuple[Tensor, Tensor | None]]  # data stream -> (tokens, loss mask)
+Batches = Callable[[torch.Generator], tuple[Tensor, Tensor | None]]  # data stream -> (tokens, loss mask or weights)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class TeacherLM(nn.Module):
 
 
 def next_token_nll(model: TeacherLM, tokens: Tensor, mixer: Mixer | None = None, mask: Tensor | None = None) -> Tensor:
-    """Mean next-token NLL per sequence [B] (over ``mask``ed positions when given)."""
+    """Mean next-token NLL per sequence [B] (over ``mask``ed positions when given; a float mask weights them)."""
     logits = model(tokens[:, :-1], mixer)
     losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
     weights = torch.ones_like(losses) if mask is None else mask[:, :-1].to(losses.dtype)

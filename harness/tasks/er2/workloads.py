@@ -1,6 +1,8 @@
-"""The two workloads behind one interface: byte-level pydoc text and multi-query associative recall."""
+"""The workloads behind one interface: byte-level pydoc text, plain or with a pass key to retrieve, and
+multi-query associative recall."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -12,11 +14,12 @@ from harness.tasks.er2.data import (
     document_windows,
     guess_from_context_recall,
     load_pydoc_corpus,
+    plant_passkeys,
     recall_batch,
     sample_windows,
 )
 from harness.tasks.er2.distill import Capture
-from harness.tasks.er2.teacher import Mixer, TeacherLM, next_token_nll
+from harness.tasks.er2.teacher import Batches, Mixer, TeacherLM, next_token_nll
 
 
 @dataclass
@@ -143,7 +146,73 @@ class RecallWorkload:
         )
 
 
-def make_workload(params) -> TextWorkload | RecallWorkload:
+class PasskeyWorkload:
+    """pydoc text windows with a pass key planted anywhere in them and asked at their end: the digits are
+    random, so predicting them needs attention that reaches back past any short window (a non-local
+    probe layer). Scored on the whole window's NLL and on the asked digits (recall, teacher-forced)."""
+
+    vocab_size = 256
+    digit_chance = 0.1  # guessing a digit uniformly
+
+    def __init__(self, answer_weight: float, short_context: int) -> None:
+        self.corpus = load_pydoc_corpus()
+        self.answer_weight = answer_weight
+        self.short_context = short_context
+        self.data_id = f"pydoc-passkey-v1-{self.corpus.checksum}-weight{answer_weight:g}-short{short_context}"
+        self.held_out_stream = torch.cat(list(self.corpus.held_out.values()))
+
+    def teacher_batches(self, batch: int, length: int) -> Batches:
+        """Every other teacher step on windows of ``short_context`` tokens (as many tokens in all): a repeat
+        among few positions teaches the retrieval circuit in a few hundred steps, where long windows alone
+        left it at chance after 600 (pilot); the long steps keep the LM and its retrieval sound at length."""
+        shapes = itertools.cycle([(max(1, batch * length // self.short_context), self.short_context), (batch, length)])
+        return lambda generator: self.training_batch(*next(shapes), generator)
+
+    def training_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """Tokens and per-position loss weights: 1 on text, ``answer_weight`` where the next token is an
+        asked digit (five of a window's hundreds of positions would otherwise barely train retrieval)."""
+        windows = sample_windows(self.corpus.train, batch, length, generator)
+        tokens, answers = plant_passkeys(windows, generator, asked_at_end=False)
+        return tokens, 1.0 + (self.answer_weight - 1.0) * answers.float()
+
+    def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor:
+        return plant_passkeys(sample_windows(self.held_out_stream, batch, length, generator), generator)[0]
+
+    @torch.no_grad()
+    def swapped_comparison(
+        self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
+        generator: torch.Generator,
+    ) -> SwapComparison:
+        """Held-out windows with fresh pass keys from ``generator``, the same for every arm of a seed."""
+        windows = sample_windows(self.held_out_stream, documents, context + 1, generator)
+        tokens, answers = (t.to(device) for t in plant_passkeys(windows, generator))
+        scores = {label: (next_token_nll(teacher, tokens, swap).tolist(), self._recall(teacher, tokens, answers, swap))
+                  for label, swap in (("teacher", None), ("layer", mixer))}
+        return SwapComparison(
+            documents=[f"window-{i}" for i in range(documents)],
+            teacher_nll=scores["teacher"][0], layer_nll=scores["layer"][0],
+            teacher_recall=scores["teacher"][1], layer_recall=scores["layer"][1],
+            guess_recall=[self.digit_chance] * documents,
+        )
+
+    @staticmethod
+    def _recall(teacher: TeacherLM, tokens: Tensor, answers: Tensor, mixer: Mixer | None) -> list[float]:
+        """Per window: the fraction of asked digits the LM's top prediction gets right, teacher-forced."""
+        predicted = teacher(tokens[:, :-1], mixer).argmax(-1)
+        asked = answers[:, :-1]
+        return (((predicted == tokens[:, 1:]) & asked).sum(1) / asked.sum(1)).tolist()
+
+
+def teacher_batches(workload: TextWorkload | PasskeyWorkload | RecallWorkload, batch: int, length: int) -> Batches:
+    """The teacher's training stream: the workload's own where it has one, else its training batches."""
+    if isinstance(workload, PasskeyWorkload):
+        return workload.teacher_batches(batch, length)
+    return lambda generator: workload.training_batch(batch, length, generator)
+
+
+def make_workload(params) -> TextWorkload | PasskeyWorkload | RecallWorkload:
     if params.workload == "text":
         return TextWorkload()
+    if params.workload == "passkey":
+        return PasskeyWorkload(params.passkey_weight, params.passkey_short_context)
     return RecallWorkload(params.recall_pairs, params.recall_keys)
