@@ -124,7 +124,8 @@ def next_token_nll(model: TeacherLM, tokens: Tensor, mixer: Mixer | None = None,
     """
     if mask is None:
         logits = model(tokens[:, :-1], mixer)
-        return F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none").mean(1)
+        losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+        return losses.sum(1) / losses.shape[1]  # bit for bit the text teachers' loss before the masked branch
     selected = mask[:, :-1].bool()
     hidden = model.hidden(tokens[:, :-1], mixer)[selected]
     losses = F.cross_entropy(hidden @ model.embed.weight.T, tokens[:, 1:][selected], reduction="none")
