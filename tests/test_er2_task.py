@@ -241,6 +241,8 @@ def test_teacher_cache_identity_names_the_mixture_not_the_point():
     with pytest.raises(pydantic.ValidationError, match="teacher context of at least 66"):
         ER2Task.validate_params({"workload": "recall", "recall_keys": 64, "recall_teacher_pairs": [4, 32], "train_context": 32,
                                   "eval_multiples": [1]})
+    with pytest.raises(pydantic.ValidationError, match="recall workload only"):
+        ER2Task.validate_params({"recall_teacher_pairs": [4, 8]})
     with pytest.raises(pydantic.ValidationError, match="low exceeds high"):
         ER2Task.validate_params({"workload": "recall", "recall_teacher_pairs": [8, 4], "train_context": 64})
 

@@ -119,6 +119,8 @@ class ER2Params(TaskParams):
                                  f"tokens (train_context {self.train_context}, teacher_context {self.teacher_context})")
             if self.recall_teacher_pairs is not None:
                 self._check_teacher_mixture()
+        elif self.recall_teacher_pairs is not None:
+            raise ValueError("recall_teacher_pairs applies to the recall workload only")
         return self
 
     def _check_teacher_mixture(self) -> None:
