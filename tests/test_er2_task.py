@@ -148,6 +148,18 @@ def test_recall_workload_end_to_end(tmp_path: Path):
     assert "nll@64" not in guess["metrics"]
 
 
+@pytest.mark.integration  # the real task end to end
+def test_a_teacher_mixture_is_trained_once_for_every_bindings_point(tmp_path: Path):
+    mixture = dict(TINY, workload="recall", recall_keys=16, recall_teacher_pairs=[2, 8], layer="teacher")
+    light, heavy = (run_single(ER2Task, dict(mixture, recall_pairs=pairs), seed=0, work_root=tmp_path) for pairs in (2, 8))
+    assert light["status"] == heavy["status"] == "finished", (light["error"], heavy["error"])
+    assert heavy["details"]["cache"]["teacher"] == dict(light["details"]["cache"]["teacher"], loaded=True)
+    alone = run_single(ER2Task, dict(mixture, recall_pairs=8, recall_teacher_pairs=None), seed=0, work_root=tmp_path)
+    assert alone["details"]["cache"]["teacher"]["key"] != light["details"]["cache"]["teacher"]["key"]
+    assert alone["details"]["cache"]["teacher"]["loaded"] is False
+    assert light["metrics"]["guess_recall@32"] > heavy["metrics"]["guess_recall@32"]  # the points differ in load
+
+
 def test_guess_from_context_recall_counts_distinct_values_before_each_query():
     layout = RecallLayout(num_keys=4, num_values=4)  # keys 0-3, values 4-7, filler 8
     tokens = torch.tensor([[0, 4, 1, 4, 2, 5, 8, 1, 4, 2, 5]])  # values 4, 4, 5: two distinct
