@@ -6,11 +6,20 @@ from pathlib import Path
 import pydantic
 import pytest
 import torch
+from torch import Tensor
 
 from harness.execution.executor import run_single
 from harness.tasks import load_task
 from harness.tasks.base import metric_family
-from harness.tasks.er2.data import RecallLayout, guess_from_context_recall, load_pydoc_corpus, recall_batch
+from harness.tasks.er2.data import (
+    RecallLayout,
+    guess_from_context_recall,
+    load_pydoc_corpus,
+    recall_batch,
+    recall_mixture_batch,
+)
+from harness.tasks.er2.teacher import TeacherConfig, TeacherLM, next_token_nll
+from harness.tasks.er2.workloads import RecallWorkload, teacher_data
 from harness.tasks.er2.task import ER2Task
 
 TINY = dict(
@@ -139,6 +148,18 @@ def test_recall_workload_end_to_end(tmp_path: Path):
     assert "nll@64" not in guess["metrics"]
 
 
+@pytest.mark.integration  # the real task end to end
+def test_a_teacher_mixture_is_trained_once_for_every_bindings_point(tmp_path: Path):
+    mixture = dict(TINY, workload="recall", recall_keys=16, recall_teacher_pairs=[2, 8], layer="teacher")
+    light, heavy = (run_single(ER2Task, dict(mixture, recall_pairs=pairs), seed=0, work_root=tmp_path) for pairs in (2, 8))
+    assert light["status"] == heavy["status"] == "finished", (light["error"], heavy["error"])
+    assert heavy["details"]["cache"]["teacher"] == dict(light["details"]["cache"]["teacher"], loaded=True)
+    alone = run_single(ER2Task, dict(mixture, recall_pairs=8, recall_teacher_pairs=None), seed=0, work_root=tmp_path)
+    assert alone["details"]["cache"]["teacher"]["key"] != light["details"]["cache"]["teacher"]["key"]
+    assert alone["details"]["cache"]["teacher"]["loaded"] is False
+    assert light["metrics"]["guess_recall@32"] > heavy["metrics"]["guess_recall@32"]  # the points differ in load
+
+
 def test_guess_from_context_recall_counts_distinct_values_before_each_query():
     layout = RecallLayout(num_keys=4, num_values=4)  # keys 0-3, values 4-7, filler 8
     tokens = torch.tensor([[0, 4, 1, 4, 2, 5, 8, 1, 4, 2, 5]])  # values 4, 4, 5: two distinct
@@ -182,6 +203,79 @@ def test_recall_answers_are_determined_by_the_prompt():
         query_region[[p - 2 * pairs for p in asked]] = layout.filler
         query_region[[p + 1 - 2 * pairs for p in asked]] = layout.filler
         assert bool((query_region == layout.filler).all())  # nothing else is shown: no other hint
+
+
+def _bindings(tokens: Tensor, layout: RecallLayout) -> int:
+    """Bindings of one sequence: the leading run of key, value pairs up to the first repeated key (a query)."""
+    keys: set[int] = set()
+    while 2 * len(keys) + 1 < tokens.numel():
+        key, value = int(tokens[2 * len(keys)]), int(tokens[2 * len(keys) + 1])
+        if key in keys or key >= layout.num_keys or not layout.num_keys <= value < layout.filler:
+            break
+        keys.add(key)
+    return len(keys)
+
+
+def test_mixture_draws_bindings_within_range_and_answers_each_query():
+    layout = RecallLayout(num_keys=64, num_values=64)
+    tokens, answers = recall_mixture_batch(layout, 200, 80, (3, 30), torch.Generator().manual_seed(0))
+    counts = [_bindings(row, layout) for row in tokens]
+    assert min(counts) >= 3 and max(counts) <= 30
+    assert len(set(counts)) > 10  # the load varies between sequences
+    assert sum(c < 10 for c in counts) > sum(c >= 20 for c in counts)  # log-uniform: each doubling as frequent
+    for row, count in zip(range(200), counts):
+        bound = {int(tokens[row, 2 * i]): int(tokens[row, 2 * i + 1]) for i in range(count)}
+        asked = answers[row].nonzero().flatten().tolist()
+        assert len(asked) == min(count, (80 - 2 * count) // 2) and all(p >= 2 * count for p in asked)
+        assert all(bound[int(tokens[row, p])] == int(tokens[row, p + 1]) for p in asked)
+
+
+def test_mixture_is_determined_by_the_generator():
+    layout = RecallLayout(num_keys=32, num_values=32)
+    first = recall_mixture_batch(layout, 16, 40, (2, 12), torch.Generator().manual_seed(5))
+    again = recall_mixture_batch(layout, 16, 40, (2, 12), torch.Generator().manual_seed(5))
+    other = recall_mixture_batch(layout, 16, 40, (2, 12), torch.Generator().manual_seed(6))
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert not torch.equal(first[0], other[0])
+    fixed, _ = recall_mixture_batch(layout, 16, 40, (7, 7), torch.Generator().manual_seed(5))
+    assert all(_bindings(row, layout) == 7 for row in fixed)
+    with pytest.raises(ValueError, match="low <= high"):
+        recall_mixture_batch(layout, 1, 40, (5, 4), torch.Generator())
+
+
+def test_teacher_cache_identity_names_the_mixture_not_the_point():
+    mixed = [teacher_data(RecallWorkload(pairs, 64, (4, 16)), 2, 64)[1] for pairs in (4, 8, 16)]
+    assert len(set(mixed)) == 1 and "4-16" in mixed[0]
+    alone = [teacher_data(RecallWorkload(pairs, 64), 2, 64)[1] for pairs in (4, 8)]
+    assert alone[0] != alone[1] and mixed[0] not in alone  # without a mixture: one teacher per point, as before
+    with pytest.raises(pydantic.ValidationError, match="above recall_keys"):
+        ER2Task.validate_params({"workload": "recall", "recall_keys": 16, "recall_teacher_pairs": [4, 32], "train_context": 128})
+    with pytest.raises(pydantic.ValidationError, match="teacher context of at least 66"):
+        ER2Task.validate_params({"workload": "recall", "recall_keys": 64, "recall_teacher_pairs": [4, 32], "train_context": 32,
+                                  "eval_multiples": [1]})
+    with pytest.raises(pydantic.ValidationError, match="recall workload only"):
+        ER2Task.validate_params({"recall_teacher_pairs": [4, 8]})
+    with pytest.raises(pydantic.ValidationError, match="low exceeds high"):
+        ER2Task.validate_params({"workload": "recall", "recall_teacher_pairs": [8, 4], "train_context": 64})
+
+
+def test_masked_nll_scores_only_the_answers():
+    """The answer-only projection equals the NLL of the full logits weighted by the mask."""
+    layout = RecallLayout(num_keys=20, num_values=20)
+    tokens, answers = recall_mixture_batch(layout, 5, 48, (2, 10), torch.Generator().manual_seed(2))
+    model = TeacherLM(TeacherConfig(vocab_size=layout.vocab_size, model_dim=16, num_heads=2, num_kv_heads=1))
+    logits = model(tokens[:, :-1])
+    full = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+    weights = answers[:, :-1].float()
+    expected = (full * weights).sum(1) / weights.sum(1)
+    assert torch.allclose(next_token_nll(model, tokens, mask=answers), expected, atol=1e-5)
+    assert torch.equal(next_token_nll(model, tokens), (full * torch.ones_like(full)).sum(1) / full.shape[1])
+    assert not torch.allclose(expected, full.mean(1))  # the mask matters
+    # a float mask weights every position (the passkey teacher: 1 on text, 20 on the asked digits)
+    graded = 1.0 + 19.0 * answers.float()
+    weighted = (full * graded[:, :-1]).sum(1) / graded[:, :-1].sum(1)
+    assert torch.allclose(next_token_nll(model, tokens, mask=graded), weighted, atol=1e-5)
+    assert not torch.allclose(weighted, expected) and not torch.allclose(weighted, full.mean(1))
 
 
 def test_corpus_split_is_disjoint_and_stable():

@@ -133,6 +133,14 @@ def refused(result, *fragments: str) -> str:
         pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 1024, train_context: 256}\n"
                                  "sweep: {recall_pairs: [64, 256]}"),
                      [":7:", "256 recall pairs need contexts of at least 514 tokens"], id="er2-recall-bindings-over-context"),
+        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 64, train_context: 300, "
+                                 "eval_multiples: [1], recall_teacher_pairs: [8, 128]}"),
+                     [":6:", "recall_teacher_pairs reaches 128 bindings, above recall_keys (64)"],
+                     id="er2-teacher-mixture-over-keys"),
+        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 1024, train_context: 128, "
+                                 "eval_multiples: [1], recall_teacher_pairs: [8, 128]}"),
+                     [":6:", "recall_teacher_pairs reaches 128 bindings, which need a teacher context of at least 258"],
+                     id="er2-teacher-mixture-over-context"),
         pytest.param(ER2.replace("steps: 120", "steps: 50, schedule: converged, decay_steps: 50"),
                      [":6:", "steps (50), the cap of the converged schedule, must exceed decay_steps (50)"],
                      id="er2-converged-cap-below-decay"),
@@ -252,6 +260,27 @@ def test_bad_run_options_are_refused_before_anything_runs(tmp_path, args, fragme
     results = tmp_path / "results"
     result = invoke("run", write(tmp_path, TOY), "--results", results, "--no-mlflow", *args)
     refused(result, *fragments)
+    assert not results.exists()
+
+
+@pytest.mark.parametrize(
+    ("profile", "fragments"),
+    [
+        ("keys", [":6:", "recall_pairs (256) exceeds recall_keys (64)"]),
+        ("feeding", [":11:", "param 'qk_positions'", "'rotated' or 'unrotated'"]),
+    ],
+)
+def test_an_mqar_size_or_feeding_the_layer_cannot_take_is_refused_by_run(tmp_path, profile, fragments):
+    """``harness run`` refuses what ``validate`` does, for the profile asked for, before any trial."""
+    text = ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 64, train_context: 600}") + (
+        "profiles:\n"
+        "  keys:\n"
+        "    sweep: {recall_pairs: [8, 256]}\n"
+        "  feeding:\n"
+        "    params: {qk_positions: sideways}\n"
+    )
+    results = tmp_path / "results"
+    refused(invoke("run", write(tmp_path, text), "--profile", profile, "--results", results, "--no-mlflow"), *fragments)
     assert not results.exists()
 
 

@@ -6,6 +6,7 @@ Both ship with Python or are generated, so nothing is downloaded at run time.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 
 import torch
@@ -143,6 +144,25 @@ def recall_batch(
     tokens[rows, positions] = keys.gather(1, asked)
     tokens[rows, positions + 1] = values.gather(1, asked)
     answers[rows, positions] = True
+    return tokens, answers
+
+
+def recall_mixture_batch(
+    layout: RecallLayout, batch: int, length: int, pairs: tuple[int, int], generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """Like ``recall_batch``, but each sequence draws its own number of bindings, log-uniformly from
+    ``pairs`` = (low, high) inclusive, so every doubling of the load is as frequent: one teacher trained
+    on it serves every point of a bindings sweep instead of one teacher per point."""
+    low, high = pairs
+    if not 1 <= low <= high:
+        raise ValueError(f"binding range {pairs} must satisfy 1 <= low <= high")
+    logs = torch.rand(batch, generator=generator) * (math.log(high + 1) - math.log(low)) + math.log(low)
+    counts = logs.exp().floor().long().clamp(low, high)
+    tokens = torch.empty(batch, length, dtype=torch.long)
+    answers = torch.empty(batch, length, dtype=torch.bool)
+    for count in counts.unique().tolist():
+        rows = (counts == count).nonzero().flatten()
+        tokens[rows], answers[rows] = recall_batch(layout, rows.numel(), length, count, generator)
     return tokens, answers
 
 

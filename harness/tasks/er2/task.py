@@ -30,7 +30,7 @@ from harness.tasks.er2.positions import fed_capture, fed_mixer
 from harness.tasks.er2.recipe import Convergence
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
 from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
-from harness.tasks.er2.workloads import Workload, capture, make_workload, teacher_batches
+from harness.tasks.er2.workloads import Workload, capture, make_workload, teacher_data
 
 CONTEXT = "context (tokens)"
 KV_BYTES = 2  # the teacher's KV cache is fp16
@@ -92,6 +92,10 @@ class ER2Params(TaskParams):
         64, ge=1, description="passkey workload: every other teacher step trains on windows this long")
     recall_pairs: int = Field(8, ge=1)
     recall_keys: int = Field(16, ge=1)  # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
+    # MQAR under load (issue 28): the teacher trains on a mixture, each sequence drawing its bindings
+    # log-uniformly from (low, high), so one teacher per seed serves every point of a bindings sweep
+    # (its cache key names the mixture, not the point). None: the teacher trains at recall_pairs.
+    recall_teacher_pairs: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
     measure_speed: bool = True
     speed_min_time: float = Field(0.1, gt=0)
     # prefill and decode against SDPA
@@ -126,7 +130,23 @@ class ER2Params(TaskParams):
             if 2 * self.recall_pairs + 2 > shortest:
                 raise ValueError(f"{self.recall_pairs} recall pairs need contexts of at least {2 * self.recall_pairs + 2} "
                                  f"tokens (train_context {self.train_context}, teacher_context {self.teacher_context})")
+            if self.recall_teacher_pairs is not None:
+                self._check_teacher_mixture()
+        elif self.recall_teacher_pairs is not None:
+            raise ValueError("recall_teacher_pairs applies to the recall workload only")
         return self
+
+    def _check_teacher_mixture(self) -> None:
+        """The teacher's range must be drawable: ordered, within the keys, fitting the teacher's context."""
+        low, high = self.recall_teacher_pairs
+        if low > high:
+            raise ValueError(f"recall_teacher_pairs ({low}, {high}): low exceeds high")
+        if high > self.recall_keys:
+            raise ValueError(f"recall_teacher_pairs reaches {high} bindings, above recall_keys ({self.recall_keys})")
+        context = self.teacher_context or max(self.eval_contexts)
+        if 2 * high + 2 > context:
+            raise ValueError(f"recall_teacher_pairs reaches {high} bindings, which need a teacher context of at least "
+                             f"{2 * high + 2} tokens (it is {context})")
 
     @property
     def eval_contexts(self) -> list[int]:
@@ -271,13 +291,15 @@ class ER2Task(Task):
             vocab_size=workload.vocab_size, model_dim=params.teacher_dim, num_layers=params.teacher_layers,
             num_heads=params.teacher_heads, num_kv_heads=params.teacher_kv_heads, probe_layer=params.probe_layer,
         )
+        context = params.teacher_context or max(params.eval_contexts)
+        batches, data_id = teacher_data(workload, params.teacher_batch, context)
         recipe = TeacherRecipe(
-            config=config, steps=params.teacher_steps, batch=params.teacher_batch,
-            context=params.teacher_context or max(params.eval_contexts), lr=params.teacher_lr, data_id=workload.data_id,
+            config=config, steps=params.teacher_steps, batch=params.teacher_batch, context=context,
+            lr=params.teacher_lr, data_id=data_id,
         )
         return ctx.cached(
             "teacher", asdict(recipe),
-            build=lambda: train_teacher(recipe, teacher_batches(workload, recipe.batch, recipe.context), ctx),
+            build=lambda: train_teacher(recipe, batches, ctx),
             restore=lambda state: frozen_teacher(config, state, ctx),
         )
 

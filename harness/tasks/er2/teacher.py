@@ -103,21 +103,36 @@ class TeacherLM(nn.Module):
         self.norm = nn.RMSNorm(config.model_dim)
         nn.init.normal_(self.embed.weight, std=config.model_dim**-0.5)  # tied output: logits start near uniform
 
-    def forward(self, tokens: Tensor, mixer: Mixer | None = None, capture: dict[str, Tensor] | None = None) -> Tensor:
-        """Logits [B,T,V]; ``mixer`` replaces the probe layer's attention, ``capture`` receives its q/k/v/out."""
+    def hidden(self, tokens: Tensor, mixer: Mixer | None = None, capture: dict[str, Tensor] | None = None) -> Tensor:
+        """Final normalised hidden states [B,T,D]: the logits are their products with the tied embedding."""
         x = self.embed(tokens)
         for index, block in enumerate(self.blocks):
             probe = index == self.config.probe_layer
             x = block(x, mixer if probe else None, capture if probe else None)
-        return self.norm(x) @ self.embed.weight.T
+        return self.norm(x)
+
+    def forward(self, tokens: Tensor, mixer: Mixer | None = None, capture: dict[str, Tensor] | None = None) -> Tensor:
+        """Logits [B,T,V]; ``mixer`` replaces the probe layer's attention, ``capture`` receives its q/k/v/out."""
+        return self.hidden(tokens, mixer, capture) @ self.embed.weight.T
 
 
 def next_token_nll(model: TeacherLM, tokens: Tensor, mixer: Mixer | None = None, mask: Tensor | None = None) -> Tensor:
-    """Mean next-token NLL per sequence [B] (over ``mask``ed positions when given; a float mask weights them)."""
-    logits = model(tokens[:, :-1], mixer)
-    losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
-    weights = torch.ones_like(losses) if mask is None else mask[:, :-1].to(losses.dtype)
-    return (losses * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+    """Mean next-token NLL per sequence [B]; with a mask, over its nonzero positions weighted by it (a
+    boolean mask: the answers alone; a float one: per-position loss weights).
+
+    With a mask only its nonzero positions get logits: on recall they are a few answers among hundreds
+    of tokens, and the vocabulary's projection and softmax would otherwise dominate the teacher's cost.
+    """
+    if mask is None:
+        logits = model(tokens[:, :-1], mixer)
+        losses = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")
+        return losses.sum(1) / losses.shape[1]  # bit for bit the text teachers' loss before the masked branch
+    weights = mask[:, :-1].float()
+    selected = weights != 0
+    hidden = model.hidden(tokens[:, :-1], mixer)[selected]
+    losses = F.cross_entropy(hidden @ model.embed.weight.T, tokens[:, 1:][selected], reduction="none")
+    totals = losses.new_zeros(tokens.shape[0]).index_add(0, selected.nonzero()[:, 0], losses * weights[selected])
+    return totals / weights.sum(1).clamp_min(1.0)
 
 
 @dataclass(frozen=True)

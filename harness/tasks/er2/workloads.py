@@ -16,6 +16,7 @@ from harness.tasks.er2.data import (
     load_pydoc_corpus,
     plant_passkeys,
     recall_batch,
+    recall_mixture_batch,
     sample_windows,
 )
 from harness.tasks.er2.distill import Capture
@@ -112,14 +113,29 @@ class TextWorkload:
 class RecallWorkload:
     """Key-value bindings then queries: answering needs the binding from far back (loss on answers only)."""
 
-    def __init__(self, pairs: int, keys: int) -> None:
+    def __init__(self, pairs: int, keys: int, teacher_pairs: tuple[int, int] | None = None) -> None:
         self.layout = RecallLayout(num_keys=keys, num_values=keys)
         self.pairs = pairs
+        self.teacher_pairs = teacher_pairs
         self.vocab_size = self.layout.vocab_size
         self.data_id = f"mqar-v2-{self.layout.num_keys}-{self.layout.num_values}-{pairs}"
 
     def training_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         return recall_batch(self.layout, batch, length, self.pairs, generator)
+
+    @property
+    def teacher_data_id(self) -> str:
+        """Names the mixture, not the point's bindings, so every point of a sweep shares the teacher."""
+        if self.teacher_pairs is None:
+            return self.data_id
+        low, high = self.teacher_pairs
+        return f"mqar-mix-v1-{self.layout.num_keys}-{self.layout.num_values}-{low}-{high}"
+
+    def teacher_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """The teacher's data: the mixture of loads where declared, else the arms' own sequences."""
+        if self.teacher_pairs is None:
+            return self.training_batch(batch, length, generator)
+        return recall_mixture_batch(self.layout, batch, length, self.teacher_pairs, generator)
 
     def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor:
         return recall_batch(self.layout, batch, length, self.pairs, generator)[0]
@@ -203,16 +219,19 @@ class PasskeyWorkload:
         return (((predicted == tokens[:, 1:]) & asked).sum(1) / asked.sum(1)).tolist()
 
 
-def teacher_batches(workload: TextWorkload | PasskeyWorkload | RecallWorkload, batch: int, length: int) -> Batches:
-    """The teacher's training stream: the workload's own where it has one, else its training batches."""
-    if isinstance(workload, PasskeyWorkload):
-        return workload.teacher_batches(batch, length)
-    return lambda generator: workload.training_batch(batch, length, generator)
-
-
 def make_workload(params) -> TextWorkload | PasskeyWorkload | RecallWorkload:
     if params.workload == "text":
         return TextWorkload()
     if params.workload == "passkey":
         return PasskeyWorkload(params.passkey_weight, params.passkey_short_context)
-    return RecallWorkload(params.recall_pairs, params.recall_keys)
+    return RecallWorkload(params.recall_pairs, params.recall_keys, params.recall_teacher_pairs)
+
+
+def teacher_data(workload: TextWorkload | PasskeyWorkload | RecallWorkload, batch: int, length: int) -> tuple[Batches, str]:
+    """What the teacher trains on and its cache identity: a recall mixture where one is declared, the
+    pass-key workload's alternation of short and long windows, otherwise the data the arms distil on."""
+    if isinstance(workload, RecallWorkload):
+        return (lambda generator: workload.teacher_batch(batch, length, generator)), workload.teacher_data_id
+    if isinstance(workload, PasskeyWorkload):
+        return workload.teacher_batches(batch, length), workload.data_id
+    return (lambda generator: workload.training_batch(batch, length, generator)), workload.data_id
