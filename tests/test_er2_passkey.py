@@ -94,7 +94,7 @@ def test_teacher_weights_answers_and_alternates_short_windows():
         asked = (weight == 7.0).nonzero().flatten()
         question = _sentence_starts(row)[1]
         assert asked.tolist() == list(range(question + CUE_LENGTH - 1, question + CUE_LENGTH - 1 + PASSKEY_DIGITS))
-    batches = workload.teacher_batches(4, 256)
+    batches, _ = workload.teacher_data(4, 256)
     generator = torch.Generator().manual_seed(0)
     shapes = [tuple(batches(generator)[0].shape) for _ in range(4)]
     assert shapes == [(16, 64), (4, 256), (16, 64), (4, 256)]  # the same tokens per step either way

@@ -19,7 +19,7 @@ from harness.tasks.er2.data import (
     recall_mixture_batch,
 )
 from harness.tasks.er2.teacher import TeacherConfig, TeacherLM, next_token_nll
-from harness.tasks.er2.workloads import RecallWorkload, teacher_data
+from harness.tasks.er2.workloads import RecallWorkload
 from harness.tasks.er2.task import ER2Task
 
 TINY = dict(
@@ -244,9 +244,9 @@ def test_mixture_is_determined_by_the_generator():
 
 
 def test_teacher_cache_identity_names_the_mixture_not_the_point():
-    mixed = [teacher_data(RecallWorkload(pairs, 64, (4, 16)), 2, 64)[1] for pairs in (4, 8, 16)]
+    mixed = [RecallWorkload(pairs, 64, (4, 16)).teacher_data(2, 64)[1] for pairs in (4, 8, 16)]
     assert len(set(mixed)) == 1 and "4-16" in mixed[0]
-    alone = [teacher_data(RecallWorkload(pairs, 64), 2, 64)[1] for pairs in (4, 8)]
+    alone = [RecallWorkload(pairs, 64).teacher_data(2, 64)[1] for pairs in (4, 8)]
     assert alone[0] != alone[1] and mixed[0] not in alone  # without a mixture: one teacher per point, as before
     with pytest.raises(pydantic.ValidationError, match="above recall_keys"):
         ER2Task.validate_params({"workload": "recall", "recall_keys": 16, "recall_teacher_pairs": [4, 32], "train_context": 128})

@@ -30,7 +30,7 @@ from harness.tasks.er2.positions import fed_capture, fed_mixer
 from harness.tasks.er2.recipe import Convergence
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
 from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
-from harness.tasks.er2.workloads import Workload, capture, make_workload, teacher_data
+from harness.tasks.er2.workloads import Workload, capture, make_workload
 
 CONTEXT = "context (tokens)"
 KV_BYTES = 2  # the teacher's KV cache is fp16
@@ -292,7 +292,7 @@ class ER2Task(Task):
             num_heads=params.teacher_heads, num_kv_heads=params.teacher_kv_heads, probe_layer=params.probe_layer,
         )
         context = params.teacher_context or max(params.eval_contexts)
-        batches, data_id = teacher_data(workload, params.teacher_batch, context)
+        batches, data_id = workload.teacher_data(params.teacher_batch, context)
         recipe = TeacherRecipe(
             config=config, steps=params.teacher_steps, batch=params.teacher_batch, context=context,
             lr=params.teacher_lr, data_id=data_id,

@@ -64,6 +64,9 @@ class Workload(Protocol):
 
     def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor: ...
 
+    def teacher_data(self, batch: int, length: int) -> tuple[Batches, str]:
+        """What the teacher trains on, and its cache identity."""
+
     def swapped_comparison(
         self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
         generator: torch.Generator,
@@ -77,6 +80,15 @@ def capture(teacher: TeacherLM, tokens: Tensor) -> Capture:
     captured: Capture = {}
     teacher(tokens, capture=captured)
     return captured
+
+
+@torch.no_grad()
+def answer_recall(teacher: TeacherLM, tokens: Tensor, answers: Tensor, mixer: Mixer | None) -> list[float]:
+    """Per sequence: the fraction of answers (positions whose next token is asked) the LM's top
+    prediction gets right, teacher-forced."""
+    asked = answers[:, :-1]
+    right = (teacher(tokens[:, :-1], mixer).argmax(-1) == tokens[:, 1:]) & asked
+    return (right.sum(1) / asked.sum(1).clamp_min(1)).tolist()
 
 
 class TextWorkload:
@@ -94,6 +106,10 @@ class TextWorkload:
 
     def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor:
         return sample_windows(self.held_out_stream, batch, length, generator)
+
+    def teacher_data(self, batch: int, length: int) -> tuple[Batches, str]:
+        """The teacher trains on the data the arms distil on."""
+        return (lambda generator: self.training_batch(batch, length, generator)), self.data_id
 
     @torch.no_grad()
     def swapped_comparison(
@@ -123,19 +139,14 @@ class RecallWorkload:
     def training_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         return recall_batch(self.layout, batch, length, self.pairs, generator)
 
-    @property
-    def teacher_data_id(self) -> str:
-        """Names the mixture, not the point's bindings, so every point of a sweep shares the teacher."""
+    def teacher_data(self, batch: int, length: int) -> tuple[Batches, str]:
+        """The mixture of loads where declared, named by the mixture rather than the point's bindings so
+        that every point of a sweep shares the teacher; else the arms' own sequences."""
         if self.teacher_pairs is None:
-            return self.data_id
+            return (lambda generator: self.training_batch(batch, length, generator)), self.data_id
         low, high = self.teacher_pairs
-        return f"mqar-mix-v1-{self.layout.num_keys}-{self.layout.num_values}-{low}-{high}"
-
-    def teacher_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        """The teacher's data: the mixture of loads where declared, else the arms' own sequences."""
-        if self.teacher_pairs is None:
-            return self.training_batch(batch, length, generator)
-        return recall_mixture_batch(self.layout, batch, length, self.teacher_pairs, generator)
+        return ((lambda generator: recall_mixture_batch(self.layout, batch, length, self.teacher_pairs, generator)),
+                f"mqar-mix-v1-{self.layout.num_keys}-{self.layout.num_values}-{low}-{high}")
 
     def held_out_batch(self, batch: int, length: int, generator: torch.Generator) -> Tensor:
         return recall_batch(self.layout, batch, length, self.pairs, generator)[0]
@@ -150,10 +161,8 @@ class RecallWorkload:
         tokens, answers = tokens.to(device), answers.to(device)
         scores = {}
         for label, swap in (("teacher", None), ("layer", mixer)):
-            logits = teacher(tokens[:, :-1], swap)
-            right = (logits.argmax(-1) == tokens[:, 1:]) & answers[:, :-1]
-            recall = right.sum(1) / answers[:, :-1].sum(1).clamp_min(1)
-            scores[label] = (next_token_nll(teacher, tokens, swap, answers).tolist(), recall.tolist())
+            scores[label] = (next_token_nll(teacher, tokens, swap, answers).tolist(),
+                             answer_recall(teacher, tokens, answers, swap))
         return SwapComparison(
             documents=[f"sequence-{i}" for i in range(documents)],
             teacher_nll=scores["teacher"][0], layer_nll=scores["layer"][0],
@@ -162,27 +171,25 @@ class RecallWorkload:
         )
 
 
-class PasskeyWorkload:
+class PasskeyWorkload(TextWorkload):
     """pydoc text windows with a pass key planted anywhere in them and asked at their end: the digits are
     random, so predicting them needs attention that reaches back past any short window (a non-local
     probe layer). Scored on the whole window's NLL and on the asked digits (recall, teacher-forced)."""
 
-    vocab_size = 256
     digit_chance = 0.1  # guessing a digit uniformly
 
     def __init__(self, answer_weight: float, short_context: int) -> None:
-        self.corpus = load_pydoc_corpus()
+        super().__init__()
         self.answer_weight = answer_weight
         self.short_context = short_context
         self.data_id = f"pydoc-passkey-v1-{self.corpus.checksum}-weight{answer_weight:g}-short{short_context}"
-        self.held_out_stream = torch.cat(list(self.corpus.held_out.values()))
 
-    def teacher_batches(self, batch: int, length: int) -> Batches:
+    def teacher_data(self, batch: int, length: int) -> tuple[Batches, str]:
         """Every other teacher step on windows of ``short_context`` tokens (as many tokens in all): a repeat
         among few positions teaches the retrieval circuit in a few hundred steps, where long windows alone
         left it at chance after 600 (pilot); the long steps keep the LM and its retrieval sound at length."""
         shapes = itertools.cycle([(max(1, batch * length // self.short_context), self.short_context), (batch, length)])
-        return lambda generator: self.training_batch(*next(shapes), generator)
+        return (lambda generator: self.training_batch(*next(shapes), generator)), self.data_id
 
     def training_batch(self, batch: int, length: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """Tokens and per-position loss weights: 1 on text, ``answer_weight`` where the next token is an
@@ -202,7 +209,7 @@ class PasskeyWorkload:
         """Held-out windows with fresh pass keys from ``generator``, the same for every arm of a seed."""
         windows = sample_windows(self.held_out_stream, documents, context + 1, generator)
         tokens, answers = (t.to(device) for t in plant_passkeys(windows, generator))
-        scores = {label: (next_token_nll(teacher, tokens, swap).tolist(), self._recall(teacher, tokens, answers, swap))
+        scores = {label: (next_token_nll(teacher, tokens, swap).tolist(), answer_recall(teacher, tokens, answers, swap))
                   for label, swap in (("teacher", None), ("layer", mixer))}
         return SwapComparison(
             documents=[f"window-{i}" for i in range(documents)],
@@ -211,13 +218,6 @@ class PasskeyWorkload:
             guess_recall=[self.digit_chance] * documents,
         )
 
-    @staticmethod
-    def _recall(teacher: TeacherLM, tokens: Tensor, answers: Tensor, mixer: Mixer | None) -> list[float]:
-        """Per window: the fraction of asked digits the LM's top prediction gets right, teacher-forced."""
-        predicted = teacher(tokens[:, :-1], mixer).argmax(-1)
-        asked = answers[:, :-1]
-        return (((predicted == tokens[:, 1:]) & asked).sum(1) / asked.sum(1)).tolist()
-
 
 def make_workload(params) -> TextWorkload | PasskeyWorkload | RecallWorkload:
     if params.workload == "text":
@@ -225,13 +225,3 @@ def make_workload(params) -> TextWorkload | PasskeyWorkload | RecallWorkload:
     if params.workload == "passkey":
         return PasskeyWorkload(params.passkey_weight, params.passkey_short_context)
     return RecallWorkload(params.recall_pairs, params.recall_keys, params.recall_teacher_pairs)
-
-
-def teacher_data(workload: TextWorkload | PasskeyWorkload | RecallWorkload, batch: int, length: int) -> tuple[Batches, str]:
-    """What the teacher trains on and its cache identity: a recall mixture where one is declared, the
-    pass-key workload's alternation of short and long windows, otherwise the data the arms distil on."""
-    if isinstance(workload, RecallWorkload):
-        return (lambda generator: workload.teacher_batch(batch, length, generator)), workload.teacher_data_id
-    if isinstance(workload, PasskeyWorkload):
-        return workload.teacher_batches(batch, length), workload.data_id
-    return (lambda generator: workload.training_batch(batch, length, generator)), workload.data_id
