@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, SequentialSpec, SweepAxes, ValiditySpec
+from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, SequentialSpec, SweepAxes, TuneSpec, ValiditySpec
 from harness.tasks import Task
 
 DEFAULT_PROFILE = "default"
@@ -44,6 +44,8 @@ class Suite:
     confidence: float = 0.95
     profiles: list[str] = field(default_factory=list)
     sequential: SequentialSpec | None = None  # seeds is then the first look
+    tune: TuneSpec | None = None  # the suite's tune: block
+    tuned: dict[str, Any] | None = None  # the params a tuning lock gave the arms (harness.suite.tuning)
 
     def next_seeds(self, count: int) -> list[int]:
         """The seeds a sequential run adds after its current ones: the next integers."""
@@ -75,4 +77,5 @@ class Suite:
             "confidence": self.confidence,
             "gate": self.gate.model_dump(),
             "sequential": self.design(),
+            **({"tuned": self.tuned} if self.tuned else {}),
         }
