@@ -208,6 +208,7 @@ def validate(suite_file, profile, max_trials, max_nodes) -> None:
             f"ok: {suite.name} ({suite.profile}): task {suite.task_name} v{suite.task.version}, "
             f"{len(suite.arms)} arms, {seeds}, {len(trials)} trials; "
             f"profiles: {', '.join([DEFAULT_PROFILE, *suite.profiles])}"
+            + (f"; tuned arms from {suite.tuned['lock']}: {', '.join(suite.tuned['arms'])}" if suite.tuned else "")
         )
 
 
