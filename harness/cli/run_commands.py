@@ -197,10 +197,10 @@ def validate(suite_file, profile, max_trials, max_nodes) -> None:
 @click.command(name="list")
 def list_tasks() -> None:
     """Registered tasks with their params (defaults) and metrics (direction, unit, kind)."""
-    from harness.tasks import REGISTRY, UnknownTaskError, load_task
+    from harness.tasks import UnknownTaskError, load_task, registered_tasks
     from harness.tasks.base import param_bounds
 
-    for name in sorted(REGISTRY):
+    for name in sorted(registered_tasks()):
         try:
             task = load_task(name)
         except UnknownTaskError as exc:
