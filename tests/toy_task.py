@@ -32,6 +32,7 @@ class ToyTask(Task):
     version = "1"
     Params = ToyParams
     description = "logistic regression on a fixed synthetic problem (spine tests)"
+    smoke_params = {"steps": 20}
     metrics = (
         Metric("accuracy", "higher", "fraction", "quality", "held-out accuracy", key=True),
         Metric("loss", "lower", "nats", "quality", "final held-out loss", key=True),
