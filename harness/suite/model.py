@@ -23,6 +23,16 @@ class Arm:
     sweep: SweepAxes
 
 
+@dataclass(frozen=True)
+class ParamLayer:
+    """Params one place in the suite file sets (``source``: "suite", "profile smoke", "arm", ...),
+    for every arm (``arm`` None) or one; a suite keeps them lowest precedence first."""
+
+    source: str
+    arm: str | None
+    params: dict[str, Any]
+
+
 @dataclass
 class Suite:
     """One suite with its profile applied: everything needed to expand and run trials."""
@@ -44,6 +54,7 @@ class Suite:
     confidence: float = 0.95
     profiles: list[str] = field(default_factory=list)
     sequential: SequentialSpec | None = None  # seeds is then the first look
+    param_layers: tuple[ParamLayer, ...] = ()  # where params came from (harness validate --resolved)
 
     def next_seeds(self, count: int) -> list[int]:
         """The seeds a sequential run adds after its current ones: the next integers."""
