@@ -66,6 +66,7 @@ VACUOUS = "vacuous"
 INSUFFICIENT = "insufficient pairs"
 FUTILE = "futile"
 DECIDED = (PASS, FAIL, FUTILE)
+IDENTICAL_ARMS = "treatment and control bit-identical on every seed: is the mechanism on?"
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class ClaimResult:
     looks: int = 1  # looks the design plans
     sequential: bool = False
     mean_estimate: MeanEstimate | None = None  # the estimate the test read (difference or ratio)
+    identical_arms: bool = False  # treatment and control reported the same metrics on every seed
 
     @property
     def statement(self) -> str:
@@ -207,7 +209,9 @@ def _evaluate_at(
     keys = [wanted] if wanted in reported else sorted(family_keys, key=metric_order)
     if not keys:
         return [_undecided(claim, variant.name, point, wanted, "metric not reported by both arms")]
-    return [_evaluate_key(results, variants, claim, variant, point, key, reference_level) for key in keys]
+    identical = results.identical_arms(variant.treatment_label, variant.control_label, point)
+    return [replace(_evaluate_key(results, variants, claim, variant, point, key, reference_level), identical_arms=identical)
+            for key in keys]
 
 
 def _evaluate_key(

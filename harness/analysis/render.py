@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.analysis.claims import ClaimResult, claim_alpha
+from harness.analysis.claims import IDENTICAL_ARMS, ClaimResult, claim_alpha
 from harness.analysis.decisions import RunAnalysis
 from harness.analysis.results import RunResults
 from harness.analysis.stats import METHOD, Interval, PairedDifference
@@ -178,8 +178,9 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
             middle = ["-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
                       _interval(claim.interval, signed=signed), _p(claim.p_value), _p(claim.p_adjusted),
                       _interval(claim.decision_interval, signed=signed)]
+        why = claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail
         lines.append([*head, *middle, "-" if claim.mde is None else fmt(claim.mde), f"{claim.status.upper()}{not_counted}",
-                      claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail])
+                      f"{IDENTICAL_ARMS}; {why}" if claim.identical_arms else why])
     alpha = claim_alpha(confidence)
     family = sum(c.in_family for c in claims)
     title = (

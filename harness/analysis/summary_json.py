@@ -89,6 +89,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
                     "established": claim.reference.established,
                 },
                 "detail": claim.detail,
+                "identical_arms": claim.identical_arms,
                 "counts": counts,
             }
             for claim in analysis.claims
