@@ -212,3 +212,24 @@ def test_the_scaffold_installs_and_its_smoke_profile_prints_a_verdict(tmp_path: 
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "## harness summary" in ran.stdout and "### demo (smoke): validity" in ran.stdout
     assert "| treatment-vs-control | accuracy |" in ran.stdout and "**Totals:**" in ran.stdout
+
+
+def test_the_record_names_task_files_git_does_not_track(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.tracking.environment import task_environment
+
+    package = tmp_path / "repo" / "untracked_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("WIDTH = 3\n")
+    (package / "task.py").write_text(EDITED_TASK.replace("SHIFT = 1.0", "from untracked_pkg.model import WIDTH as SHIFT"))
+    git = ["git", "-C", str(tmp_path / "repo"), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "untracked_pkg/__init__.py", "untracked_pkg/task.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "task"], check=True)
+    monkeypatch.syspath_prepend(str(tmp_path / "repo"))
+    task_cls = load_task("untracked_pkg.task:EditedTask")
+
+    env = task_environment(task_cls)
+    assert list(task_code("untracked_pkg.task").files) == ["untracked_pkg", "untracked_pkg.model", "untracked_pkg.task"]
+    assert env["task_untracked_files"] == "untracked_pkg.model"  # imported by the task, in no commit and no diff
+    assert env["task_untracked_sha256"] != "none" and env["task_code_sha256"] == task_code("untracked_pkg.task").sha256
