@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from harness.analysis.claims import ClaimResult, evaluate_claims
 from harness.analysis.design_cost import DesignCost, design_cost
+from harness.analysis.premises import PremiseResult, evaluate_premises
 from harness.analysis.results import RunResults
 from harness.analysis.verdicts import (
     ContrastRow,
@@ -24,6 +25,7 @@ class RunAnalysis:
     validity: Validity
     claims: tuple[ClaimResult, ...]
     cost: DesignCost | None = None  # sequential runs: seeds and time used against the fixed design
+    premises: tuple[PremiseResult, ...] = ()
 
 
 def analyse(results: RunResults) -> RunAnalysis:
@@ -34,4 +36,5 @@ def analyse(results: RunResults) -> RunAnalysis:
         validity=evaluate_validity(results),
         claims=claims,
         cost=design_cost(results, claims),
+        premises=tuple(evaluate_premises(results)),
     )

@@ -16,7 +16,7 @@ from typing import Sequence
 from harness.analysis.claims import ClaimResult
 from harness.analysis.decisions import RunAnalysis
 from harness.analysis.markdown import table
-from harness.analysis.render import fmt
+from harness.analysis.numbers import fmt
 from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
 
 TITLE = "## harness summary"
@@ -55,7 +55,7 @@ class SuiteSummary:
         suffix = "" if self.counted else f" (not counted: {self.analysis.validity.status})"
         return [
             [claim.contrast, claim.key, claim.point or "-", claim.statement, estimate_text(claim),
-             claim.status.upper() + suffix, _seeds(claim)]
+             claim.result_text + suffix, _seeds(claim)]
             for claim in self.analysis.claims
         ]
 
