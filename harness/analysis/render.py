@@ -8,6 +8,7 @@ import numpy as np
 
 from harness.analysis.claims import ClaimResult, claim_alpha
 from harness.analysis.decisions import RunAnalysis
+from harness.analysis.fairness import AT_BOUND_PREFIX
 from harness.analysis.numbers import fmt
 from harness.analysis.premises import PremiseResult
 from harness.analysis.results import RunResults
@@ -27,8 +28,8 @@ ARM_TABLE_COLUMNS = 6
 
 
 def render_arm_table(results: RunResults, full: bool = False) -> str:
-    """Arms x key metrics (``full``: every directed metric), mean ± sd over seeds, per sweep point:
-    the first table after a run."""
+    """Arms x key metrics (``full``: every directed metric) and the fractions of bounded parameters at
+    their bound, mean ± sd over seeds, per sweep point: the first table after a run."""
     keys = results.metric_keys()
     if full:
         columns = [k for k in keys if results.spec_for(k).direction != "none"]
@@ -37,6 +38,7 @@ def render_arm_table(results: RunResults, full: bool = False) -> str:
             k for k in keys if results.spec_for(k).kind == "quality"
         ]
         columns = columns[:ARM_TABLE_COLUMNS]
+    columns += [k for k in keys if k.startswith(AT_BOUND_PREFIX) and k not in columns]  # fair-arm facts
     points = results.point_labels()
     rows = []
     for point in points:
@@ -72,6 +74,7 @@ def render_report(analysis: RunAnalysis, full: bool = False) -> str:
     if results.speed_under_load:
         parts.append(f"speed figures were measured with up to {results.speed_under_load} trials running at once "
                      "(Ray): compare speed only between serial runs")
+    parts.extend(f"warning: {budget.text()}" for budget in analysis.unequal_budgets)
     if analysis.premises:
         parts.append(render_premises(analysis.premises))
     if results.failed:
