@@ -195,6 +195,8 @@ def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
             f"{len(suite.arms)} arms, {seeds}, {len(trials)} trials; "
             f"profiles: {', '.join([DEFAULT_PROFILE, *suite.profiles])}"
         )
+        for premise in suite.premises:
+            click.echo(f"  {premise.describe()}")
         if resolved:
             click.echo(render_resolved(suite))
 
