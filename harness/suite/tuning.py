@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.store import canonical_json, read_json
-from harness.suite.model import Arm, Suite, SuiteError
+from harness.suite.model import Arm, ParamLayer, Suite, SuiteError
 from harness.suite.references import check_params, check_size
 from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
 from harness.suite.yaml_safety import located
@@ -179,7 +179,9 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
                              f"with {', '.join(sorted(entry.get('kept', {}))) or 'none'} kept; rerun `harness tune {path}`")
         arms[name] = replace(arms[name], params={**arms[name].params, **entry["chosen"]})
         tuned[name] = {"params": entry["chosen"], "kept": entry["kept"]}
-    return replace(suite, arms=arms, tuned={"lock": lock.name, "tune_hash": document["tune_hash"], "arms": tuned})
+    layers = tuple(ParamLayer(f"lock {lock.name}", name, dict(entry["params"])) for name, entry in tuned.items())
+    return replace(suite, arms=arms, param_layers=(*suite.param_layers, *layers),
+                   tuned={"lock": lock.name, "tune_hash": document["tune_hash"], "arms": tuned})
 
 
 def read_lock(lock: Path, suite_file: Path) -> dict[str, Any]:
