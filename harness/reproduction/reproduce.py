@@ -17,7 +17,6 @@ from typing import Any, Callable
 import torch
 from pydantic import ValidationError
 
-import harness
 from harness.analysis.differences import (
     Difference,
     MetricComparison,
@@ -65,7 +64,6 @@ class Plan:
     here: dict[str, str]
     environment_differences: list[Difference]
     package_differences: list[Difference]
-    repo: Path
 
     @property
     def same_device_class(self) -> bool:
@@ -109,14 +107,13 @@ def plan_reproduction(
     if out_root.exists() and any(out_root.iterdir()):
         raise ReproduceError(f"--out {out_root} is not empty; a reproduction never writes over results")
     tracker = _tracker(original, tracking_uri, root) if mlflow else None
-    repo = Path(harness.__file__).resolve().parent
-    here = environment(device, repo)
+    here = environment(device)
     versions = {r["task"]: load_task(r["task"]).version for r in original.records}
     return Plan(
         original=original, trials=trials, threads=threads, device=device, recorded_device=recorded_device,
         device_note=note, out_root=out_root, tracker=tracker, here=here,
         environment_differences=environment_differences(original.records, here, versions),
-        package_differences=package_differences(original.records, package_lock()), repo=repo,
+        package_differences=package_differences(original.records, package_lock()),
     )
 
 
@@ -160,7 +157,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
             meta, env, f"reproduce {original.suite}/{original.profile} {stamp}",
             extra_tags={"harness.kind": "reproduction", "harness.reproduction_of": original.linked_runs,
                         "harness.reproduction_source": original.description[:5000]},
-            texts=provenance_texts(plan.repo),
+            texts=provenance_texts(),
         )
     jobs = [
         TrialJob(
@@ -276,7 +273,13 @@ def _tracker(original: Original, tracking_uri: str | None, root: Path) -> Mlflow
         check_reachable(uri)
     except TrackingError as exc:
         raise ReproduceError(str(exc)) from None
-    tracker = MlflowTracker(uri, artifact_root=root / "mlartifacts")
+    named = tracking_uri is not None
+    store_root = Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") and not named else root
+    tracker = MlflowTracker(uri, artifact_root=store_root / "mlartifacts", confined=not named)
+    try:
+        tracker.check_destination(original.suite)
+    except TrackingError as exc:
+        raise ReproduceError(str(exc)) from None
     if original.run_ids and not original.parent_run_ids and uri == original.tracking_uri:
         original.parent_run_ids = parents_of(tracker, list(original.run_ids.values()))
     return tracker

@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+from urllib.parse import unquote, urlparse
 
 from harness.faults import fault
 from harness.record import TrialRecord
@@ -67,6 +68,15 @@ def flatten(prefix: str, value: Any) -> dict[str, str]:
     return {mlflow_key(prefix): text[:6000]}
 
 
+def location_inside(location: str, artifact_root: Path) -> bool:
+    """Whether an artifact location (a URI) is a local folder under artifact_root, links resolved."""
+    root = Path(artifact_root).resolve()
+    if not location.startswith(root.as_uri() + "/"):
+        return False
+    path = Path(unquote(urlparse(location).path)).resolve()
+    return path != root and root in path.parents
+
+
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
     """Fail fast (seconds, before any training) when an HTTP tracking server does not answer."""
     if not uri.startswith(("http://", "https://")):
@@ -85,10 +95,13 @@ class MlflowTracker:
     """Batched MLflow logging with its own wall-clock accounting (MLflow's share of a run)."""
 
     def __init__(self, tracking_uri: str, artifact_root: Path | None = None, identity: str | None = None,
-                 shared: bool = False) -> None:
+                 shared: bool = False, confined: bool = False) -> None:
         self.uri = tracking_uri
         self.shared = shared  # other results folders log here too: find and delete only this folder's runs
         self.artifact_root = artifact_root
+        # A store nobody named on the command line (a results folder's own): its artifacts stay under
+        # artifact_root, whatever locations the store itself names.
+        self.confined = confined and artifact_root is not None
         self.identity = identity or tracking_uri  # what markers name: changes when the store is replaced
         self.seconds = 0.0
         self._client = None
@@ -140,13 +153,36 @@ class MlflowTracker:
             location = None
             if self.artifact_root is not None and not self.uri.startswith(("http://", "https://")):
                 location = (self.artifact_root / name).resolve().as_uri()
+            self._refuse_foreign(name, location)
             experiment_id = self.client.create_experiment(name, artifact_location=location)
         else:
             experiment_id = experiment.experiment_id
+            self._refuse_foreign(name, experiment.artifact_location)
         if experiment is None or experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
             # MLflow 3 opens untagged experiments on the GenAI overview; this opens the runs table.
             self.client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment_id
+
+    def check_destination(self, name: str) -> None:
+        """Raise TrackingError when experiment ``name`` exists and would send artifacts outside the
+        results folder (a received store naming a server or another folder); reads only."""
+        def check() -> None:
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is not None:
+                self._refuse_foreign(name, experiment.artifact_location)
+
+        missing_store = self.uri.startswith("sqlite:///") and not Path(self.uri[len("sqlite:///"):]).is_file()
+        if self.confined and not missing_store:  # a missing store is made later, with this folder's locations
+            self._timed(check)
+
+    def _refuse_foreign(self, name: str, location: str | None) -> None:
+        if not self.confined or location_inside(location or "", self.artifact_root):
+            return
+        raise TrackingError(
+            f"MLflow experiment {name!r} in {redacted(self.uri)} keeps its artifacts at {redacted(location or '')!r}, "
+            f"outside {self.artifact_root}: a results folder's own store never sends files elsewhere; "
+            "pass --tracking-uri to log to a store you name, or --no-mlflow"
+        )
 
     def _log_batch(self, run_id: str, metrics=(), params: Mapping[str, str] | None = None, tags=None) -> None:
         from mlflow.entities import Metric, Param, RunTag

@@ -1,0 +1,197 @@
+"""A received folder is data, never a destination or a program.
+
+A suite file inside a tree whose git configuration names commands (fsmonitor, hooks, textconv, an
+external diff, a clean filter) runs none of them; a results folder whose MLflow store points artifact
+locations at a server (a real HTTP server here, counting requests) or at another folder sends nothing
+there: ``run`` re-points the store at the folder's own ``mlartifacts``, ``reproduce`` refuses in one line.
+"""
+from __future__ import annotations
+
+import shutil
+import signal
+import sqlite3
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from harness import api
+from harness.cli import main
+from harness.tracking.environment import code_checkout, environment, git_diff, git_state
+from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError
+
+SUITES = Path(__file__).parent / "suites"
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def hostile_checkout(base: Path) -> tuple[Path, Path]:
+    """A git tree holding the toy suite whose own configuration names a program at every place git
+    could run one while reading it; each program leaves a file in ``ran/`` when it runs."""
+    repo, ran = base / "received", base / "ran"
+    repo.mkdir()
+    ran.mkdir()
+    shutil.copy(SUITES / "toy.yaml", repo / "toy.yaml")
+    (repo / "notes.txt").write_text("first\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "received")
+    program = repo / "planted.sh"
+    program.write_text(f"#!/bin/sh\ntouch {ran}/\"$(basename \"$0\")-$$\"\ncat\n")
+    program.chmod(0o755)
+    hooks = repo / ".git" / "hooks"
+    for hook in ("post-index-change", "pre-commit", "post-checkout"):
+        (hooks / hook).symlink_to(program)
+    for key, value in (("core.fsmonitor", program), ("diff.planted.textconv", program),
+                       ("diff.external", program), ("core.pager", program),
+                       ("filter.planted.clean", program), ("filter.planted.smudge", program)):
+        git(repo, "config", key, str(value))
+    (repo / ".gitattributes").write_text("* diff=planted filter=planted\n")
+    (repo / "notes.txt").write_text("first\nchanged\n")  # a dirty tree: status and diff must compare
+    return repo, ran
+
+
+@pytest.fixture(autouse=True)
+def keep_signals():
+    """The commands install SIGINT/SIGTERM handlers (a kill stops them like Ctrl-C); restore pytest's."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
+def test_a_suite_in_a_tree_whose_git_config_names_programs_runs_none_of_them(tmp_path):
+    repo, ran = hostile_checkout(tmp_path)
+    result = api.run(repo / "toy.yaml", api.RunOptions(profile="smoke", results=tmp_path / "results", mlflow=False,
+                                                        threads=1))
+    assert result.exit_code == 0
+    assert list(ran.iterdir()) == []
+    record = next((tmp_path / "results" / "toy" / "smoke" / "trials").glob("*.json")).read_text()
+    assert git_state(code_checkout())[0] in record  # the harness checkout's commit, not the received tree's
+
+
+def test_reading_a_hostile_checkout_runs_no_fsmonitor_hook_pager_or_textconv(tmp_path):
+    """The hardened git reads a tree whose configuration names programs (all but a clean filter,
+    which is why a suite's own tree is never read) without running one."""
+    repo, ran = hostile_checkout(tmp_path)
+    (repo / ".gitattributes").write_text("* diff=planted\n")
+    git(repo, "config", "--unset", "filter.planted.clean")
+    commit, dirty = git_state(repo)
+    diff = git_diff(repo)
+    assert len(commit) == 40 and dirty
+    assert diff is not None and "+changed" in diff  # the real diff, not a textconv's or an external one
+    assert list(ran.iterdir()) == []
+
+
+def test_the_environment_names_the_harness_checkout():
+    env = environment(torch.device("cpu"))
+    assert env["git_commit"] == git_state(code_checkout())[0]
+    assert (code_checkout() / "__init__.py").is_file()
+
+
+class _Counting(BaseHTTPRequestHandler):
+    requests: list[str] = []
+
+    def _any(self) -> None:
+        type(self).requests.append(f"{self.command} {self.path}")
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_PATCH = do_DELETE = _any
+
+    def log_message(self, *_args) -> None:
+        pass
+
+
+@pytest.fixture
+def collector():
+    """A real HTTP server on 127.0.0.1 standing for the sender's: it records every request."""
+    _Counting.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Counting)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Counting.requests
+    server.shutdown()
+    server.server_close()
+
+
+def point_store_at(results: Path, location: str) -> None:
+    """What a sender can do to the folder they send: every location in its store names theirs."""
+    connection = sqlite3.connect(results / "mlflow.db")
+    with connection:
+        connection.execute("UPDATE experiments SET artifact_location = ? || '/' || name", (location,))
+        connection.execute("UPDATE runs SET artifact_uri = ? || '/' || run_uuid", (location,))
+    connection.close()
+
+
+def artifact_locations(results: Path) -> list[str]:
+    connection = sqlite3.connect(results / "mlflow.db")
+    try:
+        rows = connection.execute("SELECT artifact_location FROM experiments UNION ALL "
+                                  "SELECT artifact_uri FROM runs").fetchall()
+    finally:
+        connection.close()
+    return [row[0] for row in rows]
+
+
+@pytest.fixture(scope="module")
+def toy_results(tmp_path_factory) -> Path:
+    """The toy suite run once (smoke, 3 trials) into a folder with its own MLflow store."""
+    root = tmp_path_factory.mktemp("received") / "results"
+    assert api.run(SUITES / "toy.yaml", api.RunOptions(profile="smoke", results=root, threads=1)).exit_code == 0
+    return root
+
+
+@pytest.mark.integration  # a toy run with MLflow (in process)
+@pytest.mark.parametrize("where", ["server", "folder"])
+def test_a_received_store_never_sends_artifacts_outside_the_folder(toy_results, tmp_path, collector, where):
+    results = tmp_path / "results"
+    shutil.copytree(toy_results, results)
+    neighbour = tmp_path / "neighbour"
+    neighbour.mkdir()
+    url, requests = collector
+    point_store_at(results, url if where == "server" else neighbour.as_uri())
+
+    planned = CliRunner().invoke(main, ["reproduce", str(results / "toy" / "smoke")])
+    assert planned.exit_code == 2, planned.output
+    (line,) = planned.stderr.strip().splitlines()
+    assert "outside" in line and "--tracking-uri" in line
+    assert not (results / "reproductions").exists()
+
+    next((results / "toy" / "smoke" / "trials").glob("*.json")).unlink()  # one trial reruns and is logged
+    result = CliRunner().invoke(main, ["run", str(SUITES / "toy.yaml"), "--profile", "smoke",
+                                       "--results", str(results), "--threads", "1"])
+    assert result.exit_code == 0, result.output
+    assert "named artifact locations outside this folder" in result.stderr
+    assert requests == [] and list(neighbour.iterdir()) == []
+    own = (results / "mlartifacts").resolve().as_uri() + "/"
+    assert all(location.startswith(own) for location in artifact_locations(results))
+    assert any((results / "mlartifacts").rglob("toy/*/artifacts/*.json"))  # the rerun trial's files, here
+
+
+def test_the_tracker_refuses_a_foreign_location_before_writing(tmp_path, collector):
+    """The last line of defence, whatever the store holds: a confined tracker checks the experiment."""
+    url, requests = collector
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowTracker(uri).client.create_experiment("toy", artifact_location=f"{url}/toy")
+    tracker = MlflowTracker(uri, artifact_root=tmp_path / "mlartifacts", confined=True)
+    with pytest.raises(TrackingError, match="outside"):
+        tracker.experiment_id("toy")
+    with pytest.raises(TrackingError, match="outside"):
+        tracker.check_destination("toy")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "mlartifacts").mkdir()
+    (tmp_path / "mlartifacts" / "linked").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(TrackingError, match="outside"):
+        tracker.experiment_id("linked")  # a link inside mlartifacts leads out of it
+    assert requests == []
+    named = MlflowTracker(uri, artifact_root=tmp_path / "mlartifacts")  # --tracking-uri: the user's choice
+    assert named.experiment_id("toy")
