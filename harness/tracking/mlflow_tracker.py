@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urlparse
 
 from harness.faults import fault
+from harness.metrics import tracking_name
 from harness.record import TrialRecord
 from harness.store import read_json, write_atomic, write_json_atomic
 
@@ -55,7 +56,7 @@ def default_tracking_uri(results_root: Path) -> str:
 
 def mlflow_key(key: str) -> str:
     """MLflow names allow [/\\w.- :]; '@' qualifiers become '_at_' (nmse@1024 -> nmse_at_1024)."""
-    return _BAD_NAME.sub("_", key.replace("@", "_at_"))
+    return _BAD_NAME.sub("_", tracking_name(key))
 
 
 def flatten(prefix: str, value: Any) -> dict[str, str]:
