@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.analysis.markdown import plain
 from harness.analysis.results import RunResults, load_results
 from harness.analysis.verdicts import contrast_variants
 from harness.gating.baseline import DEFAULT_BASELINES_DIR, baseline_filename, baseline_trials, load_baseline
@@ -48,10 +49,12 @@ class GateCheck:
     rule: str
 
     def describe(self) -> str:
-        where = f" @ {self.point}" if self.point else ""
+        """One line; the names come from a results folder, so they are printed plain."""
+        subject, metric = plain(self.subject), plain(self.metric)
+        where = f" @ {plain(self.point)}" if self.point else ""
         if self.check == CLAIM:
-            return f"{self.check:<11} {self.subject}{where}  {self.metric}: {self.rule}"
-        return f"{self.check:<11} {self.subject}{where}  {self.metric}: {self.baseline:.6g} -> {self.current:.6g}  ({self.rule})"
+            return f"{self.check:<11} {subject}{where}  {metric}: {self.rule}"
+        return f"{self.check:<11} {subject}{where}  {metric}: {self.baseline:.6g} -> {self.current:.6g}  ({self.rule})"
 
 
 @dataclass(frozen=True)
@@ -84,18 +87,18 @@ class GateResult:
     def render(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         lines = [
-            f"gate {self.suite}/{self.profile}/{self.device_class} vs {self.baseline_path}: {verdict} "
+            f"gate {plain(f'{self.suite}/{self.profile}/{self.device_class}')} vs {plain(self.baseline_path)}: {verdict} "
             f"({len(self.checks) - len(self.regressions)} of {len(self.checks)} checks within tolerance)"
         ]
         if not self.checks:
             lines.append("  NO CHECKS: nothing in this run could be compared with the baseline; a gate that compares "
                          "nothing fails")
         lines += [f"  REGRESSION {c.describe()}" for c in self.regressions]
-        lines += [f"  FAILED TRIAL {t}" for t in self.failed_trials]
-        lines += [f"  MISSING TRIAL (in the baseline, not in this run): {t}" for t in self.missing_trials]
-        lines += [f"  MISSING in this run (present in the baseline): {m}" for m in self.missing_in_run]
-        lines += [f"  DROPPED SEED (no finite value in this run; not compared): {d}" for d in self.dropped_seeds]
-        lines += [f"  not in the baseline (not gated; save a new baseline to include): {m}" for m in self.missing_in_baseline]
+        lines += [f"  FAILED TRIAL {plain(t)}" for t in self.failed_trials]
+        lines += [f"  MISSING TRIAL (in the baseline, not in this run): {plain(t)}" for t in self.missing_trials]
+        lines += [f"  MISSING in this run (present in the baseline): {plain(m)}" for m in self.missing_in_run]
+        lines += [f"  DROPPED SEED (no finite value in this run; not compared): {plain(d)}" for d in self.dropped_seeds]
+        lines += [f"  not in the baseline (not gated; save a new baseline to include): {plain(m)}" for m in self.missing_in_baseline]
         if self.environment_differences:
             differences = "; ".join(self.environment_differences)
             if any(c.check != SPEED_RATIO for c in self.regressions):

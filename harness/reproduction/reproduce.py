@@ -9,7 +9,7 @@ artifact afresh in its own folder, so nothing the original produced enters the r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -43,6 +43,7 @@ from harness.tracking.mlflow_tracker import (
     default_tracking_uri,
     marker_path,
 )
+from harness.tracking.sqlite_store import open_store
 
 RESULTS_DEFAULT = Path("results")
 REPRODUCTIONS_DIR = "reproductions"
@@ -64,6 +65,7 @@ class Plan:
     here: dict[str, str]
     environment_differences: list[Difference]
     package_differences: list[Difference]
+    notes: list[str] = field(default_factory=list)  # what checking the store changed (artifact locations)
 
     @property
     def same_device_class(self) -> bool:
@@ -106,14 +108,15 @@ def plan_reproduction(
     out_root = out or _fresh_folder(root / REPRODUCTIONS_DIR, f"{original.suite}-{original.profile}")
     if out_root.exists() and any(out_root.iterdir()):
         raise ReproduceError(f"--out {out_root} is not empty; a reproduction never writes over results")
-    tracker = _tracker(original, tracking_uri, root) if mlflow else None
+    notes: list[str] = []
+    tracker = _tracker(original, tracking_uri, root, notes) if mlflow else None
     here = environment(device)
     versions = {r["task"]: load_task(r["task"]).version for r in original.records}
     return Plan(
         original=original, trials=trials, threads=threads, device=device, recorded_device=recorded_device,
         device_note=note, out_root=out_root, tracker=tracker, here=here,
         environment_differences=environment_differences(original.records, here, versions),
-        package_differences=package_differences(original.records, package_lock()),
+        package_differences=package_differences(original.records, package_lock()), notes=notes,
     )
 
 
@@ -261,7 +264,7 @@ def _load(target: str, tracking_uri: str | None, results: Path | None) -> Origin
     return load_run(MlflowTracker(uri), target)
 
 
-def _tracker(original: Original, tracking_uri: str | None, root: Path) -> MlflowTracker:
+def _tracker(original: Original, tracking_uri: str | None, root: Path, notes: list[str]) -> MlflowTracker:
     """Log next to the original where this user chose its store: the --tracking-uri (or default
     store) a run id was found in, or the results folder's own ``mlflow.db``. A folder's markers may
     name any server (a folder someone sent you names theirs), so they are never followed: the
@@ -273,9 +276,17 @@ def _tracker(original: Original, tracking_uri: str | None, root: Path) -> Mlflow
         check_reachable(uri)
     except TrackingError as exc:
         raise ReproduceError(str(exc)) from None
-    named = tracking_uri is not None
-    store_root = Path(uri[len("sqlite:///"):]).parent if uri.startswith("sqlite:///") and not named else root
-    tracker = MlflowTracker(uri, artifact_root=store_root / "mlartifacts", confined=not named)
+    if tracking_uri is None and uri.startswith("sqlite:///"):
+        # A results folder's own store: checked and pointed at its own mlartifacts, as by `harness run`
+        # (a copied or received folder's store names the sender's locations).
+        store_root = Path(uri[len("sqlite:///"):]).parent
+        store = open_store(store_root)
+        store.lock.release()  # a reproduction writes only new runs: MLflow's own locking suffices
+        tracker = MlflowTracker(store.uri, artifact_root=store_root / "mlartifacts", identity=store.identity,
+                                confined=True)
+        notes.extend(store.notes)
+    else:
+        tracker = MlflowTracker(uri, artifact_root=root / "mlartifacts")
     try:
         tracker.check_destination(original.suite)
     except TrackingError as exc:
