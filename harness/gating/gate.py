@@ -132,10 +132,11 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     _refuse_other_task_version(baseline, results, path)
     tolerances = results.meta.get("gate") or {}
     speed = speed_gated(results)
-    gated = (QUALITY, MEMORY, CONTRAST, CLAIM, SPEED_RATIO) if speed else (QUALITY, MEMORY, CONTRAST, CLAIM)
-    reference = {value_identity(e): e for e in baseline["values"] if e["check"] in gated}
+    stored = {value_identity(e): e for e in baseline["values"]}
+    not_gated = {identity for identity, e in stored.items() if not speed and _speed_value(results, e)}
+    reference = {identity: e for identity, e in stored.items() if identity not in not_gated}
     entries = baseline_values(results)  # evaluates the claims once: their results are in the CLAIM entries
-    current = {value_identity(e) for e in entries if e["check"] in gated}
+    current = {value_identity(e) for e in entries if speed or not _speed_value(results, e)}
 
     finished = finished_keys(results)
     failed = {(f.arm_label, f.point_label, f.seed) for f in results.failed}
@@ -152,8 +153,6 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     for identity, entry in reference.items():
         check, subject, point, key = identity
         if check == CLAIM:
-            if results.spec_for(key).kind == "speed" and not speed:
-                continue
             result = claim_results.get((subject, point, key))
             if result is None:
                 missing_in_run.append(check_name(identity))
@@ -189,6 +188,12 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
             missing_in_run.append(check_name(identity))
         elif unexplained:
             dropped.append(f"{check_name(identity)}: seed(s) {', '.join(map(str, unexplained))} missing or not finite")
+    # Every baseline value the profile gates ends as a check or a named problem; one that got neither
+    # (a check skipped by mistake) fails the gate instead of shrinking it quietly.
+    accounted = {(c.check, c.subject, c.point, c.metric) for c in checks}
+    named = set(missing_in_run) | {d.split(":", 1)[0] for d in dropped}
+    missing_in_run += [f"{check_name(i)}: in the baseline, but the gate made no check of it"
+                       for i in reference if i not in accounted and check_name(i) not in named]
     return GateResult(
         suite=results.suite,
         profile=results.profile,
@@ -204,6 +209,11 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         dropped_seeds=tuple(dropped),
         environment_differences=tuple(environment_differences(baseline, results)),
     )
+
+
+def _speed_value(results: RunResults, entry: Mapping[str, Any]) -> bool:
+    """A speed ratio, or a claim on a speed metric: what a profile that does not gate speed leaves out."""
+    return entry["check"] == SPEED_RATIO or (entry["check"] == CLAIM and results.spec_for(entry["metric"]).kind == "speed")
 
 
 def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
@@ -251,12 +261,24 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str
             source = "the suite's tolerance (one seed: no spread)"
         passed = sign * (current - value) >= -tolerance
         rule = f"{what}, {reference['direction']} is better, may worsen by {tolerance:.3g} = {source}"
+        if check == CONTRAST and _direction_certain(value, baseline_spread):
+            # The baseline is sure which arm is ahead: a change either way beyond the noise means the
+            # mechanism (or its control) now computes something else, and the sign must hold.
+            passed = abs(current - value) <= tolerance and current * value > 0
+            rule = (f"{what}, baseline sure of its sign: must keep it and move by at most {tolerance:.3g} "
+                    f"either way = {source}")
     else:
         tolerance = _tolerance(tolerances, key, float(tolerances.get("speed_tolerance", SPEED_RATIO_TOLERANCE)))
         # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
         passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
         rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
     return GateCheck(check, reference["subject"], reference["point"], key, value, current, passed, rule)
+
+
+def _direction_certain(value: float, spread: float | None) -> bool:
+    """Whether a baseline difference is beyond its noise (SPREAD_Z standard errors, or any nonzero
+    value when every seed agreed): one seed measures no spread and is never certain."""
+    return spread is not None and value != 0 and abs(value) > SPREAD_Z * spread
 
 
 def _claim_check(reference: Mapping[str, Any], result: str) -> GateCheck:
