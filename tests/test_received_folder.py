@@ -8,6 +8,7 @@ the tracker itself refuses a location outside the folder that no one named on th
 """
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import sqlite3
@@ -22,8 +23,11 @@ from click.testing import CliRunner
 
 from harness import api
 from harness.cli import main
+from harness.execution.executor import execute_trial
+from harness.execution.trials import Trial
 from harness.tracking.environment import code_checkout, environment, git_diff, git_state
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError
+from toy_task import ToyTask
 
 SUITES = Path(__file__).parent / "suites"
 
@@ -193,3 +197,22 @@ def test_the_tracker_refuses_a_foreign_location_before_writing(tmp_path, collect
     assert requests == []
     named = MlflowTracker(uri, artifact_root=tmp_path / "mlartifacts")  # --tracking-uri: the user's choice
     assert named.experiment_id("toy")
+
+
+def test_a_task_calling_os_exit_or_chdir_fails_its_trial_and_the_run_goes_on(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    class Exits(ToyTask):
+        def run(self, params, ctx):
+            os.chdir(elsewhere)
+            os._exit(0)
+
+    params = ToyTask.validate_params({"steps": 2}).model_dump(mode="json")
+    trial = Trial(suite="toy", profile="smoke", task="toy_task:ToyTask", task_version="1", arm="sgd", arm_label="sgd",
+                  seed=0, point={}, params=params)
+    record = execute_trial(Exits, trial, torch.device("cpu"), tmp_path / "cache", tmp_path / "work", {})
+    assert record["status"] == "failed" and "os._exit(0)" in record["error"]
+    assert Path.cwd() == tmp_path  # the task's chdir is undone
+    assert os._exit.__name__ == "_exit"  # the real one is back

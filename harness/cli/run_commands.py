@@ -119,6 +119,9 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
 
     def started(device_used) -> None:
         signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
+        # A shell starts a background job with SIGINT ignored, and Python then never installs its
+        # handler: Ctrl-C (or kill -INT) must stop a run however it was started.
+        signal.signal(signal.SIGINT, _interrupt)
         console.line(f"device: {device_used} ({device_name(device_used)})")
 
     def print_suite(result: api.SuiteResult) -> None:
