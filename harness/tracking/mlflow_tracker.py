@@ -31,6 +31,8 @@ from harness.store import read_json, write_atomic, write_json_atomic
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+NOTE_TAG = "mlflow.note.content"  # an experiment's description, shown on its page
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"  # the UI's runs-table view (MLflow 3 opens on GenAI)
 TRIAL_ID_TAG = "harness.trial_id"
 RESULTS_ID_TAG = "harness.results_id"  # which results folder logged a run: other folders share a server
 MARKER_DIR = "mlflow"
@@ -209,6 +211,9 @@ class MlflowTracker:
         experiment_id = self.experiment_id(suite_meta["suite"])
 
         def start() -> str:
+            description = str(suite_meta.get("description") or "")
+            if description and self.client.get_experiment(experiment_id).tags.get(NOTE_TAG) != description:
+                self.client.set_experiment_tag(experiment_id, NOTE_TAG, description)
             tags = {
                 "mlflow.runName": run_name,
                 "harness.kind": "suite",
