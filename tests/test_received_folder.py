@@ -26,7 +26,7 @@ from harness.cli import main
 from harness.execution.executor import execute_trial
 from harness.execution.trials import Trial
 from harness.tracking.environment import code_checkout, environment, git_diff, git_state
-from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError
+from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, results_id
 from toy_task import ToyTask
 
 SUITES = Path(__file__).parent / "suites"
@@ -216,3 +216,22 @@ def test_a_task_calling_os_exit_or_chdir_fails_its_trial_and_the_run_goes_on(tmp
     assert record["status"] == "failed" and "os._exit(0)" in record["error"]
     assert Path.cwd() == tmp_path  # the task's chdir is undone
     assert os._exit.__name__ == "_exit"  # the real one is back
+
+
+def test_a_copied_folder_or_an_edited_results_id_gets_an_id_of_its_own(tmp_path):
+    original = tmp_path / "original" / "toy" / "smoke"
+    original.mkdir(parents=True)
+    first = results_id(original)
+    assert results_id(original) == first and len(first) == 32  # stable for the folder itself
+    copy = tmp_path / "copy" / "toy" / "smoke"
+    shutil.copytree(original, copy)
+    assert results_id(copy) != first  # same stored value, another real path
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "mlflow").mkdir()
+    stored = (original / "mlflow" / "results-id").read_text()
+    (other / "mlflow" / "results-id").write_text(stored)  # an id edited to the original's
+    assert results_id(other) != first
+    link = tmp_path / "link"
+    link.symlink_to(original)
+    assert results_id(link) == first  # the same folder under another name is the same folder

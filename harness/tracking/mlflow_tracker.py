@@ -11,6 +11,7 @@ while open, so an invocation killed at any point is closed (KILLED) by the next.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -432,18 +433,21 @@ def _alive(pid: int) -> bool:
 
 
 def results_id(run_dir: Path) -> str:
-    """A random id of this results folder, made on first use and tagged on every run it logs, so
-    that on a shared tracking server a folder finds, replaces and deletes only its own runs."""
+    """The id of this results folder, tagged on every run it logs, so that on a shared tracking server
+    a folder finds, replaces and deletes only its own runs.
+
+    A random value made on first use, bound to the folder's real path: a copy of the folder (or one
+    whose stored value was edited to another folder's) gets an id of its own, and never touches the
+    original's runs."""
     path = run_dir / MARKER_DIR / RESULTS_ID_FILE
     try:
         value = path.read_text(encoding="utf-8").strip()
     except OSError:
         value = ""
-    if re.fullmatch(r"[0-9a-f]{32}", value):
-        return value
-    value = uuid.uuid4().hex
-    write_atomic(path, lambda handle: handle.write(value.encode()))
-    return value
+    if not re.fullmatch(r"[0-9a-f]{32}", value):
+        value = uuid.uuid4().hex
+        write_atomic(path, lambda handle: handle.write(value.encode()))
+    return hashlib.sha256(f"{value}\n{os.path.realpath(run_dir)}".encode()).hexdigest()[:32]
 
 
 def marker_path(run_dir: Path, trial_id: str) -> Path:
