@@ -235,3 +235,39 @@ def test_a_copied_folder_or_an_edited_results_id_gets_an_id_of_its_own(tmp_path)
     link = tmp_path / "link"
     link.symlink_to(original)
     assert results_id(link) == first  # the same folder under another name is the same folder
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "link", "huge"])
+def test_a_trial_file_that_is_no_regular_file_is_set_aside_without_reading_it(tmp_path, kind, monkeypatch):
+    from harness import store
+
+    trials = tmp_path / "toy" / "smoke" / "trials"
+    trials.mkdir(parents=True)
+    path = trials / "0123abcd.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading would wait for a writer forever
+    elif kind == "device":
+        path.symlink_to("/dev/zero")  # reading would never end
+    elif kind == "link":
+        (tmp_path / "elsewhere.json").write_text("{}")
+        path.symlink_to(tmp_path / "elsewhere.json")
+    else:
+        monkeypatch.setattr(store, "MAX_READ_BYTES", 1000)
+        path.write_text('{"x": "' + "y" * 2000 + '"}')
+    records, corrupt = store.RunFolder(tmp_path, "toy", "smoke").load_trials()
+    assert records == {} and len(corrupt) == 1
+    assert not path.exists() and not path.is_symlink()  # moved aside: its trial reruns
+    assert (tmp_path / "elsewhere.json").exists() or kind != "link"
+
+
+@pytest.mark.parametrize("lock", [".mlflow.db.lock", "toy/.writer.lock"])
+def test_a_lock_file_linked_outside_the_folder_is_refused_in_one_line(tmp_path, lock):
+    results = tmp_path / "results"
+    (results / "toy").mkdir(parents=True)
+    target = tmp_path / "outside"
+    (results / lock).symlink_to(target)
+    result = CliRunner().invoke(main, ["run", str(SUITES / "toy.yaml"), "--profile", "smoke", "--results",
+                                       str(results), "--threads", "1"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "symbolic link" in line and not target.exists()

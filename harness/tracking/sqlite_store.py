@@ -109,6 +109,9 @@ def open_store(results_root: Path, say: Callable[[str], None] = lambda _line: No
         _clean_aside(root)
         notes.extend(_relocate(root, db))
         identity = _identity(db)
+    except OSError as exc:  # a lock file that is a link, a read-only or full folder
+        lock.release()
+        raise TrackingError(f"{exc.filename or root}: {exc.strerror or exc}") from None
     except BaseException:
         lock.release()
         raise
