@@ -8,6 +8,7 @@ the tracker itself refuses a location outside the folder that no one named on th
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -271,3 +272,34 @@ def test_a_lock_file_linked_outside_the_folder_is_refused_in_one_line(tmp_path, 
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
     assert "symbolic link" in line and not target.exists()
+
+
+@pytest.mark.parametrize("sequential", [
+    {"first": 2, "max_seeds": 2**40, "batch": 1},  # a 146 TiB simulation
+    {"first": "two", "max_seeds": 6},
+    {"max_seeds": 6},
+    {"first": 2, "max_seeds": 6, "futility": "high"},
+    {"first": 9, "max_seeds": 6},
+])
+def test_a_tampered_design_in_suite_json_is_one_line(tmp_path, sequential):
+    from test_summary_forest import toy_run
+
+    run_dir = toy_run(tmp_path)
+    meta = json.loads((run_dir / "suite.json").read_text())
+    (run_dir / "suite.json").write_text(json.dumps({**meta, "sequential": sequential}))
+    result = CliRunner().invoke(main, ["report", str(run_dir)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "suite.json" in line and "sequential design" in line
+
+
+def test_a_non_finite_curve_step_makes_the_trial_file_corrupt(tmp_path):
+    from test_summary_forest import toy_run
+
+    from harness.store import CorruptTrial, read_trial
+
+    path = next((toy_run(tmp_path) / "trials").glob("*.json"))
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "curves": {"loss": [[0, 1.0], [float("nan"), 0.5]]}}))
+    with pytest.raises(CorruptTrial, match="step, value"):
+        read_trial(path)

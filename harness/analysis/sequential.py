@@ -79,8 +79,24 @@ class Design:
         """The design a results folder declares (suite.json ``sequential``); fixed when it declares none."""
         if not stored:
             return cls(max(seeds, 1), max(seeds, 1))
-        return cls(int(stored["first"]), int(stored["max_seeds"]), int(stored.get("batch") or 1),
-                   str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"))
+        try:  # a received suite.json may say anything: a design harness could not have written is refused
+            design = cls(_count(stored["first"]), _count(stored["max_seeds"]), _count(stored.get("batch") or 1),
+                         str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"))
+            futility = design.futility
+            if futility is not None and not (isinstance(futility, (int, float)) and 0 <= futility < 1):
+                raise ValueError(f"futility {futility!r} is not a fraction in [0, 1)")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"its sequential design is not one harness writes ({exc})") from None
+        return design
+
+
+MAX_SEEDS = 1000  # the most a suite may declare (SequentialSpec)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SEEDS:
+        raise ValueError(f"{value!r} is not a seed count in [1, {MAX_SEEDS}]")
+    return value
 
 
 def spent(fraction: float, alpha: float, spending: str) -> float:
