@@ -15,7 +15,7 @@ from typing import Sequence
 
 from harness.analysis.claims import ClaimResult
 from harness.analysis.decisions import RunAnalysis
-from harness.analysis.markdown import inline, table
+from harness.analysis.markdown import inline, plain, table
 from harness.analysis.render import fmt
 from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
 
@@ -54,7 +54,7 @@ class SuiteSummary:
     def claim_rows(self) -> list[list[str]]:
         suffix = "" if self.counted else f" (not counted: {self.analysis.validity.status})"
         return [
-            [inline(claim.contrast), inline(claim.key), inline(claim.point or "-"), inline(claim.statement),
+            [inline(claim.contrast), inline(claim.key), inline(claim.point or "-"), plain(claim.statement),
              estimate_text(claim),
              claim.status.upper() + suffix, _seeds(claim)]
             for claim in self.analysis.claims
