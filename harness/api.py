@@ -45,7 +45,7 @@ from harness.locks import LockBusy, lock_writer
 from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
-from harness.store import iter_runs, write_json_atomic, write_text_atomic
+from harness.store import DesignChanged, RunFolder, iter_runs, write_json_atomic, write_text_atomic
 from harness.suite.loader import load_suites as load_suite_files
 from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS
@@ -230,6 +230,11 @@ def run(
         except OSError as exc:
             raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
         outcome.tracker = _tracker(options, locks, warn)
+        for suite in suites:  # before anything runs: every folder's stored design is this run's
+            try:
+                RunFolder(results, suite.name, suite.profile).check_design(suite.locked_design())
+            except DesignChanged as exc:
+                raise UsageError(str(exc)) from None
         executor = _executor(options)
         if on_started:
             on_started(device)

@@ -64,6 +64,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
         "unequal_budgets": [{"key": b.key, "point": b.point, "seeds": list(b.seeds), "of_seeds": b.of_seeds,
                              "example": dict(b.example), "text": b.text()} for b in analysis.unequal_budgets],
         "failed_trials": [f.as_dict() for f in results.failed],
+        "stale_trials": results.stale,
         "claims": [
             {
                 **dict(claim.claim),

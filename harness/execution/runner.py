@@ -19,7 +19,7 @@ from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials
 from harness.record import TrialRecord
-from harness.store import REPORT_DIR, RunFolder, clean_stray_tmp
+from harness.store import EXPANSION_KEY, REPORT_DIR, RunFolder, clean_stray_tmp
 from harness.suite.model import Suite
 from harness.suite.points import sweep_points
 from harness.tasks import Task
@@ -63,7 +63,9 @@ def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
             "labels": [arm_label(arm, p) for p in sweep_points(arm.sweep)],
         }
     meta = suite.describe()
-    meta.update(schema=1, arms=arms, **task_declarations(suite.task), **device_description(device))
+    meta.update(schema=1, arms=arms, design=suite.locked_design(), **task_declarations(suite.task),
+                **device_description(device))
+    meta[EXPANSION_KEY] = [t.trial_id for t in expand_trials(suite)]
     return meta
 
 
@@ -108,16 +110,21 @@ def run_suite(
     records, corrupt = folder.load_trials()
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
+    expansion = set(meta[EXPANSION_KEY])
+    stale = sum(1 for i, r in records.items() if i not in expansion and r["seed"] in suite.seeds)
+    if stale:
+        console.line(f"warning: {stale} stored trial(s) in {folder.path} are not of this suite's expansion (a param, "
+                     "sweep or arm changed): set aside, not analysed")
     kept = folder.resumable(records) if resume else {}
     mirror = _Mirror(tracker, folder, meta, env, suite) if tracker else None
     seeds = list(suite.seeds)
     try:
         while True:
             look = replace(suite, seeds=seeds)
-            if meta["seeds"] != seeds:
-                meta["seeds"] = seeds
-                folder.save_suite(meta)
             trials = expand_trials(look)
+            if meta["seeds"] != seeds:
+                meta["seeds"], meta[EXPANSION_KEY] = seeds, [t.trial_id for t in trials]
+                folder.save_suite(meta)
             done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
             pending = [t for t in trials if t.trial_id not in kept]
             counted = {r["trial_id"] for r in outcome.records}
