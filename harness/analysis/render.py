@@ -113,6 +113,8 @@ def render_verdict_table(analysis: RunAnalysis, full: bool = False) -> str:
     for row in rows:
         difference = row.difference
         shown = row.verdict.upper() if row.verdict in (BETTER, WORSE) else row.verdict
+        if row.verdict in (BETTER, WORSE) and difference.t_only:
+            shown += " (t only)"  # the sign-flip test disagrees: heavy-tailed differences
         lines.append([
             row.variant.name,
             *([row.point] if with_points else []),
@@ -145,7 +147,7 @@ def render_validity(validity: Validity) -> str:
     heading = {
         VALID: "validity: OK",
         INVALID: "validity: INVALID, the claims below do not count: " + "; ".join(validity.problems),
-        UNDETERMINED: "validity: UNDETERMINED (too few pairs to show the controls work), the claims below do not count",
+        UNDETERMINED: "validity: UNDETERMINED (too few seeds to show the controls work), the claims below do not count",
     }[validity.status]
     lines = [heading]
     for check in validity.checks:

@@ -74,6 +74,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
                 "key": claim.key,
                 "result": claim.status,
                 "result_text": claim.result_text,
+                "t_only": claim.t_only,
                 "premise": None if claim.premise is None else premise_json(claim.premise),
                 "n": claim.n,
                 "dropped": claim.dropped,
@@ -169,6 +170,7 @@ def _difference_json(difference: PairedDifference) -> dict[str, Any]:
         "insufficient_pairs": estimate.insufficient,
         "p_value": estimate.p_value,
         "sign_flip_p": difference.sign_flip_p,
+        "t_only": difference.t_only,
     }
 
 

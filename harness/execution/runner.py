@@ -15,6 +15,7 @@ import torch
 
 from harness.analysis.claims import evaluate_claims
 from harness.analysis.results import load_results
+from harness.analysis.verdicts import UNDETERMINED, evaluate_validity
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials
@@ -205,14 +206,17 @@ def _next_look(look: Suite, folder: RunFolder, console: Console) -> list[int]:
     """The seeds of the next look: none when the design is fixed or complete or every claim is decided."""
     if look.sequential is None or len(look.seeds) >= look.sequential.max_seeds:
         return []
-    undecided = [c for c in evaluate_claims(load_results(folder.path)) if c.open]
-    if not undecided:
+    results = load_results(folder.path)
+    undecided = [c for c in evaluate_claims(results) if c.open]
+    validity_open = evaluate_validity(results).status == UNDETERMINED
+    if not undecided and not validity_open:
         console.line(f"{look.name}: every claim decided at {len(look.seeds)} seeds")
         return []
     more = look.next_seeds(min(look.sequential.batch, look.sequential.max_seeds - len(look.seeds)))
     waiting = sum(c.premise is not None for c in undecided)
     premises = f" ({waiting} waiting on a premise)" if waiting else ""
-    console.line(f"{look.name}: {len(undecided)} claim(s) undecided{premises} at {len(look.seeds)} seeds; "
+    validity = "; validity undetermined" if validity_open else ""
+    console.line(f"{look.name}: {len(undecided)} claim(s) undecided{premises}{validity} at {len(look.seeds)} seeds; "
                  f"next look adds seed(s) {', '.join(map(str, more))}")
     return more
 
