@@ -202,7 +202,7 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
     family = sum(c.in_family for c in claims)
     title = (
         f"primary claims (one-sided t at {alpha:g} each, Holm across the {family} sampled claim rows for PASS and FAIL "
-        f"alike; exact quantities outside the family; MDE = effect found with 80% power at this n, spread and the "
+        f"alike, so a wrong-direction decision has at most 2x that level; claims of zero spread outside the family, untested ones in it at p = 1; MDE = effect found with 80% power at this n, spread and the "
         f"level tested)\n{statistics_line(confidence, max((c.n for c in claims), default=0))}\n"
     )
     if sequential:

@@ -24,7 +24,9 @@ def statistics_summary(confidence: float) -> dict[str, Any]:
         "interval": "Student-t interval of the mean paired difference",
         "check": "exact two-sided sign-flip permutation test (Monte Carlo beyond 16 pairs)",
         "primary": f"claims: one-sided t at {claim_alpha(confidence):g}, Holm across the suite's sampled claims for "
-                   "PASS and FAIL alike (exact quantities outside the family); non-inferiority/equivalence vacuous "
+                   "PASS and FAIL alike (wrong-direction rate at most twice the level; claims of zero observed spread outside "
+                   "the family, untested ones in it at p = 1; superiority strict, other bounds inclusive; two-sided FAILs "
+                   "Bonferroni over their sides); premises checked first; non-inferiority/equivalence vacuous "
                    "unless their reference effect is established (relative margins: the fixed-margin method on the "
                    "reference's conservative bound); sequential designs: Lan-DeMets spending on the t statistic",
         "secondary": "contrast rows: per-row verdict at the confidence level; Benjamini-Hochberg q over directed rows",
