@@ -302,7 +302,8 @@ def summary(reports: list[RunReport]) -> str:
     return render_summary([SuiteSummary(r.analysis) for r in reports])
 
 
-def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path | None = None) -> list[SeedPlan]:
+def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path | None = None,
+               warn: Callable[[str], None] = _to_stderr) -> list[SeedPlan]:
     """Seeds each primary claim needs: fixed for 80% power, and under the suite's sequential design
     (or, for a fixed suite, a sequential one up to four times its seeds), at a pilot's effects or assumed ones."""
     plans = []
@@ -321,9 +322,12 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
             if folder is None:
                 raise UsageError(f"--from {pilot}: no stored run of suite {suite.name!r} there")
             try:
-                pilot_claims = evaluate_claims(load_results(folder))
+                pilot_results = load_results(folder)
             except ResultsError as exc:
                 raise UsageError(str(exc)) from None
+            if pilot_results.stale_note:
+                warn(pilot_results.stale_note)
+            pilot_claims = evaluate_claims(pilot_results)
         plans.append(plan_suite(suite.name, suite.confidence, family_size(claims, metrics), design, pilot_claims))
     return plans
 
