@@ -46,7 +46,7 @@ from harness.locks import LockBusy, lock_writer
 from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
-from harness.store import iter_runs, write_json_atomic, write_text_atomic
+from harness.store import DesignChanged, RunFolder, iter_runs, write_json_atomic, write_text_atomic
 from harness.suite.loader import load_suites as load_suite_files
 from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS
@@ -231,6 +231,11 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
         except OSError as exc:
             raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
         tracker = _tracker(options, locks, warn)
+        for suite in suites:  # before anything runs: every folder's stored design is this run's
+            try:
+                RunFolder(results, suite.name, suite.profile).check_design(suite.locked_design())
+            except DesignChanged as exc:
+                raise UsageError(str(exc)) from None
         executor = _executor(options)
         if on_started:
             on_started(device)
@@ -376,7 +381,8 @@ def summary(reports: list[RunReport]) -> str:
     return render_summary([SuiteSummary(r.analysis) for r in reports])
 
 
-def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path | None = None) -> list[SeedPlan]:
+def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path | None = None,
+               warn: Callable[[str], None] = _to_stderr) -> list[SeedPlan]:
     """Seeds each primary claim needs: fixed for 80% power, and under the suite's sequential design
     (or, for a fixed suite, a sequential one up to four times its seeds), at a pilot's effects or assumed ones."""
     plans = []
@@ -395,9 +401,12 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
             if folder is None:
                 raise UsageError(f"--from {pilot}: no stored run of suite {suite.name!r} there")
             try:
-                pilot_claims = evaluate_claims(load_results(folder))
+                pilot_results = load_results(folder)
             except ResultsError as exc:
                 raise UsageError(str(exc)) from None
+            if pilot_results.stale_note:
+                warn(pilot_results.stale_note)
+            pilot_claims = evaluate_claims(pilot_results)
         plans.append(plan_suite(suite.name, suite.confidence, family_size(claims, metrics), design, pilot_claims))
     return plans
 

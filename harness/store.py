@@ -167,11 +167,88 @@ class RunFolder:
         return aside
 
     def save_suite(self, meta: dict) -> Path:
-        """Rewritten only when the resolved suite changed, so its mtime dates the last change."""
+        """Rewritten only when the resolved suite changed, so its mtime dates the last change; never
+        with another design while the folder holds trials of the stored one (``check_design``)."""
         path = self.path / SUITE_FILE
+        self.check_design(meta.get(DESIGN_KEY))
         if not path.exists() or path.read_text(encoding="utf-8") != canonical_json(meta):
             write_json_atomic(path, meta)
         return path
+
+    def stored_design(self) -> dict[str, Any] | None:
+        """The design the folder's trials were run and analysed under; None for a new folder."""
+        try:
+            meta = read_json(self.path / SUITE_FILE)
+        except (OSError, ValueError):
+            return None
+        return design_of(meta) if isinstance(meta, dict) else None
+
+    def check_design(self, design: dict[str, Any] | None) -> None:
+        """Refuse a design other than the stored one while the folder holds that design's trials: its
+        seeds were analysed under the stored claims, premises and schedule, and analysing them again
+        under others (more seeds after a look, a new schedule) would inflate the error rates."""
+        if design is None:
+            return
+        stored = self.stored_design()
+        if stored is None or canonical_json(stored) == canonical_json(design):
+            return
+        if next(iter_trial_files(self.path), None) is None:
+            return  # no trials yet: nothing was analysed under the stored design
+        changed = ", ".join(key for key in DESIGN_KEYS if canonical_json(stored.get(key)) != canonical_json(design.get(key)))
+        raise DesignChanged(
+            f"{self.path} holds trials of {design_label(stored)}; this run's {design_label(design)} differs in "
+            f"{changed or 'its record'}: a changed design runs on fresh seeds and its own folder, so give another "
+            "--results folder (or move this one aside)"
+        )
+
+
+DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to
+DESIGN_KEYS = ("seeds", "sequential", "claims", "premises", "validity", "confidence")
+EXPANSION_KEY = "trial_ids"  # suite.json: the trials of the suite's expansion at its current seeds
+
+
+class DesignChanged(ValueError):
+    """A run whose design differs from the one a results folder's trials were run under (one line)."""
+
+
+def in_expansion(meta: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    """Whether a stored trial belongs to the suite's current expansion and seeds: a trial of a changed
+    param, sweep or arm, or of seeds the design does not have, is stale and set aside by every reader
+    (report, gate, plan, reproduce), so a rerun reports what a fresh run would. A folder written before
+    expansions were recorded is read by its seeds alone."""
+    ids = meta.get(EXPANSION_KEY)
+    if isinstance(ids, list):
+        wanted = {i for i in ids if isinstance(i, str)}
+        return lambda record: record.get("trial_id") in wanted
+    seeds = {s for s in meta.get("seeds") or [] if isinstance(s, int)}
+    return lambda record: not seeds or record.get("seed") in seeds
+
+
+def design_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """A stored suite's design: its record, or for a folder written before designs were recorded,
+    the same fields rebuilt from the suite (the first look's seeds of a sequential design)."""
+    if isinstance(meta.get(DESIGN_KEY), dict):
+        return meta[DESIGN_KEY]
+    seeds = list(meta.get("seeds") or [])
+    sequential = meta.get("sequential")
+    if isinstance(sequential, dict) and isinstance(sequential.get("first"), int):
+        seeds = seeds[: sequential["first"]]
+    return {"seeds": seeds, "sequential": sequential, "claims": meta.get("claims") or [],
+            "premises": meta.get("premises") or [], "validity": meta.get("validity"),
+            "confidence": meta.get("confidence")}
+
+
+def design_label(design: dict[str, Any]) -> str:
+    """'design 3f2a9c01 (seeds 0-2, sequential to 12 seeds, 2 claims, 1 premise)': a short hash and what it is."""
+    digest = hashlib.sha256(canonical_json(design).encode()).hexdigest()[:8]
+    seeds = [s for s in design.get("seeds") or [] if isinstance(s, int)]
+    contiguous = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds)))
+    seed_text = f"{seeds[0]}-{seeds[-1]}" if contiguous else ",".join(map(str, seeds))
+    sequential = design.get("sequential")
+    schedule = (f"sequential to {sequential.get('max_seeds')} seeds" if isinstance(sequential, dict) else "fixed")
+    claims, premises = len(design.get("claims") or []), len(design.get("premises") or [])
+    return (f"design {digest} (seeds {seed_text or '-'}, {schedule}, {claims} claim{'s' * (claims != 1)}, "
+            f"{premises} premise{'s' * (premises != 1)})")
 
 
 class CorruptTrial(ValueError):

@@ -128,7 +128,7 @@ def test_older_schema_is_upgraded_aside(tmp_path, toy_suite):
 
 def test_schema_newer_than_mlflow_is_a_one_line_error(tmp_path, toy_suite):
     results = tmp_path / "results"
-    assert run(toy_suite, results, "--seeds", "1").returncode == 0
+    assert run(toy_suite, results, "--arms", "sgd").returncode == 0
     connection = sqlite3.connect(results / "mlflow.db")
     with connection:
         connection.execute("UPDATE alembic_version SET version_num = 'f00dfeedbeef'")
@@ -141,20 +141,20 @@ def test_schema_newer_than_mlflow_is_a_one_line_error(tmp_path, toy_suite):
 
 def test_copied_results_folder_writes_its_own_artifacts(tmp_path, toy_suite):
     original = tmp_path / "original"
-    assert run(toy_suite, original).returncode == 0
+    assert run(toy_suite, original, "--arms", "sgd").returncode == 0
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
     before = sorted(p.relative_to(original) for p in (original / "mlartifacts").rglob("*"))
 
-    proc = run(toy_suite, copy, "--seeds", "0,1")  # three more trials, logged into the copy
+    proc = run(toy_suite, copy)  # the two other arms' trials, logged into the copy
     assert proc.returncode == 0, proc.stderr
-    assert "3 ran, 3 already finished" in proc.stdout
+    assert "2 ran, 1 already finished" in proc.stdout
     assert sorted(p.relative_to(original) for p in (original / "mlartifacts").rglob("*")) == before
     runs, _ = mlflow_runs(copy)
-    assert len(runs) == 6
+    assert len(runs) == 3
     for r in runs:  # old runs and new point into the copy, whose mlartifacts holds their files
         assert r.info.artifact_uri.startswith((copy / "mlartifacts").resolve().as_uri() + "/")
-    assert check_results(original) == []
+    assert check_results(original, trials=1) == []
 
 
 # -- corrupt trial files, stray temporary files --------------------------------------------------
@@ -272,7 +272,7 @@ def test_same_suite_twice_at_once_one_refuses(existing, tmp_path, toy_suite):
     suite = slow_suite(tmp_path, toy_suite, seconds_per_step=0.05)  # ~1 s per trial
     results = tmp_path / "results"
     if existing:
-        assert run(suite, results, "--seeds", "5").returncode == 0
+        assert run(suite, results, "--arms", "sgd,momentum").returncode == 0
     args = ("run", str(suite), *SMOKE, "--results", str(results))
     first = start(*args)
     if existing:  # the second starts once the first holds the lock
@@ -286,7 +286,7 @@ def test_same_suite_twice_at_once_one_refuses(existing, tmp_path, toy_suite):
     assert codes == [0, 2], outcomes
     refused = next(err for code, _, err in outcomes if code == 2)
     assert refused.strip().count("\n") == 0 and "another harness run is writing suite 'toy'" in refused
-    assert check_results(results, trials=6 if existing else 3) == []
+    assert check_results(results, trials=3) == []
 
 
 @pytest.mark.parametrize("existing", [False, pytest.param(True, marks=pytest.mark.slow)],
@@ -295,11 +295,11 @@ def test_different_suites_at_once_both_succeed(existing, tmp_path, toy_suite):
     suites = [slow_suite(tmp_path, toy_suite, name) for name in ("toy", "toy2")]
     results = tmp_path / "results"
     if existing:
-        assert run(suites[0], results, "--seeds", "5").returncode == 0
+        assert run(suites[0], results, "--arms", "sgd,momentum").returncode == 0
     procs = [start("run", str(s), *SMOKE, "--results", str(results)) for s in suites]
     outcomes = wait_all(procs)
     assert [code for code, _, _ in outcomes] == [0, 0], outcomes
-    assert check_results(results, "toy", trials=6 if existing else 3) == []
+    assert check_results(results, "toy", trials=3) == []
     assert check_results(results, "toy2") == []
     assert len(trial_records(results, "toy2")) == 3
     for name in ("toy", "toy2"):
@@ -328,14 +328,14 @@ def test_folders_sharing_a_tracking_store_never_touch_each_others_runs(tmp_path,
     def markers(results: Path) -> set[str]:
         return {json.loads(p.read_text())["run_id"] for p in (results / "toy" / "smoke" / "mlflow").glob("*.json")}
 
-    assert run(toy_suite, mine, "--tracking-uri", shared).returncode == 0
+    assert run(toy_suite, mine, "--tracking-uri", shared, "--arms", "sgd,momentum").returncode == 0
     (my_id,) = trial_runs()
     my_runs = trial_runs()[my_id]
     assert run(toy_suite, theirs, "--tracking-uri", shared).returncode == 0
     assert trial_runs()[my_id] == my_runs and len(trial_runs()) == 2  # their run deleted none of mine
     their_runs = next(runs for folder, runs in trial_runs().items() if folder != my_id)
 
-    again = run(toy_suite, mine, "--tracking-uri", shared, "--seeds", "0,1")  # new trials: every trial checked
+    again = run(toy_suite, mine, "--tracking-uri", shared)  # a new trial (slow_lr): every trial checked
     assert again.returncode == 0, again.stderr
     assert my_runs < trial_runs()[my_id] and markers(mine) == trial_runs()[my_id]
     assert markers(theirs) == their_runs == next(runs for f, runs in trial_runs().items() if f != my_id)
@@ -344,13 +344,13 @@ def test_folders_sharing_a_tracking_store_never_touch_each_others_runs(tmp_path,
 def test_marker_of_a_trial_is_not_trusted_over_mlflow(tmp_path, toy_suite):
     """A marker naming this store, but whose run is gone from MLflow, is repaired when MLflow is touched."""
     results = tmp_path / "results"
-    assert run(toy_suite, results).returncode == 0
+    assert run(toy_suite, results, "--arms", "sgd,momentum").returncode == 0
     runs, _ = mlflow_runs(results)
     import mlflow
 
     mlflow.MlflowClient(f"sqlite:///{(results / 'mlflow.db').resolve()}").set_terminated(runs[0].info.run_id, "RUNNING")
-    proc = run(toy_suite, results, "--seeds", "0,1")  # new trials: MLflow is touched, every trial checked
+    proc = run(toy_suite, results)  # a new trial (slow_lr): MLflow is touched, every trial checked
     assert proc.returncode == 0, proc.stderr
-    assert check_results(results, trials=6) == []
+    assert check_results(results, trials=3) == []
     marker = json.loads((results / "toy" / "smoke" / "mlflow" / f"{runs[0].data.tags['harness.trial_id']}.json").read_text())
     assert marker["run_id"] != runs[0].info.run_id

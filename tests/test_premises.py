@@ -248,3 +248,33 @@ def test_a_sequential_run_adds_seeds_while_a_premise_is_open(tmp_path):
     assert document["sequential"]["seeds_used"] > claim["n"]
     assert document["sequential"]["seeds_used"] < 12
     assert [p["status"] for p in document["premises"]] == [HOLDS]
+
+
+VALIDITY = """\
+suite: seqv
+task: calibration_task:CalibrationTask
+seeds: [0, 1, 2]
+sequential: {max_seeds: 12}
+arms:
+  a: {tag: a, shared_sd: 0.1}
+  b: {tag: b, shared_sd: 0.1, effect: 4.0}
+  p: {tag: p, shared_sd: 0.1, effect: 1.5}
+contrasts:
+  - {treatment: b, control: a}
+  - {treatment: p, control: a}
+validity: {control: a, positive: p, metric: score}
+claims:
+  - {contrast: b-vs-a, metric: score, test: superior}
+"""
+
+
+def test_a_sequential_run_adds_seeds_while_validity_is_undetermined(tmp_path):
+    """The positive control's effect (1.5 sd) needs more seeds to show than the claim's (4 sd): the run goes
+    on past the claim's decision until the suite is shown valid, instead of stopping INVALID or undetermined."""
+    path = tmp_path / "seqv.yaml"
+    path.write_text(VALIDITY)
+    assert api.run(path, api.RunOptions(results=tmp_path / "r", mlflow=False, threads=1)).exit_code == 0
+    document = json.loads((tmp_path / "r" / "seqv" / "default" / "report" / "summary.json").read_text())
+    (claim,) = document["claims"]
+    assert claim["result"] == PASS and document["validity"]["status"] == "valid"
+    assert claim["n"] < document["sequential"]["seeds_used"] < 12

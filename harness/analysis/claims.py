@@ -6,8 +6,14 @@ The claims of a suite form one family, fixed by the suite file (not by which cla
 carry a p-value): Holm's step-down procedure decides them together, PASS and FAIL alike. A claim
 PASSes when its pass hypothesis is rejected at its Holm level and FAILs when the opposite one-sided
 hypothesis is rejected at the same kind of level, so both read the same adjusted interval
-(``decision_interval``: the interval at the level the claim was actually tested at). Intervals are
-read in 'better is positive' units (the metric's direction); boundaries are inclusive:
+(``decision_interval``: the interval at the level the claim was actually tested at). Holm controls
+the false PASS rate and, separately, the false FAIL rate at the claim level each, so the chance of
+any wrong-direction decision in the family is at most twice that level (1 - confidence, e.g. 5%):
+the same error a two-sided interval at the run's confidence makes, which is what a reader of that
+interval already accepts. Intervals are read in 'better is positive' units (the metric's direction).
+A strict test's boundary is strict: ``superior`` never passes on an exactly zero difference (an arm
+identical to its control fails it); the bounds of non-inferiority, equivalence and ratio are
+inclusive:
 
 - ``superior``: pass when the treatment is better than the control; fail when it is surely not.
 - ``non_inferior``: pass when the treatment is worse by less than the margin; fail when it is
@@ -18,9 +24,11 @@ read in 'better is positive' units (the metric's direction); boundaries are incl
   bytes); fail otherwise. The only test one pair decides.
 - ``ratio``: per-pair treatment / control; pass when its mean is within [min, max].
 
-Claims on deterministic quantities (``equal``, and any test of a ``memory``-kind metric: bytes and
-parameter counts are exact by construction) carry no sampling error, so they sit outside the Holm
-family: they cannot be false positives, and a failing one must not make the others harder to pass.
+Claims without sampling error (``equal``, and any claim whose observed differences do not vary at
+all) sit outside the Holm family: they cannot be false positives, and a failing one must not make
+the others harder to pass. Every other claim stays in the family, a claim that could not be tested
+(its metric missing, too few pairs) at p = 1. A decided claim whose t test and exact sign-flip test
+disagree (``t_only``: heavy-tailed per-seed differences) is flagged wherever it is shown.
 
 Non-inferiority and equivalence prove nothing when the control itself does nothing in this run
 (both arms at chance are "equivalent"). Such a claim names a ``reference`` contrast whose
@@ -112,13 +120,16 @@ class ClaimResult:
     mean_estimate: MeanEstimate | None = None  # the estimate the test read (difference or ratio)
     premise: PremiseResult | None = None  # the premise that failed (or is still open) and made it vacuous
     identical_arms: bool = False  # treatment and control reported the same metrics on every seed
+    t_only: bool = False  # t and sign-flip disagree on these differences (heavy tails?): flagged, not overruled
 
     @property
     def result_text(self) -> str:
         """The result as every report shows it: 'PASS', or 'VACUOUS (premise <name> not met: ...)'."""
-        if self.premise is None:
-            return self.status.upper()
-        return f"{self.status.upper()} ({self.premise.text()})"
+        if self.premise is not None:
+            return f"{self.status.upper()} ({self.premise.text()})"
+        if self.t_only and self.status in (PASS, FAIL):
+            return f"{self.status.upper()} (t only: the sign-flip test disagrees, heavy tails?)"
+        return self.status.upper()
 
     @property
     def statement(self) -> str:
@@ -147,8 +158,15 @@ class ClaimResult:
 
 
 def in_holm_family(test: str, spec: Metric) -> bool:
-    """Claims with sampling error: not ``equal``, not on an exact ``memory`` quantity, and testable."""
-    return test != "equal" and spec.kind != "memory" and (spec.better_sign != 0 or test in ("equivalent", "ratio"))
+    """Claims tested for sampling error: not ``equal``, and testable (a direction, or a two-sided test).
+    A testable claim leaves the family only when its observed spread is zero (``_exact``), whatever
+    the metric's kind; one that could not be tested stays in it at p = 1."""
+    return test != "equal" and (spec.better_sign != 0 or test in ("equivalent", "ratio"))
+
+
+def _exact(estimate: MeanEstimate) -> bool:
+    """Every paired difference (or ratio) the same: no sampling error, so no Holm family to join."""
+    return estimate.sd == 0.0
 
 
 def claim_alpha(confidence: float) -> float:
@@ -246,14 +264,17 @@ def _evaluate_key(
     spec = results.spec_for(key)
     in_family = in_holm_family(test, spec)
     if test == "ratio":
-        return replace(_ratio(results, claim, variant, point, key), in_family=in_family)
+        ratio = _ratio(results, claim, variant, point, key)
+        exact = ratio.mean_estimate is not None and _exact(ratio.mean_estimate)
+        return replace(ratio, in_family=in_family and not exact)
     difference = compare(results, variant.treatment_label, variant.control_label, point, key)
     if difference is None:
         return replace(_undecided(claim, variant.name, point, key, "no seed finished on both sides"), in_family=in_family)
     estimate = difference.estimate
     common = dict(claim=claim, contrast=variant.name, point=point, key=key, n=difference.n,
                   estimate=difference.mean_difference, interval=difference.interval, dropped=len(difference.dropped),
-                  in_family=in_family, mean_estimate=estimate)
+                  in_family=in_family and not _exact(estimate), mean_estimate=estimate,
+                  t_only=difference.t_only)
     if test == "equal":
         exact = all(d == 0 for d in difference.differences)
         return ClaimResult(**common, status=PASS if exact else FAIL,
@@ -275,21 +296,34 @@ def _evaluate_key(
     if test in ("superior", "non_inferior"):
         bound = 0.0 if test == "superior" else -margin
         where = "vs 0 (better side)" if test == "superior" else f"vs -{margin:.4g} (worse side)"
-        return ClaimResult(**common, status=INCONCLUSIVE, p_value=_p_better(estimate, sign, bound),
-                           p_fail=_p_worse(estimate, sign, bound), detail=f"one-sided t {where}")
+        strict = test == "superior"  # a superiority bound is strict: an exact tie is not better, it fails
+        return ClaimResult(**common, status=INCONCLUSIVE, p_value=_p_better(estimate, sign, bound, inclusive=not strict),
+                           p_fail=_p_worse(estimate, sign, bound, inclusive=strict), detail=f"one-sided t {where}")
     p = max(estimate.p_above(-margin), estimate.p_below(margin))
-    p_outside = min(_strict(estimate, margin, +1), _strict(estimate, -margin, -1))
+    p_outside = _either_side(_strict(estimate, margin, +1), _strict(estimate, -margin, -1))
     return ClaimResult(**common, status=INCONCLUSIVE, p_value=p, p_fail=p_outside,
                        detail=f"two one-sided t tests vs +-{margin:.4g}")
 
 
-def _p_better(estimate: MeanEstimate, sign: int, bound: float) -> float:
-    """One-sided p of H0: the oriented true mean <= bound (oriented: better is positive)."""
+def _either_side(p_high: float, p_low: float) -> float:
+    """p of 'surely outside [low, high]': either one-sided test, Bonferroni over the two sides, so the
+    FAIL of a two-sided claim is held to the same level as every other claim's."""
+    return min(1.0, 2.0 * min(p_high, p_low))
+
+
+def _p_better(estimate: MeanEstimate, sign: int, bound: float, inclusive: bool = True) -> float:
+    """One-sided p of H0: the oriented true mean <= bound (oriented: better is positive); a deterministic
+    tie at the bound passes only when the bound is ``inclusive``."""
+    if not inclusive:
+        return _strict(estimate, sign * bound, sign)
     return estimate.p_above(bound) if sign > 0 else estimate.p_below(-bound)
 
 
-def _p_worse(estimate: MeanEstimate, sign: int, bound: float) -> float:
-    """One-sided p of H0: the oriented true mean >= bound (small when it is surely on the worse side)."""
+def _p_worse(estimate: MeanEstimate, sign: int, bound: float, inclusive: bool = False) -> float:
+    """One-sided p of H0: the oriented true mean >= bound (small when it is surely on the worse side); a
+    deterministic tie at the bound fails only when ``inclusive`` (the pass side was strict)."""
+    if inclusive:
+        return estimate.p_below(bound) if sign > 0 else estimate.p_above(-bound)
     return _strict(estimate, sign * bound, -sign)
 
 
@@ -360,8 +394,9 @@ def _ratio(results: RunResults, claim: Mapping[str, Any], variant: ContrastVaria
         return ClaimResult(**common, status=INSUFFICIENT, detail=f"{estimate.n} pair(s): a t interval needs at least 2")
     p = max(estimate.p_above(lower) if math.isfinite(lower) else 0.0,
             estimate.p_below(upper) if math.isfinite(upper) else 0.0)
-    p_outside = min(_strict(estimate, lower, -1) if math.isfinite(lower) else 1.0,
-                    _strict(estimate, upper, +1) if math.isfinite(upper) else 1.0)
+    below = _strict(estimate, lower, -1) if math.isfinite(lower) else 1.0
+    above = _strict(estimate, upper, +1) if math.isfinite(upper) else 1.0
+    p_outside = _either_side(above, below) if math.isfinite(lower) and math.isfinite(upper) else min(above, below)
     return ClaimResult(**common, status=INCONCLUSIVE, p_value=p, p_fail=p_outside,
                        detail="one-sided t of the mean treatment/control ratio vs its bounds")
 
@@ -523,7 +558,9 @@ def _missing_cannot_pass(result: ClaimResult) -> ClaimResult:
 
 
 def _undecided(claim: Mapping[str, Any], contrast: str, point: str, key: str, detail: str) -> ClaimResult:
-    return ClaimResult(claim, contrast, point, key, INCONCLUSIVE, 0, None, None, detail)
+    """A claim that could not be tested: it stays in the Holm family at p = 1 (it does not shrink it)."""
+    return ClaimResult(claim, contrast, point, key, INCONCLUSIVE, 0, None, None, detail,
+                       in_family=claim["test"] != "equal")
 
 
 def _bound(value: float | None) -> str:

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from harness.analysis.numbers import fmt
 from harness.analysis.results import RunResults, metric_order
 from harness.analysis.stats import mean_estimate
-from harness.analysis.verdicts import compare, contrast_variants, variants_named
+from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, variants_named
 from harness.metrics import Metric, metric_family
 
 HOLDS, FAILS, OPEN = "holds", "fails", "open"
@@ -117,7 +117,7 @@ def worst_needed(premises: Sequence[PremiseResult], contrast: str, point: str) -
     return max(needed, key=lambda p: SEVERITY[p.status], default=None)
 
 
-def _subjects(results: RunResults, variants, premise: Mapping[str, Any], point: str
+def _subjects(results: RunResults, variants: list[ContrastVariant], premise: Mapping[str, Any], point: str
               ) -> Iterator[tuple[str, str, list[float]]]:
     """(arm label or contrast variant, metric key, values) for each thing the premise reads at a point."""
     if premise.get("arm"):

@@ -74,6 +74,7 @@ def render_report(analysis: RunAnalysis, full: bool = False) -> str:
     if results.speed_under_load:
         parts.append(f"speed figures were measured with up to {results.speed_under_load} trials running at once "
                      "(Ray): compare speed only between serial runs")
+    parts.append(results.stale_note)
     parts.extend(f"warning: {budget.text()}" for budget in analysis.unequal_budgets)
     if analysis.premises:
         parts.append(render_premises(analysis.premises))
@@ -112,6 +113,8 @@ def render_verdict_table(analysis: RunAnalysis, full: bool = False) -> str:
     for row in rows:
         difference = row.difference
         shown = row.verdict.upper() if row.verdict in (BETTER, WORSE) else row.verdict
+        if row.verdict in (BETTER, WORSE) and difference.t_only:
+            shown += " (t only)"  # the sign-flip test disagrees: heavy-tailed differences
         lines.append([
             row.variant.name,
             *([row.point] if with_points else []),
@@ -144,7 +147,7 @@ def render_validity(validity: Validity) -> str:
     heading = {
         VALID: "validity: OK",
         INVALID: "validity: INVALID, the claims below do not count: " + "; ".join(validity.problems),
-        UNDETERMINED: "validity: UNDETERMINED (too few pairs to show the controls work), the claims below do not count",
+        UNDETERMINED: "validity: UNDETERMINED (too few seeds to show the controls work), the claims below do not count",
     }[validity.status]
     lines = [heading]
     for check in validity.checks:
@@ -200,7 +203,7 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
     family = sum(c.in_family for c in claims)
     title = (
         f"primary claims (one-sided t at {alpha:g} each, Holm across the {family} sampled claim rows for PASS and FAIL "
-        f"alike; exact quantities outside the family; MDE = effect found with 80% power at this n, spread and the "
+        f"alike, so a wrong-direction decision has at most 2x that level; claims of zero spread outside the family, untested ones in it at p = 1; MDE = effect found with 80% power at this n, spread and the "
         f"level tested)\n{statistics_line(confidence, max((c.n for c in claims), default=0))}\n"
     )
     if sequential:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness.analysis.stats import CONFIDENCE
 from harness.metrics import Metric, metric_family
 from harness.record import TrialRecord
-from harness.store import SUITE_FILE, CorruptTrial, iter_trial_files, read_json, read_trial
+from harness.store import SUITE_FILE, CorruptTrial, in_expansion, iter_trial_files, read_json, read_trial
 from harness.suite.points import point_label, sweep_points
 
 
@@ -48,6 +48,7 @@ class RunResults:
     meta: dict[str, Any]
     finished: list[TrialRecord]
     failed: list[FailedTrial]
+    stale: int = 0  # stored trials outside the suite's expansion and seeds, set aside (``in_expansion``)
     metric_specs: dict[str, Metric] = field(init=False)
     _cells: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, repr=False)
 
@@ -58,6 +59,14 @@ class RunResults:
         self.metric_specs = {
             name: Metric.from_stored(name, spec) for name, spec in (self.meta.get("metrics") or {}).items()
         }
+
+    @property
+    def stale_note(self) -> str:
+        """The warning every reader gives when stored trials were set aside; '' when none were."""
+        if not self.stale:
+            return ""
+        return (f"warning: {self.stale} stored trial(s) in {self.run_dir} are not of this suite's expansion and seeds "
+                "(a param, sweep, arm or seed changed since they ran): set aside, not analysed")
 
     @property
     def suite(self) -> str:
@@ -226,13 +235,21 @@ def load_results(run_dir: Path) -> RunResults:
         raise ResultsError(f"{run_dir}: no results here ({SUITE_FILE} is missing)") from exc
     except (OSError, json.JSONDecodeError) as exc:
         raise ResultsError(f"{run_dir / SUITE_FILE}: cannot be read ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ResultsError(f"{run_dir / SUITE_FILE}: not a suite record")
     trials: list[dict[str, Any]] = []
+    belongs, stale = in_expansion(meta), 0
     for path in iter_trial_files(run_dir):
         try:
-            trials.append(read_trial(path))
+            trial = read_trial(path)
         except (OSError, CorruptTrial) as exc:
             trials.append({"arm_label": "?", "status": "unreadable", "error": f"{path.name}: {exc}"})
-    return index_results(run_dir, meta, trials)
+            continue
+        if belongs(trial):
+            trials.append(trial)
+        else:
+            stale += 1
+    return replace(index_results(run_dir, meta, trials), stale=stale)
 
 
 def _point_key(point: Mapping[str, Any]) -> str:

@@ -199,6 +199,17 @@ class PairedDifference:
         return self.estimate.insufficient
 
     @property
+    def t_only(self) -> bool:
+        """The t test and the distribution-free sign-flip test disagree: the t interval excludes 0 at the
+        confidence level, the sign-flip test could reach that level with these pairs and does not. Seen
+        with heavy-tailed per-seed differences (one seed far from the rest), where the t test is not exact."""
+        estimate = self.estimate
+        if estimate.p_value is None or self.sign_flip_p is None:
+            return False
+        level = 1.0 - estimate.confidence
+        return estimate.p_value <= level and smallest_sign_flip_p(self.n) <= level < self.sign_flip_p
+
+    @property
     def treatment_mean(self) -> float:
         return float(np.mean(self.treatment))
 

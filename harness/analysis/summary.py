@@ -78,7 +78,7 @@ def validity_text(validity: Validity) -> str:
     if validity.status == UNDECLARED:
         return "no controls declared"
     if validity.status == UNDETERMINED:
-        return "UNDETERMINED (too few pairs to show the controls work)"
+        return "UNDETERMINED (too few seeds to show the controls work)"
     failing: dict[str, list[str]] = {}
     for check in validity.checks:
         if check.ok is False:

@@ -24,7 +24,9 @@ def statistics_summary(confidence: float) -> dict[str, Any]:
         "interval": "Student-t interval of the mean paired difference",
         "check": "exact two-sided sign-flip permutation test (Monte Carlo beyond 16 pairs)",
         "primary": f"claims: one-sided t at {claim_alpha(confidence):g}, Holm across the suite's sampled claims for "
-                   "PASS and FAIL alike (exact quantities outside the family); non-inferiority/equivalence vacuous "
+                   "PASS and FAIL alike (wrong-direction rate at most twice the level; claims of zero observed spread outside "
+                   "the family, untested ones in it at p = 1; superiority strict, other bounds inclusive; two-sided FAILs "
+                   "Bonferroni over their sides); premises checked first; non-inferiority/equivalence vacuous "
                    "unless their reference effect is established (relative margins: the fixed-margin method on the "
                    "reference's conservative bound); sequential designs: Lan-DeMets spending on the t statistic",
         "secondary": "contrast rows: per-row verdict at the confidence level; Benjamini-Hochberg q over directed rows",
@@ -65,6 +67,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
         "unequal_budgets": [{"key": b.key, "point": b.point, "seeds": list(b.seeds), "of_seeds": b.of_seeds,
                              "example": dict(b.example), "text": b.text()} for b in analysis.unequal_budgets],
         "failed_trials": [f.as_dict() for f in results.failed],
+        "stale_trials": results.stale,
         "claims": [
             {
                 **dict(claim.claim),
@@ -74,6 +77,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
                 "key": claim.key,
                 "result": claim.status,
                 "result_text": claim.result_text,
+                "t_only": claim.t_only,
                 "premise": None if claim.premise is None else premise_json(claim.premise),
                 "n": claim.n,
                 "dropped": claim.dropped,
@@ -170,6 +174,7 @@ def _difference_json(difference: PairedDifference) -> dict[str, Any]:
         "insufficient_pairs": estimate.insufficient,
         "p_value": estimate.p_value,
         "sign_flip_p": difference.sign_flip_p,
+        "t_only": difference.t_only,
     }
 
 

@@ -7,10 +7,11 @@ Each row is a test at the run's confidence level and nothing more: a suite print
 every row also carries a Benjamini–Hochberg q-value over all directed rows of the run, and the
 table is labelled exploratory. The pre-declared claims (``claims.py``) are the primary hypotheses.
 
-A suite whose positive control does not beat the control on the declared end-to-end metric, or
-whose negative control does, cannot tell mechanisms apart: it is INVALID and its claims do not
-count. With too few pairs to decide either, validity is undetermined and the claims do not count
-either.
+A suite whose positive control surely does not beat the control on the declared end-to-end metric
+(its interval lies on the worse side of 0, or at 0), or whose negative control beats it, cannot tell
+mechanisms apart: it is INVALID and its claims do not count. A positive control whose interval still
+reaches both sides leaves validity UNDETERMINED (more seeds can tell; a sequential design adds them),
+and the claims do not count either.
 """
 from __future__ import annotations
 
@@ -233,6 +234,9 @@ def _role_checks(
             if won is None:
                 ok = None
                 outcome = f"cannot be shown to beat or not beat (n={difference.n}, insufficient pairs)"
+            elif role == "positive" and not won and oriented(difference.interval, sign)[1] > 0:
+                ok = None  # not yet shown to beat, nor shown not to: more seeds can tell
+                outcome = f"is not yet shown to beat (n={difference.n}, interval reaches the better side)"
             else:
                 ok = won if role == "positive" else not won
                 outcome = "beats" if won else "does not beat"

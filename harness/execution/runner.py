@@ -15,11 +15,12 @@ import torch
 
 from harness.analysis.claims import evaluate_claims
 from harness.analysis.results import load_results
+from harness.analysis.verdicts import UNDETERMINED, evaluate_validity
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials
 from harness.record import TrialRecord
-from harness.store import REPORT_DIR, RunFolder, clean_stray_tmp
+from harness.store import EXPANSION_KEY, REPORT_DIR, RunFolder, clean_stray_tmp
 from harness.suite.model import Suite
 from harness.suite.points import sweep_points
 from harness.tasks import Task
@@ -63,7 +64,9 @@ def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
             "labels": [arm_label(arm, p) for p in sweep_points(arm.sweep)],
         }
     meta = suite.describe()
-    meta.update(schema=1, arms=arms, **task_declarations(suite.task), **device_description(device))
+    meta.update(schema=1, arms=arms, design=suite.locked_design(), **task_declarations(suite.task),
+                **device_description(device))
+    meta[EXPANSION_KEY] = [t.trial_id for t in expand_trials(suite)]
     return meta
 
 
@@ -110,17 +113,22 @@ def run_suite(
     records, corrupt = folder.load_trials()
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
+    expansion = set(meta[EXPANSION_KEY])
+    stale = sum(1 for i, r in records.items() if i not in expansion and r["seed"] in suite.seeds)
+    if stale:
+        console.line(f"warning: {stale} stored trial(s) in {folder.path} are not of this suite's expansion (a param, "
+                     "sweep or arm changed): set aside, not analysed")
     kept = folder.resumable(records) if resume else {}
     mirror = _Mirror(tracker, folder, meta, env, suite, tags or {}) if tracker else None
     seeds = list(suite.seeds)
     try:
         while True:
             look = replace(suite, seeds=seeds)
-            if meta["seeds"] != seeds:
-                meta["seeds"] = seeds
-                folder.save_suite(meta)
             trials = expand_trials(look)
             _set_aside_superseded(trials, records, kept, folder, env, console)
+            if meta["seeds"] != seeds:
+                meta["seeds"], meta[EXPANSION_KEY] = seeds, [t.trial_id for t in trials]
+                folder.save_suite(meta)
             done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
             pending = [t for t in trials if t.trial_id not in kept]
             counted = {r["trial_id"] for r in outcome.records}
@@ -232,14 +240,17 @@ def _next_look(look: Suite, folder: RunFolder, console: Console) -> list[int]:
     """The seeds of the next look: none when the design is fixed or complete or every claim is decided."""
     if look.sequential is None or len(look.seeds) >= look.sequential.max_seeds:
         return []
-    undecided = [c for c in evaluate_claims(load_results(folder.path)) if c.open]
-    if not undecided:
+    results = load_results(folder.path)
+    undecided = [c for c in evaluate_claims(results) if c.open]
+    validity_open = evaluate_validity(results).status == UNDETERMINED
+    if not undecided and not validity_open:
         console.line(f"{look.name}: every claim decided at {len(look.seeds)} seeds")
         return []
     more = look.next_seeds(min(look.sequential.batch, look.sequential.max_seeds - len(look.seeds)))
     waiting = sum(c.premise is not None for c in undecided)
     premises = f" ({waiting} waiting on a premise)" if waiting else ""
-    console.line(f"{look.name}: {len(undecided)} claim(s) undecided{premises} at {len(look.seeds)} seeds; "
+    validity = "; validity undetermined" if validity_open else ""
+    console.line(f"{look.name}: {len(undecided)} claim(s) undecided{premises}{validity} at {len(look.seeds)} seeds; "
                  f"next look adds seed(s) {', '.join(map(str, more))}")
     return more
 

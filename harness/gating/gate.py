@@ -73,6 +73,7 @@ class GateResult:
     missing_trials: tuple[str, ...] = ()
     dropped_seeds: tuple[str, ...] = ()
     environment_differences: tuple[str, ...] = ()  # numeric environment, baseline vs this run
+    stale_note: str = ""  # stored trials outside the run's expansion and seeds, set aside
 
     @property
     def regressions(self) -> tuple[GateCheck, ...]:
@@ -90,6 +91,8 @@ class GateResult:
             f"gate {plain(f'{self.suite}/{self.profile}/{self.device_class}')} vs {plain(self.baseline_path)}: {verdict} "
             f"({len(self.checks) - len(self.regressions)} of {len(self.checks)} checks within tolerance)"
         ]
+        if self.stale_note:
+            lines.append(f"  {self.stale_note}")
         if not self.checks:
             lines.append("  NO CHECKS: nothing in this run could be compared with the baseline; a gate that compares "
                          "nothing fails")
@@ -208,6 +211,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         missing_trials=tuple(trial_name(key) for key in missing_trials),
         dropped_seeds=tuple(dropped),
         environment_differences=tuple(environment_differences(baseline, results)),
+        stale_note=results.stale_note,
     )
 
 

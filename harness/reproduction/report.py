@@ -18,6 +18,9 @@ def render_plan(plan: Plan) -> str:
         f"  suite {original.suite}, profile {original.profile}, {len(plan.trials)} trial(s); "
         f"device {plan.device} (recorded {plan.recorded_device}), torch threads {', '.join(map(str, threads))} (as recorded)",
     ]
+    if original.stale:
+        lines.append(f"  warning: {original.stale} stored trial(s) are not of the suite's expansion and seeds (a param, "
+                     "sweep, arm or seed changed since they ran): set aside, not rerun")
     if original.skipped:
         lines.append(f"  {original.skipped} failed trial(s) in the record are not rerun (they have no result)")
     if plan.device_note:

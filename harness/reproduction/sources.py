@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import RecordError, TrialRecord, from_json
-from harness.store import SUITE_FILE, TRIALS_DIR, iter_runs, iter_trial_files, read_json
+from harness.store import SUITE_FILE, TRIALS_DIR, in_expansion, iter_runs, iter_trial_files, read_json
 from harness.tracking.mlflow_tracker import marker_path
 
 
@@ -34,6 +34,7 @@ class Original:
     parent_run_ids: tuple[str, ...] = ()  # the original suite run(s), when known
     target_run_id: str | None = None  # the MLflow run named on the command line
     skipped: int = 0  # failed trials of the record: nothing to reproduce
+    stale: int = 0  # stored trials outside the suite's expansion and seeds: set aside, not rerun
 
     @property
     def linked_runs(self) -> str:
@@ -75,11 +76,19 @@ def load_path(path: Path) -> Original:
     files = list(iter_trial_files(run_dir))
     if not files:
         raise ReproduceError(f"{run_dir}: no trial records under {TRIALS_DIR}/")
-    records = sorted((check_record(_read(p), str(p)) for p in files), key=_run_order)
+    meta = _read(run_dir / SUITE_FILE)
+    if not isinstance(meta, dict):
+        raise ReproduceError(f"{run_dir / SUITE_FILE}: not a suite record")
+    stored = [check_record(_read(p), str(p)) for p in files]
+    belongs = in_expansion(meta)
+    records = sorted((r for r in stored if belongs(r)), key=_run_order)
+    if not records:
+        raise ReproduceError(f"{run_dir}: none of its {len(stored)} trial record(s) is of the suite's expansion and seeds")
     suites = {(r["suite"], r["profile"]) for r in records}
     if len(suites) > 1:
         raise ReproduceError(f"{run_dir}: trial records of {len(suites)} suites/profiles in one folder")
-    original = Original(f"results folder {run_dir}", records, _read(run_dir / SUITE_FILE), run_dir.parent.parent)
+    original = Original(f"results folder {run_dir}", records, meta, run_dir.parent.parent,
+                        stale=len(stored) - len(records))
     _read_markers(original, run_dir)
     return original
 

@@ -79,6 +79,14 @@ class Suite:
             return None
         return {"first": len(self.seeds), **self.sequential.model_dump()}
 
+    def locked_design(self) -> dict[str, Any]:
+        """What a results folder's trials are analysed under and may not change once they exist: the
+        first look's seeds, the sequential schedule, the claims, premises, validity and confidence
+        (the fields of ``harness.store.DESIGN_KEYS``)."""
+        described = self.describe()
+        return {"seeds": list(self.seeds), **{k: described[k] for k in
+                                               ("sequential", "claims", "premises", "validity", "confidence")}}
+
     def describe(self) -> dict[str, Any]:
         """The resolved suite as plain data (stored with the results and logged to MLflow)."""
         return {

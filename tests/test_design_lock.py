@@ -1,0 +1,102 @@
+"""A results folder is locked to the design its trials were run under, and every reader reads only the
+trials of the suite's current expansion and seeds: a changed design into a folder that holds trials is
+refused (exit 2, one line naming both designs, suite.json untouched); a rerun after changing a param
+reports exactly what a fresh run reports."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness import api
+from harness.analysis.results import load_results
+from harness.cli import main
+from harness.reproduction.sources import load_path
+from harness.store import SUITE_FILE, RunFolder, design_of
+
+SUITE = """\
+suite: lock
+task: calibration_task:CalibrationTask
+seeds: [0, 1, 2]
+SEQUENTIAL
+arms:
+  a: {tag: a, shared_sd: 0.1}
+  b: {tag: b, shared_sd: 0.1, effect: EFFECT}
+contrasts:
+  - {treatment: b, control: a}
+claims:
+  - {contrast: b-vs-a, metric: score, test: superior}
+PREMISES
+"""
+
+
+def write_suite(folder: Path, sequential: str = "", premises: str = "", effect: str = "3.0", name: str = "s") -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(SUITE.replace("SEQUENTIAL", sequential).replace("PREMISES", premises).replace("EFFECT", effect))
+    return path
+
+
+def run(suite: Path, results: Path, seeds: list[int] | None = None) -> api.RunResult:
+    return api.run(suite, api.RunOptions(results=results, mlflow=False, threads=1, seeds=seeds))
+
+
+@pytest.mark.parametrize("change, differs", [
+    ({"sequential": "sequential: {max_seeds: 8}"}, "sequential"),
+    ({"premises": "premises:\n  - {name: regime, arm: b, metric: score, at_least: 1}"}, "premises"),
+])
+def test_a_changed_design_into_a_folder_with_its_trials_is_refused_naming_both(tmp_path, change, differs):
+    results = tmp_path / "r"
+    assert run(write_suite(tmp_path, sequential="sequential: {max_seeds: 6}"), results).exit_code == 0
+    stored = (results / "lock" / "default" / SUITE_FILE).read_bytes()
+    trials = sorted((results / "lock" / "default" / "trials").iterdir())
+    changed = write_suite(tmp_path, **{"sequential": "sequential: {max_seeds: 6}", **change}, name="changed")
+    with pytest.raises(api.UsageError) as refused:
+        run(changed, results)
+    message = str(refused.value)
+    assert "\n" not in message and len(re.findall(r"design [0-9a-f]{8} \(", message)) == 2 and f"differs in {differs}" in message
+    assert (results / "lock" / "default" / SUITE_FILE).read_bytes() == stored  # not rewritten
+    assert sorted((results / "lock" / "default" / "trials").iterdir()) == trials
+
+
+def test_other_seeds_into_the_folder_are_refused_with_exit_2(tmp_path):
+    suite, results = write_suite(tmp_path), tmp_path / "r"
+    assert run(suite, results).exit_code == 0
+    done = CliRunner().invoke(main, ["run", str(suite), "--results", str(results), "--no-mlflow", "--seeds", "0,1,2,3"])
+    assert done.exit_code == 2
+    assert "design" in done.output and "(seeds 0-2, fixed" in done.output and "(seeds 0-3, fixed" in done.output
+    assert run(suite, results).exit_code == 0  # the stored design itself resumes
+    assert len(list((results / "lock" / "default" / "trials").iterdir())) == 6
+
+
+def test_a_rerun_after_changing_a_param_reports_what_a_fresh_run_reports(tmp_path):
+    rerun, fresh = tmp_path / "rerun", tmp_path / "fresh"
+    assert run(write_suite(tmp_path, effect="3.0"), rerun).exit_code == 0
+    changed = write_suite(tmp_path, effect="0.0", name="changed")
+    assert run(changed, rerun).exit_code == 0
+    assert run(changed, fresh).exit_code == 0
+    assert len(list((rerun / "lock" / "default" / "trials").iterdir())) == 9  # 3 stale trials of b stay stored
+
+    def decisions(root: Path) -> dict:
+        document = json.loads((root / "lock" / "default" / "report" / "summary.json").read_text())
+        return {"claims": document["claims"], "arms": document["arms"], "contrasts": document["contrasts"]}
+
+    assert decisions(rerun) == decisions(fresh)
+    results = load_results(rerun / "lock" / "default")
+    assert results.stale == 3 and "3 stored trial(s)" in results.stale_note
+    assert load_results(fresh / "lock" / "default").stale == 0
+    assert len(load_path(rerun / "lock" / "default").records) == 6  # reproduce reruns the current trials only
+
+
+def test_a_folder_written_before_designs_were_recorded_is_read_by_its_seeds(tmp_path):
+    results = tmp_path / "r"
+    assert run(write_suite(tmp_path), results, seeds=[0, 1, 2, 3, 4]).exit_code == 0
+    folder = RunFolder(results, "lock", "default")
+    meta = json.loads((folder.path / SUITE_FILE).read_text())
+    legacy = {k: v for k, v in meta.items() if k not in ("design", "trial_ids")} | {"seeds": [0, 1, 2]}
+    (folder.path / SUITE_FILE).write_text(json.dumps(legacy))
+    assert design_of(legacy)["seeds"] == [0, 1, 2]
+    loaded = load_results(folder.path)
+    assert loaded.stale == 4 and {t["seed"] for t in loaded.finished} == {0, 1, 2}

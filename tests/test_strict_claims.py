@@ -1,0 +1,131 @@
+"""The claim statistics against known truth: a strict test never passes on an exactly zero difference
+(inclusive bounds only where the test says so), the Holm family leaves out only claims whose observed
+spread is zero and keeps an untestable claim at p = 1, a two-sided FAIL is held to the claim level,
+rows where t and the sign-flip test disagree are flagged, and an A/A design that extends for an open
+premise keeps its false PASS rate."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.stats
+
+from harness.analysis.claims import FAIL, INCONCLUSIVE, PASS, evaluate_claims
+from harness.analysis.results import RunResults, index_results
+from harness.analysis.sequential import Design
+from harness.analysis.stats import paired_difference
+
+ALPHA = 0.025
+METRICS = {
+    "acc": {"direction": "higher", "unit": "fraction", "kind": "quality"},
+    "loss": {"direction": "lower", "unit": "nats", "kind": "quality"},
+    "param_bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"},
+    "peak_bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"},
+    "size": {"direction": "none", "unit": "", "kind": "quality"},
+    "signal": {"direction": "none", "unit": "", "kind": "info"},
+}
+
+
+def two_arm_run(control: dict[str, list[float]], treat: dict[str, list[float]], claims: list[dict[str, Any]],
+                sequential: dict | None = None, premises: list | None = None) -> RunResults:
+    seeds = list(range(len(next(iter(control.values())))))
+    trials = []
+    for arm, values in (("control", control), ("treat", treat)):
+        for seed in seeds:
+            metrics = {key: series[seed] for key, series in values.items()}
+            trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished", "point": {},
+                           "point_label": "", "metrics": metrics})
+    meta = {"suite": "strict", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": METRICS,
+            "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": claims, "sequential": sequential, "premises": premises or []}
+    return index_results(Path("."), meta, trials)
+
+
+def claim(metric: str, test: str = "superior", **extra: Any) -> dict[str, Any]:
+    return {"contrast": "treat-vs-control", "metric": metric, "test": test, **extra}
+
+
+IDENTICAL = {"acc": [0.8, 0.82, 0.79, 0.81], "loss": [0.4, 0.41, 0.39, 0.4], "param_bytes": [1024.0] * 4}
+
+
+def test_an_arm_identical_to_its_control_never_passes_a_superiority_claim():
+    results = two_arm_run(IDENTICAL, dict(IDENTICAL), [claim("acc"), claim("loss"), claim("param_bytes")])
+    decided = evaluate_claims(results)
+    assert [c.estimate for c in decided] == [0.0, 0.0, 0.0]
+    assert all(c.status == FAIL for c in decided), [(c.key, c.status) for c in decided]  # surely not better
+
+
+def test_an_inclusive_bound_passes_on_an_exact_tie():
+    results = two_arm_run(IDENTICAL, dict(IDENTICAL), [claim("param_bytes", "ratio", min=1.0, max=1.0)])
+    (ratio,) = evaluate_claims(results)
+    assert ratio.status == PASS and ratio.estimate == 1.0
+
+
+def test_the_holm_family_leaves_out_only_a_zero_spread_claim_whatever_the_metric_kind():
+    control = {"acc": [0.5, 0.75, 0.625, 0.5625, 0.6875, 0.59375], "peak_bytes": [1000.0, 1010, 990, 1005, 998, 1003]}
+    treat = {"acc": [v + 0.125 for v in control["acc"]],  # a constant difference (exact in binary): no sampling error
+             "peak_bytes": [v - 50 + d for v, d in zip(control["peak_bytes"], (3, -2, 4, 0, -5, 1))]}  # bytes that vary
+    acc, peak = evaluate_claims(two_arm_run(control, treat, [claim("acc"), claim("peak_bytes")]))
+    assert not acc.in_family and acc.status == PASS and acc.level == pytest.approx(ALPHA)
+    assert peak.in_family and peak.status == PASS
+
+
+def test_a_claim_whose_metric_is_missing_stays_in_the_family_at_p_1():
+    rng = np.random.default_rng(4)
+    control = {"acc": list(0.7 + 0.02 * rng.standard_normal(6))}
+    treat = {"acc": [v + 0.1 + 0.01 * rng.standard_normal() for v in control["acc"]]}
+    alone = evaluate_claims(two_arm_run(control, treat, [claim("acc")]))
+    with_missing = evaluate_claims(two_arm_run(control, treat, [claim("acc"), claim("loss")]))
+    assert alone[0].level == pytest.approx(ALPHA)
+    acc, loss = with_missing
+    assert loss.status == INCONCLUSIVE and loss.in_family and loss.p_value is None
+    assert acc.level == pytest.approx(ALPHA / 2) and acc.p_adjusted == pytest.approx(min(1.0, 2 * acc.p_value))
+
+
+def test_an_equivalence_fail_is_bonferroni_over_its_two_sides():
+    control = {"acc": [0.70, 0.72, 0.69, 0.71, 0.70]}
+    shift = [0.30, 0.33, 0.28, 0.31, 0.29]
+    treat = {"acc": [c + s for c, s in zip(control["acc"], shift)]}
+    reference = {"contrast": "treat-vs-control", "metric": "acc", "test": "equivalent", "margin": 0.05,
+                 "reference": "treat-vs-control"}
+    (result,) = evaluate_claims(two_arm_run(control, treat, [reference]))
+    t = (np.mean(shift) - 0.05) / (np.std(shift, ddof=1) / np.sqrt(5))
+    assert result.p_fail == pytest.approx(min(1.0, 2 * scipy.stats.t.sf(t, 4)))
+
+
+def test_t_and_sign_flip_disagreement_is_flagged():
+    heavy = [10.0, 10.5, 9.5, 10.2, -0.1, -0.2, 0.1, 0.05]  # four seeds far from the other four
+    difference = paired_difference(dict(enumerate(heavy)), dict.fromkeys(range(8), 0.0))
+    assert difference.estimate.p_value <= 0.05 < difference.sign_flip_p and difference.t_only
+    normal = paired_difference(dict(enumerate([1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, 1.01])), dict.fromkeys(range(8), 0.0))
+    assert not normal.t_only
+    control = {"acc": [0.0] * 8}
+    (flagged,) = evaluate_claims(two_arm_run(control, {"acc": heavy}, [claim("acc")]))
+    assert flagged.t_only
+    assert flagged.status != PASS or "t only" in flagged.result_text
+
+
+@pytest.mark.slow  # calibration by simulation: about 3 minutes on a loaded 2-core machine
+def test_aa_false_pass_rate_holds_when_the_design_extends_for_an_open_premise():
+    """A/A paths under a sequential design whose premise (a signal of mean 1, sd 1, at least 0) is open at
+    the first looks: the run stops only when every claim and premise is settled, as the runner does."""
+    design = Design(3, 8)
+    premise = [{"name": "signal_present", "arm": "treat", "metric": "signal", "at_least": 0.0}]
+    rng = np.random.default_rng(34)
+    paths, passes, extended = 400, 0, 0
+    for _ in range(paths):
+        control = {"acc": list(rng.normal(0, 1, 8))}
+        treat = {"acc": [c + rng.normal() for c in control["acc"]], "signal": list(rng.normal(1.0, 1.0, 8))}
+        full = two_arm_run(control, treat, [claim("acc")], sequential=design.describe(), premises=premise)
+        for n in design.looks:
+            (result,) = evaluate_claims(full.first_seeds(n))
+            if not result.open:
+                break
+            extended += result.premise is not None
+        passes += result.status == PASS
+    _, high = scipy.stats.binom.interval(0.999, paths, ALPHA)
+    assert extended > paths  # the premise did keep runs going
+    assert passes <= high
