@@ -35,7 +35,9 @@ from harness.analysis.sequential import Design
 from harness.analysis.summary import SUMMARY_FILE, SuiteSummary, render_summary
 from harness.devices import resolve_device
 from harness.execution.executor import Executor, SerialExecutor
+from harness.execution.parallel import ProcessExecutor, side_by_side_workers
 from harness.execution.runner import SuiteOutcome, run_suite
+from harness.execution.trials import planned_trials
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
 from harness.gating.baseline import save_baselines as save_baseline_files
 from harness.gating.gate import GateResult
@@ -76,7 +78,8 @@ class RunOptions:
     mlflow: bool = True
     device: str = "auto"
     resume: bool = True  # skip trials whose finished result is stored
-    executor: str = "serial"  # or "ray"
+    executor: str = "auto"  # parallel where cores allow trials side by side, else serial; or "ray"
+    workers: int | None = None  # trials side by side under the parallel executor (default: cores // threads)
     ray_address: str | None = None
     ray_workers: int | None = None
     threads: int | None = None  # torch intra-op threads (float results can depend on it)
@@ -131,12 +134,28 @@ def _writable_folder(results: Path) -> None:
         raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
 
 
-def _executor(options: RunOptions) -> Executor:
+def side_by_side(options: RunOptions, device: torch.device) -> int:
+    """Trials the run puts side by side in worker processes, 0 for none: under ``auto``, as many as
+    the cores hold at the trial's thread count (one unless --threads says otherwise), on the CPU,
+    where at least two fit; under ``parallel``, that count or --workers."""
+    fit = side_by_side_workers(options.threads or 1)
+    if options.executor == "parallel":
+        return options.workers or max(fit, 1)
+    if options.executor == "auto" and device.type == "cpu":
+        workers = options.workers or fit
+        return workers if workers >= 2 else 0
+    return 0
+
+
+def _executor(options: RunOptions, workers: int) -> Executor:
     """The executor, started (a Ray cluster reached or launched) before any trial trains."""
-    if options.executor == "serial":
+    if options.workers and options.executor not in ("auto", "parallel"):
+        raise UsageError("--workers sizes the parallel executor; it does not apply to --executor "
+                         f"{options.executor}")
+    if options.executor != "ray":
         if options.ray_address or options.ray_workers:
             raise UsageError("--ray-address and --ray-workers need --executor ray")
-        return SerialExecutor()
+        return ProcessExecutor(workers) if workers else SerialExecutor()
     if options.ray_address and options.ray_workers:
         raise UsageError("--ray-workers sizes a local cluster; a cluster at --ray-address has its own workers")
     from harness.execution.ray_executor import RayExecutor, RayUnavailable  # Ray is an optional extra
@@ -205,12 +224,14 @@ def run(
     with every finished trial stored (``exit_code`` 130)."""
     started = time.perf_counter()
     suites = load_suites(suite_file, options)
-    if options.threads:  # before anything reads the count: the trials, their records and the device name
-        torch.set_num_threads(options.threads)
     try:
         device = resolve_device(options.device)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    workers = side_by_side(options, device)
+    threads = options.threads or (1 if workers else None)  # side by side: one thread each unless told
+    if threads:  # before anything reads the count: the trials, their records and the device name
+        torch.set_num_threads(threads)
     results = Path(options.results)
     try:
         if options.mlflow and not options.tracking_uri and unsafe_path(results):
@@ -230,10 +251,12 @@ def run(
         except OSError as exc:
             raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
         outcome.tracker = _tracker(options, locks, warn)
-        executor = _executor(options)
+        executor = _executor(options, workers)
         if on_started:
             on_started(device)
         console = console or Console()
+        for suite in suites:
+            console.expect(planned_trials(suite))
         summaries: list[SuiteSummary] = []
         try:
             for suite in suites:
@@ -245,6 +268,7 @@ def run(
                     if outcome.tracker and suite_run.parent_run_id:
                         outcome.tracker.finish_parent(suite_run.parent_run_id, "KILLED", {})
                     break
+                console.unplanned(planned_trials(suite) - len(suite_run.records))
                 result = _finish(suite_run, outcome.tracker)
                 outcome.suites.append(result)
                 summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
