@@ -35,7 +35,7 @@ from harness.analysis.sequential import Design
 from harness.analysis.summary import SUMMARY_FILE, SuiteSummary, render_summary
 from harness.devices import resolve_device
 from harness.execution.executor import Executor, SerialExecutor
-from harness.execution.parallel import ProcessExecutor, side_by_side_workers
+from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.execution.trials import planned_trials
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
@@ -135,9 +135,10 @@ def _writable_folder(results: Path) -> None:
 
 
 def side_by_side(options: RunOptions, device: torch.device) -> int:
-    """Trials the run puts side by side in worker processes, 0 for none: under ``auto``, as many as
-    the cores hold at the trial's thread count (one unless --threads says otherwise), on the CPU,
-    where at least two fit; under ``parallel``, that count or --workers."""
+    """Trials the run may put side by side in worker processes, 0 for none: under ``auto``, as many
+    as the cores hold at the trial's thread count (one unless --threads says otherwise), on the CPU,
+    where at least two fit (and only once a trial proves long enough to repay starting them);
+    under ``parallel``, that count or --workers."""
     fit = side_by_side_workers(options.threads or 1)
     if options.executor == "parallel":
         return options.workers or max(fit, 1)
@@ -155,7 +156,9 @@ def _executor(options: RunOptions, workers: int) -> Executor:
     if options.executor != "ray":
         if options.ray_address or options.ray_workers:
             raise UsageError("--ray-address and --ray-workers need --executor ray")
-        return ProcessExecutor(workers) if workers else SerialExecutor()
+        if not workers:
+            return SerialExecutor()
+        return ProcessExecutor(workers, inline_below_s=WORTH_WORKERS_S if options.executor == "auto" else None)
     if options.ray_address and options.ray_workers:
         raise UsageError("--ray-workers sizes a local cluster; a cluster at --ray-address has its own workers")
     from harness.execution.ray_executor import RayExecutor, RayUnavailable  # Ray is an optional extra

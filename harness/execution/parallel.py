@@ -22,6 +22,7 @@ from harness.record import TrialRecord
 from harness.terminal import Console
 
 STEP_INTERVAL_S = 0.5  # a worker sends its inner progress at most this often
+WORTH_WORKERS_S = 5.0  # a trial this long repays starting worker processes (a few seconds each, in parallel)
 
 
 def usable_cores() -> int:
@@ -101,9 +102,13 @@ class _Worker:
 
 @dataclass
 class ProcessExecutor:
-    """Runs up to ``workers`` jobs at once, each in its own worker process (started on first use)."""
+    """Runs up to ``workers`` jobs at once, each in its own worker process (started on first use).
+
+    With ``inline_below_s`` set (the ``auto`` executor), trials run one at a time in this process
+    until one takes that long: short trials never repay starting the workers."""
 
     workers: int
+    inline_below_s: float | None = None
     name: ClassVar[str] = "parallel"
     _pool: list[_Worker] = field(default_factory=list, init=False)
     _warned: bool = field(default=False, init=False)
@@ -111,17 +116,27 @@ class ProcessExecutor:
     def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         """Keep every worker busy, in job order (seeds outermost), and yield records as they complete."""
         waiting = list(jobs)
+        while waiting and self.inline_below_s is not None:
+            job = waiting.pop(0)
+            console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
+            record = execute_job(job, console)
+            if record["wall_seconds"] >= self.inline_below_s:
+                self.inline_below_s = None  # from now on, side by side
+            yield record
+        if not waiting:
+            return
         concurrent = min(len(waiting), self.workers)
         if concurrent > 1 and not self._warned:
             self._warned = True
             console.line(f"parallel: {concurrent} trials at a time, {jobs[0].torch_threads} torch thread(s) each; "
                          "speed figures are measured under load")
-        while len(self._pool) < concurrent:
-            self._pool.append(_Worker.spawn())
         waiting.reverse()
         finished_cleanly = False
         try:
             while True:
+                busy = sum(w.job is not None for w in self._pool)
+                while len(self._pool) < min(concurrent, busy + len(waiting)):  # started, or replaced, when needed
+                    self._pool.append(_Worker.spawn())
                 for worker in self._pool:
                     if worker.job is None and waiting:
                         job = waiting.pop()
@@ -161,7 +176,7 @@ class ProcessExecutor:
         if worker.process.is_alive():
             return None
         code = worker.process.exitcode
-        self._pool[self._pool.index(worker)] = _Worker.spawn()
+        self._pool.remove(worker)
         worker.conn.close()
         return trial_record(
             job.trial, job.environment, worker.started or datetime.now(timezone.utc),
