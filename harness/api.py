@@ -18,7 +18,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -27,6 +27,8 @@ from harness.analysis.compare import CompareError, Comparison, load_pair
 from harness.analysis.compare_plot import write_comparison_plot
 from harness.analysis.compare_report import run_label
 from harness.analysis.decisions import RunAnalysis, analyse
+from harness.analysis.export import FORMATS as EXPORT_FORMATS
+from harness.analysis.export import export_frame, write_frame
 from harness.analysis.planning import SeedPlan, family_size, plan_suite
 from harness.analysis.render import render_report
 from harness.analysis.report import RunReport, build_report, stored_report_text
@@ -56,6 +58,9 @@ from harness.terminal import Console
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
 from harness.tracking.sqlite_store import open_store, unsafe_path
+
+if TYPE_CHECKING:
+    import pandas
 
 
 class UsageError(Exception):
@@ -369,6 +374,23 @@ def gate(results: Path, baseline: Path | None = None,
         return [gate_run(run_dir, baseline, Path(baselines_dir)) for run_dir in runs]
     except (GateError, ResultsError) as exc:
         raise UsageError(str(exc)) from None
+
+
+def export(results: Path, fmt: str = "csv", out: Path | None = None) -> "pandas.DataFrame":
+    """Every stored trial under ``results`` as a row per trial and metric; written to ``out`` (atomically)
+    when given."""
+    if fmt not in EXPORT_FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}; expected one of: {', '.join(EXPORT_FORMATS)}")
+    try:
+        frame = export_frame(run_folders(results))
+    except ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    if out is not None:
+        try:
+            write_frame(frame, Path(out), fmt)
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    return frame
 
 
 def plan_reproduction(target: str, tracking_uri: str | None = None, results: Path | None = None,

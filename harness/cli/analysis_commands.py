@@ -115,4 +115,24 @@ def gate(results: Path, baseline_file: Path | None, baselines_dir: Path, junit_p
         raise click.exceptions.Exit(REGRESSION)
 
 
-COMMANDS = (report, plan, baseline, gate)
+@click.command()
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(api.EXPORT_FORMATS), default="csv", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="Write the table here [default: CSV on stdout].")
+def export(results: Path, fmt: str, out: Path | None) -> None:
+    """Stored RESULTS as one table, a row per trial and metric (suite, profile, point, arm, seed, metric,
+    value, unit, trial_id, git commit), for pandas or a spreadsheet."""
+    if out is None and fmt != "csv":
+        _fail(f"--format {fmt} is binary: give --out FILE")
+    _check_output(out, "--out")
+    try:
+        frame = api.export(results, fmt, out)
+    except api.UsageError as exc:
+        _fail(str(exc))
+    if out is None:
+        click.echo(frame.to_csv(index=False), nl=False)
+    else:
+        click.echo(f"{len(frame)} rows written: {out}", err=True)
+
+
+COMMANDS = (report, plan, baseline, gate, export)
