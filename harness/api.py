@@ -29,6 +29,7 @@ from harness.analysis.compare_report import run_label
 from harness.analysis.decisions import RunAnalysis, analyse
 from harness.analysis.export import FORMATS as EXPORT_FORMATS
 from harness.analysis.export import export_frame, write_frame
+from harness.analysis.history import ClaimPoint, render_history, write_history_plot
 from harness.analysis.planning import SeedPlan, family_size, plan_suite
 from harness.analysis.render import render_report
 from harness.analysis.report import RunReport, build_report, stored_report_text
@@ -56,7 +57,8 @@ from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
-from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
+from harness.tracking.history import claim_history
+from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
 from harness.tracking.sqlite_store import open_store, unsafe_path
 
 if TYPE_CHECKING:
@@ -391,6 +393,44 @@ def export(results: Path, fmt: str = "csv", out: Path | None = None) -> "pandas.
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     return frame
+
+
+@dataclass
+class History:
+    """Each claim of a suite across its parent MLflow runs, oldest first (``plot`` when one was drawn)."""
+
+    suite: str
+    profile: str
+    uri: str
+    points: list[ClaimPoint]
+    plot: Path | None = None
+
+    def text(self) -> str:
+        runs = len({p.run_id for p in self.points})
+        return f"{self.suite} ({self.profile}): {runs} run(s) in {self.uri}\n" + render_history(self.points)
+
+
+def history(suite: str, profile: str = DEFAULT_PROFILE, tracking_uri: str | None = None,
+            results: Path = Path("results"), out: Path | None = None) -> History:
+    """Each claim's estimate, interval and result in every parent run of ``suite`` at ``profile``; a plot
+    of them at ``out`` (written atomically) when given."""
+    uri = tracking_uri or default_tracking_uri(Path(results))
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
+        raise UsageError(f"no MLflow store at {uri[len('sqlite:///'):]} (run a suite first, or give --tracking-uri)")
+    try:
+        check_reachable(uri)
+        points = claim_history(MlflowTracker(uri), suite, profile)
+    except TrackingError as exc:
+        raise UsageError(str(exc)) from None
+    if not points:
+        raise UsageError(f"no runs of suite {suite!r} (profile {profile}) with claims in {uri}")
+    found = History(suite, profile, uri, points)
+    if out is not None:
+        try:
+            found.plot = write_history_plot(points, Path(out), f"{suite} ({profile}): claims across runs")
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    return found
 
 
 def plan_reproduction(target: str, tracking_uri: str | None = None, results: Path | None = None,

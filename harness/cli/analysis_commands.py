@@ -135,4 +135,23 @@ def export(results: Path, fmt: str, out: Path | None) -> None:
         click.echo(f"{len(frame)} rows written: {out}", err=True)
 
 
-COMMANDS = (report, plan, baseline, gate, export)
+@click.command()
+@click.argument("suite")
+@click.option("--profile", default=api.DEFAULT_PROFILE, show_default=True)
+@click.option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///RESULTS/mlflow.db).")
+@click.option("--results", "results_root", type=click.Path(path_type=Path), default=Path("results"),
+              show_default=True, help="Results folder whose embedded MLflow store is read.")
+@click.option("--out", type=click.Path(path_type=Path), help="Also draw the claims across runs to this PNG.")
+def history(suite: str, profile: str, tracking_uri: str | None, results_root: Path, out: Path | None) -> None:
+    """Each claim of SUITE (its name) across its runs in MLflow: commit, date, estimate, interval, result."""
+    _check_output(out, "--out")
+    try:
+        found = api.history(suite, profile, tracking_uri, results_root, out)
+    except api.UsageError as exc:
+        _fail(str(exc))
+    click.echo(found.text())
+    if found.plot is not None:
+        click.echo(f"\nplot: {found.plot}")
+
+
+COMMANDS = (report, plan, baseline, gate, export, history)
