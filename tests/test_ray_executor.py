@@ -36,7 +36,7 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
     both.write_text(f"description: toy and er2\ninclude: [{toy_suite}, {REPO / 'suites' / 'er2.yaml'}]\n")
     args = ("run", str(both), "--profile", "smoke", "--no-mlflow")
     env = {**cli_env, "OMP_WAIT_POLICY": "PASSIVE"}  # spinning OpenMP threads crawl on a busy shared CPU
-    serial = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "serial"))
+    serial = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "serial"), "--executor", "serial")
     ray = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "ray"), *RAY)
     assert serial.returncode == 0, serial.stderr
     assert ray.returncode == 0, ray.stderr

@@ -22,7 +22,7 @@ from harness.record import TrialRecord
 from harness.terminal import Console
 
 STEP_INTERVAL_S = 0.5  # a worker sends its inner progress at most this often
-WORTH_WORKERS_S = 5.0  # a trial this long repays starting worker processes (a few seconds each, in parallel)
+WORTH_WORKERS_S = 5.0  # a trial of this much CPU time repays starting worker processes (a few seconds each)
 
 
 def usable_cores() -> int:
@@ -105,7 +105,7 @@ class ProcessExecutor:
     """Runs up to ``workers`` jobs at once, each in its own worker process (started on first use).
 
     With ``inline_below_s`` set (the ``auto`` executor), trials run one at a time in this process
-    until one takes that long: short trials never repay starting the workers."""
+    until one takes that many CPU seconds: short trials never repay starting the workers."""
 
     workers: int
     inline_below_s: float | None = None
@@ -119,9 +119,10 @@ class ProcessExecutor:
         while waiting and self.inline_below_s is not None:
             job = waiting.pop(0)
             console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
+            cpu = time.process_time()
             record = execute_job(job, console)
-            if record["wall_seconds"] >= self.inline_below_s:
-                self.inline_below_s = None  # from now on, side by side
+            if time.process_time() - cpu >= self.inline_below_s:  # CPU, not wall time: on a loaded machine
+                self.inline_below_s = None  # short trials look long; from now on, side by side
             yield record
         if not waiting:
             return
