@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,6 +59,9 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
         assert "speed_measured_under_load" not in expected["details"]
     assert curves_compared >= len(ray_records) // 2
     assert ray.stderr.count("measured under load") == 1
+    finished = [line for line in ray.stderr.splitlines() if line.startswith(("[toy] ", "[er2] "))]
+    assert len(finished) == len(ray_records)  # progress from the workers' trials, with the invocation's ETA
+    assert all(re.search(r"\| \d+/\d+ trials, elapsed \d+:\d\d, ETA \d+:\d\d$", line) for line in finished)
     assert "compare speed only between serial runs" in ray.stdout
     assert "compare speed only between serial runs" not in serial.stdout
     for run in ("toy/smoke", "er2/smoke"):  # the same verdicts, claims and validity
