@@ -133,7 +133,7 @@ class LiveBar:
     def __init__(self, stream: TextIO, clock: RunClock) -> None:
         self.clock = clock
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _ClockColumn(clock),
+            TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), _ClockColumn(clock),
             console=RichConsole(file=stream), transient=True, redirect_stdout=False, redirect_stderr=False,
         )
         self.overall = self.progress.add_task("trials", total=None, visible=False, overall=True)
@@ -150,14 +150,16 @@ class LiveBar:
         with self.lock:
             self.running.append(title)
             self._refresh()
+            self.progress.refresh()
 
     def finished(self, title: str, line: str) -> None:
         with self.lock:
             if title in self.running:
                 self.running.remove(title)
             self.progress.update(self.step, visible=False)
-            self.write(line)
             self._refresh()
+            self.progress.refresh()  # the line below is printed over the bar as now, not as last drawn
+            self.write(line)
 
     def inner(self, description: str, done: int, total: int) -> None:
         with self.lock:

@@ -77,3 +77,23 @@ def test_a_run_into_a_log_prints_each_trial_with_elapsed_and_eta_and_a_heartbeat
     again = io.StringIO()  # a resumed run: every trial stored, nothing ran, nothing left
     api.run(suite_file, options, console=Console(again, heartbeat_s=0.2))
     assert "[toy] " not in again.getvalue() and "running:" not in again.getvalue()
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_live_bar_shows_done_planned_elapsed_and_eta():
+    screen = _Terminal()
+    console = Console(screen)
+    console.expect(3)
+    console.stored(1)
+    console.trial_started("toy", 2, 3, "sgd seed=0")
+    console.trial_finished("toy", 2, 3, "sgd seed=0", "ok", 1.0)
+    console.trial_started("toy", 3, 3, "momentum seed=0")
+    console.close()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())  # the drawing, without its escape codes
+    assert re.search(r"\[toy\] sgd seed=0 .*1/3 elapsed \d+:\d\d ETA \?", text)  # nothing ran yet: no ETA
+    assert "[toy] 2/3 sgd seed=0: ok (1.0s)" in text  # the finished trial, printed above the bar
+    assert re.search(r"\[toy\] momentum seed=0 .*2/3 elapsed \d+:\d\d ETA \d+:\d\d", text)
