@@ -18,7 +18,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
@@ -27,6 +27,9 @@ from harness.analysis.compare import CompareError, Comparison, load_pair
 from harness.analysis.compare_plot import write_comparison_plot
 from harness.analysis.compare_report import run_label
 from harness.analysis.decisions import RunAnalysis, analyse
+from harness.analysis.export import FORMATS as EXPORT_FORMATS
+from harness.analysis.export import export_frame, write_frame
+from harness.analysis.history import ClaimPoint, render_history, write_history_plot
 from harness.analysis.planning import SeedPlan, family_size, plan_suite
 from harness.analysis.render import render_report
 from harness.analysis.report import RunReport, build_report, stored_report_text
@@ -35,7 +38,9 @@ from harness.analysis.sequential import Design
 from harness.analysis.summary import SUMMARY_FILE, SuiteSummary, render_summary
 from harness.devices import resolve_device
 from harness.execution.executor import Executor, SerialExecutor
+from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
 from harness.execution.runner import SuiteOutcome, run_suite
+from harness.execution.trials import planned_trials
 from harness.execution.tuning import TuneOutcome, tune_suite
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
 from harness.gating.baseline import save_baselines as save_baseline_files
@@ -53,8 +58,12 @@ from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
-from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable
+from harness.tracking.history import claim_history
+from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
 from harness.tracking.sqlite_store import open_store, unsafe_path
+
+if TYPE_CHECKING:
+    import pandas
 
 
 class UsageError(Exception):
@@ -77,7 +86,8 @@ class RunOptions:
     mlflow: bool = True
     device: str = "auto"
     resume: bool = True  # skip trials whose finished result is stored
-    executor: str = "serial"  # or "ray"
+    executor: str = "auto"  # parallel where cores allow trials side by side, else serial; or "ray"
+    workers: int | None = None  # trials side by side under the parallel executor (default: cores // threads)
     ray_address: str | None = None
     ray_workers: int | None = None
     threads: int | None = None  # torch intra-op threads (float results can depend on it)
@@ -132,12 +142,31 @@ def _writable_folder(results: Path) -> None:
         raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
 
 
-def _executor(options: RunOptions) -> Executor:
+def side_by_side(options: RunOptions, device: torch.device) -> int:
+    """Trials the run may put side by side in worker processes, 0 for none: under ``auto``, as many
+    as the cores hold at the trial's thread count (one unless --threads says otherwise), on the CPU,
+    where at least two fit (and only once a trial proves long enough to repay starting them);
+    under ``parallel``, that count or --workers."""
+    fit = side_by_side_workers(options.threads or 1)
+    if options.executor == "parallel":
+        return options.workers or max(fit, 1)
+    if options.executor == "auto" and device.type == "cpu":
+        workers = options.workers or fit
+        return workers if workers >= 2 else 0
+    return 0
+
+
+def _executor(options: RunOptions, workers: int) -> Executor:
     """The executor, started (a Ray cluster reached or launched) before any trial trains."""
-    if options.executor == "serial":
+    if options.workers and options.executor not in ("auto", "parallel"):
+        raise UsageError("--workers sizes the parallel executor; it does not apply to --executor "
+                         f"{options.executor}")
+    if options.executor != "ray":
         if options.ray_address or options.ray_workers:
             raise UsageError("--ray-address and --ray-workers need --executor ray")
-        return SerialExecutor()
+        if not workers:
+            return SerialExecutor()
+        return ProcessExecutor(workers, inline_below_s=WORTH_WORKERS_S if options.executor == "auto" else None)
     if options.ray_address and options.ray_workers:
         raise UsageError("--ray-workers sizes a local cluster; a cluster at --ray-address has its own workers")
     from harness.execution.ray_executor import RayExecutor, RayUnavailable  # Ray is an optional extra
@@ -207,12 +236,14 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
              on_started: Callable[[torch.device], None] | None = None) -> Iterator[_Session]:
     """Everything a run of ``suites`` needs, checked before any trial trains and released after, also on
     Ctrl-C; MLflow and disk-full errors inside become one-line ``UsageError``s."""
-    if options.threads:  # before anything reads the count: the trials, their records and the device name
-        torch.set_num_threads(options.threads)
     try:
         device = resolve_device(options.device)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    workers = side_by_side(options, device)
+    threads = options.threads or (1 if workers else None)  # side by side: one thread each unless told
+    if threads:  # before anything reads the count: the trials, their records and the device name
+        torch.set_num_threads(threads)
     results = Path(options.results)
     try:
         if options.mlflow and not options.tracking_uri and unsafe_path(results):
@@ -236,7 +267,7 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
                 RunFolder(results, suite.name, suite.profile).check_design(suite.locked_design())
             except DesignChanged as exc:
                 raise UsageError(str(exc)) from None
-        executor = _executor(options)
+        executor = _executor(options, workers)
         if on_started:
             on_started(device)
         try:
@@ -272,6 +303,8 @@ def run(
     summaries: list[SuiteSummary] = []
     with _session(suites, options, console, warn, on_started) as session:
         outcome.tracker = session.tracker
+        for suite in suites:
+            session.console.expect(planned_trials(suite))
         try:
             for suite in suites:
                 suite_run = run_suite(suite, session.results, session.device, session.tracker, session.console,
@@ -282,6 +315,7 @@ def run(
                     if session.tracker and suite_run.parent_run_id:
                         session.tracker.finish_parent(suite_run.parent_run_id, "KILLED", {})
                     break
+                session.console.unplanned(planned_trials(suite) - len(suite_run.records))
                 result = _finish(suite_run, session.tracker)
                 outcome.suites.append(result)
                 summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
@@ -430,6 +464,61 @@ def gate(results: Path, baseline: Path | None = None,
         return [gate_run(run_dir, baseline, Path(baselines_dir)) for run_dir in runs]
     except (GateError, ResultsError) as exc:
         raise UsageError(str(exc)) from None
+
+
+def export(results: Path, fmt: str = "csv", out: Path | None = None) -> "pandas.DataFrame":
+    """Every stored trial under ``results`` as a row per trial and metric; written to ``out`` (atomically)
+    when given."""
+    if fmt not in EXPORT_FORMATS:
+        raise UsageError(f"unknown export format {fmt!r}; expected one of: {', '.join(EXPORT_FORMATS)}")
+    try:
+        frame = export_frame(run_folders(results))
+    except ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    if out is not None:
+        try:
+            write_frame(frame, Path(out), fmt)
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    return frame
+
+
+@dataclass
+class History:
+    """Each claim of a suite across its parent MLflow runs, oldest first (``plot`` when one was drawn)."""
+
+    suite: str
+    profile: str
+    uri: str
+    points: list[ClaimPoint]
+    plot: Path | None = None
+
+    def text(self) -> str:
+        runs = len({p.run_id for p in self.points})
+        return f"{self.suite} ({self.profile}): {runs} run(s) in {self.uri}\n" + render_history(self.points)
+
+
+def history(suite: str, profile: str = DEFAULT_PROFILE, tracking_uri: str | None = None,
+            results: Path = Path("results"), out: Path | None = None) -> History:
+    """Each claim's estimate, interval and result in every parent run of ``suite`` at ``profile``; a plot
+    of them at ``out`` (written atomically) when given."""
+    uri = tracking_uri or default_tracking_uri(Path(results))
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
+        raise UsageError(f"no MLflow store at {uri[len('sqlite:///'):]} (run a suite first, or give --tracking-uri)")
+    try:
+        check_reachable(uri)
+        points = claim_history(MlflowTracker(uri), suite, profile)
+    except TrackingError as exc:
+        raise UsageError(str(exc)) from None
+    if not points:
+        raise UsageError(f"no runs of suite {suite!r} (profile {profile}) with claims in {uri}")
+    found = History(suite, profile, uri, points)
+    if out is not None:
+        try:
+            found.plot = write_history_plot(points, Path(out), f"{suite} ({profile}): claims across runs")
+        except OSError as exc:
+            raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
+    return found
 
 
 def plan_reproduction(target: str, tracking_uri: str | None = None, results: Path | None = None,

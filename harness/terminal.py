@@ -1,13 +1,14 @@
 """Terminal output: a progress line over trials and inside training, and aligned tables.
 
-On a terminal the progress line redraws in place; elsewhere (CI logs) each finished trial
-prints one line, so logs stay readable.
+On a terminal a rich progress bar redraws in place; elsewhere (CI logs) each finished trial
+prints one line with the invocation's ETA, so logs stay readable (harness.progress).
 """
 from __future__ import annotations
 
 import sys
-import time
 from typing import Sequence, TextIO
+
+from harness.progress import HEARTBEAT_S, LiveBar, LogLines, RunClock
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -34,67 +35,53 @@ def format_value(value: float | None) -> str:
 
 
 class Console:
-    """Progress over a suite's trials plus an inner bar for the running trial."""
+    """Messages, results and progress for one invocation: a rich bar on a terminal, progress lines
+    (with a heartbeat during long trials) elsewhere; both carry done/planned, elapsed and the ETA."""
 
-    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
+    def __init__(self, stream: TextIO | None = None, quiet: bool = False, heartbeat_s: float = HEARTBEAT_S) -> None:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.live = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self._outer = ""
-        self._inner = ""
-        self._last_draw = 0.0
+        self.clock = RunClock()
+        self.display: LiveBar | LogLines = (
+            LiveBar(self.stream, self.clock) if self.live else LogLines(self.stream, self.clock, heartbeat_s)
+        )
 
     # -- plain lines ---------------------------------------------------------------------
     def line(self, text: str = "") -> None:
-        self._clear()
-        print(text, file=self.stream, flush=True)
-        self._draw(force=True)
+        self.display.write(text)
 
     def out(self, text: str = "") -> None:
         """Results go to stdout, progress to stderr: `harness run ... > table.txt` works."""
-        self._clear()
+        if isinstance(self.display, LiveBar):
+            self.display.pause()
         print(text, flush=True)
 
     # -- progress ------------------------------------------------------------------------
+    def expect(self, trials: int) -> None:
+        """Trials this invocation plans to run or find stored (a sequential suite at its max_seeds)."""
+        self.clock.expect(trials)
+
+    def stored(self, trials: int) -> None:
+        """Trials found finished in the store, counted done."""
+        self.clock.stored(trials)
+
+    def unplanned(self, trials: int) -> None:
+        """Planned trials that will not run after all."""
+        self.clock.unplanned(trials)
+
     def trial_started(self, suite: str, index: int, total: int, title: str) -> None:
-        self._outer = f"[{suite}] {_bar(index, total)} {index}/{total} {title}"
-        self._inner = ""
-        self._draw(force=True)
+        if not self.quiet:
+            self.display.started(f"[{suite}] {title}")
 
     def trial_finished(self, suite: str, index: int, total: int, title: str, status: str, seconds: float) -> None:
-        self._inner = ""
+        self.clock.finished()
         if not self.quiet:
-            self.line(f"[{suite}] {index}/{total} {title}: {status} ({seconds:.1f}s)")
+            self.display.finished(f"[{suite}] {title}", f"[{suite}] {index}/{total} {title}: {status} ({seconds:.1f}s)")
 
     def inner(self, description: str, done: int, total: int) -> None:
-        self._inner = f" | {description} {done}/{total}"
-        self._draw()
+        if not self.quiet:
+            self.display.inner(description, done, total)
 
     def close(self) -> None:
-        self._clear()
-        self._outer = self._inner = ""
-
-    def _clear(self) -> None:
-        if self.live and (self._outer or self._inner):
-            self.stream.write("\r\033[K")
-
-    def _draw(self, force: bool = False) -> None:
-        if not self.live or self.quiet or not self._outer:
-            return
-        now = time.monotonic()
-        if not force and now - self._last_draw < 0.1:
-            return
-        self._last_draw = now
-        self.stream.write("\r\033[K" + (self._outer + self._inner)[: _columns() - 1])
-        self.stream.flush()
-
-
-def _bar(done: int, total: int, width: int = 20) -> str:
-    filled = int(width * done / max(total, 1))
-    return "[" + "#" * filled + "." * (width - filled) + "]"
-
-
-def _columns() -> int:
-    import shutil
-
-    return shutil.get_terminal_size((100, 20)).columns
+        self.display.close()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
     both.write_text(f"description: toy and er2\ninclude: [{toy_suite}, {REPO / 'suites' / 'er2.yaml'}]\n")
     args = ("run", str(both), "--profile", "smoke", "--no-mlflow")
     env = {**cli_env, "OMP_WAIT_POLICY": "PASSIVE"}  # spinning OpenMP threads crawl on a busy shared CPU
-    serial = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "serial"))
+    serial = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "serial"), "--executor", "serial")
     ray = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "ray"), *RAY)
     assert serial.returncode == 0, serial.stderr
     assert ray.returncode == 0, ray.stderr
@@ -58,6 +59,9 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
         assert "speed_measured_under_load" not in expected["details"]
     assert curves_compared >= len(ray_records) // 2
     assert ray.stderr.count("measured under load") == 1
+    finished = [line for line in ray.stderr.splitlines() if line.startswith(("[toy] ", "[er2] "))]
+    assert len(finished) == len(ray_records)  # progress from the workers' trials, with the invocation's ETA
+    assert all(re.search(r"\| \d+/\d+ trials, elapsed \d+:\d\d, ETA \d+:\d\d$", line) for line in finished)
     assert "compare speed only between serial runs" in ray.stdout
     assert "compare speed only between serial runs" not in serial.stdout
     for run in ("toy/smoke", "er2/smoke"):  # the same verdicts, claims and validity

@@ -103,9 +103,10 @@ def test_the_terminal_shows_key_rows_and_verdicts_txt_keeps_every_row(tmp_path):
 
 def test_forest_plot_draws_claims_reference_margin_and_key_contrasts(toy_analysis):
     figure = forest_figure(toy_analysis, "features=4")
-    accuracy, param_bytes, loss = figure.axes
+    accuracy, param_bytes, loss, bytes_contrast = figure.axes  # the claims' strips first, then the contrasts
+    assert accuracy.get_title(loc="left") == "claims" and loss.get_title(loc="left") == "exploratory contrasts"
     labels = [t.get_text() for t in accuracy.get_yticklabels()]
-    assert labels == ["momentum-vs-sgd (claim: non_inferior)", "reference sgd-vs-slow_lr"]
+    assert labels == ["momentum-vs-sgd accuracy (non_inferior)", "reference sgd-vs-slow_lr"]
     claim_bar, reference_bar = accuracy.containers
     assert claim_bar.lines[0].get_xdata()[0] == pytest.approx(0.02)
     assert reference_bar.lines[0].get_xdata()[0] == pytest.approx(0.20)
@@ -119,8 +120,10 @@ def test_forest_plot_draws_claims_reference_margin_and_key_contrasts(toy_analysi
     assert [bar.lines[0].get_xdata()[0] for bar in loss.containers] == pytest.approx([-0.02, -0.20])
     assert [bar.lines[0].get_color() for bar in loss.containers] == [COLOURS["better"]] * 2  # lower loss
     assert "samples_per_s" not in " ".join(axes.get_xlabel() for axes in figure.axes)  # not a key metric
-    assert [t.get_text() for t in param_bytes.get_yticklabels()] == ["momentum-vs-sgd (claim: equal)",
-                                                                      "sgd-vs-slow_lr"]
+    assert [t.get_text() for t in param_bytes.get_yticklabels()] == ["momentum-vs-sgd param_bytes (equal)"]
+    assert [t.get_text() for t in bytes_contrast.get_yticklabels()] == ["sgd-vs-slow_lr"]
+    assert [panel.section for panel in forest_panels(toy_analysis, "features=4")] == \
+        ["claims", "claims", "exploratory contrasts", "exploratory contrasts"]
     assert "toy (default) at features=4" in figure.get_suptitle()
 
 

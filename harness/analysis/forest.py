@@ -2,8 +2,9 @@
 
 Arm plots show each arm's mean with an unpaired band, which looks far wider than the paired
 differences every verdict is computed from. A forest plot shows those differences directly:
-per sweep point, one panel per metric, one row per primary claim (and its reference effect for
-non-inferiority and equivalence) and per contrast on a key metric, each as the mean paired
+per sweep point, the claims first in one compact block (a thin strip per claim on its own
+metric's scale, its reference effect under it for non-inferiority and equivalence), then the
+exploratory contrasts on key metrics, one panel per metric; each row is the mean paired
 difference (treatment - control) with its t interval, the zero line (1 for a ratio claim), the
 claim's margin or bounds as dashed ticks on its row, and the marker coloured by the result.
 """
@@ -33,6 +34,9 @@ COLOURS = {
     "reference effect": "#000000",
 }
 UNDECIDED_COLOUR = "#8c8c8c"  # inconclusive, insufficient pairs
+CLAIMS = "claims"
+EXPLORATORY = "exploratory contrasts"
+COMPACT_SECTIONS = (CLAIMS,)  # drawn as touching strips under one title, in this order, before the panels
 
 
 @dataclass(frozen=True)
@@ -55,19 +59,25 @@ class ForestPanel:
     xlabel: str
     null: float  # no effect: 0 for a difference, 1 for a ratio
     rows: tuple[ForestRow, ...]
+    section: str = EXPLORATORY  # CLAIMS: a strip of the compact first block; EXPLORATORY: a panel after it
 
 
 def forest_panels(analysis: RunAnalysis, point: str = "") -> list[ForestPanel]:
-    """The panels of one sweep point: claims first (each followed by its reference effect), then
-    the contrasts on key metrics that no claim already shows."""
+    """The panels of one sweep point: a strip per claim (followed by its reference effect), then a
+    panel per key metric with the contrasts that no claim already shows."""
     results = analysis.results
-    rows: dict[tuple[str, bool], list[ForestRow]] = {}
+    panels = []
+    rows: dict[str, list[ForestRow]] = {}
     shown: set[tuple[str, str]] = set()
     for claim in analysis.claims:
         if claim.point != point or claim.estimate is None:
             continue
         ratio = claim.claim["test"] == "ratio"
-        rows.setdefault((claim.key, ratio), []).extend(_claim_rows(claim, results.spec_for(claim.key).better_sign))
+        spec = results.spec_for(claim.key)
+        panels.append(ForestPanel(
+            metric=claim.key, xlabel=_xlabel(claim.key, spec.unit, spec.direction, ratio), null=1.0 if ratio else 0.0,
+            rows=tuple(_claim_rows(claim, spec.better_sign)), section=CLAIMS,
+        ))
         shown.add((claim.contrast, claim.key))
         if claim.reference is not None:
             shown.add((claim.reference.contrast, claim.key))
@@ -78,19 +88,20 @@ def forest_panels(analysis: RunAnalysis, point: str = "") -> list[ForestPanel]:
             continue
         difference = row.difference
         interval = difference.interval
-        rows.setdefault((row.key, False), []).append(ForestRow(
+        rows.setdefault(row.key, []).append(ForestRow(
             row.variant.name, difference.mean_difference, None if interval is None else interval.low,
             None if interval is None else interval.high, row.verdict,
         ))
-    panels = []
-    for (key, ratio), panel_rows in rows.items():
+    for key, panel_rows in rows.items():
         spec = results.spec_for(key)
-        what = "treatment / control" if ratio else "treatment - control"
-        panels.append(ForestPanel(
-            metric=key, xlabel=axis_label(f"{key}: {what}", "" if ratio else spec.unit, spec.direction),
-            null=1.0 if ratio else 0.0, rows=tuple(panel_rows),
-        ))
+        panels.append(ForestPanel(metric=key, xlabel=_xlabel(key, spec.unit, spec.direction, False), null=0.0,
+                                  rows=tuple(panel_rows)))
     return panels
+
+
+def _xlabel(key: str, unit: str, direction: str, ratio: bool) -> str:
+    what = "treatment / control" if ratio else "treatment - control"
+    return axis_label(f"{key}: {what}", "" if ratio else unit, direction)
 
 
 def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
@@ -109,7 +120,7 @@ def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
         bounds = tuple(float(claim.claim[k]) for k in ("min", "max") if claim.claim.get(k) is not None)
     premise = f"; VACUOUS: premise {claim.premise.name} {'not met' if claim.premise.status == 'fails' else 'open'}" \
         if claim.premise is not None else ""
-    rows = [ForestRow(f"{claim.contrast} (claim: {test}{premise})", claim.estimate,
+    rows = [ForestRow(f"{claim.contrast} {claim.key} ({test}{premise})", claim.estimate,
                       None if interval is None else interval.low, None if interval is None else interval.high,
                       claim.status, bounds)]
     if reference is not None and reference.estimate is not None:
@@ -126,15 +137,25 @@ def forest_figure(analysis: RunAnalysis, point: str = "") -> Figure | None:
     if not panels:
         return None
     results = analysis.results
-    heights = [len(panel.rows) + 1.2 for panel in panels]
-    figure = Figure(figsize=(8.0, 1.0 + 0.42 * sum(heights)), dpi=100)
+    blocks = [[p for p in panels if p.section == section] for section in COMPACT_SECTIONS]
+    blocks = [block for block in blocks if block] + [[p] for p in panels if p.section not in COMPACT_SECTIONS]
+    heights = [sum(len(p.rows) + (0.8 if p.section in COMPACT_SECTIONS else 1.2) for p in block) + 0.4
+               for block in blocks]
+    figure = Figure(figsize=(8.0, 1.0 + 0.42 * sum(heights)), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)
-    grid = figure.add_gridspec(len(panels), 1, height_ratios=heights)
+    grid = figure.add_gridspec(len(blocks), 1, height_ratios=heights)
     results_seen: dict[str, str] = {}
-    for n, panel in enumerate(panels):
-        axes = figure.add_subplot(grid[n])
-        _draw_panel(axes, panel)
-        results_seen.update({row.result: row.colour for row in panel.rows})
+    titled: set[str] = set()
+    for cell, block in zip(grid, blocks):
+        compact = block[0].section in COMPACT_SECTIONS
+        strips = cell.subgridspec(len(block), 1, height_ratios=[len(p.rows) + 0.8 for p in block])
+        for n, panel in enumerate(block):
+            axes = figure.add_subplot(strips[n])
+            _draw_panel(axes, panel, compact)
+            if n == 0 and panel.section not in titled:  # each section's name over its first panel
+                titled.add(panel.section)
+                axes.set_title(panel.section, fontsize="small", loc="left", fontweight="bold")
+            results_seen.update({row.result: row.colour for row in panel.rows})
     where = f" at {point}" if point else ""
     validity = analysis.validity
     counts = "" if validity.claims_count else f"\nvalidity {validity.status.upper()}: the claims do not count"
@@ -144,12 +165,13 @@ def forest_figure(analysis: RunAnalysis, point: str = "") -> Figure | None:
     )
     handles = [Line2D([], [], marker="o", linestyle="", color=colour, label=result)
                for result, colour in results_seen.items()]
-    figure.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize="small", frameon=False)
-    figure.tight_layout(rect=(0, 0.05, 1, 0.97))
+    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6), fontsize="small",
+                  frameon=False)
     return figure
 
 
-def _draw_panel(axes, panel: ForestPanel) -> None:
+def _draw_panel(axes, panel: ForestPanel, compact: bool = False) -> None:
+    """A panel, or a claim's thin strip: the same marks with small ticks and its scale's label under it."""
     positions = list(range(len(panel.rows)))[::-1]  # the first row on top
     axes.axvline(panel.null, color="black", linewidth=0.8)
     for y, row in zip(positions, panel.rows):
@@ -165,7 +187,9 @@ def _draw_panel(axes, panel: ForestPanel) -> None:
     axes.set_yticks(positions)
     axes.set_yticklabels([row.label for row in panel.rows], fontsize="small")
     axes.set_ylim(-0.7, len(panel.rows) - 0.3)
-    axes.set_xlabel(panel.xlabel, fontsize="small")
+    axes.set_xlabel(panel.xlabel, fontsize="x-small" if compact else "small", labelpad=1 if compact else 4)
+    if compact:
+        axes.tick_params(axis="x", labelsize="x-small", pad=1)
     axes.grid(True, axis="x", alpha=0.3)
 
 

@@ -115,4 +115,43 @@ def gate(results: Path, baseline_file: Path | None, baselines_dir: Path, junit_p
         raise click.exceptions.Exit(REGRESSION)
 
 
-COMMANDS = (report, plan, baseline, gate)
+@click.command()
+@click.argument("results", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(api.EXPORT_FORMATS), default="csv", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="Write the table here [default: CSV on stdout].")
+def export(results: Path, fmt: str, out: Path | None) -> None:
+    """Stored RESULTS as one table, a row per trial and metric (suite, profile, point, arm, seed, metric,
+    value, unit, trial_id, git commit), for pandas or a spreadsheet."""
+    if out is None and fmt != "csv":
+        _fail(f"--format {fmt} is binary: give --out FILE")
+    _check_output(out, "--out")
+    try:
+        frame = api.export(results, fmt, out)
+    except api.UsageError as exc:
+        _fail(str(exc))
+    if out is None:
+        click.echo(frame.to_csv(index=False), nl=False)
+    else:
+        click.echo(f"{len(frame)} rows written: {out}", err=True)
+
+
+@click.command()
+@click.argument("suite")
+@click.option("--profile", default=api.DEFAULT_PROFILE, show_default=True)
+@click.option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///RESULTS/mlflow.db).")
+@click.option("--results", "results_root", type=click.Path(path_type=Path), default=Path("results"),
+              show_default=True, help="Results folder whose embedded MLflow store is read.")
+@click.option("--out", type=click.Path(path_type=Path), help="Also draw the claims across runs to this PNG.")
+def history(suite: str, profile: str, tracking_uri: str | None, results_root: Path, out: Path | None) -> None:
+    """Each claim of SUITE (its name) across its runs in MLflow: commit, date, estimate, interval, result."""
+    _check_output(out, "--out")
+    try:
+        found = api.history(suite, profile, tracking_uri, results_root, out)
+    except api.UsageError as exc:
+        _fail(str(exc))
+    click.echo(found.text())
+    if found.plot is not None:
+        click.echo(f"\nplot: {found.plot}")
+
+
+COMMANDS = (report, plan, baseline, gate, export, history)

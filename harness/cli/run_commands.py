@@ -75,6 +75,14 @@ results_option = click.option(
 )
 
 
+def install_interrupts() -> None:
+    """SIGTERM and SIGINT stop a run with its finished trials stored. Called after ray.init, which installs
+    its own SIGTERM handler; a shell starts a background job with SIGINT ignored, and Python then never
+    installs its handler: Ctrl-C (or kill -INT) must stop a run however it was started."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+
+
 def execution_options(command):
     """The options of every command that trains trials (run, tune): where results go, MLflow, device,
     executor, threads, timeouts and limits."""
@@ -84,15 +92,20 @@ def execution_options(command):
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
         click.option("--no-resume", is_flag=True, help="Rerun trials even if a finished result is stored."),
         click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow."),
-        click.option("--executor", "executor_name", type=click.Choice(["serial", "ray"]), default="serial",
-                     show_default=True, help="serial: one trial at a time in this process; ray: trials as Ray tasks "
-                     "(pip install 'harness[ray]')."),
+        click.option("--executor", "executor_name", type=click.Choice(["auto", "serial", "parallel", "ray"]),
+                     default="auto", show_default=True,
+                     help="serial: one trial at a time in this process; parallel: trials side by side in worker "
+                     "processes, --threads each (default 1); auto: parallel on the CPU where at least two trials fit "
+                     "the cores, else serial; ray: trials as Ray tasks (pip install 'harness[ray]')."),
+        click.option("--workers", type=click.IntRange(min=1),
+                     help="Trials side by side under the parallel executor [default: cores // threads]."),
         click.option("--ray-address", help="Use the Ray cluster at host:port (its GCS), ray://host:port or 'auto' "
                      "instead of starting a local one."),
         click.option("--ray-workers", type=click.IntRange(min=1),
                      help="Trials at a time on the local Ray cluster [default: CPUs]."),
         click.option("--threads", type=click.IntRange(min=1),
-                     help="torch intra-op threads for every trial [default: torch's, one per core]. Float results can "
+                     help="torch intra-op threads for every trial [default: 1 side by side, else torch's, one per "
+                     "core]. Float results can "
                      "depend on it: pin it (e.g. to a baseline's count) to compare quality across machines."),
         click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
                      callback=_finite_seconds,
@@ -114,7 +127,7 @@ def execution_options(command):
 @click.option("--verbose", is_flag=True, help="Print every metric and every exploratory row (default: key metrics; "
               "the full tables are in report/verdicts.txt either way).")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose) -> None:
+        executor_name, workers, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
     from harness import api
     from harness.analysis.render import render_arm_table
@@ -124,17 +137,14 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
 
     options = api.RunOptions(
         profile=profile, seeds=seeds, arms=arms, results=results_root, tracking_uri=tracking_uri,
-        mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name, ray_address=ray_address,
+        mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address,
         ray_workers=ray_workers, threads=threads, trial_timeout=trial_timeout, max_trials=max_trials,
         max_nodes=max_nodes,
     )
     console = Console()
 
     def started(device_used) -> None:
-        signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
-        # A shell starts a background job with SIGINT ignored, and Python then never installs its
-        # handler: Ctrl-C (or kill -INT) must stop a run however it was started.
-        signal.signal(signal.SIGINT, _interrupt)
+        install_interrupts()
         console.line(f"device: {device_used} ({device_name(device_used)})")
 
     def print_suite(result: api.SuiteResult) -> None:

@@ -1,11 +1,10 @@
 """`harness tune`: each tuned arm's grid on the tuning seeds, and the lock `harness run` then applies."""
 from __future__ import annotations
 
-import signal
 
 import click
 
-from harness.cli.run_commands import _fail, _interrupt, execution_options, suite_argument
+from harness.cli.run_commands import _fail, execution_options, install_interrupts, suite_argument
 from harness.suite.model import DEFAULT_PROFILE
 
 
@@ -14,8 +13,8 @@ from harness.suite.model import DEFAULT_PROFILE
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True,
               help="Tune at this profile's params (the seeds are the tune block's).")
 @execution_options
-def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_mlflow, executor_name, ray_address,
-         ray_workers, threads, trial_timeout, max_trials, max_nodes) -> None:
+def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_mlflow, executor_name, workers,
+         ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes) -> None:
     """Run every tuned arm of SUITE.yaml over its grid on the tuning seeds, choose each arm's best point by
     its mean, and write <suite>.tuned.json (and a plot) beside the suite file: commit it, `harness run` uses it."""
     from harness import api
@@ -24,13 +23,13 @@ def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_
 
     options = api.RunOptions(
         profile=profile, results=results_root, tracking_uri=tracking_uri, mlflow=not no_mlflow, device=device,
-        resume=not no_resume, executor=executor_name, ray_address=ray_address, ray_workers=ray_workers,
+        resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address, ray_workers=ray_workers,
         threads=threads, trial_timeout=trial_timeout, max_trials=max_trials, max_nodes=max_nodes,
     )
     console = Console()
 
     def started(device_used) -> None:
-        signal.signal(signal.SIGTERM, _interrupt)
+        install_interrupts()
         console.line(f"device: {device_used} ({device_name(device_used)})")
 
     try:

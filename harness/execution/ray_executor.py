@@ -1,6 +1,7 @@
 """Trials as Ray tasks: a local cluster on this machine, or an existing cluster at an address.
 
-Workers only compute: each runs ``execute_job`` and returns its record, and the driver stores
+Workers only compute: each runs ``execute_job`` (its inner progress sent back through a queue
+actor, to the driver's console) and returns its record, and the driver stores
 and mirrors records as they complete, so there is one writer of the results store and MLflow
 and a Ctrl-C keeps everything already returned. Ray is an optional extra (``harness[ray]``).
 """
@@ -19,6 +20,8 @@ from typing import Any, ClassVar, Iterator, Sequence
 
 from harness.execution.executor import TrialJob, execute_job, trial_record
 from harness.terminal import Console
+
+STEP_INTERVAL_S = 0.5  # a worker reports its trial's inner progress at most this often
 
 INSTALL_HINT = "pip install 'harness[ray]'"
 CONNECT_TIMEOUT_S = 6.0  # the whole check, so a dead address fails well inside 10 s
@@ -135,7 +138,10 @@ class RayExecutor:
         if not jobs:
             return
         ray = _import_ray()
-        remote = ray.remote(execute_job)
+        from ray.util.queue import Queue
+
+        remote = ray.remote(_execute_reporting)
+        steps = Queue(maxsize=1000, actor_options={"num_cpus": 0})  # workers' inner progress, to this console
         concurrent = min(len(jobs), self._slots(jobs[0].device))
         if concurrent > 1:
             self._warn_load(console, concurrent)
@@ -145,14 +151,20 @@ class RayExecutor:
         def submit(job: TrialJob | None) -> None:
             if job is not None:
                 gpus = 1 if job.device.startswith("cuda") else 0
-                ref = remote.options(num_cpus=1, num_gpus=gpus, max_retries=0).remote(job)
+                ref = remote.options(num_cpus=1, num_gpus=gpus, max_retries=0).remote(job, steps)
                 in_flight[ref] = (job, datetime.now(timezone.utc), time.perf_counter())
+                console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
 
         for job in islice(waiting, concurrent):
             submit(job)
         try:
             while in_flight:
-                [ref], _ = ray.wait(list(in_flight), num_returns=1)
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=STEP_INTERVAL_S)
+                for step in steps.get_nowait_batch(steps.qsize()):
+                    console.inner(*step)
+                if not ready:
+                    continue
+                [ref] = ready
                 job, started, clock = in_flight.pop(ref)
                 submit(next(waiting, None))  # before the driver stores this record: no idle slot
                 try:
@@ -168,6 +180,7 @@ class RayExecutor:
         finally:  # Ctrl-C or a failing store: nothing keeps running behind the driver's back
             for ref in in_flight:
                 ray.cancel(ref, force=True)
+            steps.shutdown()
 
     def _slots(self, device: str) -> int:
         """How many trials the cluster runs at once: its CPUs, or its GPUs for CUDA trials."""
@@ -185,6 +198,27 @@ class RayExecutor:
                 f"ray: {concurrent} trials at a time on {self.address or 'a local cluster'}; speed figures are "
                 "measured under load (records carry details.speed_measured_under_load)"
             )
+
+
+class _QueuedSteps:
+    """A Ray worker's stand-in for the console: puts its trial's inner progress on the driver's queue."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue, self.last = queue, 0.0
+
+    def inner(self, description: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= STEP_INTERVAL_S or done == total:
+            self.last = now
+            try:
+                self.queue.put_nowait((description, done, total))
+            except Exception:  # a full or closed queue costs a progress line, never the trial
+                pass
+
+
+def _execute_reporting(job: TrialJob, steps: Any) -> dict[str, Any]:
+    """``execute_job`` on a worker, its inner progress sent to the driver."""
+    return execute_job(job, _QueuedSteps(steps))  # type: ignore[arg-type]
 
 
 def _reason(exc: Exception) -> str:

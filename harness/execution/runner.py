@@ -132,7 +132,9 @@ def run_suite(
             done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
             pending = [t for t in trials if t.trial_id not in kept]
             counted = {r["trial_id"] for r in outcome.records}
-            outcome.records += [r for r in done if r["trial_id"] not in counted]
+            found = [r for r in done if r["trial_id"] not in counted]
+            outcome.records += found
+            console.stored(len(found))
             if mirror:
                 mirror.stored(done, pending, outcome)
             jobs = _jobs(look, trials, pending, device, results_root, folder, env, trial_timeout)

@@ -89,3 +89,10 @@ def expand_trials(suite: Suite) -> list[Trial]:
                         )
                     )
     return trials
+
+
+def planned_trials(suite: Suite) -> int:
+    """Trials a run of the suite may take: every look of a sequential design up to its max_seeds."""
+    per_seed = len(expand_trials(suite)) // max(len(suite.seeds), 1)
+    seeds = max(suite.sequential.max_seeds, len(suite.seeds)) if suite.sequential is not None else len(suite.seeds)
+    return per_seed * seeds

@@ -175,6 +175,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
     ]
     records: list[TrialRecord] = []
     interrupted = False
+    console.expect(len(jobs))
     try:
         for record in SerialExecutor().run(jobs, console):
             path = folder.save_trial(record)

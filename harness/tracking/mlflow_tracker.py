@@ -286,6 +286,28 @@ class MlflowTracker:
 
         return self._timed(close)
 
+    def suite_runs(self, suite: str, profile: str) -> list[Any]:
+        """The parent runs of ``suite`` at ``profile``, oldest first; none when the experiment does not
+        exist (it is not created by looking)."""
+
+        def search() -> list[Any]:
+            experiment = self.client.get_experiment_by_name(suite)
+            if experiment is None:
+                return []
+            runs, token = [], None
+            while True:
+                page = self.client.search_runs(
+                    [experiment.experiment_id], order_by=["attributes.start_time ASC"], max_results=1000,
+                    filter_string=f"tags.`harness.kind` = 'suite' and tags.`harness.profile` = '{profile}'",
+                    page_token=token,
+                )
+                runs.extend(page)
+                token = page.token
+                if not token:
+                    return runs
+
+        return self._timed(search)
+
     def finish_parent(
         self, run_id: str, status: str, metrics: Mapping[str, float], artifacts: Iterable[Path] = (),
         tags: Mapping[str, str] | None = None,

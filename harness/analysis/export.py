@@ -1,0 +1,50 @@
+"""Stored trials as one table for notebooks: a row per trial and metric (a long, tidy frame).
+
+Read from the results store, not MLflow, so it works offline and on any copy of a results
+folder. Failed trials have no metric values and so no rows; the suite's verdicts are in its
+report, not here.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from harness.analysis.results import load_results
+from harness.store import write_atomic
+
+if TYPE_CHECKING:
+    import pandas
+
+FORMATS = ("csv", "parquet")
+COLUMNS = ("suite", "profile", "point", "arm", "arm_label", "seed", "metric", "value", "unit", "kind", "trial_id",
+           "git_commit", "task", "task_version")
+
+
+def export_frame(run_dirs: Sequence[Path]) -> "pandas.DataFrame":
+    """Every finished trial's final metrics under the given run folders, one row each."""
+    import pandas
+
+    rows = []
+    for run_dir in run_dirs:
+        results = load_results(run_dir)
+        for trial in results.finished:
+            for metric, value in sorted(trial["metrics"].items()):
+                spec = results.spec_for(metric)
+                rows.append({
+                    "suite": trial["suite"], "profile": trial["profile"], "point": trial["point_label"],
+                    "arm": trial["arm"], "arm_label": trial["arm_label"], "seed": trial["seed"], "metric": metric,
+                    "value": value, "unit": spec.unit, "kind": spec.kind,
+                    "trial_id": trial["trial_id"], "git_commit": trial["environment"].get("git_commit", ""),
+                    "task": trial["task"], "task_version": trial["task_version"],
+                })
+    frame = pandas.DataFrame(rows, columns=list(COLUMNS)).astype({"seed": "int64", "value": "float64"})
+    order = ["suite", "profile", "point", "arm_label", "seed", "metric"]
+    return frame.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def write_frame(frame: "pandas.DataFrame", path: Path, fmt: str) -> None:
+    """Write atomically: a reader (or a failure) never sees half a table."""
+    if fmt == "parquet":
+        write_atomic(Path(path), lambda handle: frame.to_parquet(handle, index=False))
+    else:
+        write_atomic(Path(path), lambda handle: frame.to_csv(handle, index=False, encoding="utf-8"))

@@ -1,0 +1,195 @@
+"""Independent trials side by side in worker processes on this machine.
+
+Small models rarely keep two intra-op threads busy, so on a machine with more cores than a trial
+uses, trials running side by side (each process pinned to the same thread count a serial run
+would use) finish sooner at bit-identical results. Each worker is a long-lived spawned process
+that runs one job at a time and streams its inner progress back over its pipe; a worker that
+dies fails only its own trial and is replaced. The driver alone stores and mirrors records.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from multiprocessing.connection import Connection, wait
+from typing import Any, ClassVar, Iterator, Sequence
+
+from harness.execution.executor import TrialJob, execute_job, trial_record
+from harness.record import TrialRecord
+from harness.terminal import Console
+
+STEP_INTERVAL_S = 0.5  # a worker sends its inner progress at most this often
+WORTH_WORKERS_S = 5.0  # a trial of this much CPU time repays starting worker processes (a few seconds each)
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def side_by_side_workers(threads_per_trial: int, cores: int | None = None) -> int:
+    """How many trials fit side by side: one per ``threads_per_trial`` cores; below 2 it does not help."""
+    return (cores or usable_cores()) // max(threads_per_trial, 1)
+
+
+class _StepSender:
+    """A worker's stand-in for the console: sends the trial's inner progress, throttled."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn, self.last = conn, 0.0
+
+    def inner(self, description: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= STEP_INTERVAL_S or done == total:
+            self.last = now
+            self.conn.send(("step", (description, done, total)))
+
+
+def _serve(conn: Connection) -> None:
+    """A worker's loop: run each job it is sent, reply with its record, stop on None or EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the driver stops us
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        conn.send(("record", execute_job(job, _StepSender(conn))))  # type: ignore[arg-type]
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Connection
+    job: TrialJob | None = None
+    started: datetime | None = None
+    clock: float = 0.0
+
+    @classmethod
+    def spawn(cls) -> "_Worker":
+        context = multiprocessing.get_context("spawn")  # fork would copy the driver's torch thread pools
+        ours, theirs = context.Pipe()
+        process = context.Process(target=_serve, args=(theirs,), name="harness-trial-worker", daemon=True)
+        process.start()
+        theirs.close()
+        return cls(process, ours)
+
+    def submit(self, job: TrialJob) -> None:
+        self.job, self.started, self.clock = job, datetime.now(timezone.utc), time.perf_counter()
+        self.conn.send(job)
+
+    def stop(self, kill: bool) -> None:
+        if kill and self.process.is_alive():
+            self.process.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
+        self.conn.close()
+
+
+@dataclass
+class ProcessExecutor:
+    """Runs up to ``workers`` jobs at once, each in its own worker process (started on first use).
+
+    With ``inline_below_s`` set (the ``auto`` executor), trials run one at a time in this process
+    until one takes that many CPU seconds: short trials never repay starting the workers."""
+
+    workers: int
+    inline_below_s: float | None = None
+    name: ClassVar[str] = "parallel"
+    _pool: list[_Worker] = field(default_factory=list, init=False)
+    _warned: bool = field(default=False, init=False)
+
+    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
+        """Keep every worker busy, in job order (seeds outermost), and yield records as they complete."""
+        waiting = list(jobs)
+        while waiting and self.inline_below_s is not None:
+            job = waiting.pop(0)
+            console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
+            cpu = time.process_time()
+            record = execute_job(job, console)
+            if time.process_time() - cpu >= self.inline_below_s:  # CPU, not wall time: on a loaded machine
+                self.inline_below_s = None  # short trials look long; from now on, side by side
+            yield record
+        if not waiting:
+            return
+        concurrent = min(len(waiting), self.workers)
+        if concurrent > 1 and not self._warned:
+            self._warned = True
+            console.line(f"parallel: {concurrent} trials at a time, {jobs[0].torch_threads} torch thread(s) each; "
+                         "speed figures are measured under load")
+        waiting.reverse()
+        finished_cleanly = False
+        try:
+            while True:
+                busy = sum(w.job is not None for w in self._pool)
+                while len(self._pool) < min(concurrent, busy + len(waiting)):  # started, or replaced, when needed
+                    self._pool.append(_Worker.spawn())
+                for worker in self._pool:
+                    if worker.job is None and waiting:
+                        job = waiting.pop()
+                        console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
+                        worker.submit(job)
+                busy = [w for w in self._pool if w.job is not None]
+                if not busy:
+                    break
+                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+                for worker in busy:
+                    record = self._collect(worker, ready, console)
+                    if record is not None:
+                        if concurrent > 1:
+                            record["details"].update(speed_measured_under_load=True, concurrent_trials=concurrent)
+                        yield record
+            finished_cleanly = True
+        finally:
+            if not finished_cleanly:  # Ctrl-C or a failing store: no trial keeps running behind the driver
+                self._stop(kill=True)
+
+    def _collect(self, worker: _Worker, ready: list[Any], console: Console) -> TrialRecord | None:
+        """The worker's record once it replies, a failed record if it died; None while it runs."""
+        job = worker.job
+        assert job is not None
+        if worker.conn in ready or worker.conn.poll():
+            try:
+                while worker.conn.poll():
+                    kind, payload = worker.conn.recv()
+                    if kind == "step":
+                        console.inner(*payload)
+                    else:
+                        worker.job = None
+                        return payload
+                return None
+            except (EOFError, OSError):
+                pass  # it died mid-message: reported below
+        if worker.process.is_alive():
+            return None
+        code = worker.process.exitcode
+        self._pool.remove(worker)
+        worker.conn.close()
+        return trial_record(
+            job.trial, job.environment, worker.started or datetime.now(timezone.utc),
+            time.perf_counter() - worker.clock, status="failed",
+            error=f"the worker process died (exit code {code}) while running this trial",
+        )
+
+    def _stop(self, kill: bool) -> None:
+        for worker in self._pool:
+            worker.stop(kill)
+        self._pool.clear()
+
+    def close(self) -> None:
+        """Stop the worker processes."""
+        self._stop(kill=False)
