@@ -80,7 +80,7 @@ def test_weighting_ablations_differ_from_the_seed_only_in_the_token_weights() ->
         inverse = pooling_weights(routers["inverse"], h, t, route)
         sharp = pooling_weights(routers["sharp"], h, t, route)
         oracle = pooling_weights(routers["oracle"], h, t, route)
-        oracle_query = routers["oracle"].project_query(h, route_tokens=route)
+        oracle_query = routers["oracle"].project_query(h, pool_tokens=route)
     precision = 1.0 / uncertainty
     torch.testing.assert_close(inverse, precision / precision.sum(dim=1, keepdim=True))
     torch.testing.assert_close(sharp, seed**4 / (seed**4).sum(dim=1, keepdim=True))
@@ -89,7 +89,7 @@ def test_weighting_ablations_differ_from_the_seed_only_in_the_token_weights() ->
     assert (sharp.max(dim=1).values > seed.max(dim=1).values).all()
     torch.testing.assert_close(oracle, route.float() / 2)
     torch.testing.assert_close(oracle_query, routers["oracle"].q_proj(h[:, 2:4].mean(dim=1)))
-    with pytest.raises(TypeError, match="route tokens"):
+    with pytest.raises(TypeError, match="pools the workload's tokens"):
         routers["oracle"].compute_precision_weights(h, t)
 
 
