@@ -21,7 +21,7 @@ from typing import Annotated, Any, Mapping
 
 import torch
 import torch.nn as nn
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.measure.memory import read_bandwidth
 from harness.measure.timing import seconds_per_call
@@ -120,11 +120,17 @@ class RoutingParams(TaskParams):
     score_bank_chunks: tuple[Annotated[int, Field(ge=1)], ...] = Field((10_000, 100_000, 1_000_000), min_length=1)
     score_batch: int = Field(1, ge=1, description="queries per scoring call in the throughput figure")
 
+    @field_validator("msa_from_layer")
+    @classmethod
+    def _a_layer(cls, layer: int, info: ValidationInfo) -> int:
+        n_layers = info.data.get("n_layers")
+        if n_layers is not None and layer >= n_layers:
+            raise ValueError(f"{layer} names no layer of the {n_layers}-layer backbone: the routing layer must be "
+                             f"below n_layers")
+        return layer
+
     @model_validator(mode="after")
     def _consistent(self) -> "RoutingParams":
-        if self.msa_from_layer >= self.n_layers:
-            raise ValueError(f"msa_from_layer ({self.msa_from_layer}) names no layer of the {self.n_layers}-layer "
-                             f"backbone: the routing layer must be below n_layers")
         if self.top_k >= self.backbone_batch:
             raise ValueError(
                 f"top_k ({self.top_k}) documents of memory per query while training the backbone must be fewer "
