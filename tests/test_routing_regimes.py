@@ -1,5 +1,6 @@
 """The uncertain_key regime puts the route only at the masked position; the token-weighting
-ablations change nothing but the pooling weights; an unknown regime, weighting or layer is one error line."""
+ablations change nothing but the pooling weights; an unknown regime, weighting, layer or premise metric is
+one error line."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -120,10 +121,12 @@ def test_oracle_masked_pools_only_the_asked_slot_and_oracle_tokens_only_the_rout
          ["param 'router'", "'mean_pool'", "'precision_inverse'", "'oracle_masked'", "(got 'oracle_maskd')"]),
         ("segments: 4,", "segments: 4, msa_from_layer: 3,",
          ["param 'msa_from_layer'", "no layer of the 3-layer backbone", "(got 3)"]),
+        ("metric: asked_slot_auroc,", "metric: asked_slot_aurok,",
+         ["premises.0.metric", "declares no metric 'asked_slot_aurok'", "asked_slot_auroc"]),
     ],
-    ids=["regime", "weighting", "layer"],
+    ids=["regime", "weighting", "layer", "premise-metric"],
 )
-def test_an_unknown_regime_weighting_or_layer_is_one_line_with_file_line_and_the_known_names(
+def test_an_unknown_regime_weighting_layer_or_premise_metric_is_one_line_with_file_line_and_the_known_names(
     tmp_path: Path, old: str, new: str, fragments: list[str]
 ) -> None:
     text = (SUITES / "routing_needle.yaml").read_text()

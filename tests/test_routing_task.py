@@ -34,9 +34,12 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, reg
         assert 0.0 <= metrics[key] <= 1.0, key
     assert metrics["recall@1"] <= metrics["recall@2"]
     assert 0 <= metrics["top1_entropy"] <= math.log2(16) + 1e-9
-    for key in ("asked_slot_auroc", "asked_slot_auroc@0", "asked_slot_auroc@1", "probe_doc_acc", "at_bound/log_precision"):
+    for key in ("asked_slot_auroc", "layer_asked_slot_auroc@0", "layer_asked_slot_auroc@1", "probe_doc_acc",
+                "at_bound/log_precision"):
         assert 0.0 <= metrics[key] <= 1.0, key
-    assert metrics["asked_slot_auroc"] == metrics["asked_slot_auroc@1"]  # the routing layer of a 2-layer backbone
+    # the routing layer of a 2-layer backbone is layer 1
+    assert metrics["asked_slot_auroc"] == metrics["layer_asked_slot_auroc@1"]
+    assert metrics["uncertainty_spearman"] == metrics["layer_uncertainty_spearman@1"]
     assert -1.0 <= metrics["uncertainty_spearman"] <= 1.0
     trained = router not in ("oracle", "random")
     assert metrics["budget/steps"] == (TINY["router_steps"] if trained else 0)

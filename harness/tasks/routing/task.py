@@ -181,10 +181,13 @@ def _metrics() -> tuple[Metric, ...]:
         Metric("weight_on_route", "none", "fraction", i,
                "pooling weight on the tokens that identify the gold document, mean over queries (pooled routers)"),
         Metric("asked_slot_auroc", "higher", "AUROC", i, "AUROC of 1/Pi for the asked (masked value) slots against "
-               "the visible tokens: at the routing layer, and at layer L (@L)", key=True, axis="layer"),
+               "the visible tokens, at the routing layer", key=True),
         Metric("uncertainty_spearman", "higher", "rho", i, "Spearman(1/Pi, per-token denoising loss) over all "
-               "positions: at the routing layer, and at layer L (@L)", axis="layer"),
-        Metric("uncertainty_spearman_masked", "higher", "rho", i, "the same over masked positions only (@L: layer L)",
+               "positions, at the routing layer"),
+        Metric("uncertainty_spearman_masked", "higher", "rho", i, "the same over masked positions only"),
+        Metric("layer_asked_slot_auroc", "higher", "AUROC", i, "asked_slot_auroc at layer L (@L)", axis="layer"),
+        Metric("layer_uncertainty_spearman", "higher", "rho", i, "uncertainty_spearman at layer L (@L)", axis="layer"),
+        Metric("layer_uncertainty_spearman_masked", "higher", "rho", i, "uncertainty_spearman_masked at layer L (@L)",
                axis="layer"),
         Metric("probe_doc_acc", "higher", "fraction", i, "linear probe of the asked slot's routing-layer state: "
                "fraction of asked slots whose document's whole entity name it reads (held-out names)", key=True),
@@ -392,7 +395,7 @@ def evaluate(
     token_loss = per_token_loss(trace.logits, queries.clean, queries.masked)
     for at, (tok, ch) in enumerate(zip(trace.tok_precision, trace.ch_precision)):
         signal = precision_signal(tok, ch, queries, token_loss)
-        out.update({f"{name}@{at}": value for name, value in signal.items()})
+        out.update({f"layer_{name}@{at}": value for name, value in signal.items()})
         if at == layer:
             out.update(signal)
     log_tok, _ = model.precision_up[layer].log_precisions(hidden, queries.t)
