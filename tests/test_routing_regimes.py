@@ -1,5 +1,6 @@
-"""Issue 26: the uncertain_key regime puts the route only at the masked position; the token-weighting
-ablations change nothing but the pooling weights; an unknown regime or weighting is one error line."""
+"""The uncertain_key regime puts the route only at the masked position; the token-weighting
+ablations change nothing but the pooling weights; an unknown regime, weighting, layer or premise metric is
+one error line."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,10 @@ from harness.mechanisms.routing.model import PrecisionHead
 from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
 from harness.tasks.routing.pooling import (
     InversePrecisionRouter,
+    OracleMaskedRouter,
     OracleTokenRouter,
     SharpPrecisionRouter,
+    pool_tokens_of,
     pooling_weights,
 )
 from harness.tasks.routing.workload import (
@@ -80,7 +83,7 @@ def test_weighting_ablations_differ_from_the_seed_only_in_the_token_weights() ->
         inverse = pooling_weights(routers["inverse"], h, t, route)
         sharp = pooling_weights(routers["sharp"], h, t, route)
         oracle = pooling_weights(routers["oracle"], h, t, route)
-        oracle_query = routers["oracle"].project_query(h, route_tokens=route)
+        oracle_query = routers["oracle"].project_query(h, pool_tokens=route)
     precision = 1.0 / uncertainty
     torch.testing.assert_close(inverse, precision / precision.sum(dim=1, keepdim=True))
     torch.testing.assert_close(sharp, seed**4 / (seed**4).sum(dim=1, keepdim=True))
@@ -89,8 +92,24 @@ def test_weighting_ablations_differ_from_the_seed_only_in_the_token_weights() ->
     assert (sharp.max(dim=1).values > seed.max(dim=1).values).all()
     torch.testing.assert_close(oracle, route.float() / 2)
     torch.testing.assert_close(oracle_query, routers["oracle"].q_proj(h[:, 2:4].mean(dim=1)))
-    with pytest.raises(TypeError, match="route tokens"):
+    with pytest.raises(TypeError, match="pools the workload's tokens"):
         routers["oracle"].compute_precision_weights(h, t)
+
+
+def test_oracle_masked_pools_only_the_asked_slot_and_oracle_tokens_only_the_route() -> None:
+    layout = _layout()
+    gen = torch.Generator().manual_seed(2)
+    documents = make_documents(layout, 12, gen)
+    queries = make_queries(layout, documents, torch.arange(6), 10, 100, gen)
+    head = PrecisionHead(16, 100)
+    masked, tokens = OracleMaskedRouter(head, 16, 8, 2), OracleTokenRouter(head, 16, 8, 2)
+    assert torch.equal(pool_tokens_of(masked, queries), queries.is_value)
+    assert torch.equal(pool_tokens_of(tokens, queries), queries.route_tokens)
+    assert torch.equal(pool_tokens_of(PrecisionGuidedRouter(head, 16, 8, 2), queries), queries.route_tokens)
+    h = torch.randn(6, layout.query_len, 16)
+    weights = pooling_weights(masked, h, queries.t, pool_tokens_of(masked, queries))
+    torch.testing.assert_close(weights, queries.is_value.float())  # one asked slot per needle query
+    torch.testing.assert_close(masked.project_query(h, pool_tokens=queries.is_value), masked.q_proj(h[queries.is_value]))
 
 
 @pytest.mark.parametrize(
@@ -98,12 +117,16 @@ def test_weighting_ablations_differ_from_the_seed_only_in_the_token_weights() ->
     [
         ("regime: uncertain_key,", "regime: uncertain_kye,",
          ["param 'regime'", "'visible_entity' or 'uncertain_key'", "(got 'uncertain_kye')"]),
-        ("router: precision_sharp}", "router: precision_sharpe}",
-         ["param 'router'", "'mean_pool'", "'precision_inverse'", "'oracle_tokens'", "(got 'precision_sharpe')"]),
+        ("router: oracle_masked}", "router: oracle_maskd}",
+         ["param 'router'", "'mean_pool'", "'precision_inverse'", "'oracle_masked'", "(got 'oracle_maskd')"]),
+        ("segments: 4,", "segments: 4, msa_from_layer: 3,",
+         ["param 'msa_from_layer'", "no layer of the 3-layer backbone", "(got 3)"]),
+        ("metric: asked_slot_auroc,", "metric: asked_slot_aurok,",
+         ["premises.0.metric", "declares no metric 'asked_slot_aurok'", "asked_slot_auroc"]),
     ],
-    ids=["regime", "weighting"],
+    ids=["regime", "weighting", "layer", "premise-metric"],
 )
-def test_an_unknown_regime_or_weighting_is_one_line_with_file_line_and_the_known_names(
+def test_an_unknown_regime_weighting_layer_or_premise_metric_is_one_line_with_file_line_and_the_known_names(
     tmp_path: Path, old: str, new: str, fragments: list[str]
 ) -> None:
     text = (SUITES / "routing_needle.yaml").read_text()

@@ -18,13 +18,13 @@ TINY = {
     "bank_size": 16, "d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 2, "msa_from_layer": 1,
     "router_dim": 8, "n_router_heads": 2, "top_k": 2, "backbone_steps": 6, "backbone_batch": 8,
     "backbone_docs": 32, "router_steps": 4, "router_batch": 8, "router_negatives": 8, "eval_queries": 16,
-    "score_bank_chunks": [400], "n_entities": 8,
+    "score_bank_chunks": [400], "n_entities": 8, "probe_queries": 32, "probe_steps": 5,
 }
 
 
 @pytest.mark.integration  # the real task end to end
 @pytest.mark.parametrize(("router", "regime"), [("precision", "visible_entity"), ("oracle", "visible_entity"),
-                                               ("oracle_tokens", "uncertain_key")])
+                                               ("oracle_tokens", "uncertain_key"), ("oracle_masked", "uncertain_key")])
 def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, regime: str, tmp_path: Path) -> None:
     params = {**TINY, "router": router, "regime": regime}
     first = run_single(RoutingTask, params, seed=3, work_root=tmp_path / "a")
@@ -34,7 +34,16 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, reg
         assert 0.0 <= metrics[key] <= 1.0, key
     assert metrics["recall@1"] <= metrics["recall@2"]
     assert 0 <= metrics["top1_entropy"] <= math.log2(16) + 1e-9
-    assert metrics["prec_masked"] > 0 and metrics["prec_unmasked"] > 0
+    for key in ("asked_slot_auroc", "layer_asked_slot_auroc@0", "layer_asked_slot_auroc@1", "probe_doc_acc",
+                "at_bound/log_precision"):
+        assert 0.0 <= metrics[key] <= 1.0, key
+    # the routing layer of a 2-layer backbone is layer 1
+    assert metrics["asked_slot_auroc"] == metrics["layer_asked_slot_auroc@1"]
+    assert metrics["uncertainty_spearman"] == metrics["layer_uncertainty_spearman@1"]
+    assert -1.0 <= metrics["uncertainty_spearman"] <= 1.0
+    trained = router not in ("oracle", "random")
+    assert metrics["budget/steps"] == (TINY["router_steps"] if trained else 0)
+    assert metrics["budget/examples"] == metrics["budget/steps"] * TINY["router_batch"]
     if router == "oracle":
         assert metrics["recall@1"] == 1.0 and metrics["new_params"] == 0.0
     else:
@@ -45,6 +54,8 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, reg
         assert 0.0 <= metrics["weight_on_asked"] <= 1.0
     if router == "oracle_tokens":  # it pools exactly the gold fact's entity tokens
         assert metrics["weight_on_route"] == pytest.approx(1.0) and metrics["weight_on_asked"] == 0.0
+    if router == "oracle_masked":  # it pools exactly the asked slot
+        assert metrics["weight_on_asked"] == pytest.approx(1.0) and metrics["weight_on_route"] == 0.0
     assert first["environment"]["device_name"] and first["details"]["cache"]["backbone"]["loaded"] is False
     again = run_single(RoutingTask, params, seed=3, work_root=tmp_path / "b")
     quality = [k for k in metrics if RoutingTask.metric_for(k).kind in ("quality", "info", "memory")]

@@ -10,31 +10,36 @@ prediction error::
     e = x - mu,   Pi = tok_precision * ch_precision
     v <- (1 - gamma*dt) v - dt * (omega^2 * e + Pi * e),   x <- x + dt * v
 
-with learned positive gamma and omega per layer. High precision means "trust the prediction":
-the state moves fully to it; low precision slows the update.
+with learned positive gamma and omega per layer, integrated semi-implicitly: the restoring force is
+taken at the new position (see ``settle``), which is stable for every Pi >= 0, so the dynamics need
+no ceiling on precision. High precision means "trust the prediction": the state moves fully to it;
+low precision leaves it where it was.
 
-The precision heads are trained to carry real uncertainty by the precision-weighted energy
-``0.5 * (Pi * (e^2 + floor) - log Pi)`` (see ``precision_energy``), and by it alone: the settling
-reads a detached precision, because the denoising gradient through it raised precision exactly at
-the masked tokens (where a full step towards the prediction helps) and left it anti-calibrated. Here ``e`` is the
-*denoising error of the layer's state*: the difference between the layer-normalised settled
-state on the noisy sequence and the same layer's state on the clean sequence (same t, no
-gradient). It is large exactly where the layer cannot tell what the clean token is, so the
-optimal precision ``1 / (e^2 + floor)`` is low on masked and otherwise ambiguous positions.
-``floor`` is a prior error variance (in layer-norm units) that stops precision exploding where
-e is zero and keeps Pi below about 1, so the settling stays stable with dt = 1.
+The precision heads are trained to carry real uncertainty by the spec's precision-weighted energy
+``0.5 * (Pi * e^2 - log Pi)`` (``precision_energy``), exactly, and by it alone: the settling reads a
+detached precision, because the denoising gradient through it raised precision exactly at the
+masked tokens (where a full step towards the prediction helps) and left it anti-calibrated. Here
+``e`` is *the token's own prediction error* (``token_errors``): 1 - p(clean token) under the model's
+output at a masked position, 0 at a visible one (the model carries visible tokens over, so it never
+errs there). It belongs to the token alone, unlike a difference of hidden states, which
+bidirectional attention spreads over every position; and it is what a router needs to know: how
+much the model does not know this token. The optimum ``Pi = 1 / E[e^2 | state]`` is low at masked
+positions whose token the model cannot tell and unbounded at visible ones, so every head
+parametrises ``log`` precision, bounded smoothly (``LOG_PRECISION_BOUND * tanh``): the energy is
+evaluated from the log directly, without a floor, and Pi stays within float range.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-MIN_PRECISION = 1e-4
+# each precision factor lies in [exp(-bound), exp(bound)]: Pi spans e^+-16 (float32 keeps 7 digits of it)
+LOG_PRECISION_BOUND = 8.0
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,6 @@ class PCSHOConfig:
     n_diffusion_steps: int
     n_settling_steps: int
     settle_dt: float = 1.0
-    error_floor: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_seq_len", "d_model", "n_heads", "n_layers", "d_ff", "n_diffusion_steps"):
@@ -68,6 +72,11 @@ def inverse_softplus(y: float) -> float:
     return y + math.log(-math.expm1(-y))
 
 
+def bounded_log(raw: torch.Tensor, bound: float = LOG_PRECISION_BOUND) -> torch.Tensor:
+    """A log precision in (-bound, bound), the identity near 0: smooth, so it keeps a gradient."""
+    return bound * torch.tanh(raw / bound)
+
+
 def check_hidden(h: torch.Tensor, d_model: int, what: str) -> None:
     """Hidden states must be (B, S, d_model); the error names the shapes."""
     if h.dim() != 3 or h.shape[-1] != d_model:
@@ -78,7 +87,8 @@ class PrecisionHead(nn.Module):
     """Per-token and per-channel precision of a layer's state, conditioned on the diffusion step.
 
     Returns ``tok_precision`` (B, S, 1) and ``ch_precision`` (B, 1, D), both positive; their
-    product is the layer's precision Pi. Initialised so that Pi starts at 1.
+    product is the layer's precision Pi. Each is exp of a bounded log (``log_precisions``), and
+    starts at 1.
     """
 
     def __init__(self, d_model: int, n_diffusion_steps: int) -> None:
@@ -92,17 +102,20 @@ class PrecisionHead(nn.Module):
         with torch.no_grad():
             for linear in (self.tok, self.ch):
                 linear.weight.mul_(0.1)
-                linear.bias.fill_(inverse_softplus(1.0))
+                linear.bias.zero_()
             self.time_embedding.weight.mul_(0.1)
 
-    def forward(self, h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_precisions(self, h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log tok_precision (B, S, 1), log ch_precision (B, 1, D)), each in (-bound, bound)."""
         check_hidden(h, self.d_model, "PrecisionHead input h")
         if t.shape != (h.shape[0],):
             raise ValueError(f"timesteps t must have shape ({h.shape[0]},), got {tuple(t.shape)}")
         z = self.norm(h) + self.time_embedding(t.long())[:, None, :]
-        tok_precision = F.softplus(self.tok(z)) + MIN_PRECISION
-        ch_precision = F.softplus(self.ch(z.mean(dim=1, keepdim=True))) + MIN_PRECISION
-        return tok_precision, ch_precision
+        return bounded_log(self.tok(z)), bounded_log(self.ch(z.mean(dim=1, keepdim=True)))
+
+    def forward(self, h: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        log_tok, log_ch = self.log_precisions(h, t)
+        return log_tok.exp(), log_ch.exp()
 
 
 class TransformerBlock(nn.Module):
@@ -210,14 +223,20 @@ class PCSHODLM(nn.Module):
     def settle(
         self, layer: int, x: torch.Tensor, mu: torch.Tensor, precision: torch.Tensor
     ) -> torch.Tensor:
-        """Damped-oscillator predictive-coding settling of the state x towards prediction mu."""
+        """Damped-oscillator predictive-coding settling of the state x towards prediction mu.
+
+        Semi-implicit Euler: with K = omega^2 + Pi, the force is taken at the new position,
+        v' = ((1 - gamma dt) v - dt K e) / (1 + dt^2 K), x' = x + dt v'. An explicit step diverges
+        once K dt^2 > 2 (Pi is unbounded above by design); this one contracts the error for every
+        K >= 0, to e / (1 + dt^2 K) on the first step.
+        """
         dt = self.config.settle_dt
         gamma = F.softplus(self.raw_gamma[layer])
-        omega_sq = F.softplus(self.raw_omega_sq[layer])
+        stiffness = F.softplus(self.raw_omega_sq[layer]) + precision
         velocity = torch.zeros_like(x)
         for _ in range(self.config.n_settling_steps):
             error = x - mu
-            velocity = (1 - gamma * dt) * velocity - dt * (omega_sq * error + precision * error)
+            velocity = ((1 - gamma * dt) * velocity - dt * stiffness * error) / (1 + dt * dt * stiffness)
             x = x + dt * velocity
         return x
 
@@ -289,17 +308,16 @@ def per_token_loss(logits: torch.Tensor, targets: torch.Tensor, masked: torch.Te
     return torch.where(masked, loss, torch.zeros_like(loss))
 
 
-def precision_energy(
-    tok_precision: torch.Tensor, ch_precision: torch.Tensor, error: torch.Tensor, floor: float
-) -> torch.Tensor:
-    """Mean of 0.5 * (Pi * (e^2 + floor) - log Pi) with Pi = tok * ch; e is treated as data."""
-    precision = tok_precision * ch_precision
-    squared = error.detach().pow(2) + floor
-    return 0.5 * (precision * squared - precision.log()).mean()
+def precision_energy(log_tok: torch.Tensor, log_ch: torch.Tensor, error: torch.Tensor) -> torch.Tensor:
+    """Mean of the spec's 0.5 * (Pi * e^2 - log Pi), Pi = tok * ch, from the log precisions (no
+    log of a product of small numbers); e (B, S, 1) is treated as data."""
+    log_precision = log_tok + log_ch
+    return 0.5 * (log_precision.exp() * error.detach().pow(2) - log_precision).mean()
 
 
-def state_errors(noisy: Sequence[torch.Tensor], clean: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """e per layer: layer-normalised noisy state minus the clean-sequence state (no gradient)."""
-    return [
-        F.layer_norm(x, x.shape[-1:]) - F.layer_norm(c, c.shape[-1:]).detach() for x, c in zip(noisy, clean)
-    ]
+def token_errors(logits: torch.Tensor, targets: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """(B, S, 1) each token's own prediction error, no gradient: 1 - p(clean token) where masked,
+    0 where visible (carried over, so never wrong)."""
+    with torch.no_grad():
+        probability = logits.softmax(dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        return torch.where(masked, 1.0 - probability, torch.zeros_like(probability)).unsqueeze(-1)

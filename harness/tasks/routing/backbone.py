@@ -5,7 +5,7 @@ evaluation: each query sees the pooled K/V of ``memory_docs`` (= the routers' to
 from its batch, its gold document among them with probability ``gold_rate`` and the others
 distractors, so it learns to copy a value from the right document's chunk among several and that
 memory can be wrong. It trains on the training documents only (names disjoint from the bank). Its precision heads are trained with the precision-weighted energy at the
-same time. Arms then reuse it unchanged (same init, same weights, same data).
+same time, from each token's own prediction error. Arms then reuse it unchanged (same init, same weights, same data).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from harness.mechanisms.routing.model import (
     PCSHODLM,
     denoising_loss,
     precision_energy,
-    state_errors,
+    token_errors,
 )
 from harness.mechanisms.routing.msa import (
     MSAConfig,
@@ -136,19 +136,15 @@ def memory_slots(batch: int, k: int, gold_rate: float, generator: torch.Generato
 
 
 def backbone_loss(model: PCSHODLM, spec: BackboneSpec, queries: QueryBatch, documents: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(denoising loss, precision energy) of one batch."""
+    """(denoising loss, precision energy) of one batch. The energy of every layer's head reads the
+    tokens' own prediction errors of this forward pass (``token_errors``)."""
     memory = batch_memory(encode_memory(model, spec.msa, documents), slots.to(documents.device))
     trace = model.forward_trace(queries.noisy, queries.t, memory)
-    with torch.no_grad():
-        detached = {layer: (k.detach(), v.detach()) for layer, (k, v) in memory.items()}
-        clean = model.forward_trace(queries.clean, queries.t, detached)
-    errors = state_errors(trace.layer_outputs, clean.layer_outputs)
-    energy = torch.stack(
-        [
-            precision_energy(*model.precision_up[layer](state.detach(), queries.t), errors[layer], spec.model.error_floor)
-            for layer, state in enumerate(trace.layer_inputs)
-        ]
-    ).mean()
+    errors = token_errors(trace.logits, queries.clean, queries.masked)
+    energy = torch.stack([
+        precision_energy(*model.precision_up[layer].log_precisions(state.detach(), queries.t), errors)
+        for layer, state in enumerate(trace.layer_inputs)
+    ]).mean()
     return denoising_loss(trace.logits, queries.clean, queries.masked), energy
 
 

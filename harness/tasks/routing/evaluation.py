@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import scipy.stats
 import torch
 
 from harness.measure import ranks
@@ -55,22 +56,33 @@ def _numpy(x: torch.Tensor):
 
 
 def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
-    return ranks.spearman(_numpy(a), _numpy(b))
+    """Spearman's rho (average ranks for ties); NaN where either side is constant."""
+    a, b = _numpy(a), _numpy(b)
+    if a.size < 3 or a.min() == a.max() or b.min() == b.max():
+        return math.nan
+    return float(scipy.stats.spearmanr(a, b).statistic)
 
 
 def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     return ranks.auroc(_numpy(scores), labels.detach().flatten().bool().cpu().numpy())
 
 
-def precision_sanity(tok_precision: torch.Tensor, masked: torch.Tensor, token_loss: torch.Tensor) -> dict[str, float]:
-    """Does token precision mean something? Masked vs visible means and rank correlations."""
-    precision = tok_precision.squeeze(-1).double()
-    masked_mean = float(precision[masked].mean())
-    unmasked_mean = float(precision[~masked].mean()) if bool((~masked).any()) else math.nan
+def token_uncertainty(tok_precision: torch.Tensor, ch_precision: torch.Tensor) -> torch.Tensor:
+    """(B, S) 1/Pi with the channel precisions averaged, as the precision router weighs tokens."""
+    return 1.0 / (tok_precision.squeeze(-1) * ch_precision.mean(dim=-1))
+
+
+def precision_signal(
+    tok_precision: torch.Tensor, ch_precision: torch.Tensor, queries: QueryBatch, token_loss: torch.Tensor
+) -> dict[str, float]:
+    """Does 1/Pi mark what the model does not know? AUROC of 1/Pi for the asked (masked value)
+    slots against the visible tokens (other masked tokens left out), Spearman of 1/Pi with the
+    per-token denoising loss over all positions and over the masked ones."""
+    uncertainty = token_uncertainty(tok_precision, ch_precision).double()
+    loss = token_loss.double()
+    scored = queries.is_value | ~queries.masked
     return {
-        "prec_masked": masked_mean,
-        "prec_unmasked": unmasked_mean,
-        "prec_ratio": masked_mean / unmasked_mean,
-        "prec_spearman": spearman(precision, token_loss.double()),
-        "prec_spearman_masked": spearman(precision[masked], token_loss.double()[masked]),
+        "asked_slot_auroc": auroc(uncertainty[scored], queries.is_value[scored]),
+        "uncertainty_spearman": spearman(uncertainty, loss),
+        "uncertainty_spearman_masked": spearman(uncertainty[queries.masked], loss[queries.masked]),
     }

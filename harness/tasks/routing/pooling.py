@@ -7,6 +7,9 @@ of weights.
   temperature-sharpened version (the seed's weights as a softmax of -log Pi at temperature 1).
 - ``OracleTokenRouter``: weights only on the query tokens that truly identify the gold document
   (the workload knows them): the positive control for pooling.
+- ``OracleMaskedRouter``: weights only on the asked (masked value) slots: what perfect
+  uncertainty weights would pool, so the positive control of the seed's premise that the slot the
+  model does not know carries the route.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import torch
 
 from harness.mechanisms.routing.model import check_hidden
 from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
+from harness.tasks.routing.workload import QueryBatch
 
 
 class PoweredPrecisionRouter(PrecisionGuidedRouter):
@@ -38,26 +42,45 @@ class SharpPrecisionRouter(PoweredPrecisionRouter):
 
 
 class OracleTokenRouter(PrecisionGuidedRouter):
-    """Pools only the given route tokens (uniformly); without them it refuses to route."""
+    """Pools only the given query tokens (uniformly): the gold document's identifying tokens
+    (``tokens_of``); without them it refuses to route."""
+
+    @staticmethod
+    def tokens_of(queries: QueryBatch) -> torch.Tensor:
+        return queries.route_tokens
 
     def uncertainty(self, h: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        raise TypeError("OracleTokenRouter pools the workload's route tokens: call project_query(h, route_tokens=...)")
+        raise TypeError(f"{type(self).__name__} pools the workload's tokens: call project_query(h, pool_tokens=...)")
 
     def project_query(
-        self, h_q: torch.Tensor, t: torch.Tensor | None = None, route_tokens: torch.Tensor | None = None
+        self, h_q: torch.Tensor, t: torch.Tensor | None = None, pool_tokens: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """(B, router_dim): q_proj of the mean of the route tokens' states (B, S) bool."""
+        """(B, router_dim): q_proj of the mean of the pooled tokens' states (B, S) bool."""
         check_hidden(h_q, self.d_model, "query hidden states")
-        if route_tokens is None or route_tokens.shape != h_q.shape[:2]:
-            got = None if route_tokens is None else tuple(route_tokens.shape)
-            raise ValueError(f"route_tokens must be a (B, S) = {tuple(h_q.shape[:2])} mask, got {got}")
-        weights = route_tokens.to(h_q.dtype).unsqueeze(-1)
+        if pool_tokens is None or pool_tokens.shape != h_q.shape[:2]:
+            got = None if pool_tokens is None else tuple(pool_tokens.shape)
+            raise ValueError(f"pool_tokens must be a (B, S) = {tuple(h_q.shape[:2])} mask, got {got}")
+        weights = pool_tokens.to(h_q.dtype).unsqueeze(-1)
         return self.q_proj((weights * h_q).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0))
 
 
-def pooling_weights(router: PrecisionGuidedRouter, h: torch.Tensor, t: torch.Tensor, route_tokens: torch.Tensor) -> torch.Tensor:
+class OracleMaskedRouter(OracleTokenRouter):
+    """Pools only the asked (masked value) slots of the query."""
+
+    @staticmethod
+    def tokens_of(queries: QueryBatch) -> torch.Tensor:
+        return queries.is_value
+
+
+def pool_tokens_of(router, queries: QueryBatch) -> torch.Tensor:
+    """(B, S) the tokens an oracle router pools; the route tokens for any other router, which
+    ignores them."""
+    return router.tokens_of(queries) if isinstance(router, OracleTokenRouter) else queries.route_tokens
+
+
+def pooling_weights(router: PrecisionGuidedRouter, h: torch.Tensor, t: torch.Tensor, pool_tokens: torch.Tensor) -> torch.Tensor:
     """(B, S) the weights a pooled router gives each query token (they sum to 1 per query)."""
     if isinstance(router, OracleTokenRouter):
-        weights = route_tokens.to(h.dtype)
+        weights = pool_tokens.to(h.dtype)
         return weights / weights.sum(dim=1, keepdim=True).clamp_min(1.0)
     return router.compute_precision_weights(h, t).squeeze(-1)

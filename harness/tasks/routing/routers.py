@@ -9,7 +9,8 @@ contrastive routing loss, batches and sampled negatives, on the training documen
 the gold document first and random documents after it. Token-weighting ablations of the
 precision router (``harness.tasks.routing.pooling``): ``precision_inverse`` (confident tokens up),
 ``precision_sharp`` (the seed's weights at a temperature below 1) and ``oracle_tokens`` (only the
-tokens that identify the gold document: the positive control for pooling).
+tokens that identify the gold document: the positive control for pooling) and ``oracle_masked``
+(only the asked slots: the positive control of the seed's premise).
 """
 from __future__ import annotations
 
@@ -29,16 +30,23 @@ from harness.mechanisms.routing.precision_router import (
 from harness.measure.timing import throughput
 from harness.tasks.base import TrialContext
 from harness.tasks.routing.backbone import Backbone
-from harness.tasks.routing.pooling import InversePrecisionRouter, OracleTokenRouter, SharpPrecisionRouter
+from harness.tasks.routing.pooling import (
+    InversePrecisionRouter,
+    OracleMaskedRouter,
+    OracleTokenRouter,
+    SharpPrecisionRouter,
+    pool_tokens_of,
+)
 from harness.tasks.routing.workload import Layout, QueryBatch, make_queries
 
 Arm = Literal[
     "router_projector", "precision", "mean_pool", "random", "oracle", "precision_inverse", "precision_sharp",
-    "oracle_tokens",
+    "oracle_tokens", "oracle_masked",
 ]
 POOLED: dict[str, type[PrecisionGuidedRouter]] = {
     "precision": PrecisionGuidedRouter, "mean_pool": MeanPoolRouter, "precision_inverse": InversePrecisionRouter,
     "precision_sharp": SharpPrecisionRouter, "oracle_tokens": OracleTokenRouter,
+    "oracle_masked": OracleMaskedRouter,
 }
 LEARNED: tuple[str, ...] = ("router_projector", *POOLED)
 
@@ -95,11 +103,11 @@ def new_parameters(router: nn.Module) -> list[nn.Parameter]:
     return [*router.q_proj.parameters(), *router.k_proj.parameters()]
 
 
-def routing_queries(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, route_tokens: torch.Tensor) -> torch.Tensor:
+def routing_queries(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, pool_tokens: torch.Tensor) -> torch.Tensor:
     """(B, S', router_dim): per-token queries for RouterProjector, one pooled query otherwise
-    (``route_tokens`` (B, S): what the oracle-token router pools)."""
+    (``pool_tokens`` (B, S): what an oracle router pools, see ``pool_tokens_of``)."""
     if isinstance(router, OracleTokenRouter):
-        return router.project_query(hidden, route_tokens=route_tokens).unsqueeze(1)
+        return router.project_query(hidden, pool_tokens=pool_tokens).unsqueeze(1)
     if isinstance(router, PrecisionGuidedRouter):
         return router.project_query(hidden, t=t).unsqueeze(1)
     if isinstance(router, RouterProjector):
@@ -108,11 +116,11 @@ def routing_queries(router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, ro
 
 
 def chunk_scores(
-    router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, keys: torch.Tensor, route_tokens: torch.Tensor
+    router: nn.Module, hidden: torch.Tensor, t: torch.Tensor, keys: torch.Tensor, pool_tokens: torch.Tensor
 ) -> torch.Tensor:
     """(B, n_chunks) with the router's own (reference) scoring."""
     if isinstance(router, OracleTokenRouter):
-        query = nn.functional.normalize(router.project_query(hidden, route_tokens=route_tokens), dim=-1)
+        query = nn.functional.normalize(router.project_query(hidden, pool_tokens=pool_tokens), dim=-1)
         return query @ nn.functional.normalize(keys, dim=-1).T
     if isinstance(router, PrecisionGuidedRouter):
         return router.compute_routing_scores(hidden, keys, t=t)
@@ -150,7 +158,8 @@ def train_router(
             hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
         keys = router.project_key(pooled_states[candidates]).flatten(0, 1)
         positive = (candidates[None, :, None] == queries.gold[:, None, None]) & queries.positive_chunks[:, None, :]
-        return routing_contrastive_loss(chunk_scores(router, hidden, queries.t, keys, queries.route_tokens), positive.flatten(1), config.temperature)
+        scores = chunk_scores(router, hidden, queries.t, keys, pool_tokens_of(router, queries))
+        return routing_contrastive_loss(scores, positive.flatten(1), config.temperature)
 
     def step(_: int) -> float:
         loss = loss_of(*next_batch())

@@ -8,7 +8,10 @@ quality, end-to-end masked-value accuracy (no memory / gold document / routed to
 active-retrieval AUROC, precision calibration and costs are measured on queries about the
 held-out bank, whose entity names no router or backbone trained on. ``regime`` picks the
 queries (see ``workload``): the route named by confident visible entity tokens, or by the one
-masked (uncertain) position among confident distractor facts.
+masked (uncertain) position among confident distractor facts. Every trial also reports whether the
+premise of precision routing holds in its backbone: how well 1/Pi marks the asked slot at each layer
+(``precision_signal``) and whether a linear probe reads the asked slot's document from its
+routing-layer state (``probe``).
 """
 from __future__ import annotations
 
@@ -18,11 +21,11 @@ from typing import Annotated, Any, Mapping
 
 import torch
 import torch.nn as nn
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.measure.memory import read_bandwidth
 from harness.measure.timing import seconds_per_call
-from harness.mechanisms.routing.model import PCSHOConfig, per_token_loss
+from harness.mechanisms.routing.model import LOG_PRECISION_BOUND, PCSHOConfig, per_token_loss
 from harness.mechanisms.routing.msa import MemoryBank, MSAConfig, ensure_bank_fits
 from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
@@ -30,7 +33,7 @@ from harness.tasks.routing.backbone import Backbone, BackboneSpec, encode_bank, 
 from harness.tasks.routing.evaluation import (
     auroc,
     gold_ranks,
-    precision_sanity,
+    precision_signal,
     retrieval_metrics,
     value_predictions,
 )
@@ -43,7 +46,8 @@ from harness.tasks.routing.routers import (
     routing_queries,
     train_router,
 )
-from harness.tasks.routing.pooling import OracleTokenRouter, pooling_weights
+from harness.tasks.routing.pooling import OracleTokenRouter, pool_tokens_of, pooling_weights
+from harness.tasks.routing.probe import ProbeTraining, probe_accuracy, slot_states, train_probe
 from harness.tasks.routing.scoring import RoutingIndex, random_keys
 from harness.tasks.routing.workload import (
     Layout,
@@ -91,7 +95,8 @@ class RoutingParams(TaskParams):
     d_ff: int = Field(128, ge=8)
     n_diffusion_steps: int = Field(100, ge=1)
     n_settling_steps: int = Field(2, ge=0)
-    msa_from_layer: int = Field(1, ge=0, description="first MSA layer is max(this, n_layers // 2)")
+    msa_from_layer: int = Field(1, ge=0, description="first MSA layer (the routing layer) is max(this, n_layers // 2); "
+                                "below n_layers")
     backbone_steps: int = Field(1200, ge=1)
     backbone_batch: int = Field(64, ge=2)
     backbone_lr: float = Field(3e-3, gt=0)
@@ -109,9 +114,20 @@ class RoutingParams(TaskParams):
     router_negatives: int = Field(256, ge=1)
     # evaluation
     eval_queries: int = Field(256, ge=2)
+    probe_queries: int = Field(2048, ge=2, description="training queries of the asked-slot linear probe")
+    probe_steps: int = Field(200, ge=1, description="full-batch Adam steps of the asked-slot linear probe")
     measure_speed: bool = True
     score_bank_chunks: tuple[Annotated[int, Field(ge=1)], ...] = Field((10_000, 100_000, 1_000_000), min_length=1)
     score_batch: int = Field(1, ge=1, description="queries per scoring call in the throughput figure")
+
+    @field_validator("msa_from_layer")
+    @classmethod
+    def _a_layer(cls, layer: int, info: ValidationInfo) -> int:
+        n_layers = info.data.get("n_layers")
+        if n_layers is not None and layer >= n_layers:
+            raise ValueError(f"{layer} names no layer of the {n_layers}-layer backbone: the routing layer must be "
+                             f"below n_layers")
+        return layer
 
     @model_validator(mode="after")
     def _consistent(self) -> "RoutingParams":
@@ -164,11 +180,21 @@ def _metrics() -> tuple[Metric, ...]:
                "pooling weight on the asked (masked) value positions, mean over queries (pooled routers)"),
         Metric("weight_on_route", "none", "fraction", i,
                "pooling weight on the tokens that identify the gold document, mean over queries (pooled routers)"),
-        Metric("prec_masked", "none", "precision", i, "mean token precision at masked positions (routing layer)"),
-        Metric("prec_unmasked", "none", "precision", i, "mean token precision at visible positions (routing layer)"),
-        Metric("prec_ratio", "lower", "ratio", i, "prec_masked / prec_unmasked"),
-        Metric("prec_spearman", "lower", "rho", i, "Spearman(token precision, per-token denoising loss), all positions", key=True),
-        Metric("prec_spearman_masked", "lower", "rho", i, "the same over masked positions only"),
+        Metric("asked_slot_auroc", "higher", "AUROC", i, "AUROC of 1/Pi for the asked (masked value) slots against "
+               "the visible tokens, at the routing layer", key=True),
+        Metric("uncertainty_spearman", "higher", "rho", i, "Spearman(1/Pi, per-token denoising loss) over all "
+               "positions, at the routing layer"),
+        Metric("uncertainty_spearman_masked", "higher", "rho", i, "the same over masked positions only"),
+        Metric("layer_asked_slot_auroc", "higher", "AUROC", i, "asked_slot_auroc at layer L (@L)", axis="layer"),
+        Metric("layer_uncertainty_spearman", "higher", "rho", i, "uncertainty_spearman at layer L (@L)", axis="layer"),
+        Metric("layer_uncertainty_spearman_masked", "higher", "rho", i, "uncertainty_spearman_masked at layer L (@L)",
+               axis="layer"),
+        Metric("probe_doc_acc", "higher", "fraction", i, "linear probe of the asked slot's routing-layer state: "
+               "fraction of asked slots whose document's whole entity name it reads (held-out names)", key=True),
+        Metric("at_bound/log_precision", "none", "fraction", i, "fraction of routing-layer token log-precisions "
+               "within 1% of their bound (visible tokens, whose error is 0, belong there)"),
+        Metric("budget/steps", "none", "steps", i, "optimizer steps the arm's router trained (0: a fixed router)"),
+        Metric("budget/examples", "none", "queries", i, "training queries the arm's router saw"),
         Metric("new_params", "lower", "parameters", m, "new trainable router parameters (shared heads excluded)"),
         Metric("key_bytes_per_doc", "lower", "bytes", m, "routing-key bytes stored per document"),
         Metric("score_qps", "higher", "queries/s", s, "top-k routing throughput against a bank of N chunks (@N)",
@@ -185,7 +211,7 @@ def _metrics() -> tuple[Metric, ...]:
 
 class RoutingTask(Task):
     name = "routing"
-    version = "5"  # 5: regimes and token-weighting ablations (4: score_bw_frac against a bank-sized read)
+    version = "6"  # 6: the spec's energy on each token's own error, oracle_masked, premise signals (5: regimes)
     description = (
         "precision-guided router vs its mean-pooling ablation and MSA RouterProjector on an entity attribute=value "
         "memory, evaluated on a held-out bank (PC-SHO-DLM backbone)"
@@ -196,7 +222,7 @@ class RoutingTask(Task):
         "bank_size": 16, "d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 2, "msa_from_layer": 1,
         "router_dim": 8, "n_router_heads": 2, "top_k": 2, "backbone_steps": 6, "backbone_batch": 8,
         "backbone_docs": 32, "router_steps": 4, "router_batch": 8, "router_negatives": 8, "eval_queries": 16,
-        "score_bank_chunks": [400], "n_entities": 8, "router": "precision",
+        "score_bank_chunks": [400], "n_entities": 8, "router": "precision", "probe_queries": 32, "probe_steps": 5,
     }
 
     def run(self, params: RoutingParams, ctx: TrialContext) -> Mapping[str, float]:
@@ -223,8 +249,13 @@ class RoutingTask(Task):
                                                    generator=ctx.stream("eval-gold", params.bank_size)),
             max_noise_step(params), params.n_diffusion_steps, ctx.stream("eval", params.bank_size),
         ).to(device)
+        probe = fit_probe(params, spec, backbone, training_docs, ctx)
         with torch.no_grad():
             metrics.update(evaluate(params, backbone, router, bank, queries, ctx))
+            hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
+            metrics["probe_doc_acc"] = probe_accuracy(probe, *slot_states(backbone, hidden, queries, documents, layout))
+        steps = params.router_steps if router is not None else 0
+        metrics.update({"budget/steps": float(steps), "budget/examples": float(steps * params.router_batch)})
         metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
         metrics["key_bytes_per_doc"] = float(layout.chunks_per_doc * params.router_dim * 4) if router is not None else 0.0
         if router is not None and params.measure_speed:
@@ -260,6 +291,16 @@ def fit_router(
     payload = ctx.cached("router", identity, build=build)
     router.load_state_dict(payload["state"])
     return float(payload["train_tokens_per_s"])
+
+
+def fit_probe(params: RoutingParams, spec: BackboneSpec, backbone: Backbone, training_docs: torch.Tensor,
+              ctx: TrialContext) -> dict[str, torch.Tensor]:
+    """The asked-slot probe, trained once per seed on the training documents (cached: every arm and
+    bank size reads the same probe)."""
+    training = ProbeTraining(queries=params.probe_queries, steps=params.probe_steps, lr=1e-2,
+                             max_noise_step=max_noise_step(params))
+    return ctx.cached("probe", {"backbone": asdict(spec), "training": asdict(training)},
+                      build=lambda: train_probe(backbone, training_docs, spec.layout, training, ctx.stream("probe"), ctx.device))
 
 
 def layout_of(params: RoutingParams) -> Layout:
@@ -313,10 +354,11 @@ def document_scores(
         return fixed_document_scores(params.router, queries.gold, params.bank_size, generator)
     keys, _ = bank.get_routing_keys(backbone.routing_layer)
     heads = 1 if isinstance(router, PrecisionGuidedRouter) else router.n_heads
+    pool_tokens = pool_tokens_of(router, queries)
     index = RoutingIndex(keys, heads, layout_of(params).chunks_per_doc)
     return torch.cat([
         index.document_scores(routing_queries(router, hidden[i : i + EVAL_BATCH], queries.t[i : i + EVAL_BATCH],
-                                              queries.route_tokens[i : i + EVAL_BATCH]))
+                                              pool_tokens[i : i + EVAL_BATCH]))
         for i in range(0, hidden.shape[0], EVAL_BATCH)
     ])
 
@@ -344,17 +386,20 @@ def evaluate(
     out.update(acc_none=none, acc_oracle=oracle, acc_routed=routed_acc, oracle_lift=oracle - none)
     out["gap_closed"] = (routed_acc - none) / (oracle - none) if oracle > none else math.nan
     if isinstance(router, PrecisionGuidedRouter):
-        weights = pooling_weights(router, hidden, queries.t, queries.route_tokens)
+        weights = pooling_weights(router, hidden, queries.t, pool_tokens_of(router, queries))
         out["weight_on_asked"] = float((weights * queries.is_value).sum(dim=1).mean())
         out["weight_on_route"] = float((weights * queries.route_tokens).sum(dim=1).mean())
     out["auroc_helps"] = auroc(retrieval_confidence(params, backbone, router, bank, hidden, queries, scores), logp_routed > logp_none)
 
     trace = model.forward_trace(queries.noisy, queries.t)
     token_loss = per_token_loss(trace.logits, queries.clean, queries.masked)
-    out.update(precision_sanity(trace.tok_precision[layer], queries.masked, token_loss))
-    ctx.logger.record("precision_by_layer", [
-        precision_sanity(tok, queries.masked, token_loss) for tok in trace.tok_precision
-    ])
+    for at, (tok, ch) in enumerate(zip(trace.tok_precision, trace.ch_precision)):
+        signal = precision_signal(tok, ch, queries, token_loss)
+        out.update({f"layer_{name}@{at}": value for name, value in signal.items()})
+        if at == layer:
+            out.update(signal)
+    log_tok, _ = model.precision_up[layer].log_precisions(hidden, queries.t)
+    out["at_bound/log_precision"] = float((log_tok.abs() >= 0.99 * LOG_PRECISION_BOUND).double().mean())
     ctx.logger.record("gold_rank", gold_ranks(scores, queries.gold).tolist())
     return out
 
