@@ -134,13 +134,18 @@ class ER2Params(TaskParams):
                                  f"(train_context {self.train_context}, teacher_context {self.teacher_context}, "
                                  f"passkey_short_context {self.passkey_short_context})")
         if self.workload == "recall":
-            for pairs in self.loads:
-                if pairs > self.recall_keys:
-                    raise ValueError(f"{pairs} recall bindings exceed recall_keys ({self.recall_keys})")
-                shortest = min(self.train_context, self.teacher_context or self.train_context)
-                if 2 * pairs + 2 > shortest:
-                    raise ValueError(f"{pairs} recall bindings need contexts of at least {2 * pairs + 2} tokens "
-                                     f"(train_context {self.train_context}, teacher_context {self.teacher_context})")
+            if self.recall_pairs > self.recall_keys:
+                raise ValueError(f"recall_pairs ({self.recall_pairs}) exceeds recall_keys ({self.recall_keys})")
+            shortest = min(self.train_context, self.teacher_context or self.train_context)
+            if 2 * self.recall_pairs + 2 > shortest:
+                raise ValueError(f"{self.recall_pairs} recall pairs need contexts of at least {2 * self.recall_pairs + 2} "
+                                 f"tokens (train_context {self.train_context}, teacher_context {self.teacher_context})")
+            heaviest = max(self.recall_loads or [0])
+            if heaviest > self.recall_keys:
+                raise ValueError(f"recall_loads reaches {heaviest} bindings, above recall_keys ({self.recall_keys})")
+            if 2 * heaviest + 2 > self.train_context:
+                raise ValueError(f"recall_loads reaches {heaviest} bindings, which need a train_context of at least "
+                                 f"{2 * heaviest + 2} tokens (it is {self.train_context})")
             if self.recall_teacher_pairs is not None:
                 self._check_teacher_mixture()
         elif self.recall_teacher_pairs is not None:
