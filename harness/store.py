@@ -22,6 +22,7 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 SUITE_FILE = "suite.json"
 TRIALS_DIR = "trials"
+SUPERSEDED_DIR = "superseded"  # under trials/: records a changed task or suite replaced (no reader looks there)
 REPORT_DIR = "report"  # the analysis of the run: tables, plots, summary.json (rebuilt from the trials)
 CORRUPT_SUFFIX = ".corrupt"
 _TMP_NAME = re.compile(r"^\..+\.tmp(\.\w+)?$")  # write_atomic's .<name>.<random>.tmp, and .<name>.<pid>.tmp.npz
@@ -129,6 +130,14 @@ class RunFolder:
         path = self.trial_path(document["trial_id"])
         write_json_atomic(path, document)
         return path
+
+    def set_aside(self, trial_ids: list[str]) -> Path:
+        """Move these trials' files to ``trials/superseded/`` (kept for the record, read by nothing)."""
+        aside = self.trials_dir / SUPERSEDED_DIR
+        aside.mkdir(parents=True, exist_ok=True)
+        for trial_id in trial_ids:
+            os.replace(self.trial_path(trial_id), aside / f"{trial_id}.json")
+        return aside
 
     def save_suite(self, meta: dict) -> Path:
         """Rewritten only when the resolved suite changed, so its mtime dates the last change."""

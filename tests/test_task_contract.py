@@ -1,8 +1,7 @@
-"""The contract every task honours, checked for each registered task and the spine's toy task.
-
-Each task runs its ``smoke_params`` twice through ``run_single`` sharing one cache folder, so
-the second run loads what the first built: the run finishes, every reported key belongs to a
-declared metric family, and every metric but speed reruns bit-identically.
+"""The contract every task honours (``harness.testing``), checked for each registered task and the
+spine's toy task: each runs its ``smoke_params`` twice sharing one cache folder, so the second run
+loads what the first built; every reported key belongs to a declared metric family, and every
+metric but speed reruns bit-identically.
 """
 from __future__ import annotations
 
@@ -14,48 +13,45 @@ from feature_gate import FeatureGateTask
 from toy_task import ToyTask
 
 from harness.cli import main
-
-from harness.execution.executor import run_single
 from harness.tasks import REGISTRY, Task, load_task
-from harness.tasks.base import metric_family
+from harness.testing import ContractViolation, check_declarations, check_task_contract
 
 TASKS: list[type[Task]] = [load_task(name) for name in sorted(REGISTRY)] + [ToyTask, FeatureGateTask]
 EXAMPLE_SUITE = Path(__file__).resolve().parents[1] / "examples" / "feature_gate" / "suite.yaml"
 
 
-def _not_speed(task_cls: type[Task], record: dict) -> dict[str, float | None]:
-    declared = task_cls.metric_specs()
-    return {k: v for k, v in record["metrics"].items() if declared[metric_family(k)].kind != "speed"}
-
-
 @pytest.mark.integration  # every real task, run twice
 @pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)
 def test_task_runs_declares_its_metrics_and_reruns_bit_identically(task_cls: type[Task], tmp_path: Path) -> None:
-    first = run_single(task_cls, task_cls.smoke_params, seed=0, work_root=tmp_path)
-    assert first["status"] == "finished", (first["error"], first["details"].get("traceback"))
-    second = run_single(task_cls, task_cls.smoke_params, seed=0, work_root=tmp_path)
-    assert second["status"] == "finished", (second["error"], second["details"].get("traceback"))
-
-    declared = task_cls.metric_specs()
-    undeclared = sorted(k for k in first["metrics"] if metric_family(k) not in declared)
-    assert first["metrics"] and not undeclared, f"{task_cls.name} reports undeclared metrics {undeclared}"
-    assert set(second["metrics"]) == set(first["metrics"])
-    assert _not_speed(task_cls, second) == _not_speed(task_cls, first)
-
-    for kind, entry in first["details"].get("cache", {}).items():  # the rerun loads what the first built
-        assert second["details"]["cache"][kind] == dict(entry, loaded=True)
-    assert "device" not in first["details"], "the spine records the device (record['environment'])"
+    first = check_task_contract(task_cls, tmp_path)
     assert first["environment"]["device_name"]
 
 
-@pytest.mark.parametrize("name", sorted(REGISTRY))
-def test_registered_tasks_supply_valid_smoke_params_and_plot_hints(name: str) -> None:
-    task_cls = load_task(name)
-    assert task_cls.smoke_params, f"{name} must supply smoke_params for the contract test"
-    task_cls.validate_params(task_cls.smoke_params)
-    families = task_cls.metric_specs()
-    for metric in task_cls.metrics:
-        assert metric.pairs_with is None or metric.pairs_with in families, metric
+@pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)
+def test_tasks_supply_valid_smoke_params_bounds_and_plot_hints(task_cls: type[Task]) -> None:
+    check_declarations(task_cls)
+
+
+def test_the_contract_names_a_task_that_moves_on_a_rerun_or_reports_undeclared_metrics(tmp_path: Path) -> None:
+    class Drifting(ToyTask):
+        name = "drifting"
+        runs = 0
+
+        def run(self, params, ctx):  # a rerun at the same seed differs: state outside ctx's streams
+            Drifting.runs += 1
+            return {**super().run(params, ctx), "loss": float(Drifting.runs)}
+
+    class Undeclared(ToyTask):
+        name = "undeclared"
+
+        def run(self, params, ctx):
+            return {**super().run(params, ctx), "surprise": 1.0}
+
+    smoke = {"steps": 2, "samples": 8}
+    with pytest.raises(ContractViolation, match=r"drifting: a rerun at the same seed moved \['loss'\]"):
+        check_task_contract(Drifting, tmp_path / "a", smoke)
+    with pytest.raises(ContractViolation, match=r"undeclared: reports undeclared metrics \['surprise'\]"):
+        check_task_contract(Undeclared, tmp_path / "b", smoke)
 
 
 def test_metric_axes_name_what_the_qualifier_counts() -> None:
@@ -66,15 +62,6 @@ def test_metric_axes_name_what_the_qualifier_counts() -> None:
     assert routing.metric_for("recall@4").axis == "k (documents retrieved)"
     assert routing.metric_for("score_qps@10000").axis == "bank size (chunks)"
     assert [s.detail for s in load_task("vocab").detail_scatters] == ["gate_vs_interference"]
-
-
-@pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)
-def test_every_numeric_param_declares_its_bounds(task_cls: type[Task]) -> None:
-    from harness.tasks.base import param_bounds, unbounded_params
-
-    assert unbounded_params(task_cls.Params) == [], f"{task_cls.name}: give these params Field(ge=..) or Field(gt=..)"
-    assert task_cls.Params.model_config.get("allow_inf_nan") is False  # NaN and infinity are refused everywhere
-    assert all(bound for bound in param_bounds(task_cls.Params).values())
 
 
 def test_bounds_are_found_in_optional_and_tuple_params() -> None:

@@ -154,6 +154,17 @@ class RunResults:
                 out[trial["seed"]] = float(value)
         return out
 
+    def identical_arms(self, treatment_label: str, control_label: str, point: str) -> bool:
+        """The two arms reported bit-identical metrics (speed aside: timings always differ) on every
+        seed both finished, and on at least one: a mechanism that changed nothing, or was never on."""
+        def by_seed(label: str) -> dict[int, dict[str, Any]]:
+            return {t["seed"]: {k: v for k, v in t["metrics"].items() if self.spec_for(k).kind != "speed"}
+                    for t in self.trials_of(label, point)}
+
+        treated, controls = by_seed(treatment_label), by_seed(control_label)
+        common = set(treated) & set(controls)
+        return bool(common) and all(treated[seed] == controls[seed] for seed in common)
+
     def metric_keys(self, arm_label: str | None = None, point: str | None = None) -> list[str]:
         keys: set[str] = set()
         for (label, where), trials in self._cells.items():

@@ -167,11 +167,14 @@ def _footer(outcome) -> None:
 @click.command()
 @suite_argument
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True)
+@click.option("--resolved", is_flag=True, help="Print each arm's params as its trials get them, with where each "
+              "value comes from (task default, suite params, profile params, arm, profile arm override, sweep).")
 @max_trials_option
 @max_nodes_option
-def validate(suite_file, profile, max_trials, max_nodes) -> None:
+def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
     """Validate SUITE.yaml fully (includes, profile, arms, params, contrasts, claims) without running."""
     from harness.execution.trials import expand_trials
+    from harness.suite.resolved import render_resolved
 
     from harness import api
 
@@ -192,15 +195,19 @@ def validate(suite_file, profile, max_trials, max_nodes) -> None:
             f"{len(suite.arms)} arms, {seeds}, {len(trials)} trials; "
             f"profiles: {', '.join([DEFAULT_PROFILE, *suite.profiles])}"
         )
+        for premise in suite.premises:
+            click.echo(f"  {premise.describe()}")
+        if resolved:
+            click.echo(render_resolved(suite))
 
 
 @click.command(name="list")
 def list_tasks() -> None:
     """Registered tasks with their params (defaults) and metrics (direction, unit, kind)."""
-    from harness.tasks import REGISTRY, UnknownTaskError, load_task
+    from harness.tasks import UnknownTaskError, load_task, registered_tasks
     from harness.tasks.base import param_bounds
 
-    for name in sorted(REGISTRY):
+    for name in sorted(registered_tasks()):
         try:
             task = load_task(name)
         except UnknownTaskError as exc:

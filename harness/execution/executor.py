@@ -27,6 +27,7 @@ from harness.record import RECORD_SCHEMA, TrialRecord
 from harness.services.loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
 from harness.tasks import Task, TrialContext, load_task
+from harness.tasks.source import task_code
 from harness.terminal import Console
 from harness.tracking.environment import package_lock
 
@@ -245,7 +246,7 @@ def run_single(
     resolved = task_cls.validate_params(params).model_dump(mode="json")
     trial = Trial(
         suite="adhoc", profile="adhoc", task=task_cls.name, task_version=task_cls.version, arm=arm,
-        arm_label=arm, seed=seed, point={}, params=resolved,
+        arm_label=arm, seed=seed, point={}, params=resolved, code=task_code(task_cls.__module__).sha256,
     )
     root = Path(work_root) if work_root is not None else Path(tempfile.mkdtemp(prefix="harness-"))
     env = {"device": str(torch_device), "device_name": device_name(torch_device)}

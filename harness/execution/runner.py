@@ -24,7 +24,7 @@ from harness.suite.model import Suite
 from harness.suite.points import sweep_points
 from harness.tasks import Task
 from harness.terminal import Console
-from harness.tracking.environment import environment, provenance_texts, save_diff
+from harness.tracking.environment import environment, provenance_texts, save_diff, task_environment
 from harness.tracking.mlflow_tracker import (
     RESULTS_ID_TAG,
     MlflowTracker,
@@ -101,6 +101,7 @@ def run_suite(
     meta = suite_metadata(suite, device)
     folder.save_suite(meta)
     env = environment(device, suite.source.parent)  # the git state of the checkout holding the suite
+    env.update(task_environment(suite.task))
     save_diff(folder.path, suite.source.parent)
     runner = executor or SerialExecutor()
     env["executor"] = runner.name
@@ -118,6 +119,7 @@ def run_suite(
                 meta["seeds"] = seeds
                 folder.save_suite(meta)
             trials = expand_trials(look)
+            _set_aside_superseded(trials, records, kept, folder, env, console)
             done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
             pending = [t for t in trials if t.trial_id not in kept]
             counted = {r["trial_id"] for r in outcome.records}
@@ -194,6 +196,36 @@ class _Mirror:
         self.reconciled.add(record["trial_id"])
 
 
+def _set_aside_superseded(trials: list[Trial], records: dict[str, TrialRecord], kept: dict[str, TrialRecord],
+                          folder: RunFolder, env: dict[str, str], console: Console) -> None:
+    """Move stored trials that a trial of this run replaces (same arm, point and seed, another id:
+    the task's code, version or params changed) out of the results, saying why: they rerun, and
+    neither analysis nor the gate mixes their numbers with the new ones."""
+    current = {(t.arm_label, t.point_label, t.seed): t.trial_id for t in trials}
+    superseded = [r for r in records.values()
+                  if current.get((r["arm_label"], r["point_label"], r["seed"]), r["trial_id"]) != r["trial_id"]]
+    if not superseded:
+        return
+    reasons = sorted({_why_superseded(r, trials[0], env) for r in superseded})
+    aside = folder.set_aside([r["trial_id"] for r in superseded])
+    for record in superseded:
+        records.pop(record["trial_id"], None)
+        kept.pop(record["trial_id"], None)
+    console.line(f"warning: {len(superseded)} stored trial(s) of {trials[0].suite}/{trials[0].profile} ran other "
+                 f"{' or '.join(reasons)}: moved to {aside}; they rerun")
+
+
+def _why_superseded(record: TrialRecord, trial: Trial, env: dict[str, str]) -> str:
+    recorded = record["environment"].get("task_code_sha256")
+    if record["task_version"] != trial.task_version:
+        return f"task version ({record['task_version']}, now {trial.task_version})"
+    if recorded is None:
+        return "code (recorded before the task's code was part of a trial's id)"
+    if recorded != env.get("task_code_sha256"):
+        return "task code (its source changed since they ran)"
+    return "params"
+
+
 def _next_look(look: Suite, folder: RunFolder, console: Console) -> list[int]:
     """The seeds of the next look: none when the design is fixed or complete or every claim is decided."""
     if look.sequential is None or len(look.seeds) >= look.sequential.max_seeds:
@@ -203,7 +235,9 @@ def _next_look(look: Suite, folder: RunFolder, console: Console) -> list[int]:
         console.line(f"{look.name}: every claim decided at {len(look.seeds)} seeds")
         return []
     more = look.next_seeds(min(look.sequential.batch, look.sequential.max_seeds - len(look.seeds)))
-    console.line(f"{look.name}: {len(undecided)} claim(s) undecided at {len(look.seeds)} seeds; "
+    waiting = sum(c.premise is not None for c in undecided)
+    premises = f" ({waiting} waiting on a premise)" if waiting else ""
+    console.line(f"{look.name}: {len(undecided)} claim(s) undecided{premises} at {len(look.seeds)} seeds; "
                  f"next look adds seed(s) {', '.join(map(str, more))}")
     return more
 

@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 from harness.suite.model import Arm, Suite
 from harness.suite.points import point_label, sweep_points
+from harness.tasks.source import task_code
 
 
 def arm_variants(arm: Arm) -> Iterator[dict[str, Any]]:
@@ -36,6 +37,7 @@ class Trial:
     seed: int
     point: dict[str, Any]
     params: dict[str, Any]
+    code: str = ""  # sha256 of the task's source (harness.tasks.source); "" for records made before it was kept
 
     @property
     def point_label(self) -> str:
@@ -44,13 +46,14 @@ class Trial:
     @property
     def identity(self) -> dict[str, Any]:
         """What determines the result: the hash covers exactly this."""
-        return {
+        identity = {
             "task": self.task,
             "task_version": self.task_version,
             "arm": self.arm_label,
             "seed": self.seed,
             "params": self.params,
         }
+        return identity | {"code": self.code} if self.code else identity
 
     @property
     def trial_id(self) -> str:
@@ -65,6 +68,7 @@ class Trial:
 def expand_trials(suite: Suite) -> list[Trial]:
     """Seeds outermost so that an interrupted run has complete seeds for every arm."""
     trials = []
+    code = task_code(suite.task.__module__).sha256
     for seed in suite.seeds:
         for point in sweep_points(suite.sweep):
             for arm in suite.arms.values():
@@ -81,6 +85,7 @@ def expand_trials(suite: Suite) -> list[Trial]:
                             seed=seed,
                             point=point,
                             params=params.model_dump(mode="json"),
+                            code=code,
                         )
                     )
     return trials

@@ -36,7 +36,7 @@ from harness.reproduction.sources import Original, ReproduceError, load_path
 from harness.store import RunFolder, write_json_atomic
 from harness.tasks import UnknownTaskError, load_task
 from harness.terminal import Console
-from harness.tracking.environment import environment, package_lock, provenance_texts
+from harness.tracking.environment import environment, package_lock, provenance_texts, task_environment
 from harness.tracking.mlflow_tracker import (
     MlflowTracker,
     TrackingError,
@@ -111,6 +111,8 @@ def plan_reproduction(
     tracker = _tracker(original, tracking_uri, root) if mlflow else None
     repo = Path(harness.__file__).resolve().parent
     here = environment(device, repo)
+    for task in sorted({str(r["task"]) for r in original.records}):
+        here.update(task_environment(load_task(task)))
     versions = {r["task"]: load_task(r["task"]).version for r in original.records}
     return Plan(
         original=original, trials=trials, threads=threads, device=device, recorded_device=recorded_device,
@@ -140,6 +142,7 @@ def rebuild_trials(records: list[TrialRecord]) -> list[Trial]:
             suite=str(record["suite"]), profile=str(record["profile"]), task=str(record["task"]),
             task_version=str(record["task_version"]), arm=str(record["arm"]), arm_label=str(record["arm_label"]),
             seed=int(record["seed"]), point=dict(record["point"] or {}), params=dict(record["params"]),
+            code=str(record["environment"].get("task_code_sha256", "")),  # the recorded id; a code change shows below
         ))
     return trials
 

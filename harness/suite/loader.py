@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
-from harness.suite.model import DEFAULT_PROFILE, Arm, Suite, SuiteError
+from harness.suite.model import DEFAULT_PROFILE, Arm, ParamLayer, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS, check_params, check_references, check_size
 from harness.suite.schema import (
     CollectionSpec,
@@ -159,12 +159,15 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
     }
     # where each sweep was written, for messages about its values
     sweep_locs: dict[str | None, list[Any]] = {None: ["sweep"], **{n: ["arms", n, "sweep"] for n in arm_specs}}
+    layers = [ParamLayer("suite params", None, dict(spec.params))]  # lowest precedence first
+    arm_layers = [ParamLayer("arm", name, dict(p)) for name, p in arm_params.items()]
     if profile != DEFAULT_PROFILE:
         if profile not in spec.profiles:
             valid = ", ".join([DEFAULT_PROFILE, *sorted(spec.profiles)])
             raise SuiteError(f"{path}: unknown profile {profile!r} for suite {spec.suite!r}; valid profiles: {valid}")
         chosen = spec.profiles[profile]
         params = _deep_merge(params, chosen.params)
+        layers.append(ParamLayer(f"profile {profile} params", None, dict(chosen.params)))
         if chosen.sweep is not None:
             sweep = dict(chosen.sweep)
             sweep_locs[None] = ["profiles", profile, "sweep"]
@@ -189,6 +192,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
                 sweep_locs[name] = ["profiles", profile, "arms", name, "sweep"]
                 arm_sweeps[name] = _axes(path, node, sweep_locs[name], override.pop("sweep"))
             arm_params[name] = _deep_merge(arm_params[name], override)
+            arm_layers.append(ParamLayer(f"profile {profile} arms.{name}", name, override))
     if seeds is not None:
         run_seeds, sequential = list(seeds), None  # --seeds: exactly these, a fixed design
     if not run_seeds:
@@ -208,7 +212,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
         task=task, seeds=run_seeds, params=params, sweep=sweep, arms=arms,
         contrasts=[c for c in spec.contrasts if not arm_filter or (c.treatment in arms and c.control in arms)],
         validity=spec.validity, claims=spec.claims, gate=gate, confidence=spec.confidence, profiles=sorted(spec.profiles),
-        sequential=sequential,
+        sequential=sequential, premises=spec.premises, param_layers=(*layers, *arm_layers),
     )
     check_size(path, suite, limits.trials)
     for arm in arms.values():

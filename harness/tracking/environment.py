@@ -1,5 +1,10 @@
 """The environment a result was produced in: code version, libraries, hardware and determinism.
 
+The code is named three ways: the git state of the checkout holding the suite (``git_*``), the
+harness's own (``harness_*``, which differ when the task lives in another repository), and the
+task's source hash (``task_code_sha256``, also part of every trial id), with the hash and names of
+task files git does not track (``task_untracked_*``: a new file is in no diff).
+
 Short values form ``environment()`` (stored with every trial and tagged on every MLflow run);
 the long ones, the package lock and the uncommitted diff, are kept apart (``package_lock`` in
 every trial record, ``provenance_texts`` as files of the suite's MLflow run) and referenced from
@@ -18,8 +23,11 @@ from pathlib import Path
 
 import torch
 
+import harness
 from harness.devices import cpu_capability, cpu_model, device_name
 from harness.services.seeding import determinism_settings
+from harness.tasks import Task
+from harness.tasks.source import task_code
 from harness.store import write_text_atomic
 from harness.tracking.mlflow_tracker import redacted
 
@@ -27,6 +35,7 @@ PACKAGES_FILE = "packages.txt"
 DIFF_FILE = "git.diff"
 DIFF_DIR = "provenance"  # in a run folder: git-<sha256[:12]>.diff for each dirty tree it ran from
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
+HARNESS_DIR = Path(harness.__file__).resolve().parent
 
 
 def _git(*args: str, cwd: Path) -> str | None:
@@ -67,6 +76,38 @@ def package_lock() -> tuple[str, ...]:
     return tuple(sorted(found, key=str.lower))
 
 
+def untracked(files: list[Path]) -> list[Path]:
+    """The files among ``files`` that sit in a git checkout but are not tracked by it."""
+    found: list[Path] = []
+    by_folder: dict[Path, list[Path]] = {}
+    for path in files:
+        by_folder.setdefault(path.resolve().parent, []).append(path.resolve())
+    for folder, paths in sorted(by_folder.items()):
+        listed = _git("ls-files", "--others", "--", *(p.name for p in paths), cwd=folder)
+        found.extend(folder / name for name in (listed or "").splitlines() if name)
+    return found
+
+
+def task_environment(task: type[Task]) -> dict[str, str]:
+    """The task's source hash (as in its trial ids) and its files git does not track."""
+    code = task_code(task.__module__)
+    loose = untracked(list(code.files.values()))
+    names = [name for name, path in code.files.items() if path.resolve() in loose]
+    digest = sha256_text("".join(f"{n}\0{code.files[n].read_text(encoding='utf-8', errors='replace')}" for n in names))
+    return {
+        "task_code_sha256": code.sha256,
+        "task_untracked_files": " ".join(names) or "none",
+        "task_untracked_sha256": digest if names else "none",
+    }
+
+
+def _distribution_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -76,11 +117,15 @@ def environment(device: torch.device, repo: Path) -> dict[str, str]:
     repo = repo.resolve()
     commit, dirty = git_state(repo)
     diff = git_diff(repo)
+    harness_commit, harness_dirty = git_state(HARNESS_DIR)
     lock = package_lock()
     env = {
         "git_commit": commit,
         "git_dirty": str(dirty).lower(),
         "git_diff_sha256": sha256_text(diff) if diff else "none",
+        "harness_commit": harness_commit,
+        "harness_dirty": str(harness_dirty).lower(),
+        "harness_version": _distribution_version("harness"),
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
         "platform": platform.platform(),

@@ -1,0 +1,110 @@
+"""The source code a task's results depend on, hashed into every trial's identity.
+
+A trial is reused only while the code that produced it is unchanged: an edit to training code that
+forgot a version bump must rerun, not pass a gate on stored numbers. The code is found statically,
+from the task class's module along its ``import`` statements (absolute and relative), keeping the
+modules a researcher edits for a mechanism:
+
+- the task's own package: the top-level package of an installed or outside task (``demo`` for
+  ``demo.task``, the module itself for a single file), or ``harness.tasks.<name>`` for a built-in;
+- every module under ``harness.mechanisms`` it reaches (the mechanisms built-in tasks share);
+- native sources (``.c``, ``.cpp``, ``.cu``, ``.h``) in the folders of the packages reached, which
+  a task may compile on first use (the fused ER2 decode kernel).
+
+The spine (seeding, the training loop, storage, statistics) is left out on purpose: it is
+versioned with the harness, whose commit every record keeps, and hashing it would rerun every
+stored trial and every baseline on any refactor of the harness. Reading the import graph from the
+source rather than from ``sys.modules`` gives the same answer in every process, whatever else
+happens to be imported.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+SHARED_MECHANISMS = "harness.mechanisms"
+NATIVE_SUFFIXES = (".c", ".cpp", ".cu", ".h")
+
+
+@dataclass(frozen=True)
+class TaskCode:
+    """The task's source files by module name (native sources by package/relative path), and their
+    combined sha256."""
+
+    files: dict[str, Path]
+    sha256: str
+
+
+def _owned_prefixes(module: str) -> tuple[str, ...]:
+    parts = module.split(".")
+    if parts[0] == "harness":
+        own = ".".join(parts[:3]) if parts[1:2] == ["tasks"] else module
+    else:
+        own = parts[0]
+    return own, SHARED_MECHANISMS
+
+
+def _is_owned(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _source_file(module: str) -> Path | None:
+    """The .py file of a module; None for what is not a module here (a class named in ``from x import C``)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    origin = getattr(spec, "origin", None) if spec else None
+    return Path(origin) if origin and origin.endswith(".py") else None
+
+
+def _imports(module: str, path: Path) -> list[str]:
+    """Modules named by the file's import statements (``from a import b`` names ``a`` and ``a.b``)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    named: list[str] = []
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            named.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level \
+                    else node.module or ""
+            except ImportError:
+                continue
+            named.append(base)
+            named.extend(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+    return named
+
+
+@lru_cache(maxsize=None)
+def task_code(module: str) -> TaskCode:
+    """The source files of the task defined in ``module`` (see the module docstring) and their hash."""
+    prefixes = _owned_prefixes(module)
+    files: dict[str, Path] = {}
+    pending = [module]
+    while pending:
+        name = pending.pop()
+        if name in files or not _is_owned(name, prefixes):
+            continue
+        path = _source_file(name)
+        if path is None:
+            continue
+        files[name] = path
+        parents = name.split(".")[:-1]
+        pending.extend(".".join(parents[:i]) for i in range(1, len(parents) + 1))  # their __init__ runs first
+        pending.extend(_imports(name, path))
+    seen: set[Path] = set()
+    for name, path in sorted(files.items(), key=lambda item: -len(item[0])):  # each native file under its nearest package
+        if path.name == "__init__.py":
+            for native in sorted(path.parent.rglob("*")):
+                if native.suffix in NATIVE_SUFFIXES and native not in seen:
+                    seen.add(native)
+                    files[f"{name}/{native.relative_to(path.parent).as_posix()}"] = native
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{hashlib.sha256(files[name].read_bytes()).hexdigest()}\n".encode())
+    return TaskCode(files=dict(sorted(files.items())), sha256=digest.hexdigest())
