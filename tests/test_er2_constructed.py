@@ -13,6 +13,7 @@ import torch
 from harness.execution.executor import run_single
 from harness.mechanisms.pdelta.er2 import GAIN_LIMIT, SelectiveCompressedPDelta2Layer
 from harness.suite.loader import load_suites
+from harness.suite.model import SuiteError
 from harness.tasks.er2.constructed import (
     ConstructedRecallWorkload,
     ConstructedTeacher,
@@ -170,3 +171,19 @@ def test_every_distilled_arm_gets_the_same_budget_and_the_teacher_is_exact(tmp_p
     teacher = records["teacher"]["metrics"]
     assert teacher["load_recall_min"] == 1.0 and teacher["load_recall_drop"] == 0.0
     assert teacher["load_teacher_recall@8"] == 1.0 and teacher["recall@32"] == 1.0
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("constructed_temperature: 40.0", "constructed_temperature: 20.0", "too low for exact recall at 64 bindings"),
+    ("recall_keys: 1024", "recall_keys: 32", "recall_loads reaches 64 bindings, above recall_keys (32)"),
+    ("train_context: 256", "train_context: 100", "need a train_context of at least 130 tokens"),
+])
+def test_the_shipped_suite_with_a_load_it_cannot_hold_is_refused_in_one_line(tmp_path: Path, old, new, message):
+    text = SUITE.read_text()
+    assert old in text
+    bad = tmp_path / "er2_mqar.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    with pytest.raises(SuiteError) as refused:
+        load_suites(bad)
+    assert str(refused.value).startswith(f"{bad}:") and message in str(refused.value)
+    assert "\n" not in str(refused.value)

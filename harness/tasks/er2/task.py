@@ -266,7 +266,7 @@ class ER2Task(Task):
         Metric("distil_converged", "none", "fraction", "info",
                "1 when the converged schedule's criterion held before its cap (cosine: 0)"),
         Metric("budget/steps", "none", "steps", "info", "optimizer steps the distilled arm trained"),
-        Metric("budget/examples", "none", "sequences", "info", "sequences the distilled arm trained on (steps x batch)"),
+        Metric("budget/examples", "none", "examples", "info", "sequences the distilled arm trained on (steps x batch)"),
         Metric("at_bound/gain", "none", "fraction", "info",
                "fraction of the residual gains at or past the clamp (no gradient there); 0 without a residual"),
         Metric("load_recall", "higher", "accuracy", "quality",
@@ -281,7 +281,8 @@ class ER2Task(Task):
                "constructed teacher: recall lost from the lightest load to the heaviest, relative to the lightest"),
     )
     # MQAR under load: each arm's recall against the bytes it keeps (none < raw = compressed = window)
-    pareto_views = (ParetoView("state_bytes", "train_context_recall", "recall at the training context against state bytes"),)
+    pareto_views = (ParetoView("state_bytes", "train_context_recall", "recall at the training context against state bytes"),
+                    ParetoView("state_bytes", "load_recall", "recall per load against state bytes"))
     smoke_params = {
         "train_context": 32, "eval_multiples": [1, 2], "steps": 3, "batch": 2, "train_pool": 4, "eval_batch": 2,
         "eval_documents": 3, "teacher_steps": 3, "teacher_dim": 16, "teacher_heads": 2, "teacher_kv_heads": 1,
