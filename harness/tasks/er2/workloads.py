@@ -85,10 +85,12 @@ def capture(teacher: TeacherLM, tokens: Tensor) -> Capture:
 @torch.no_grad()
 def answer_recall(teacher: TeacherLM, tokens: Tensor, answers: Tensor, mixer: Mixer | None) -> list[float]:
     """Per sequence: the fraction of answers (positions whose next token is asked) the LM's top
-    prediction gets right, teacher-forced."""
+    prediction gets right, teacher-forced. Only the answers are projected onto the vocabulary (a few
+    positions among hundreds: the full logits would cost more than the model)."""
     asked = answers[:, :-1]
-    right = (teacher(tokens[:, :-1], mixer).argmax(-1) == tokens[:, 1:]) & asked
-    return (right.sum(1) / asked.sum(1).clamp_min(1)).tolist()
+    logits = teacher.hidden(tokens[:, :-1], mixer)[asked] @ teacher.embed.weight.T
+    right = (logits.argmax(-1) == tokens[:, 1:][asked]).float()
+    return (right.new_zeros(tokens.shape[0]).index_add(0, asked.nonzero()[:, 0], right) / asked.sum(1).clamp_min(1)).tolist()
 
 
 class TextWorkload:
@@ -158,7 +160,12 @@ class RecallWorkload:
     ) -> SwapComparison:
         """Fresh sequences from ``generator``, the same for every arm of a seed."""
         tokens, answers = recall_batch(self.layout, documents, context, self.pairs, generator)
-        tokens, answers = tokens.to(device), answers.to(device)
+        return self.scored(teacher, mixer, tokens.to(device), answers.to(device))
+
+    @torch.no_grad()
+    def scored(self, teacher: TeacherLM, mixer: Mixer, tokens: Tensor, answers: Tensor) -> SwapComparison:
+        """Teacher and swapped LM on these sequences: NLL and recall on the answers, and guessing."""
+        documents = tokens.shape[0]
         scores = {}
         for label, swap in (("teacher", None), ("layer", mixer)):
             scores[label] = (next_token_nll(teacher, tokens, swap, answers).tolist(),
