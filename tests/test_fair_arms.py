@@ -38,6 +38,12 @@ def test_equal_budgets_raise_no_flag():
     assert unequal_budgets(results({"raw": [900.0] * 3, "compressed": [900.0] * 3})) == []
 
 
+def test_an_untrained_arm_reporting_zero_steps_is_not_compared():
+    assert unequal_budgets(results({"raw": [900.0] * 3, "compressed": [0.0] * 3})) == []
+    (flag,) = unequal_budgets(results({"raw": [900.0] * 3, "compressed": [0.0, 700.0, 0.0]}))
+    assert flag.seeds == (1,) and flag.of_seeds == 1
+
+
 def test_unequal_budgets_within_a_seed_are_flagged_in_the_report_and_the_summary():
     run = results({"raw": [900.0] * 3, "compressed": [700.0, 900.0, 700.0]})
     (flag,) = unequal_budgets(run)

@@ -6,7 +6,8 @@ Every trained arm reports its budget as ``budget/steps`` (and ``budget/examples`
 the fraction of its entries at the bound, where it gets no gradient. An arm that trained fewer steps
 than its control loses for a reason that is not its mechanism, so the report flags unequal budgets
 within a seed even where no premise names them (a premise such as ``equal_budget`` makes the claims
-depend on it).
+depend on it). An arm that reports a budget of 0 did not train (a random or a constructed control):
+it is not a trained arm, and its zero is not compared.
 """
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def unequal_budgets(results: RunResults) -> list[UnequalBudget]:
             by_seed: dict[int, dict[str, float]] = {}
             for label in labels:
                 for seed, value in results.values(label, point, key).items():
-                    by_seed.setdefault(seed, {})[label] = value
+                    if value != 0:
+                        by_seed.setdefault(seed, {})[label] = value
             compared = {seed: values for seed, values in sorted(by_seed.items()) if len(values) > 1}
             differing = [seed for seed, values in compared.items() if len(set(values.values())) > 1]
             if differing:
