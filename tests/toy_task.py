@@ -29,7 +29,7 @@ class ToyParams(TaskParams):
 
 class ToyTask(Task):
     name = "toy"
-    version = "1"
+    version = "2"
     Params = ToyParams
     description = "logistic regression on a fixed synthetic problem (spine tests)"
     metrics = (
@@ -37,6 +37,8 @@ class ToyTask(Task):
         Metric("loss", "lower", "nats", "quality", "final held-out loss", key=True),
         Metric("samples_per_s", "higher", "samples/s", "speed", "training throughput"),
         Metric("param_bytes", "lower", "bytes", "memory", "bytes of the weights"),
+        Metric("budget/steps", "none", "steps", "info", "optimizer steps the arm trained"),
+        Metric("budget/examples", "none", "examples", "info", "training examples the arm saw"),
     )
 
     def run(self, params: ToyParams, ctx: TrialContext) -> dict[str, float]:
@@ -75,4 +77,6 @@ class ToyTask(Task):
             "loss": test_loss,
             "samples_per_s": params.steps * 32 / elapsed,
             "param_bytes": float(tensor_bytes(weight)),
+            "budget/steps": float(params.steps),
+            "budget/examples": float(params.steps * 32),
         }

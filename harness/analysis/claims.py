@@ -47,6 +47,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from harness.analysis.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
 from harness.analysis.results import RunResults, metric_order
 from harness.analysis.sequential import Design, conditional_power, critical_t, nominal_levels
 from harness.analysis.stats import (
@@ -56,7 +57,7 @@ from harness.analysis.stats import (
     mean_estimate,
     minimum_detectable_effect,
 )
-from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, oriented
+from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named
 from harness.metrics import Metric, metric_family
 
 PASS = "pass"
@@ -107,6 +108,14 @@ class ClaimResult:
     looks: int = 1  # looks the design plans
     sequential: bool = False
     mean_estimate: MeanEstimate | None = None  # the estimate the test read (difference or ratio)
+    premise: PremiseResult | None = None  # the premise that failed (or is still open) and made it vacuous
+
+    @property
+    def result_text(self) -> str:
+        """The result as every report shows it: 'PASS', or 'VACUOUS (premise <name> not met: ...)'."""
+        if self.premise is None:
+            return self.status.upper()
+        return f"{self.status.upper()} ({self.premise.text()})"
 
     @property
     def statement(self) -> str:
@@ -121,7 +130,9 @@ class ClaimResult:
 
     @property
     def open(self) -> bool:
-        """Undecided, and more seeds could decide it."""
+        """Undecided, and more seeds could decide it (a failed premise cannot be mended by seeds)."""
+        if self.premise is not None:
+            return self.premise.status == OPEN
         return self.status in (VACUOUS, INSUFFICIENT) or (self.status == INCONCLUSIVE and self.p_value is not None)
 
     @property
@@ -172,7 +183,19 @@ def evaluate_claims(results: RunResults, include_speed: bool = True) -> list[Cla
         seen = results.first_seeds(taken[k]) if design.sequential else results
         return _tested(seen, include_speed, reference_levels[k])
 
-    return _decide_looks(tested_at, len(taken), schedule, design, alpha)
+    decided = _decide_looks(tested_at, len(taken), schedule, design, alpha)
+    seen = results.first_seeds(taken[-1]) if design.sequential else results
+    premises = evaluate_premises(seen)
+    return [_under_premises(claim, premises) for claim in decided]
+
+
+def _under_premises(claim: ClaimResult, premises: list[PremiseResult]) -> ClaimResult:
+    """VACUOUS when a premise the claim needs failed at its point (or is still open); unchanged when
+    every one holds. The claim keeps its place in the Holm family, so the others stay as they were."""
+    premise = worst_needed(premises, claim.claim["contrast"], claim.point)
+    if premise is None:
+        return claim
+    return replace(claim, status=VACUOUS, premise=premise)
 
 
 def _tested(results: RunResults, include_speed: bool, reference_level: float) -> list[ClaimResult]:
@@ -182,17 +205,13 @@ def _tested(results: RunResults, include_speed: bool, reference_level: float) ->
     for claim in results.meta.get("claims") or []:
         if not include_speed and results.spec_for(claim["metric"]).kind == "speed":
             continue
-        matching = _variants_named(variants, claim["contrast"])
+        matching = variants_named(variants, claim["contrast"])
         if not matching:
             out.append(_undecided(claim, claim["contrast"], "", claim["metric"], "no such contrast in this run"))
         for variant in matching:
             for point in results.point_labels():
                 out.extend(_evaluate_at(results, variants, claim, variant, point, reference_level))
     return [_missing_cannot_pass(r) for r in out]
-
-
-def _variants_named(variants: list[ContrastVariant], name: str) -> list[ContrastVariant]:
-    return [v for v in variants if name in (v.name, v.declared_name, f"{v.treatment_arm}-vs-{v.control_arm}")]
 
 
 def _evaluate_at(
@@ -280,7 +299,7 @@ def _reference_effect(
     """Does the claim's control really work here? Its reference contrast at the same point and key,
     read through its two-sided interval at one-sided ``level`` (the look's nominal level)."""
     name = str(claim.get("reference") or "")
-    candidates = _variants_named(variants, name) if name else []
+    candidates = variants_named(variants, name) if name else []
     chosen = [v for v in candidates if v.treatment_label == variant.control_label] or candidates[:1]
     relative = claim.get("relative_margin")
     absolute = None if relative is not None else float(claim.get("margin") or 0.0)

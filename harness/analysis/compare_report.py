@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from harness.analysis.compare import PAIRED, Comparison, Shift
 from harness.analysis.differences import environment_differences, package_differences
-from harness.analysis.render import fmt
+from harness.analysis.numbers import fmt
 from harness.analysis.results import RunResults
 from harness.terminal import format_table
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from harness.analysis.claims import ClaimResult, evaluate_claims
 from harness.analysis.design_cost import DesignCost, design_cost
+from harness.analysis.fairness import UnequalBudget, unequal_budgets
+from harness.analysis.premises import PremiseResult, evaluate_premises
 from harness.analysis.results import RunResults
 from harness.analysis.verdicts import (
     ContrastRow,
@@ -24,6 +26,8 @@ class RunAnalysis:
     validity: Validity
     claims: tuple[ClaimResult, ...]
     cost: DesignCost | None = None  # sequential runs: seeds and time used against the fixed design
+    premises: tuple[PremiseResult, ...] = ()
+    unequal_budgets: tuple[UnequalBudget, ...] = ()  # arms of one seed trained for different budgets
 
 
 def analyse(results: RunResults) -> RunAnalysis:
@@ -34,4 +38,6 @@ def analyse(results: RunResults) -> RunAnalysis:
         validity=evaluate_validity(results),
         claims=claims,
         cost=design_cost(results, claims),
+        premises=tuple(evaluate_premises(results)),
+        unequal_budgets=tuple(unequal_budgets(results)),
     )

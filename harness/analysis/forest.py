@@ -107,7 +107,9 @@ def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
         bounds = (-margin, margin)
     elif test == "ratio":
         bounds = tuple(float(claim.claim[k]) for k in ("min", "max") if claim.claim.get(k) is not None)
-    rows = [ForestRow(f"{claim.contrast} (claim: {test})", claim.estimate,
+    premise = f"; VACUOUS: premise {claim.premise.name} {'not met' if claim.premise.status == 'fails' else 'open'}" \
+        if claim.premise is not None else ""
+    rows = [ForestRow(f"{claim.contrast} (claim: {test}{premise})", claim.estimate,
                       None if interval is None else interval.low, None if interval is None else interval.high,
                       claim.status, bounds)]
     if reference is not None and reference.estimate is not None:

@@ -8,6 +8,9 @@ import numpy as np
 
 from harness.analysis.claims import ClaimResult, claim_alpha
 from harness.analysis.decisions import RunAnalysis
+from harness.analysis.fairness import AT_BOUND_PREFIX
+from harness.analysis.numbers import fmt
+from harness.analysis.premises import PremiseResult
 from harness.analysis.results import RunResults
 from harness.analysis.stats import METHOD, Interval, PairedDifference
 from harness.analysis.verdicts import (
@@ -25,8 +28,8 @@ ARM_TABLE_COLUMNS = 6
 
 
 def render_arm_table(results: RunResults, full: bool = False) -> str:
-    """Arms x key metrics (``full``: every directed metric), mean ± sd over seeds, per sweep point:
-    the first table after a run."""
+    """Arms x key metrics (``full``: every directed metric) and the fractions of bounded parameters at
+    their bound, mean ± sd over seeds, per sweep point: the first table after a run."""
     keys = results.metric_keys()
     if full:
         columns = [k for k in keys if results.spec_for(k).direction != "none"]
@@ -35,6 +38,7 @@ def render_arm_table(results: RunResults, full: bool = False) -> str:
             k for k in keys if results.spec_for(k).kind == "quality"
         ]
         columns = columns[:ARM_TABLE_COLUMNS]
+    columns += [k for k in keys if k.startswith(AT_BOUND_PREFIX) and k not in columns]  # fair-arm facts
     points = results.point_labels()
     rows = []
     for point in points:
@@ -70,6 +74,9 @@ def render_report(analysis: RunAnalysis, full: bool = False) -> str:
     if results.speed_under_load:
         parts.append(f"speed figures were measured with up to {results.speed_under_load} trials running at once "
                      "(Ray): compare speed only between serial runs")
+    parts.extend(f"warning: {budget.text()}" for budget in analysis.unequal_budgets)
+    if analysis.premises:
+        parts.append(render_premises(analysis.premises))
     if results.failed:
         parts.append(render_failed(results))
     if analysis.claims:
@@ -153,6 +160,14 @@ def render_validity(validity: Validity) -> str:
     return "\n".join(lines)
 
 
+def render_premises(premises: Sequence[PremiseResult]) -> str:
+    """What the claims rest on: each premise at each point, held, failed or still open."""
+    rows = [[p.name, p.point or "-", p.subject, p.key, p.requirement.removeprefix("needs "), p.figures,
+             p.status.upper(), ", ".join(p.premise.get("claims") or ["all claims"])] for p in premises]
+    title = "premises (a claim whose premise is not met, or not yet established, is VACUOUS)\n"
+    return title + format_table(["premise", "point", "on", "metric", "needs", "estimate", "status", "for"], rows)
+
+
 def render_failed(results: RunResults) -> str:
     lines = [[f.arm_label, "" if f.seed is None else str(f.seed), f.point_label or "-", f.error] for f in results.failed]
     return f"{len(results.failed)} failed trial(s), excluded from contrasts:\n" + format_table(["arm", "seed", "point", "error"], lines)
@@ -178,7 +193,7 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
             middle = ["-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
                       _interval(claim.interval, signed=signed), _p(claim.p_value), _p(claim.p_adjusted),
                       _interval(claim.decision_interval, signed=signed)]
-        lines.append([*head, *middle, "-" if claim.mde is None else fmt(claim.mde), f"{claim.status.upper()}{not_counted}",
+        lines.append([*head, *middle, "-" if claim.mde is None else fmt(claim.mde), f"{claim.result_text}{not_counted}",
                       claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail])
     alpha = claim_alpha(confidence)
     family = sum(c.in_family for c in claims)
@@ -194,14 +209,6 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
         header = ["contrast", "point", "metric", "test", "n", "estimate", f"{100 * confidence:g}% CI", "p",
                   "p (Holm)", "Holm CI", "MDE", "result", "why"]
     return title + format_table(header, lines)
-
-
-def fmt(value: float, signed: bool = False) -> str:
-    """Compact numbers: integers exactly (bytes), everything else to four significant digits."""
-    if float(value).is_integer() and abs(value) < 1e12:
-        text = f"{int(value):d}"
-        return f"+{text}" if signed and value > 0 else text
-    return f"{value:+.4g}" if signed else f"{value:.4g}"
 
 
 def _pairs(difference: PairedDifference) -> str:

@@ -15,8 +15,8 @@ from typing import Sequence
 
 from harness.analysis.claims import ClaimResult
 from harness.analysis.decisions import RunAnalysis
-from harness.analysis.markdown import table
-from harness.analysis.render import fmt
+from harness.analysis.markdown import escape, table
+from harness.analysis.numbers import fmt
 from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
 
 TITLE = "## harness summary"
@@ -55,16 +55,17 @@ class SuiteSummary:
         suffix = "" if self.counted else f" (not counted: {self.analysis.validity.status})"
         return [
             [claim.contrast, claim.key, claim.point or "-", claim.statement, estimate_text(claim),
-             claim.status.upper() + suffix, _seeds(claim)]
+             claim.result_text + suffix, _seeds(claim)]
             for claim in self.analysis.claims
         ]
 
     def render(self) -> str:
+        heading = self.heading() + "".join(f"\n\nwarning: {escape(b.text())}" for b in self.analysis.unequal_budgets)
         if not self.analysis.claims:
-            return self.heading() + "\n\nno primary claims declared\n"
+            return heading + "\n\nno primary claims declared\n"
         confidence = 100 * self.analysis.results.confidence
         header = [column.format(confidence=confidence) for column in CLAIM_HEADER]
-        return self.heading() + "\n" + table(header, self.claim_rows())
+        return heading + ("\n\n" if self.analysis.unequal_budgets else "\n") + table(header, self.claim_rows())
 
 
 def validity_text(validity: Validity) -> str:

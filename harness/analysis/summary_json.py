@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from harness.analysis.claims import claim_alpha
 from harness.analysis.decisions import RunAnalysis
+from harness.analysis.premises import PremiseResult
 from harness.analysis.results import RunResults
 from harness.analysis.stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
 
@@ -59,6 +60,9 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
                 for c in validity.checks
             ],
         },
+        "premises": [premise_json(p) for p in analysis.premises],
+        "unequal_budgets": [{"key": b.key, "point": b.point, "seeds": list(b.seeds), "of_seeds": b.of_seeds,
+                             "example": dict(b.example), "text": b.text()} for b in analysis.unequal_budgets],
         "failed_trials": [f.as_dict() for f in results.failed],
         "claims": [
             {
@@ -68,6 +72,8 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
                 "point": claim.point,
                 "key": claim.key,
                 "result": claim.status,
+                "result_text": claim.result_text,
+                "premise": None if claim.premise is None else premise_json(claim.premise),
                 "n": claim.n,
                 "dropped": claim.dropped,
                 "estimate": claim.estimate,
@@ -117,6 +123,14 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
         "forest_plots": list(forest),
         "plots": list(plots),
     }
+
+
+def premise_json(premise: PremiseResult) -> dict[str, Any]:
+    """One premise at one point on one arm label or contrast variant, with the figures that decided it."""
+    return {"name": premise.name, **{k: premise.premise.get(k) for k in ("arm", "contrast", "at_least", "at_most")},
+            "claims": premise.premise.get("claims"), "point": premise.point, "subject": premise.subject,
+            "key": premise.key, "status": premise.status, "n": premise.n, "estimate": premise.estimate,
+            "low": premise.low, "high": premise.high, "exact": premise.exact, "text": premise.text()}
 
 
 def _arm_summaries(results: RunResults) -> dict[str, dict[str, dict[str, Any]]]:

@@ -149,6 +149,11 @@ def contrast_variants(results: RunResults) -> list[ContrastVariant]:
     return variants
 
 
+def variants_named(variants: list[ContrastVariant], name: str) -> list[ContrastVariant]:
+    """The variants a claim or premise naming ``name`` (a declared contrast or a variant) reads."""
+    return [v for v in variants if name in (v.name, v.declared_name, f"{v.treatment_arm}-vs-{v.control_arm}")]
+
+
 def compare(results: RunResults, treatment_label: str, control_label: str, point: str, key: str) -> PairedDifference | None:
     """Paired by seed within one sweep point; None when no seed finished on both sides."""
     return paired_difference(

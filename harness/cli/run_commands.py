@@ -192,6 +192,8 @@ def validate(suite_file, profile, max_trials, max_nodes) -> None:
             f"{len(suite.arms)} arms, {seeds}, {len(trials)} trials; "
             f"profiles: {', '.join([DEFAULT_PROFILE, *suite.profiles])}"
         )
+        for premise in suite.premises:
+            click.echo(f"  {premise.describe()}")
 
 
 @click.command(name="list")

@@ -203,7 +203,9 @@ def _next_look(look: Suite, folder: RunFolder, console: Console) -> list[int]:
         console.line(f"{look.name}: every claim decided at {len(look.seeds)} seeds")
         return []
     more = look.next_seeds(min(look.sequential.batch, look.sequential.max_seeds - len(look.seeds)))
-    console.line(f"{look.name}: {len(undecided)} claim(s) undecided at {len(look.seeds)} seeds; "
+    waiting = sum(c.premise is not None for c in undecided)
+    premises = f" ({waiting} waiting on a premise)" if waiting else ""
+    console.line(f"{look.name}: {len(undecided)} claim(s) undecided{premises} at {len(look.seeds)} seeds; "
                  f"next look adds seed(s) {', '.join(map(str, more))}")
     return more
 

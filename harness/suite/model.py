@@ -6,7 +6,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, SequentialSpec, SweepAxes, ValiditySpec
+from harness.suite.schema import (
+    ClaimSpec,
+    ContrastSpec,
+    GateSpec,
+    PremiseSpec,
+    SequentialSpec,
+    SweepAxes,
+    ValiditySpec,
+)
 from harness.tasks import Task
 
 DEFAULT_PROFILE = "default"
@@ -44,6 +52,7 @@ class Suite:
     confidence: float = 0.95
     profiles: list[str] = field(default_factory=list)
     sequential: SequentialSpec | None = None  # seeds is then the first look
+    premises: list[PremiseSpec] = field(default_factory=list)
 
     def next_seeds(self, count: int) -> list[int]:
         """The seeds a sequential run adds after its current ones: the next integers."""
@@ -72,6 +81,7 @@ class Suite:
             "contrasts": [c.model_dump() | {"name": c.label} for c in self.contrasts],
             "validity": self.validity.model_dump() if self.validity else None,
             "claims": [c.model_dump(exclude_none=True) for c in self.claims],
+            "premises": [p.model_dump(exclude_none=True) for p in self.premises],
             "confidence": self.confidence,
             "gate": self.gate.model_dump(),
             "sequential": self.design(),

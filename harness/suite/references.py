@@ -84,12 +84,38 @@ def check_references(path: Path, node, spec: SuiteSpec, suite: Suite) -> None:
         metric_refs.append((["claims", i, "metric"], claim.metric))
         if claim.reference is not None:
             _check_reference(path, node, spec, i, claim, labels)
+    metric_refs.extend(_check_premises(path, node, spec, labels))
     for loc, key in metric_refs:
         if metric_family(key) not in declared:
             raise SuiteError(
                 f"{located(path, node, loc)}: {'.'.join(map(str, loc))}: task {suite.task_name!r} declares no metric "
                 f"{metric_family(key)!r}; metrics: {', '.join(sorted(declared))}"
             )
+
+
+def _check_premises(path: Path, node, spec: SuiteSpec, labels: set[str]) -> list[tuple[list[Any], str]]:
+    """Each premise names a known arm or contrast and claims that exist, once per name; returns
+    where each premise's metric is written, for the metric check."""
+    claimed = [c.contrast for c in spec.claims]
+    seen: dict[str, int] = {}
+    metric_refs: list[tuple[list[Any], str]] = []
+    for i, premise in enumerate(spec.premises):
+        if premise.name in seen:
+            raise SuiteError(f"{located(path, node, ['premises', i, 'name'])}: premises[{i}].name: premise "
+                             f"{premise.name!r} is declared twice (first as premises[{seen[premise.name]}])")
+        seen[premise.name] = i
+        if premise.arm is not None and premise.arm not in spec.arms:
+            raise SuiteError(f"{located(path, node, ['premises', i, 'arm'])}: premises[{i}].arm: unknown arm "
+                             f"{premise.arm!r}; arms: {', '.join(spec.arms)}")
+        if premise.contrast is not None and premise.contrast not in labels:
+            raise SuiteError(f"{located(path, node, ['premises', i, 'contrast'])}: premises[{i}].contrast: unknown "
+                             f"contrast {premise.contrast!r}; contrasts: {', '.join(sorted(labels)) or '(none declared)'}")
+        for j, name in enumerate(premise.claims or ()):
+            if name not in claimed:
+                raise SuiteError(f"{located(path, node, ['premises', i, 'claims', j])}: premises[{i}].claims[{j}]: no "
+                                 f"claim on contrast {name!r}; claimed contrasts: {', '.join(sorted(set(claimed))) or '(no claims)'}")
+        metric_refs.append((["premises", i, "metric"], premise.metric))
+    return metric_refs
 
 
 def _check_reference(path: Path, node, spec: SuiteSpec, index: int, claim: ClaimSpec, labels: set[str]) -> None:

@@ -116,6 +116,43 @@ class ValiditySpec(Strict):
     negative: str | None = None
 
 
+class PremiseSpec(Strict):
+    """A fact about the testbed the claims rely on (the mechanism's regime is present, the arms got
+    equal budgets): a bound on one arm's metric or on a contrast's paired difference, checked at
+    every sweep point before the claims it names can be read (harness/analysis/premises.py)."""
+
+    name: str
+    arm: str | None = None
+    contrast: str | None = None
+    metric: str
+    at_least: float | None = None
+    at_most: float | None = None
+    claims: list[str] | None = Field(None, min_length=1)  # contrasts whose claims depend on it; None: all
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        return check_name(name, "premise")
+
+    @model_validator(mode="after")
+    def _needs(self) -> "PremiseSpec":
+        if (self.arm is None) == (self.contrast is None):
+            raise ValueError("a premise names exactly one of 'arm' (its values) or 'contrast' (its paired difference)")
+        if self.at_least is None and self.at_most is None:
+            raise ValueError("a premise needs 'at_least' and/or 'at_most'")
+        if self.at_least is not None and self.at_most is not None and self.at_least > self.at_most:
+            raise ValueError(f"at_least {self.at_least:g} is above at_most {self.at_most:g}: no value can hold")
+        return self
+
+    def describe(self) -> str:
+        """'precision asked_slot_auroc >= 0.9, for claims on precision-vs-mean_pool' (harness validate)."""
+        subject = f"arm {self.arm}" if self.arm is not None else f"contrast {self.contrast} (paired difference)"
+        bounds = " and ".join(f"{symbol} {value:g}" for symbol, value in ((">=", self.at_least), ("<=", self.at_most))
+                              if value is not None)
+        scope = f"claims on {', '.join(self.claims)}" if self.claims else "every claim"
+        return f"premise {self.name}: {subject} {self.metric} {bounds}, for {scope}"
+
+
 class GateSpec(Strict):
     """Regression tolerances: quality absolute (metric units), speed ratios relative."""
 
@@ -173,6 +210,7 @@ class SuiteSpec(Strict):
     contrasts: list[ContrastSpec] = Field(default_factory=list)
     validity: ValiditySpec | None = None
     claims: list[ClaimSpec] = Field(default_factory=list)
+    premises: list[PremiseSpec] = Field(default_factory=list)
     confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of every interval and test")
     profiles: dict[str, ProfileSpec] = Field(default_factory=dict)
     gate: GateSpec = Field(default_factory=GateSpec)

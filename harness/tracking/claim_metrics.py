@@ -8,7 +8,8 @@ stay the same from run to run (a mechanism's effect can be charted across commit
   ``.../p_value`` (one-sided, for the claim's pass hypothesis) and ``.../p_holm`` (Holm-adjusted);
 - ``contrast/<contrast>/<metric>[/<point>]/estimate`` for every contrast on a key metric;
 - the tag ``harness.claim/<contrast>/<metric>[/<point>]`` holds the claim's result (PASS, FAIL,
-  INCONCLUSIVE, VACUOUS, INSUFFICIENT PAIRS); whether it counts is ``harness.validity``.
+  INCONCLUSIVE, VACUOUS, INSUFFICIENT PAIRS; a premise that made it vacuous is named:
+  ``VACUOUS (premise <name> not met: ...)``); whether it counts is ``harness.validity``.
 
 MLflow keys allow letters, digits, ``_ - . /`` and spaces (and ``:``), so each part goes through
 ``mlflow_key``: ``@`` becomes ``_at_`` (``nmse@512`` -> ``nmse_at_512``), every other character
@@ -71,7 +72,7 @@ def parent_metrics(analysis: RunAnalysis) -> dict[str, float]:
 def claim_tags(analysis: RunAnalysis) -> dict[str, str]:
     """Each claim's result, under a tag named like its metrics."""
     return {
-        metric_path(CLAIM_TAG_PREFIX, claim.contrast, claim.key, claim.point): claim.status.upper()
+        metric_path(CLAIM_TAG_PREFIX, claim.contrast, claim.key, claim.point): claim.result_text
         for claim in analysis.claims
     }
 
