@@ -6,25 +6,28 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
 from harness.mechanisms.vocab.diagnostics import rows_in_use
 from harness.mechanisms.vocab.embedder import StaticEmbedder, symmetric_info_nce
 from harness.mechanisms.vocab.index import save_index
-from harness.mechanisms.vocab.interference import CandidatePairs
+from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs
 from harness.mechanisms.vocab.pooling import pooled_split, pooled_split_reference
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
-from harness.tasks.vocab.task import VocabParams, choose_index, index_size
+from harness.tasks.vocab.cldr import cldr_corpus
+from harness.tasks.vocab.task import VocabParams, choose_index, index_size, most_candidates, ranked_with_ties_by
 
 # 12 candidates; k = 0.25 * 12 = 3.
 CANDIDATES = CandidatePairs(np.repeat(np.arange(3), 4), np.tile(np.arange(1, 5), 3))
 COUNTS = np.array([5, 40, 7, 9, 1, 30, 2, 8, 50, 3, 6, 4])
 SHARING = np.array([2, 2, 3, 2, 4, 2, 3, 2, 2, 4, 3, 4])  # languages using each candidate's token
 SCORES = np.linspace(-1.0, 1.0, 12)
+UNALIGNED = np.array([0.0, 0.1, 1.0, 0.5, 0.0, 0.9, 1.0, 0.2, 0.0, 0.3, 0.9, 1.0])  # 1 - alignment rate
 
 
 def chosen(index: str, truth: np.ndarray | None = None, fraction: float = 0.25) -> list[tuple[int, int]]:
     params = VocabParams(index=index, index_fraction=fraction)
-    pairs = choose_index(params, CANDIDATES, SCORES, truth, COUNTS, SHARING, np.random.default_rng(0))
+    pairs = choose_index(params, CANDIDATES, SCORES, truth, COUNTS, SHARING, UNALIGNED, np.random.default_rng(0))
     return list(zip(pairs.language.tolist(), pairs.token.tolist()))
 
 
@@ -36,7 +39,7 @@ def test_every_sized_index_spends_the_same_budget() -> None:
     truth = np.zeros(12, dtype=bool)
     truth[[0, 6]] = True
     assert index_size(VocabParams(index_fraction=0.25), CANDIDATES) == 3
-    for index in ("interference", "random", "frequency", "language_count", "oracle"):
+    for index in ("interference", "random", "frequency", "language_count", "alignment", "oracle"):
         assert len(chosen(index, truth)) == 3, index
     assert len(chosen("all")) == 12 and chosen("none") == []
 
@@ -50,6 +53,36 @@ def test_language_count_k_picks_the_most_shared_tokens_ties_by_frequency() -> No
     assert chosen("language_count") == pairs_at(4, 9, 11)
     # k = 4: the fourth is the most frequent of the three-language pairs (2, 6, 10: counts 7, 2, 6)
     assert chosen("language_count", fraction=4 / 12) == pairs_at(2, 4, 9, 11)
+
+
+def test_alignment_k_picks_the_least_aligned_pairs_ties_by_frequency() -> None:
+    # misalignment 1.0 at positions 2, 6, 11 (counts 7, 2, 4): all three
+    assert chosen("alignment") == pairs_at(2, 6, 11)
+    # k = 5: then the two at 0.9 (5 and 10, counts 30 and 6), before any lower misalignment
+    assert chosen("alignment", fraction=5 / 12) == pairs_at(2, 5, 6, 10, 11)
+    # a tie at 0.0 (0, 4, 8: counts 5, 1, 50) is broken by frequency, not position
+    order = np.argsort(-ranked_with_ties_by(UNALIGNED, COUNTS), kind="stable")
+    assert order[-3:].tolist() == [8, 0, 4]
+
+
+def test_index_size_sets_k_and_is_refused_beyond_the_candidates() -> None:
+    assert index_size(VocabParams(index_size=5), CANDIDATES) == 5
+    with pytest.raises(ValueError, match="index_size 13 exceeds this seed's 12 candidate pairs"):
+        index_size(VocabParams(index_size=13), CANDIDATES)
+
+
+def test_index_size_beyond_what_the_workload_can_hold_is_refused_at_validation() -> None:
+    most = most_candidates(VocabParams())  # 4 languages x round(0.55 x 300) shared forms
+    assert most == 4 * 165
+    with pytest.raises(ValidationError, match=f"index_size {most + 1} exceeds the candidate set .* at most {most}"):
+        VocabParams(index_size=most + 1)
+    cldr = {"workload": "cldr", "locales": ("en", "de", "fr"), "categories": ("scripts",)}
+    exact = most_candidates(VocabParams(**cldr))
+    corpus = cldr_corpus(["en", "de", "fr"], ["scripts"], 0.2, np.random.default_rng(0))
+    assert exact == len(candidate_pairs(corpus.usage())), "real data: the split's candidate set exactly"
+    assert VocabParams(**cldr, index_size=exact).index_size == exact
+    with pytest.raises(ValidationError, match="exceeds the candidate set of the cldr workload"):
+        VocabParams(**cldr, index_size=exact + 1)
 
 
 def test_size_matched_oracle_takes_the_most_frequent_contested_pairs() -> None:

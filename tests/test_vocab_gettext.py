@@ -5,6 +5,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -111,3 +114,34 @@ def test_the_catalogs_are_checked_against_the_installed_release(tmp_path, monkey
     catalog.write_bytes(original + b"\0")
     with pytest.raises(ValueError, match="sha256 mismatch"):
         gettext.check_catalogs.__wrapped__(site / "django")
+
+
+def test_a_corrupt_catalog_is_refused_naming_its_file(tmp_path: Path) -> None:
+    root = _fake_django(tmp_path / "django")
+    broken = root / "conf" / "locale" / "fr" / "LC_MESSAGES" / "django.mo"
+    broken.write_bytes(b"not a catalog")
+    with pytest.raises(ValueError, match=rf"{broken}: not a readable gettext catalog"):
+        catalog_texts(("en", "de", "fr"), root)
+
+
+@pytest.mark.integration  # the CLI in a subprocess, with a django-shaped package first on the path
+@pytest.mark.parametrize("damage", ["corrupt", "missing"])
+def test_validate_refuses_a_broken_catalog_in_one_line_exit_2(tmp_path: Path, damage: str) -> None:
+    root = _fake_django(tmp_path / "site" / "django")
+    (root / "__init__.py").write_text("")
+    catalog = root / "conf" / "locale" / "fr" / "LC_MESSAGES" / "django.mo"
+    if damage == "corrupt":
+        catalog.write_bytes(b"")
+    else:
+        catalog.unlink()
+    suite = tmp_path / "gettext.yaml"
+    suite.write_text("suite: gt\ntask: vocab\nseeds: [0]\n"
+                     "params: {workload: gettext,\n         locales: [en, de, fr]}\narms:\n  shared: {index: none}\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "harness", "validate", str(suite)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"{suite}:7: arm 'shared'" in lines[0], lines  # the arm whose params fail
+    assert (f"{catalog}: not a readable gettext catalog" if damage == "corrupt" else "unknown gettext locales ['fr']") \
+        in lines[0]

@@ -26,9 +26,11 @@ def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> Non
     assert first["status"] == "finished", first["error"]
     metrics = first["metrics"]
     for key in ("acc1@both", "contested_acc1@both", "mrr", "gate_auroc", "extra_params", "embed_cost_ratio",
-                "effective_vocabularies", "shared_drift", "interference_auroc"):
+                "effective_vocabularies", "shared_drift", "interference_auroc", "alignment_auroc", "budget/steps",
+                "budget/examples"):
         assert key in metrics
         assert VocabTask.metric_for(key) is not None
+    assert metrics["budget/steps"] == TINY["steps"] and metrics["budget/examples"] == TINY["steps"] * TINY["batch_size"]
     per_row = TINY["dim"] + (arm.get("mode", "gated") == "gated")  # a gate only in gated mode
     assert metrics["split_rows"] > 0 and metrics["extra_params"] == metrics["split_rows"] * per_row
     assert metrics["extra_bytes"] == 4 * metrics["extra_params"] and 0 <= metrics["rows_in_use"] <= metrics["split_rows"]
@@ -58,10 +60,12 @@ def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None
 def test_interference_finds_the_contested_pairs_and_the_index_takes_the_top_scores(tmp_path: Path) -> None:
     """Pins the mechanism's selection, not only its shapes: the measured conflict must rank the truly
     contested pairs high (a permuted or constant score reads ~0.5), and the split index must hold
-    exactly the highest-scoring candidates."""
+    exactly the highest-scoring candidates. On the clean workload (whole false friends only, no
+    synonyms, exact translations): graded contestedness blurs the truth for every index alike."""
     params = {"n_concepts": 60, "train_pairs": 2000, "test_pairs": 20, "dim": 16, "steps": 1,
               "interference_steps": 20, "interference_batches": 32, "measure_throughput": False,
-              "index": "interference"}
+              "index": "interference", "partial_false_friend_rate": 0.0, "synonym_rate": 0.0,
+              "alignment_noise": 0.0}
     trial = run_single(VocabTask, params, seed=0, work_root=tmp_path)
     assert trial["status"] == "finished", trial["error"]
     assert trial["metrics"]["interference_auroc"] > 0.8
@@ -88,5 +92,6 @@ def test_an_unknown_index_strategy_is_one_line_with_file_line_and_the_known_name
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {suite}:6:") and "param 'index'" in line and "conflict_top_k" in line
-    for known in ("'none'", "'interference'", "'oracle'", "'random'", "'frequency'", "'language_count'", "'all'"):
+    for known in ("'none'", "'interference'", "'oracle'", "'random'", "'frequency'", "'language_count'", "'alignment'",
+                  "'all'"):
         assert known in line, known

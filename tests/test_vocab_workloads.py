@@ -1,4 +1,5 @@
-"""Workloads: synthetic ground truth, CLDR names and their proxy truth, refusals, rank statistics."""
+"""Workloads: synthetic ground truth (graded: partial false friends, synonyms, loose translations), CLDR
+names and their proxy truth, refusals, rank statistics."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -14,6 +15,7 @@ from harness.services.seeding import numpy_stream
 from harness.tasks.vocab.cldr import cldr_corpus, display_names
 from harness.tasks.vocab.corpus import PAD
 from harness.measure.ranks import auprc, auroc
+from harness.tasks.vocab.alignment import misalignment
 from harness.tasks.vocab.synthetic import SyntheticSpec, build_lexicon, synthetic_corpus
 from harness.tasks.vocab.task import VocabTask
 
@@ -29,7 +31,8 @@ def _users(forms: np.ndarray, token: int) -> list[tuple[int, int]]:
 
 
 def test_false_friends_are_contested_and_cognates_are_not() -> None:
-    forms, contested, vocab_size = build_lexicon(SPEC, np.random.default_rng(0))
+    lexicon = build_lexicon(SPEC, np.random.default_rng(0))
+    forms, contested, vocab_size = lexicon.forms, lexicon.contested, lexicon.vocab_size
     assert contested.shape == (4, vocab_size) and contested.any()
     for token in np.flatnonzero(contested.any(0)):
         users = _users(forms, token)
@@ -55,7 +58,8 @@ def test_how_many_languages_share_a_form_is_independent_of_contestedness() -> No
     the contested share is the same at each count, and the count ranks contested pairs at chance."""
     spec = replace(SPEC, n_concepts=3000)
     sharing, truth = (np.concatenate(parts) for parts in zip(
-        *(_candidate_sharing(*build_lexicon(spec, np.random.default_rng(seed))[:2]) for seed in range(3))))
+        *(_candidate_sharing(lexicon.forms, lexicon.contested)
+          for lexicon in (build_lexicon(spec, np.random.default_rng(seed)) for seed in range(3)))))
     overall = truth.mean()
     for count in (2, 3, 4):
         at_count = truth[sharing == count]
@@ -80,7 +84,8 @@ def test_how_often_a_concept_is_drawn_is_independent_of_contestedness_unless_pla
 def test_token_ids_do_not_reveal_the_kind_of_form() -> None:
     """Ids are permuted, so an index that breaks ties by position learns nothing from them."""
     spec = replace(SPEC, n_concepts=3000)
-    forms, contested, vocab_size = build_lexicon(spec, np.random.default_rng(1))
+    lexicon = build_lexicon(spec, np.random.default_rng(1))
+    contested, vocab_size = lexicon.contested, lexicon.vocab_size
     contested_tokens = np.flatnonzero(contested.any(0))
     assert abs(auroc(np.arange(vocab_size), contested.any(0)) - 0.5) < 0.05
     assert contested_tokens.min() < vocab_size / 10 and contested_tokens.max() > 0.9 * vocab_size
@@ -149,3 +154,67 @@ def test_auroc_and_auprc_match_brute_force() -> None:
     perfect = truth.astype(float)
     assert auprc(perfect, truth) == 1.0 and auroc(perfect, truth) == 1.0
     assert auprc(np.zeros(60), truth) <= truth.mean() + 1e-12
+
+
+GRADED = replace(SPEC, partial_false_friend_rate=0.2, synonym_rate=1.0, alignment_noise=0.2)
+
+
+def test_partial_false_friends_are_contested_only_where_the_extra_sense_is() -> None:
+    lexicon = build_lexicon(replace(GRADED, n_concepts=600), np.random.default_rng(2))
+    forms, contested = lexicon.forms, lexicon.contested
+    polysemous = [(language, token) for language in range(forms.shape[0])
+                  for token in np.unique(forms[language]) if lexicon.senses(language, token).size == 2]
+    assert len(polysemous) > 20
+    for language, token in polysemous:
+        assert contested[language, token], "a form with an extra sense is contested in that language"
+        shared_sense = [set(lexicon.senses(other, token).tolist()) for other in range(forms.shape[0])
+                        if other != language and (forms[other] == token).any()]
+        assert shared_sense and all(set(lexicon.senses(language, token).tolist()) & senses
+                                    for senses in shared_sense), "it keeps the sense the others use"
+    single_sense_users = [(language, token) for language, token in zip(*np.nonzero(contested))
+                          if lexicon.senses(language, token).size == 1]
+    assert single_sense_users, "full false friends remain"
+    cognate_like = [(language, token) for language in range(forms.shape[0]) for token in np.unique(forms[language])
+                    if not contested[language, token] and contested[:, token].any()]
+    assert cognate_like, "a partial false friend's other languages use it in the shared sense only: not contested"
+
+
+def test_shared_forms_have_synonyms_written_in_a_share_of_uses() -> None:
+    lexicon = build_lexicon(GRADED, np.random.default_rng(3))
+    has = lexicon.synonym != PAD
+    assert has.any() and (lexicon.synonym_share[has] >= 0).all() and (lexicon.synonym_share[has] <= 1).all()
+    assert (lexicon.synonym_share[~has] == 0).all()
+    assert not np.isin(lexicon.synonym[has], lexicon.forms).any(), "a synonym is a form of its own"
+    corpus = synthetic_corpus(GRADED, partial(numpy_stream, 3))
+    written = np.unique(corpus.train.source)
+    assert np.isin(lexicon.synonym[has], written).mean() > 0.5, "synonyms appear in training"
+
+
+def _cue_aurocs(spec: SyntheticSpec, seed: int) -> dict[str, float]:
+    corpus = synthetic_corpus(spec, partial(numpy_stream, seed))
+    candidates = candidate_pairs(corpus.usage())
+    truth = corpus.contested[candidates.language, candidates.token]
+    return {"alignment": auroc(misalignment(corpus.train, corpus.usage(), candidates), truth),
+            "frequency": auroc(corpus.counts()[candidates.language, candidates.token], truth)}
+
+
+def test_the_alignment_count_separates_clean_false_friends_but_not_graded_ones() -> None:
+    """Known truth from the review: with every cognate translated by itself and no noise, counting
+    how often a token is on both sides of a pair ranks the contested set perfectly; graded
+    contestedness (partial senses, synonyms, loose translations) leaves it informative but imperfect."""
+    spec = replace(SPEC, n_concepts=300, train_pairs=6000)
+    assert min(_cue_aurocs(spec, seed)["alignment"] for seed in range(2)) > 0.98  # a bag may hold both senses
+    graded = [_cue_aurocs(replace(GRADED, n_concepts=300, train_pairs=6000), seed) for seed in range(2)]
+    assert all(0.65 < cue["alignment"] < 0.93 for cue in graded), graded
+    assert all(cue["frequency"] < 0.8 for cue in graded), graded
+
+
+def test_training_translations_are_loose_and_test_translations_exact() -> None:
+    noisy = synthetic_corpus(replace(SPEC, alignment_noise=0.5), partial(numpy_stream, 5))
+    clean = synthetic_corpus(SPEC, partial(numpy_stream, 5))
+    assert np.array_equal(noisy.train.source, clean.train.source), "the source side is the same bag"
+    assert not np.array_equal(noisy.train.target, clean.train.target)
+    for corpus in (noisy, clean):  # no synonyms here: every test pair renders one bag in two languages
+        assert len(corpus.test) == 6 * SPEC.test_pairs_per_language_pair
+    assert np.array_equal(noisy.test.source, clean.test.source) and np.array_equal(noisy.test.target,
+                                                                                  clean.test.target)

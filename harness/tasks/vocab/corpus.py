@@ -22,6 +22,23 @@ class ParallelSet:
     def __len__(self) -> int:
         return int(self.source_language.size)
 
+    def rows(self, index: np.ndarray, group: np.ndarray) -> "ParallelSet":
+        """The pairs at ``index`` (repeats allowed) regrouped into the pools ``group``."""
+        return ParallelSet(self.source[index], self.source_language[index], self.target[index],
+                           self.target_language[index], group)
+
+
+@dataclass(frozen=True)
+class MinimalPairs:
+    """Contested retrieval pools (``pairs.group``); only the ``scored`` pairs are queries, the rest
+    (training pairs) are candidates a query must tell its partner from."""
+
+    pairs: ParallelSet
+    scored: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.scored.sum())
+
 
 @dataclass(frozen=True)
 class Corpus:
@@ -34,6 +51,7 @@ class Corpus:
     test: ParallelSet
     contested: np.ndarray | None
     token_names: tuple[str, ...] | None = None  # the word each token id stands for, when it has one
+    minimal_pairs: MinimalPairs | None = None  # contested test pools of their own (multiway.minimal_pair_pools)
 
     @property
     def n_languages(self) -> int:

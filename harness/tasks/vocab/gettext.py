@@ -78,8 +78,11 @@ def catalog_locales(root: Path) -> list[str]:
 
 def _translations(path: Path) -> dict[tuple[str, str | None], str]:
     """(msgid, context) -> translation; plural entries by their singular forms; untranslated left out."""
-    with path.open("rb") as handle:
-        catalog = read_mo(handle)
+    try:
+        with path.open("rb") as handle:
+            catalog = read_mo(handle)
+    except Exception as exc:  # read_mo raises whatever a malformed file trips (struct, index, decode errors)
+        raise ValueError(f"{path}: not a readable gettext catalog ({type(exc).__name__}: {exc})") from exc
     out = {}
     for message in catalog:
         source = message.id[0] if isinstance(message.id, (list, tuple)) else message.id

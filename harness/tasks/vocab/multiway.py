@@ -12,6 +12,14 @@ locale pair of an entity is a translation pair; contested truth is a proxy read 
 
 Either way every held-out token is seen in its locale; an unseen token's row stays random in every
 arm, out of any index's reach.
+
+Contested retrieval is scored on minimal-pair pools, as the synthetic workload's twins are: for a
+locale pair (a, b) and a word contested in a or b that both write, every pair of that locale pair
+(held out or not) with the word on a's side or on b's side joins one pool, kept where the word is
+on each side somewhere in it. The held-out pairs are the queries; the training pairs are
+candidates only. Each query meets as distractors exactly the sentences its shared word would
+confuse it with; in the locale pair's whole held-out pool those few are lost among hundreds of
+unrelated candidates, or absent when training holds them.
 """
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from harness.tasks.vocab.corpus import PAD, Corpus, ParallelSet, pad_sentences
+from harness.tasks.vocab.corpus import PAD, Corpus, MinimalPairs, ParallelSet, pad_sentences
 
 HeldOut = Literal["translations", "entities"]
 _WORD = re.compile(r"\w+")
@@ -29,6 +37,17 @@ _WORD = re.compile(r"\w+")
 
 def tokenize(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
+
+
+def candidate_count(texts: Sequence[Sequence[str]]) -> int:
+    """How many (locale, word) pairs of ``texts[entity][locale]`` write a word two or more locales
+    write: the candidate set of every split (each held-out word stays in training in its locale)."""
+    locales_of: dict[str, set[int]] = {}
+    for entity in texts:
+        for locale, text in enumerate(entity):
+            for word in tokenize(text):
+                locales_of.setdefault(word, set()).add(locale)
+    return sum(len(locales) for locales in locales_of.values() if len(locales) >= 2)
 
 
 def multiway_corpus(name: str, locales: Sequence[str], texts: Sequence[Sequence[str]], held_out: HeldOut,
@@ -58,7 +77,27 @@ def multiway_corpus(name: str, locales: Sequence[str], texts: Sequence[Sequence[
 
     contested = disjoint_meaning_tokens(tokenized, n_lang, vocab_size)
     names = ("<pad>", *vocabulary)
-    return Corpus(name, tuple(locales), vocab_size, pairs(~is_test), pairs(is_test), contested, names)
+    pools = minimal_pair_pools(pairs(np.ones_like(is_test)), is_test, contested)
+    return Corpus(name, tuple(locales), vocab_size, pairs(~is_test), pairs(is_test), contested, names, pools)
+
+
+def minimal_pair_pools(pairs: ParallelSet, held_out: np.ndarray, contested: np.ndarray) -> MinimalPairs:
+    """For each locale pool of ``pairs`` and each word contested in either of its locales, the pairs
+    with the word on one side or the other as one retrieval pool, kept where the word is on each side
+    somewhere in it and some pair is held out; the held-out ones are scored."""
+    index: list[np.ndarray] = []
+    for pool in np.unique(pairs.group):
+        members = np.flatnonzero(pairs.group == pool)
+        a, b = int(pairs.source_language[members[0]]), int(pairs.target_language[members[0]])
+        for token in np.flatnonzero(contested[a] | contested[b]):
+            on_a = (pairs.source[members] == token).any(1)
+            on_b = (pairs.target[members] == token).any(1)
+            chosen = members[on_a | on_b]
+            if on_a.any() and on_b.any() and held_out[chosen].any():
+                index.append(chosen)
+    rows = np.concatenate(index) if index else np.zeros(0, dtype=np.int64)
+    group = np.repeat(np.arange(len(index)), [len(chosen) for chosen in index])
+    return MinimalPairs(pairs.rows(rows, group), held_out[rows])
 
 
 def _held_out_translations(translations: list[tuple[int, int]], language_pairs: list[tuple[int, int]],

@@ -11,6 +11,7 @@ from typing import Literal, Mapping
 
 import numpy as np
 import torch
+from scipy.stats import rankdata
 from pydantic import Field, field_validator, model_validator
 
 from harness.measure.memory import tensor_bytes
@@ -20,9 +21,11 @@ from harness.mechanisms.vocab.index import save_index
 from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs, top_pairs
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
 from harness.tasks.base import DetailScatter, Metric, ParetoView, Task, TaskParams, TrialContext
-from harness.tasks.vocab.cldr import CATEGORIES, MIN_LOCALES, cldr_corpus
+from harness.tasks.vocab.alignment import misalignment
+from harness.tasks.vocab.cldr import CATEGORIES, MIN_LOCALES, cldr_corpus, display_names
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
-from harness.tasks.vocab.gettext import catalog_locales, catalog_root, gettext_corpus
+from harness.tasks.vocab.gettext import catalog_locales, catalog_root, catalog_texts, gettext_corpus
+from harness.tasks.vocab.multiway import candidate_count
 from harness.tasks.vocab.interference_scores import measure_interference
 from harness.measure.ranks import auprc, auroc, spearman
 from harness.tasks.vocab.retrieval import retrieval_metrics, retrieval_ranks
@@ -32,7 +35,8 @@ from harness.tasks.vocab.training import TrainConfig, batches, encode, initial_t
 
 WORKLOAD_FIELDS = {
     "synthetic": ("n_languages", "n_concepts", "cognate_rate", "false_friend_rate", "false_friend_boost",
-                  "frequency_spread", "min_length", "max_length", "train_pairs", "test_pairs", "twin_fraction"),
+                  "frequency_spread", "min_length", "max_length", "train_pairs", "test_pairs", "twin_fraction",
+                  "partial_false_friend_rate", "synonym_rate", "alignment_noise"),
     "cldr": ("locales", "categories", "test_fraction"),
     "gettext": ("locales", "test_fraction"),
 }
@@ -53,6 +57,12 @@ class VocabParams(TaskParams):
     train_pairs: int = Field(20000, ge=16)
     test_pairs: int = Field(300, ge=2, description="held-out pairs per language pair")
     twin_fraction: float = Field(0.5, ge=0.0, le=1.0, description="test pairs built as false-friend twins")
+    partial_false_friend_rate: float = Field(0.2, ge=0.0, le=1.0, description="share of concepts given a cognate "
+                                             "form that also means another concept in some of its languages")
+    synonym_rate: float = Field(1.0, ge=0.0, le=1.0, description="each language writes its own synonym in place "
+                                "of a cognate in a share of its uses drawn uniformly from [0, synonym_rate]")
+    alignment_noise: float = Field(0.2, ge=0.0, le=1.0, description="chance that a training target's concept "
+                                   "slot is a random concept (loose translations)")
     # CLDR display names and gettext catalogs ("en": the msgid)
     locales: tuple[str, ...] = ("en", "de", "fr", "es", "it", "nl")
     categories: tuple[str, ...] = CATEGORIES
@@ -64,12 +74,15 @@ class VocabParams(TaskParams):
     lr: float = Field(0.02, gt=0.0)
     scale: float = Field(20.0, gt=0.0)
     # split vocabulary
-    index: Literal["none", "interference", "oracle", "random", "frequency", "language_count", "all"] = Field(
-        "none", description="which pairs get a private row: interference, oracle, random, frequency and "
-                            "language_count all pick the same number k (index_fraction of the candidates); "
-                            "all = every candidate")
+    index: Literal["none", "interference", "oracle", "random", "frequency", "language_count", "alignment",
+                   "all"] = Field(
+        "none", description="which pairs get a private row: interference, oracle, random, frequency, "
+                            "language_count and alignment all pick the same number k (index_size, or "
+                            "index_fraction of the candidates); all = every candidate")
     mode: Literal["gated", "fused"] = "gated"
     index_fraction: float = Field(0.25, gt=0.0, le=1.0, description="share k of candidate pairs split")
+    index_size: int | None = Field(None, ge=1, description="k itself, in place of index_fraction; refused where "
+                                                           "it exceeds the candidate set")
     l1_weight: float = Field(0.001, ge=0.0, description="weight of the mean-gate L1 (the seed's penalty())")
     fusion_weight: float = Field(0.01, ge=0.0, description="weight of the mean group lasso toward each token's consensus row")
     gate_init: float = Field(0.0, ge=-20.0, le=20.0, description="initial gate logit (sigmoid saturates beyond +-20)")
@@ -109,17 +122,35 @@ class VocabParams(TaskParams):
             if len(self.locales) < 2:
                 raise ValueError(f"the gettext workload needs at least 2 locales, got {list(self.locales)}")
             refuse_unknown("gettext locales", self.locales, catalog_locales(catalog_root()))
+            catalog_texts(tuple(self.locales), catalog_root())  # a corrupt catalog is refused here, not mid-run
         if self.batch_size > self.train_pairs:
             raise ValueError(f"batch_size {self.batch_size} exceeds train_pairs {self.train_pairs}")
+        if self.index_size is not None and self.index_size > most_candidates(self):
+            raise ValueError(f"index_size {self.index_size} exceeds the candidate set of the {self.workload} "
+                             f"workload: at most {most_candidates(self)} (language, token) pairs whose token two or "
+                             f"more languages use")
         return self
+
+
+def most_candidates(params: VocabParams) -> int:
+    """The largest candidate set the workload can give any seed: exact for the real-data workloads
+    (every split keeps each word in training in its locale), n_languages x shared forms for the
+    synthetic one (a seed's forms may have fewer languages, refused when its trial starts)."""
+    if params.workload == "cldr":
+        entities = display_names(params.locales, params.categories)
+        return candidate_count([[entity[code] for code in params.locales] for entity in entities])
+    if params.workload == "gettext":
+        return candidate_count(catalog_texts(tuple(params.locales), catalog_root()))
+    rates = params.cognate_rate + params.false_friend_rate + params.partial_false_friend_rate
+    return params.n_languages * int(round(rates * params.n_concepts))
 
 
 class VocabTask(Task):
     name = "vocab"
-    # 7: synthetic sharing structure randomised (no trivial cue), language_count index, CLDR holds out
-    # pairs whose sentences train with other partners; the gettext workload (django's catalogs) came
-    # later in 7: a new option that leaves every other workload's outputs as they were
-    version = "7"
+    # 8: graded contestedness in the synthetic workload (partial false friends, synonyms for
+    # cognates, loose training translations), the alignment index, contested minimal-pair pools in
+    # the real-data workloads' tests, budget metrics
+    version = "8"
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
@@ -128,7 +159,9 @@ class VocabTask(Task):
            key=True),
         Metric("mrr", "higher", "fraction", "quality", "mean reciprocal rank of the partner, both ways averaged"),
         Metric("contested_acc1", "higher", "fraction", "quality",
-           "acc1 on held-out pairs containing a truly contested (language, token) on either side", key=True),
+           "acc1 on held-out pairs containing a truly contested (language, token) on either side (real data: "
+           "retrieved within contested minimal-pair pools, each pair against the others that share its word)",
+           key=True),
         Metric("contested_mrr", "higher", "fraction", "quality", "mrr on pairs with a contested token"),
         Metric("gate_auroc", "higher", "fraction", "quality",
            "AUROC of per-pair openness (gate; fusion: distance from the token's consensus row) vs truth", key=True),
@@ -139,8 +172,16 @@ class VocabTask(Task):
                "AUROC of a candidate's training count vs truth: how much frequency-k can know (0.5: nothing)"),
         Metric("language_count_auroc", "none", "fraction", "info",
                "AUROC of the number of languages using a candidate's token vs truth (0.5: no cue)"),
+        Metric("alignment_auroc", "none", "fraction", "info",
+               "AUROC of a candidate's misalignment (how rarely its token is on both sides of a training pair "
+               "whose languages both use it) vs truth: how much alignment-k can know"),
+        Metric("budget/steps", "none", "count", "info", "optimizer steps the arm trained (the interference "
+                                                        "warm-up, shared by a seed's arms, not counted)"),
+        Metric("budget/examples", "none", "count", "info", "training pairs the arm's batches held (steps x batch)"),
         Metric("test_pairs", "none", "count", "info", "held-out pairs"),
-        Metric("contested_test_pairs", "none", "count", "info", "held-out pairs with a contested token"),
+        Metric("contested_test_pairs", "none", "count", "info",
+               "held-out pairs with a contested token (real data: queries in the minimal-pair pools)"),
+        Metric("contested_pools", "none", "count", "info", "contested minimal-pair pools (real-data workloads)"),
         Metric("test_tokens_seen", "none", "fraction", "info",
                "share of held-out tokens that training shows in their language (unseen rows stay random)"),
         Metric("gate_interference_spearman", "higher", "correlation", "info",
@@ -198,17 +239,20 @@ class VocabTask(Task):
         )
         counts = corpus.counts()[candidates.language, candidates.token]
         sharing = corpus.usage().sum(0)[candidates.token]
-        chosen = choose_index(params, candidates, scores, truth, counts, sharing, ctx.numpy_stream("random-index"))
+        unaligned = misalignment(corpus.train, corpus.usage(), candidates)
+        chosen = choose_index(params, candidates, scores, truth, counts, sharing, unaligned,
+                              ctx.numpy_stream("random-index"))
         chosen_scores = scores_of(chosen, candidates, scores)
         table = initial_table(corpus.vocab_size, params.dim, ctx.stream("initial-table"), device)
         model = StaticEmbedder(table, PAD, split=self._split(params, corpus, chosen, chosen_scores, ctx),
                                use_gate=params.mode == "gated").to(device)
         stream = batches(corpus.train, params.batch_size, ctx.numpy_stream("batches"), device)
         final_loss = train(model, stream, config, ctx, name="train", log_every=params.log_every)
-        metrics: dict[str, float] = {"train_loss": final_loss}
+        metrics: dict[str, float] = {"train_loss": final_loss, "budget/steps": float(params.steps),
+                                     "budget/examples": float(params.steps * params.batch_size)}
         metrics.update(evaluate_retrieval(model, corpus, device))
         metrics.update(diagnose(model, params, corpus, candidates, scores, truth, chosen, table))
-        metrics.update(cue_strength(truth, counts, sharing))
+        metrics.update(cue_strength(truth, counts, sharing, unaligned))
         metrics.update(held_out_coverage(corpus))
         ctx.logger.record("index", {"candidates": len(candidates), "split_rows": len(chosen),
                                     "contested_candidates": int(truth.sum()) if truth is not None else None})
@@ -247,7 +291,8 @@ def build_corpus(params: VocabParams, ctx: TrialContext) -> Corpus:
         return gettext_corpus(params.locales, params.test_fraction, ctx.numpy_stream("gettext-split"))
     spec = SyntheticSpec(params.n_languages, params.n_concepts, params.cognate_rate, params.false_friend_rate,
                          params.false_friend_boost, params.frequency_spread, params.min_length, params.max_length,
-                         params.train_pairs, params.test_pairs, params.twin_fraction)
+                         params.train_pairs, params.test_pairs, params.twin_fraction,
+                         params.partial_false_friend_rate, params.synonym_rate, params.alignment_noise)
     return synthetic_corpus(spec, ctx.numpy_stream)
 
 
@@ -261,12 +306,22 @@ def interference_identity(params: VocabParams) -> dict[str, object]:
 
 
 def index_size(params: VocabParams, candidates: CandidatePairs) -> int:
-    """k: the budget every sized index (interference, oracle, random, frequency) spends."""
+    """k: the budget every sized index spends (``index_size``, else ``index_fraction`` of the candidates)."""
+    if params.index_size is not None:
+        if params.index_size > len(candidates):
+            raise ValueError(f"index_size {params.index_size} exceeds this seed's {len(candidates)} candidate pairs")
+        return params.index_size
     return min(max(int(round(params.index_fraction * len(candidates))), 1), len(candidates))
 
 
+def ranked_with_ties_by(primary: np.ndarray, tie_break: np.ndarray) -> np.ndarray:
+    """A key ordering by ``primary``, then by the non-negative integer ``tie_break`` (then by position)."""
+    return rankdata(primary, method="dense") * (float(tie_break.max(initial=0)) + 1.0) + tie_break
+
+
 def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.ndarray, truth: np.ndarray | None,
-                 counts: np.ndarray, sharing: np.ndarray, rng: np.random.Generator) -> CandidatePairs:
+                 counts: np.ndarray, sharing: np.ndarray, unaligned: np.ndarray,
+                 rng: np.random.Generator) -> CandidatePairs:
     """The arm's split pairs. Every sized index has exactly k pairs (``index_size``):
 
     - interference: the k highest conflict scores (measured on the control);
@@ -275,6 +330,8 @@ def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.nda
       where the data is, with no notion of conflict);
     - language_count: the k candidates whose token the most languages use in training (``sharing``),
       ties broken by ``counts`` (a trivial index: a widely shared form looks like a place to split);
+    - alignment: the k candidates most rarely translated by their own token (``unaligned``, from
+      ``alignment.misalignment``), ties broken by ``counts`` (a trivial index read off the bitext);
     - oracle: the true contested candidates, most frequent first, cut at k, and topped up with the
       most frequent other candidates when fewer than k are contested (an upper bound at the budget).
     """
@@ -291,18 +348,22 @@ def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.nda
     if params.index == "frequency":
         return top_pairs(candidates, counts.astype(np.float64), size)
     if params.index == "language_count":
-        return top_pairs(candidates, sharing * (float(counts.max(initial=0)) + 1.0) + counts, size)
+        return top_pairs(candidates, ranked_with_ties_by(sharing, counts), size)
+    if params.index == "alignment":
+        return top_pairs(candidates, ranked_with_ties_by(unaligned, counts), size)
     if truth is None:
         raise ValueError(f"the oracle index needs a workload with a known contested set, not {params.workload}")
     # Contested first (a key above any count), then by count; ties by position (stable).
     return top_pairs(candidates, counts.astype(np.float64) + truth * (float(counts.max(initial=0)) + 1.0), size)
 
 
-def cue_strength(truth: np.ndarray | None, counts: np.ndarray, sharing: np.ndarray) -> dict[str, float]:
+def cue_strength(truth: np.ndarray | None, counts: np.ndarray, sharing: np.ndarray,
+                 unaligned: np.ndarray) -> dict[str, float]:
     """How well each trivial index's key alone ranks the contested candidates (0.5: no cue)."""
     if truth is None:
         return {}
-    return {"frequency_auroc": auroc(counts, truth), "language_count_auroc": auroc(sharing, truth)}
+    return {"frequency_auroc": auroc(counts, truth), "language_count_auroc": auroc(sharing, truth),
+            "alignment_auroc": auroc(unaligned, truth)}
 
 
 def held_out_coverage(corpus: Corpus) -> dict[str, float]:
@@ -314,6 +375,10 @@ def held_out_coverage(corpus: Corpus) -> dict[str, float]:
                                 np.repeat(test.target_language, test.target.shape[1])])
     real = tokens != PAD
     metrics = {"test_pairs": float(len(test)), "test_tokens_seen": float(seen[languages[real], tokens[real]].mean())}
+    if corpus.minimal_pairs is not None:
+        metrics["contested_test_pairs"] = float(len(corpus.minimal_pairs))
+        metrics["contested_pools"] = float(np.unique(corpus.minimal_pairs.pairs.group).size)
+        return metrics
     contested = corpus.contested_pairs_mask(test)
     if contested is not None:
         metrics["contested_test_pairs"] = float(contested.sum())
@@ -325,6 +390,12 @@ def evaluate_retrieval(model: StaticEmbedder, corpus: Corpus, device: torch.devi
     forward, backward = retrieval_ranks(encode(model, test.source, test.source_language, device),
                                         encode(model, test.target, test.target_language, device), test.group)
     metrics = retrieval_metrics(forward, backward, np.ones(len(test), dtype=bool), prefix="")
+    if corpus.minimal_pairs is not None:
+        pools = corpus.minimal_pairs.pairs
+        forward, backward = retrieval_ranks(encode(model, pools.source, pools.source_language, device),
+                                            encode(model, pools.target, pools.target_language, device), pools.group)
+        metrics.update(retrieval_metrics(forward, backward, corpus.minimal_pairs.scored, prefix="contested_"))
+        return metrics
     contested = corpus.contested_pairs_mask(test)
     if contested is not None:
         metrics.update(retrieval_metrics(forward, backward, contested, prefix="contested_"))
