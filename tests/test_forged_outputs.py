@@ -18,7 +18,7 @@ from harness.cli import main
 from harness.cli.outputs import append_step_summary, output_problem
 from harness.gating.gate import GateCheck, GateResult
 from harness.gating.report import junit_xml, render_markdown
-from harness.metrics import tracking_name
+from harness.metrics import metric_key_problem, tracking_name
 from test_hostile_input import TOY, refused, write
 
 FORGED = "acc\n**Totals:** claims 9 PASS\x1b[2J<img src=x onerror=alert(1)>]]>\x00"
@@ -88,3 +88,13 @@ def test_the_step_summary_never_waits_on_a_fifo_and_output_paths_must_be_regular
     append_step_summary("one")
     append_step_summary("two")
     assert regular.read_text() == "one\n\ntwo\n\n"
+
+
+@pytest.mark.parametrize("key", ["budget/steps", "at_bound/gain", "nmse@1024", "layer_auroc@1"])
+def test_namespaced_and_qualified_metric_names_are_plain_names(key):
+    assert metric_key_problem(key) is None
+
+
+@pytest.mark.parametrize("key", ["/steps", "budget/steps@a/b", "a b", "budget\\steps"])
+def test_a_name_that_only_looks_namespaced_is_refused(key):
+    assert metric_key_problem(key) is not None
