@@ -423,18 +423,21 @@ def pareto_figures(results: RunResults) -> list[FigureSpec]:
                     continue
                 series.append(Series(label, (xs.mean,), (ys.mean,), (ys.interval.low,), (ys.interval.high,)))
             if len(series) >= 2:
-                x_spec, y_spec = results.spec_for(view.x), results.spec_for(view.y)
-                figures.append(
-                    FigureSpec(
-                        name=f"pareto_{view.y}_vs_{view.x}{_suffix(point, points)}",
-                        title=_title(results, f"{view.title}, mean over seeds (95% CI)", point, points),
-                        xlabel=axis_label(view.x, x_spec.unit, x_spec.direction),
-                        ylabel=axis_label(view.y, y_spec.unit, y_spec.direction),
-                        series=tuple(series),
-                        style="points",
-                    )
-                )
+                figures.append(_pareto_figure(results, view, point, points, series))
     return figures
+
+
+def _pareto_figure(results: RunResults, view: ParetoView, point: str, points: list[str],
+                   series: list[Series]) -> FigureSpec:
+    x_spec, y_spec = results.spec_for(view.x), results.spec_for(view.y)
+    return FigureSpec(
+        name=f"pareto_{view.y}_vs_{view.x}{_suffix(point, points)}",
+        title=_title(results, f"{view.title}, mean over seeds (95% CI)", point, points),
+        xlabel=axis_label(view.x, x_spec.unit, x_spec.direction),
+        ylabel=axis_label(view.y, y_spec.unit, y_spec.direction),
+        series=tuple(series),
+        style="points",
+    )
 
 
 def _pareto_per_qualifier(results: RunResults, view: ParetoView, keys: list[str]) -> list[FigureSpec]:
@@ -454,15 +457,7 @@ def _pareto_per_qualifier(results: RunResults, view: ParetoView, keys: list[str]
                 x, y, low, high = zip(*sorted(placed))
                 series.append(Series(f"{axis} {key.split('@', 1)[1]}", x, y, low, high))
         if series:
-            x_spec, y_spec = results.spec_for(view.x), results.spec_for(view.y)
-            figures.append(FigureSpec(
-                name=f"pareto_{view.y}_vs_{view.x}{_suffix(point, points)}",
-                title=_title(results, f"{view.title}, mean over seeds (95% CI)", point, points),
-                xlabel=axis_label(view.x, x_spec.unit, x_spec.direction),
-                ylabel=axis_label(view.y, y_spec.unit, y_spec.direction),
-                series=tuple(series),
-                style="points",
-            ))
+            figures.append(_pareto_figure(results, view, point, points, series))
     return figures
 
 
