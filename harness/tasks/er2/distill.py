@@ -23,7 +23,24 @@ ERROR_DIRECTED_WEIGHTS = {
     "orthogonality": 0.01,
 }
 
-Capture = dict[str, Tensor]  # q, k, v and the teacher's attention output "out"
+Capture = dict[str, Tensor]  # q, k, v, the teacher's attention output "out"; optionally "answers" [B,T]
+
+
+def at_answers(tensor: Tensor, answers: Tensor) -> Tensor:
+    """[B,H,T,X] -> [1,H,N,X]: the N answer positions of the batch as one sequence, heads kept."""
+    return tensor.transpose(1, 2)[answers].transpose(0, 1).unsqueeze(0)
+
+
+def scored_outputs(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> tuple[Tensor, dict, Tensor]:
+    """(output, parts, teacher output) where the layer is scored: every position, or only the answers
+    when the capture marks them (recall distilled on what it is scored on, not on filler)."""
+    output, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
+    teacher = capture["out"]
+    if "answers" not in capture:
+        return output, parts, teacher
+    answers = capture["answers"]
+    parts = {name: None if part is None else at_answers(part, answers) for name, part in parts.items()}
+    return parts["output"], parts, at_answers(teacher, answers)
 
 
 def output_nmse(prediction: Tensor, target: Tensor) -> Tensor:
@@ -38,8 +55,7 @@ def output_cosine(prediction: Tensor, target: Tensor) -> Tensor:
 
 def transfer_loss(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> tuple[Tensor, dict[str, float]]:
     """nmse + 0.1 (1 - cosine), plus the error-directed terms when the layer has a residual memory."""
-    output, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
-    teacher = capture["out"]
+    output, parts, teacher = scored_outputs(layer, capture)
     nmse = output_nmse(output, teacher)
     loss = nmse + 0.1 * (1.0 - output_cosine(output, teacher))
     terms = {"nmse": float(nmse.detach())}
@@ -67,6 +83,14 @@ def mean_abs_gain(layer: SelectiveCompressedPDelta2Layer) -> float:
     if layer.residual_gain is None:
         return 0.0
     return float(layer.residual_gain.detach().clamp(-GAIN_LIMIT, GAIN_LIMIT).abs().mean())
+
+
+def budget_metrics(layer: SelectiveCompressedPDelta2Layer, steps: float, batch: int) -> dict[str, float]:
+    """The fair-arm facts of a distilled arm: the optimizer steps and sequences it trained on, and the
+    fraction of its residual gains at or past the clamp, where they get no gradient (0 without a residual)."""
+    gain = layer.residual_gain
+    at_bound = 0.0 if gain is None else float((gain.detach().abs() >= GAIN_LIMIT).float().mean())
+    return {"budget/steps": float(steps), "budget/examples": float(steps) * batch, "at_bound/gain": at_bound}
 
 
 def distil_step(
@@ -100,10 +124,10 @@ def output_fidelity(output: Tensor, teacher: Tensor) -> dict[str, float]:
 @torch.no_grad()
 def fidelity(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> dict[str, float]:
     """Output NMSE, cosine and the hard-position NMSE of a layer against the teacher's output."""
-    output, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
-    losses = layer.error_directed_losses(parts, capture["out"], HARD_FRACTION, HARD_BOOST)
+    output, parts, teacher = scored_outputs(layer, capture)
+    losses = layer.error_directed_losses(parts, teacher, HARD_FRACTION, HARD_BOOST)
     return {
-        **output_fidelity(output, capture["out"]),
+        **output_fidelity(output, teacher),
         "hard_teacher_nmse": float(losses["hard_teacher_nmse"]),
         "gate_mean": float(parts["gate"].mean()) if parts["gate"] is not None else 0.0,  # none: no correction
     }

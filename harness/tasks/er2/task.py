@@ -24,8 +24,9 @@ from harness.mechanisms.pdelta.ops.attention import local_window_attention
 from harness.mechanisms.pdelta.ops.common import MAX_CHUNK
 from harness.tasks.base import Metric, ParetoView, Task, TaskParams, TrialContext
 from harness.tasks.er2.consistency import decode_prefill_agreement
+from harness.tasks.er2.constructed import ConstructedRecallWorkload, ConstructedTeacher, load_metrics, temperature_problem
 from harness.tasks.er2.data import PASSKEY_SPAN
-from harness.tasks.er2.distill import cosine, distil_step, fidelity, output_fidelity
+from harness.tasks.er2.distill import budget_metrics, cosine, distil_step, fidelity, output_fidelity
 from harness.tasks.er2.positions import fed_capture, fed_mixer
 from harness.tasks.er2.recipe import Convergence
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
@@ -33,6 +34,7 @@ from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRe
 from harness.tasks.er2.workloads import Workload, capture, make_workload
 
 CONTEXT = "context (tokens)"
+LOAD = "bindings per sequence"
 KV_BYTES = 2  # the teacher's KV cache is fp16
 
 
@@ -96,6 +98,15 @@ class ER2Params(TaskParams):
     # log-uniformly from (low, high), so one teacher per seed serves every point of a bindings sweep
     # (its cache key names the mixture, not the point). None: the teacher trains at recall_pairs.
     recall_teacher_pairs: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
+    # trained: a small LM trained on the workload; constructed (recall only): one attention head set by hand
+    # to recall exactly at any load (constructed.py), with code_dim-dimensional key and value codes
+    teacher: Literal["trained", "constructed"] = "trained"
+    code_dim: int = Field(32, ge=2, description="constructed teacher: the head dim its key and value codes live in")
+    constructed_temperature: float = Field(
+        40.0, gt=0, description="constructed teacher: softmax temperature, checked against the exact-recall bound")
+    # Constructed teacher: the loads (bindings per sequence) scored within each trial; the arms distil on a
+    # log-uniform mixture from the lightest to the heaviest. None: recall_pairs alone.
+    recall_loads: tuple[Annotated[int, Field(ge=1)], ...] | None = Field(None, min_length=1)
     measure_speed: bool = True
     speed_min_time: float = Field(0.1, gt=0)
     # prefill and decode against SDPA
@@ -114,9 +125,8 @@ class ER2Params(TaskParams):
                              f"({self.decay_steps})")
         if self.probe_layer >= self.teacher_layers:
             raise ValueError(f"probe_layer ({self.probe_layer}) must be below teacher_layers ({self.teacher_layers})")
-        head_dim = self.teacher_dim // self.teacher_heads
-        if self.residual_mode == "compressed" and self.code_rank > head_dim:
-            raise ValueError(f"code_rank ({self.code_rank}) exceeds the head dim ({head_dim} = teacher_dim / teacher_heads)")
+        if self.residual_mode == "compressed" and self.code_rank > self.head_dim:
+            raise ValueError(f"code_rank ({self.code_rank}) exceeds the head dim ({self.head_dim})")
         if self.workload == "passkey":
             shortest = min(self.train_context, self.teacher_context or self.train_context, self.passkey_short_context)
             if shortest < PASSKEY_SPAN:
@@ -124,17 +134,45 @@ class ER2Params(TaskParams):
                                  f"(train_context {self.train_context}, teacher_context {self.teacher_context}, "
                                  f"passkey_short_context {self.passkey_short_context})")
         if self.workload == "recall":
-            if self.recall_pairs > self.recall_keys:
-                raise ValueError(f"recall_pairs ({self.recall_pairs}) exceeds recall_keys ({self.recall_keys})")
-            shortest = min(self.train_context, self.teacher_context or self.train_context)
-            if 2 * self.recall_pairs + 2 > shortest:
-                raise ValueError(f"{self.recall_pairs} recall pairs need contexts of at least {2 * self.recall_pairs + 2} "
-                                 f"tokens (train_context {self.train_context}, teacher_context {self.teacher_context})")
+            for pairs in self.loads:
+                if pairs > self.recall_keys:
+                    raise ValueError(f"{pairs} recall bindings exceed recall_keys ({self.recall_keys})")
+                shortest = min(self.train_context, self.teacher_context or self.train_context)
+                if 2 * pairs + 2 > shortest:
+                    raise ValueError(f"{pairs} recall bindings need contexts of at least {2 * pairs + 2} tokens "
+                                     f"(train_context {self.train_context}, teacher_context {self.teacher_context})")
             if self.recall_teacher_pairs is not None:
                 self._check_teacher_mixture()
         elif self.recall_teacher_pairs is not None:
             raise ValueError("recall_teacher_pairs applies to the recall workload only")
+        if self.teacher == "constructed":
+            self._check_constructed()
+        elif self.recall_loads is not None:
+            raise ValueError("recall_loads applies to the constructed teacher only (teacher: constructed)")
         return self
+
+    def _check_constructed(self) -> None:
+        """Recall only, nothing to train or un-rotate, and a temperature that recalls the heaviest load exactly."""
+        if self.workload != "recall":
+            raise ValueError(f"teacher: constructed exists for the recall workload only (workload is {self.workload})")
+        if self.recall_teacher_pairs is not None:
+            raise ValueError("recall_teacher_pairs trains a teacher: the constructed teacher is set by hand")
+        if self.qk_positions != "rotated":
+            raise ValueError("the constructed teacher's q/k carry no rotation: qk_positions must stay 'rotated' "
+                             "(the q/k the probe attends with)")
+        problem = temperature_problem(self.constructed_temperature, max(self.loads), self.recall_keys, self.code_dim)
+        if problem:
+            raise ValueError(problem)
+
+    @property
+    def loads(self) -> tuple[int, ...]:
+        """The bindings per sequence the arms are scored at (recall)."""
+        return tuple(self.recall_loads) if self.recall_loads is not None else (self.recall_pairs,)
+
+    @property
+    def head_dim(self) -> int:
+        """The probe layer's head dim: the constructed teacher's code dim, or the trained teacher's."""
+        return self.code_dim if self.teacher == "constructed" else self.teacher_dim // self.teacher_heads
 
     def _check_teacher_mixture(self) -> None:
         """The teacher's range must be drawable: ordered, within the keys, fitting the teacher's context."""
@@ -157,7 +195,8 @@ class ER2Task(Task):
     name = "er2"
     # 5: decode runs the fused C kernel where it builds (decode_fused), eager latency beside it
     # 6: the converged schedule, a learning rate of the residual gain's own, qk_positions
-    version = "6"
+    # 7: the constructed MQAR teacher, scored per load; budget/* and at_bound/gain on every distilled arm
+    version = "7"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
@@ -221,6 +260,20 @@ class ER2Task(Task):
         Metric("distil_steps", "none", "steps", "info", "distillation steps run (the converged schedule stops itself)"),
         Metric("distil_converged", "none", "fraction", "info",
                "1 when the converged schedule's criterion held before its cap (cosine: 0)"),
+        Metric("budget/steps", "none", "steps", "info", "optimizer steps the distilled arm trained"),
+        Metric("budget/examples", "none", "sequences", "info", "sequences the distilled arm trained on (steps x batch)"),
+        Metric("at_bound/gain", "none", "fraction", "info",
+               "fraction of the residual gains at or past the clamp (no gradient there); 0 without a residual"),
+        Metric("load_recall", "higher", "accuracy", "quality",
+               "constructed teacher: recall at the training context with this many bindings per sequence", key=True,
+               axis=LOAD),
+        Metric("load_teacher_recall", "none", "accuracy", "info", "constructed teacher: the teacher's recall per load",
+               axis=LOAD),
+        Metric("load_guess_recall", "none", "accuracy", "info",
+               "constructed teacher: recall of guessing a value shown in the context, per load", axis=LOAD),
+        Metric("load_recall_min", "higher", "accuracy", "quality", "constructed teacher: the lowest recall over the loads"),
+        Metric("load_recall_drop", "none", "fraction", "info",
+               "constructed teacher: recall lost from the lightest load to the heaviest, relative to the lightest"),
     )
     # MQAR under load: each arm's recall against the bytes it keeps (none < raw = compressed = window)
     pareto_views = (ParetoView("state_bytes", "train_context_recall", "recall at the training context against state bytes"),)
@@ -235,7 +288,8 @@ class ER2Task(Task):
         if params.layer == "guess" and params.workload != "recall":
             raise ValueError("the guess-from-context baseline exists only on the recall workload")
         device = ctx.device
-        workload = make_workload(params)
+        workload = ConstructedRecallWorkload(params.loads, params.recall_keys) if params.teacher == "constructed" \
+            else make_workload(params)
         teacher = self._teacher(params, workload, ctx)
         # Built in every arm: the window arm's cache gets exactly this layer's state bytes.
         layer = SelectiveCompressedPDelta2Layer(
@@ -285,8 +339,10 @@ class ER2Task(Task):
         metrics.update(self._quality(params, workload, teacher, mixer, ctx))
         return metrics
 
-    def _teacher(self, params: ER2Params, workload: Workload, ctx: TrialContext) -> TeacherLM:
-        """Trained once per seed and shared by the arms (cached)."""
+    def _teacher(self, params: ER2Params, workload: Workload, ctx: TrialContext) -> TeacherLM | ConstructedTeacher:
+        """Trained once per seed and shared by the arms (cached); or constructed, nothing to train."""
+        if params.teacher == "constructed":
+            return ConstructedTeacher(workload.layout, params.code_dim, params.constructed_temperature).to(ctx.device)
         config = TeacherConfig(
             vocab_size=workload.vocab_size, model_dim=params.teacher_dim, num_layers=params.teacher_layers,
             num_heads=params.teacher_heads, num_kv_heads=params.teacher_kv_heads, probe_layer=params.probe_layer,
@@ -328,8 +384,9 @@ class ER2Task(Task):
         if stop is not None:
             ctx.logger.record("convergence", {"converged_at": stop.converged_at, "decay_start": stop.decay_start,
                                               "last_change": stop.last_change})
-        return {"final_train_loss": final["loss"], "distil_steps": final.get("steps_run", float(params.steps)),
-                "distil_converged": float(converged)}
+        steps = final.get("steps_run", float(params.steps))
+        return {"final_train_loss": final["loss"], "distil_steps": steps, "distil_converged": float(converged),
+                **budget_metrics(layer, steps, params.batch)}
 
     def _quality(self, params: ER2Params, workload: Workload, teacher: TeacherLM, mixer: Mixer | None,
                  ctx: TrialContext, er2: SelectiveCompressedPDelta2Layer | None = None) -> dict[str, float]:
@@ -371,6 +428,9 @@ class ER2Task(Task):
             metrics.update({f"{key}@{context}": value for key, value in summary.items()})
             if context == params.train_context and "recall" in summary:
                 metrics["train_context_recall"] = summary["recall"]
+        if params.teacher == "constructed":
+            metrics.update(load_metrics(workload, teacher, mixer, guess, params.train_context, params.eval_documents,
+                                        ctx.device, ctx.stream("load-eval")))
         return metrics
 
     def _memory(self, params: ER2Params, layer: SelectiveCompressedPDelta2Layer, device) -> dict[str, float]:

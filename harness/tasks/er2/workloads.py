@@ -158,7 +158,12 @@ class RecallWorkload:
     ) -> SwapComparison:
         """Fresh sequences from ``generator``, the same for every arm of a seed."""
         tokens, answers = recall_batch(self.layout, documents, context, self.pairs, generator)
-        tokens, answers = tokens.to(device), answers.to(device)
+        return self.scored(teacher, mixer, tokens.to(device), answers.to(device))
+
+    @torch.no_grad()
+    def scored(self, teacher: TeacherLM, mixer: Mixer, tokens: Tensor, answers: Tensor) -> SwapComparison:
+        """Teacher and swapped LM on these sequences: NLL and recall on the answers, and guessing."""
+        documents = tokens.shape[0]
         scores = {}
         for label, swap in (("teacher", None), ("layer", mixer)):
             scores[label] = (next_token_nll(teacher, tokens, swap, answers).tolist(),
