@@ -15,10 +15,10 @@ import errno
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -36,6 +36,7 @@ from harness.analysis.summary import SUMMARY_FILE, SuiteSummary, render_summary
 from harness.devices import resolve_device
 from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.runner import SuiteOutcome, run_suite
+from harness.execution.tuning import TuneOutcome, tune_suite
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
 from harness.gating.baseline import save_baselines as save_baseline_files
 from harness.gating.gate import GateResult
@@ -189,6 +190,62 @@ def _finish(suite_run: SuiteOutcome, tracker: MlflowTracker | None) -> SuiteResu
     return SuiteResult(suite_run, report.analysis, report)
 
 
+@dataclass
+class _Session:
+    """What a run of suites writes with: the results folder (its suites locked), device, MLflow mirror, executor."""
+
+    results: Path
+    device: torch.device
+    tracker: MlflowTracker | None
+    executor: Executor
+    console: Console
+
+
+@contextmanager
+def _session(suites: list[Suite], options: RunOptions, console: Console | None, warn: Callable[[str], None],
+             on_started: Callable[[torch.device], None] | None = None) -> Iterator[_Session]:
+    """Everything a run of ``suites`` needs, checked before any trial trains and released after, also on
+    Ctrl-C; MLflow and disk-full errors inside become one-line ``UsageError``s."""
+    if options.threads:  # before anything reads the count: the trials, their records and the device name
+        torch.set_num_threads(options.threads)
+    try:
+        device = resolve_device(options.device)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    results = Path(options.results)
+    try:
+        if options.mlflow and not options.tracking_uri and unsafe_path(results):
+            raise UsageError(unsafe_path(results))
+        if options.mlflow and options.tracking_uri:
+            check_reachable(options.tracking_uri)
+    except TrackingError as exc:
+        raise UsageError(str(exc)) from None
+    _writable_folder(results)
+    with ExitStack() as locks:
+        try:  # one writer per results folder and suite, until the run ends (or its process dies)
+            for name in sorted({s.name for s in suites}):
+                locks.callback(lock_writer(results, name).release)
+        except LockBusy as exc:
+            raise UsageError(str(exc)) from None
+        except OSError as exc:
+            raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
+        tracker = _tracker(options, locks, warn)
+        executor = _executor(options)
+        if on_started:
+            on_started(device)
+        try:
+            yield _Session(results, device, tracker, executor, console or Console())
+        except TrackingError as exc:
+            raise UsageError(f"{exc} (finished trials are stored under {results}; rerun to mirror them)") from None
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            raise UsageError(f"no space left writing {exc.filename or results} ({exc.strerror}); the trials stored "
+                             "before it are kept: free some space and rerun") from None
+        finally:
+            executor.close()
+
+
 def run(
     suite_file: Path,
     options: RunOptions = RunOptions(),
@@ -205,71 +262,92 @@ def run(
     with every finished trial stored (``exit_code`` 130)."""
     started = time.perf_counter()
     suites = load_suites(suite_file, options)
-    if options.threads:  # before anything reads the count: the trials, their records and the device name
-        torch.set_num_threads(options.threads)
-    try:
-        device = resolve_device(options.device)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    results = Path(options.results)
-    try:
-        if options.mlflow and not options.tracking_uri and unsafe_path(results):
-            raise UsageError(unsafe_path(results))
-        if options.mlflow and options.tracking_uri:
-            check_reachable(options.tracking_uri)
-    except TrackingError as exc:
-        raise UsageError(str(exc)) from None
-    _writable_folder(results)
-    outcome = RunResult(results=results)
-    with ExitStack() as locks:
-        try:  # one writer per results folder and suite, until the run ends (or its process dies)
-            for name in sorted({s.name for s in suites}):
-                locks.callback(lock_writer(results, name).release)
-        except LockBusy as exc:
-            raise UsageError(str(exc)) from None
-        except OSError as exc:
-            raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
-        outcome.tracker = _tracker(options, locks, warn)
-        executor = _executor(options)
-        if on_started:
-            on_started(device)
-        console = console or Console()
-        summaries: list[SuiteSummary] = []
+    outcome = RunResult(results=Path(options.results))
+    summaries: list[SuiteSummary] = []
+    with _session(suites, options, console, warn, on_started) as session:
+        outcome.tracker = session.tracker
         try:
             for suite in suites:
-                suite_run = run_suite(suite, results, device, outcome.tracker, console, options.resume, executor,
-                                      options.trial_timeout)
+                suite_run = run_suite(suite, session.results, session.device, session.tracker, session.console,
+                                      options.resume, session.executor, options.trial_timeout)
                 if suite_run.interrupted:
                     outcome.exit_code = 130
-                    console.line(f"interrupted: {suite_run.ran} trial(s) of {suite.name!r} finished and are stored")
-                    if outcome.tracker and suite_run.parent_run_id:
-                        outcome.tracker.finish_parent(suite_run.parent_run_id, "KILLED", {})
+                    session.console.line(f"interrupted: {suite_run.ran} trial(s) of {suite.name!r} finished and are stored")
+                    if session.tracker and suite_run.parent_run_id:
+                        session.tracker.finish_parent(suite_run.parent_run_id, "KILLED", {})
                     break
-                result = _finish(suite_run, outcome.tracker)
+                result = _finish(suite_run, session.tracker)
                 outcome.suites.append(result)
                 summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
                 if suite_run.failed:
                     outcome.exit_code = 1
                 if on_suite:
                     on_suite(result)
-        except TrackingError as exc:
-            raise UsageError(f"{exc} (finished trials are stored under {results}; rerun to mirror them)") from None
         except KeyboardInterrupt:
             outcome.exit_code = 130
-        except OSError as exc:
-            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            raise UsageError(f"no space left writing {exc.filename or results} ({exc.strerror}); the trials stored "
-                             "before it are kept: free some space and rerun") from None
-        finally:
-            executor.close()
     outcome.seconds = time.perf_counter() - started
+    results = outcome.results
     if summaries:
         outcome.summary = render_summary(summaries)
         try:
             write_text_atomic(results / SUMMARY_FILE, outcome.summary)
         except OSError as exc:
             warn(f"warning: cannot write {results / SUMMARY_FILE} ({exc.strerror or exc})")
+    return outcome
+
+
+@dataclass
+class TuneResult:
+    suites: list[TuneOutcome] = field(default_factory=list)
+    exit_code: int = 0  # 0 ok, 1 a trial failed or an arm has no grid point that finished, 130 interrupted
+    results: Path = Path("results")
+    tracker: MlflowTracker | None = None
+
+
+def tune(
+    suite_file: Path,
+    options: RunOptions = RunOptions(),
+    *,
+    console: Console | None = None,
+    on_suite: Callable[[TuneOutcome], None] | None = None,
+    on_started: Callable[[torch.device], None] | None = None,
+    warn: Callable[[str], None] = _to_stderr,
+) -> TuneResult:
+    """Tune every suite of a file that has a ``tune:`` block and write its lock beside its suite file.
+
+    The suites load without their present locks (tuning starts from the hand-set recipe); the profile
+    sets everything but the seeds, which are the tune block's."""
+    try:
+        suites = [s for s in load_suite_files(Path(suite_file), profile=options.profile, max_trials=options.max_trials,
+                                              max_nodes=options.max_nodes, apply_locks=False) if s.tune is not None]
+    except SuiteError as exc:
+        raise UsageError(str(exc)) from None
+    if not suites:
+        raise UsageError(f"{suite_file}: no suite there has a tune: block (seeds, metric, space) to tune")
+    outcome = TuneResult(results=Path(options.results))
+    with _session(suites, options, console, warn, on_started) as session:
+        outcome.tracker = session.tracker
+        try:
+            for suite in suites:
+                tuned = tune_suite(suite, session.results, session.device, session.tracker, session.console,
+                                   options.resume, session.executor, options.trial_timeout)
+                parent = tuned.run.parent_run_id
+                if tuned.run.interrupted:
+                    outcome.exit_code = 130
+                    if session.tracker and parent:
+                        session.tracker.finish_parent(parent, "KILLED", {})
+                    break
+                if session.tracker and parent:
+                    session.tracker.finish_parent(parent, "FAILED" if tuned.run.failed else "FINISHED",
+                                                  {"harness.wall_seconds": tuned.run.wall_seconds},
+                                                  [p for p in (tuned.lock, tuned.plot) if p is not None])
+                if tuned.run.failed or tuned.lock is None:
+                    outcome.exit_code = 1
+                outcome.suites.append(tuned)
+                if on_suite:
+                    on_suite(tuned)
+        except KeyboardInterrupt:
+            outcome.exit_code = 130
     return outcome
 
 

@@ -46,6 +46,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
         "device_name": results.meta.get("device_name"),
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seeds": results.seeds,
+        **({"tuned": results.meta["tuned"]} if results.meta.get("tuned") else {}),
         "sequential": None if analysis.cost is None else _cost_json(analysis),
         "statistics": statistics_summary(results.confidence),
         "valid": validity.valid,

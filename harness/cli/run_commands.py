@@ -74,30 +74,42 @@ results_option = click.option(
 )
 
 
+def execution_options(command):
+    """The options of every command that trains trials (run, tune): where results go, MLflow, device,
+    executor, threads, timeouts and limits."""
+    options = [
+        results_option,
+        click.option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///RESULTS/mlflow.db)."),
+        click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
+        click.option("--no-resume", is_flag=True, help="Rerun trials even if a finished result is stored."),
+        click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow."),
+        click.option("--executor", "executor_name", type=click.Choice(["serial", "ray"]), default="serial",
+                     show_default=True, help="serial: one trial at a time in this process; ray: trials as Ray tasks "
+                     "(pip install 'harness[ray]')."),
+        click.option("--ray-address", help="Use the Ray cluster at host:port (its GCS), ray://host:port or 'auto' "
+                     "instead of starting a local one."),
+        click.option("--ray-workers", type=click.IntRange(min=1),
+                     help="Trials at a time on the local Ray cluster [default: CPUs]."),
+        click.option("--threads", type=click.IntRange(min=1),
+                     help="torch intra-op threads for every trial [default: torch's, one per core]. Float results can "
+                     "depend on it: pin it (e.g. to a baseline's count) to compare quality across machines."),
+        click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+                     callback=_finite_seconds,
+                     help="Fail a trial that runs longer than this many seconds (its reason says so); the others go on."),
+        max_trials_option,
+        max_nodes_option,
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.command()
 @suite_argument
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True, help="Named profile of the suite, e.g. smoke.")
 @click.option("--seeds", callback=_seed_list, help="Override the seeds, e.g. 0,1 (distinct, 0 <= seed < 2**63).")
 @click.option("--arms", callback=_str_list, help="Run only these arms, e.g. raw,compressed.")
-@results_option
-@click.option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///RESULTS/mlflow.db).")
-@click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"]))
-@click.option("--no-resume", is_flag=True, help="Rerun trials even if a finished result is stored.")
-@click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow.")
-@click.option("--executor", "executor_name", type=click.Choice(["serial", "ray"]), default="serial",
-              show_default=True, help="serial: one trial at a time in this process; ray: trials as Ray tasks "
-              "(pip install 'harness[ray]').")
-@click.option("--ray-address", help="Use the Ray cluster at host:port (its GCS), ray://host:port or 'auto' "
-              "instead of starting a local one.")
-@click.option("--ray-workers", type=click.IntRange(min=1),
-              help="Trials at a time on the local Ray cluster [default: CPUs].")
-@click.option("--threads", type=click.IntRange(min=1),
-              help="torch intra-op threads for every trial [default: torch's, one per core]. Float results can "
-              "depend on it: pin it (e.g. to a baseline's count) to compare quality across machines.")
-@click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=None, callback=_finite_seconds,
-              help="Fail a trial that runs longer than this many seconds (its reason says so); the others go on.")
-@max_trials_option
-@max_nodes_option
+@execution_options
 @click.option("--verbose", is_flag=True, help="Print every metric and every exploratory row (default: key metrics; "
               "the full tables are in report/verdicts.txt either way).")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
@@ -149,6 +161,11 @@ def _suite_header(outcome) -> str:
     if outcome.failed:
         parts.append(f"{len(outcome.failed)} FAILED")
     lines = [f"\n== {suite.name} ({suite.profile}) — {', '.join(parts)}, {outcome.wall_seconds:.1f}s"]
+    if suite.tuned:
+        chosen = "; ".join(f"{arm} {', '.join(f'{k}={v}' for k, v in entry['params'].items()) or '(none)'}"
+                           + (f" (keeps its own {', '.join(entry['kept'])})" if entry["kept"] else "")
+                           for arm, entry in suite.tuned["arms"].items())
+        lines.append(f"   tuned params from {suite.tuned['lock']}: {chosen}")
     for record in outcome.failed:
         lines.append(f"   failed: {record['arm_label']} seed={record['seed']} {record['point_label']}: {record['error']}")
     return "\n".join(lines)
@@ -194,6 +211,7 @@ def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
             f"ok: {suite.name} ({suite.profile}): task {suite.task_name} v{suite.task.version}, "
             f"{len(suite.arms)} arms, {seeds}, {len(trials)} trials; "
             f"profiles: {', '.join([DEFAULT_PROFILE, *suite.profiles])}"
+            + (f"; tuned arms from {suite.tuned['lock']}: {', '.join(suite.tuned['arms'])}" if suite.tuned else "")
         )
         for premise in suite.premises:
             click.echo(f"  {premise.describe()}")

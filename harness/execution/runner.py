@@ -89,9 +89,10 @@ def run_suite(
     resume: bool = True,
     executor: Executor | None = None,
     trial_timeout: float | None = None,
+    tags: dict[str, str] | None = None,
 ) -> SuiteOutcome:
     """Run every unfinished trial of a suite (each failed past ``trial_timeout`` seconds, when given);
-    Ctrl-C stops after storing what finished."""
+    Ctrl-C stops after storing what finished. ``tags`` go on its MLflow runs (a tuning run's ``tune``)."""
     clock = time.perf_counter()
     mlflow_before = tracker.seconds if tracker else 0.0
     folder = RunFolder(results_root, suite.name, suite.profile)
@@ -110,7 +111,7 @@ def run_suite(
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
     kept = folder.resumable(records) if resume else {}
-    mirror = _Mirror(tracker, folder, meta, env, suite) if tracker else None
+    mirror = _Mirror(tracker, folder, meta, env, suite, tags or {}) if tracker else None
     seeds = list(suite.seeds)
     try:
         while True:
@@ -156,9 +157,10 @@ class _Mirror:
     be logged) and exactly one complete child run per stored trial."""
 
     def __init__(self, tracker: MlflowTracker, folder: RunFolder, meta: dict[str, Any], env: dict[str, str],
-                 suite: Suite) -> None:
+                 suite: Suite, tags: dict[str, str]) -> None:
         self.tracker, self.folder, self.meta, self.env, self.suite = tracker, folder, meta, env, suite
         self.folder_id = results_id(folder.path)
+        self.tags = {**tags, RESULTS_ID_TAG: self.folder_id}
         self.unclosed: list[str] | None = None
         self.present: dict[str, list[TrialRun]] | None = None
         self.reconciled: set[str] = set()
@@ -180,9 +182,9 @@ class _Mirror:
         if outcome.parent_run_id is None and (pending or any(not _mirrored(r, self.present) for r in fresh)):
             run_name = f"{self.suite.name}/{self.suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
             outcome.parent_run_id = tracker.start_parent(self.meta, self.env, run_name, folder.path,
-                                                         extra_tags={RESULTS_ID_TAG: self.folder_id},
+                                                         extra_tags=self.tags,
                                                          texts=provenance_texts(self.suite.source.parent))
-        _reconcile(tracker, folder, outcome.parent_run_id, fresh, self.present, self.folder_id)
+        _reconcile(tracker, folder, outcome.parent_run_id, fresh, self.present, self.tags)
         self.reconciled.update(r["trial_id"] for r in fresh)
 
     def finished(self, record: TrialRecord, trial_file: Path, outcome: SuiteOutcome) -> None:
@@ -191,7 +193,7 @@ class _Mirror:
         self.tracker.delete_runs(r.run_id for r in (self.present or {}).pop(record["trial_id"], []))  # older attempts
         self.tracker.log_trial(
             outcome.parent_run_id, record, trial_file, marker_path(self.folder.path, record["trial_id"]),
-            work_dir=self.folder.path / "work" / record["trial_id"], extra_tags={RESULTS_ID_TAG: self.folder_id},
+            work_dir=self.folder.path / "work" / record["trial_id"], extra_tags=self.tags,
         )
         self.reconciled.add(record["trial_id"])
 
@@ -273,7 +275,7 @@ def _mirrored(record: dict, present: dict[str, list[TrialRun]]) -> bool:
 
 def _reconcile(
     tracker: MlflowTracker, folder: RunFolder, parent_id: str | None, done: list[dict],
-    present: dict[str, list[TrialRun]], folder_id: str,
+    present: dict[str, list[TrialRun]], tags: dict[str, str],
 ) -> None:
     """Make MLflow hold exactly one complete run per stored finished trial: keep the first complete
     run, delete the others (left RUNNING or empty by a crash, or older attempts), log the missing."""
@@ -286,4 +288,4 @@ def _reconcile(
             tracker.write_marker(marker, keep.run_id)
         else:
             tracker.log_trial(parent_id, record, folder.trial_path(record["trial_id"]), marker,
-                              extra_tags={RESULTS_ID_TAG: folder_id})
+                              extra_tags=tags)

@@ -8,7 +8,7 @@ the result.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from harness.suite.model import DEFAULT_PROFILE, Arm, ParamLayer, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS, check_params, check_references, check_size
+from harness.suite.tuning import apply_lock, check_tune
 from harness.suite.schema import (
     CollectionSpec,
     SEED_LIMIT,
@@ -47,11 +48,14 @@ def load_suites(
     arms: Sequence[str] | None = None,
     max_trials: int = MAX_TRIALS,
     max_nodes: int = MAX_SUITE_NODES,
+    apply_locks: bool = True,
 ) -> list[Suite]:
     """Load a suite file (or a collection of includes) and apply profile and filters.
 
     ``max_trials`` bounds the trials one suite expands to, ``max_nodes`` the YAML nodes of one
     file once aliases are expanded; both are refused with a message naming the override flag.
+    ``apply_locks``: give tuned arms the params of the tuning lock beside their suite file (off
+    for ``harness tune``, which makes the lock).
     """
     suites: list[Suite] = []
     if seeds is not None:
@@ -65,7 +69,7 @@ def load_suites(
         repeated = sorted({a for a in arms if list(arms).count(a) > 1})
         if repeated:
             raise SuiteError(f"--arms: arm(s) given twice: {', '.join(repeated)}")
-    limits = _Limits(max_trials, max_nodes)
+    limits = _Limits(max_trials, max_nodes, apply_locks)
     _collect(Path(path), profile, seeds, arms, suites, stack=(), seen={}, limits=limits)
     names = [s.name for s in suites]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -78,6 +82,7 @@ def load_suites(
 class _Limits:
     trials: int
     nodes: int
+    apply_locks: bool = True
 
 
 def _collect(path: Path, profile: str, seeds, arms, out: list[Suite], stack: tuple[Path, ...],
@@ -200,6 +205,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
     if sequential is not None:
         _check_design(path, node, sequential_loc, run_seeds, sequential)
 
+    every_arm_params = dict(arm_params)
     if arm_filter is not None:
         unknown = [a for a in arm_filter if a not in arm_params]
         if unknown:
@@ -212,7 +218,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
         task=task, seeds=run_seeds, params=params, sweep=sweep, arms=arms,
         contrasts=[c for c in spec.contrasts if not arm_filter or (c.treatment in arms and c.control in arms)],
         validity=spec.validity, claims=spec.claims, gate=gate, confidence=spec.confidence, profiles=sorted(spec.profiles),
-        sequential=sequential, premises=spec.premises, param_layers=(*layers, *arm_layers),
+        sequential=sequential, premises=spec.premises, param_layers=(*layers, *arm_layers), tune=spec.tune,
     )
     check_size(path, suite, limits.trials)
     for arm in arms.values():
@@ -225,6 +231,14 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
             )
     check_references(path, node, spec, suite)
     check_params(path, node, suite, sweep_locs)
+    if spec.tune is not None:  # with every arm: the tuning budget is the same however a run filters arms
+        every_arm = {name: Arm(name, p, arm_sweeps[name]) for name, p in every_arm_params.items()}
+        check_tune(path, node, spec, replace(suite, arms=every_arm), limits.trials)
+    if limits.apply_locks:
+        locked = apply_lock(path, node, spec, suite)
+        if locked is not suite:
+            check_params(path, node, locked, sweep_locs)
+        suite = locked
     return suite
 
 

@@ -13,6 +13,7 @@ from harness.suite.schema import (
     PremiseSpec,
     SequentialSpec,
     SweepAxes,
+    TuneSpec,
     ValiditySpec,
 )
 from harness.tasks import Task
@@ -64,6 +65,8 @@ class Suite:
     sequential: SequentialSpec | None = None  # seeds is then the first look
     premises: list[PremiseSpec] = field(default_factory=list)
     param_layers: tuple[ParamLayer, ...] = ()  # where params came from (harness validate --resolved)
+    tune: TuneSpec | None = None  # the suite's tune: block
+    tuned: dict[str, Any] | None = None  # the params a tuning lock gave the arms (harness.suite.tuning)
 
     def next_seeds(self, count: int) -> list[int]:
         """The seeds a sequential run adds after its current ones: the next integers."""
@@ -96,4 +99,5 @@ class Suite:
             "confidence": self.confidence,
             "gate": self.gate.model_dump(),
             "sequential": self.design(),
+            **({"tuned": self.tuned} if self.tuned else {}),
         }

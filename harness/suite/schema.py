@@ -176,6 +176,23 @@ class ArmOverrides(BaseModel):
         return dict((self.model_extra or {}).get("sweep") or {})
 
 
+class TuneSpec(Strict):
+    """Per-arm tuning before the confirmatory run (``harness tune``): every tuned arm runs its grid on
+    the tuning seeds and the best point by ``metric`` (its declared direction) goes into a committed lock."""
+
+    seeds: list[int] = Field(min_length=1)  # disjoint from every confirmatory seed
+    metric: str
+    space: SweepAxes  # the grid of every tuned arm
+    arms: list[str] | None = None  # default: every arm
+    arm_spaces: dict[str, SweepAxes] = Field(default_factory=dict)  # an arm's own grid, replacing `space`
+    unequal_grids: str | None = Field(None, min_length=1, description="why tuned arms may get grids of other sizes")
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        return check_seeds(seeds)
+
+
 class ProfileSpec(Strict):
     description: str = ""
     seeds: list[int] | None = None  # a fixed design unless the profile declares its own `sequential`
@@ -214,6 +231,7 @@ class SuiteSpec(Strict):
     confidence: float = Field(0.95, gt=0, lt=1, description="confidence level of every interval and test")
     profiles: dict[str, ProfileSpec] = Field(default_factory=dict)
     gate: GateSpec = Field(default_factory=GateSpec)
+    tune: TuneSpec | None = None
 
     @field_validator("sweep")
     @classmethod

@@ -1,0 +1,112 @@
+"""One suite's tuning, end to end: run every tuned arm's grid on the tuning seeds through ``run_suite``
+(content-hashed, resumable, on any executor, mirrored to MLflow with a ``tune`` tag), choose each arm's
+best grid point, and write the lock beside the suite file with its figure."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from harness.analysis.tune_grid import ArmGrid, score_grid, write_grid_plot
+from harness.execution.executor import Executor
+from harness.execution.runner import SuiteOutcome, run_suite
+from harness.store import write_json_atomic
+from harness.suite.model import Suite
+from harness.suite.points import sweep_points
+from harness.suite.tuning import LOCK_SCHEMA, ArmTuning, lock_checksum, lock_path, tune_hash, tune_plan, tuning_suite
+from harness.terminal import Console
+from harness.tracking.environment import git_state
+from harness.tracking.mlflow_tracker import MlflowTracker
+
+TUNE_TAGS = {"tune": "true"}
+PLOT_SUFFIX = ".tuned.png"
+
+
+@dataclass
+class TuneOutcome:
+    suite: Suite  # the suite as written (its profile applied, no lock)
+    run: SuiteOutcome  # the tuning run (every grid point x tuning seed)
+    grids: dict[str, ArmGrid] = field(default_factory=dict)
+    kept: dict[str, dict] = field(default_factory=dict)  # arm -> tuned keys it sets itself
+    lock: Path | None = None  # None: interrupted, or an arm had no grid point finish on every seed
+    plot: Path | None = None
+
+    @property
+    def unchosen(self) -> list[str]:
+        return [arm for arm, grid in self.grids.items() if grid.chosen is None]
+
+
+def tune_suite(suite: Suite, results_root: Path, device: torch.device, tracker: MlflowTracker | None,
+               console: Console, resume: bool, executor: Executor, trial_timeout: float | None) -> TuneOutcome:
+    """Run the suite's tuning grids and write its lock (and figure) when every tuned arm has a choice."""
+    spec = suite.tune
+    if spec is None:
+        raise ValueError(f"suite {suite.name!r} has no tune: block")
+    plan = tune_plan(spec, suite.arms)
+    tuning = tuning_suite(suite, spec)
+    run = run_suite(tuning, results_root, device, tracker, console, resume, executor, trial_timeout, tags=TUNE_TAGS)
+    outcome = TuneOutcome(suite, run, kept={name: t.kept for name, t in plan.items()})
+    if run.interrupted:
+        return outcome
+    metric = suite.task.metric_for(spec.metric)
+    for name, arm_tuning in plan.items():
+        if arm_tuning.space:
+            points = _grid(suite, name, arm_tuning)
+            outcome.grids[name] = score_grid(name, points, run.records, spec.metric, metric.direction, spec.seeds)
+    if outcome.unchosen:
+        return outcome
+    lock = lock_path(suite.source)
+    title = (f"{suite.name}: {spec.metric} over each arm's tuning grid, tuning seeds "
+             f"{', '.join(map(str, spec.seeds))} ({suite.profile} profile)")
+    outcome.plot = write_grid_plot(list(outcome.grids.values()), spec.metric, metric.direction, title,
+                                   suite.source.with_name(suite.source.stem + PLOT_SUFFIX))
+    write_json_atomic(lock, _lock_document(outcome, plan, run.run_dir))
+    outcome.lock = lock
+    return outcome
+
+
+def _grid(suite: Suite, arm: str, tuning: ArmTuning) -> list[dict]:
+    """The arm's grid points as the task validates them (``1`` -> ``1.0``), as its trials record them."""
+    base = {**suite.params, **suite.arms[arm].params}
+    points = []
+    variant, sweep = sweep_points(suite.arms[arm].sweep)[0], sweep_points(suite.sweep)[0]  # the grid's keys are not swept
+    for point in sweep_points(tuning.space):
+        validated = suite.task.validate_params({**base, **variant, **point, **sweep}).model_dump(mode="json")
+        points.append({key: validated[key] for key in point})
+    return points
+
+
+def _lock_document(outcome: TuneOutcome, plan: dict[str, ArmTuning], run_dir: Path) -> dict:
+    suite, spec = outcome.suite, outcome.suite.tune
+    commit, dirty = git_state(suite.source.parent)
+    arms = {}
+    for name, arm_tuning in plan.items():
+        grid = outcome.grids.get(name)
+        arms[name] = {
+            "chosen": dict(grid.chosen.params) if grid else {},
+            "kept": arm_tuning.kept,  # tuned keys the arm sets itself: it keeps its own value
+            "grid": [point.as_dict() for point in grid.points] if grid else [],
+        }
+    document = {
+        "schema": LOCK_SCHEMA,
+        "suite": suite.name,
+        "suite_file": suite.source.name,
+        "task": suite.task_name,
+        "task_version": suite.task.version,
+        "profile": suite.profile,
+        "tune": spec.model_dump(mode="json"),
+        "tune_hash": tune_hash(spec),
+        "metric": spec.metric,
+        "direction": suite.task.metric_for(spec.metric).direction,
+        "seeds": list(spec.seeds),
+        "arms": arms,
+        "commit": commit,
+        "dirty": dirty,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "trials": str(run_dir),
+        "wall_seconds": round(outcome.run.wall_seconds, 3),
+    }
+    return {**document, "checksum": lock_checksum(document)}
+

@@ -1,0 +1,196 @@
+"""A suite's ``tune:`` block: which arms are tuned on which grid, the tuning suite that runs the grids,
+and the committed lock (``<suite stem>.tuned.json``) that hands each arm its chosen params.
+
+Tuning runs on seeds no confirmatory run ever uses, every tuned arm gets a grid of the same size
+(an equal tuning budget), and a run applies only a lock made for the tune block it reads: the lock
+carries the hash of that block and a checksum of itself, so a stale or hand-edited lock is refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.store import canonical_json, read_json
+from harness.suite.model import Arm, Suite, SuiteError
+from harness.suite.references import check_params, check_size
+from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
+from harness.suite.yaml_safety import located
+
+LOCK_SUFFIX = ".tuned.json"
+LOCK_SCHEMA = 1
+TUNE_PROFILE_PREFIX = "tune-"  # the tuning run of profile P is stored as <suite>/tune-P
+
+
+@dataclass(frozen=True)
+class ArmTuning:
+    """One tuned arm: the grid it runs and the tuned keys it sets itself (those keep its own value)."""
+
+    space: SweepAxes
+    kept: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(values) for values in self.space.values()) if self.space else 0
+
+
+def lock_path(suite_file: Path) -> Path:
+    return Path(suite_file).with_name(Path(suite_file).stem + LOCK_SUFFIX)
+
+
+def tune_hash(spec: TuneSpec) -> str:
+    """What a lock was made for: the tune block as data (formatting and comments do not count)."""
+    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def lock_checksum(document: dict[str, Any]) -> str:
+    """The checksum a lock carries over everything else in it: a hand edit no longer matches."""
+    body = {k: v for k, v in document.items() if k != "checksum"}
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def tune_plan(spec: TuneSpec, arms: dict[str, Arm]) -> dict[str, ArmTuning]:
+    """Each tuned arm present in ``arms`` with its grid; an arm that sets a tuned key keeps its value."""
+    plan = {}
+    for name in spec.arms if spec.arms is not None else list(arms):
+        if name not in arms:
+            continue
+        space = spec.arm_spaces.get(name, spec.space)
+        kept = {key: arms[name].params[key] for key in space if key in arms[name].params}
+        plan[name] = ArmTuning({k: v for k, v in space.items() if k not in kept}, kept)
+    return plan
+
+
+def tuning_suite(suite: Suite, spec: TuneSpec) -> Suite:
+    """The suite that runs every tuned arm's grid (as an arm sweep) on the tuning seeds, without claims."""
+    arms = {name: replace(suite.arms[name], sweep={**suite.arms[name].sweep, **tuning.space})
+            for name, tuning in tune_plan(spec, suite.arms).items() if tuning.space}
+    return replace(suite, profile=TUNE_PROFILE_PREFIX + suite.profile, seeds=list(spec.seeds), sequential=None,
+                   arms=arms, contrasts=[], validity=None, claims=[], tuned=None)
+
+
+def confirmatory_seeds(spec: SuiteSpec) -> set[int]:
+    """Every seed a confirmatory run of any profile may use, later looks of a sequential design included."""
+    designs = [(spec.seeds, spec.sequential)]
+    for profile in spec.profiles.values():
+        seeds = profile.seeds if profile.seeds is not None else spec.seeds
+        sequential = None if profile.seeds is not None else spec.sequential
+        if "sequential" in profile.model_fields_set:
+            sequential = profile.sequential
+        designs.append((seeds, sequential))
+    used: set[int] = set()
+    for seeds, sequential in designs:
+        used.update(seeds)
+        if sequential is not None and seeds:
+            used.update(range(max(seeds) + 1, max(seeds) + 1 + sequential.max_seeds - len(seeds)))
+    return used
+
+
+def check_tune(path: Path, node, spec: SuiteSpec, suite: Suite, max_trials: int) -> None:
+    """``spec.tune`` against the suite at its profile (all arms): seeds, metric, keys, grids, budget."""
+    tune = spec.tune
+
+    def where(*loc: Any) -> str:
+        return located(path, node, ["tune", *loc])
+
+    overlap = [i for i, seed in enumerate(tune.seeds) if seed in confirmatory_seeds(spec)]
+    if overlap:
+        seed = tune.seeds[overlap[0]]
+        raise SuiteError(f"{where('seeds', overlap[0])}: tune.seeds: seed {seed} is also a confirmatory seed (of a "
+                         "profile or a sequential design's later looks); tuning seeds must be disjoint from them")
+    metric = suite.task.metric_for(tune.metric)
+    if metric is None or metric.direction == "none":
+        named = sorted(m.name for m in suite.task.metrics if m.direction != "none")
+        problem = "declares no metric" if metric is None else "declares no direction for metric"
+        raise SuiteError(f"{where('metric')}: tune.metric: task {suite.task_name!r} {problem} {tune.metric!r}; "
+                         f"metrics with a direction: {', '.join(named)}")
+    for i, name in enumerate(tune.arms or []):
+        if name not in suite.arms:
+            raise SuiteError(f"{where('arms', i)}: tune.arms[{i}]: unknown arm {name!r}; arms: {', '.join(suite.arms)}")
+    tuned = tune.arms if tune.arms is not None else list(suite.arms)
+    for name in tune.arm_spaces:
+        if name not in tuned:
+            raise SuiteError(f"{where('arm_spaces', name)}: tune.arm_spaces.{name}: arm {name!r} is not tuned; "
+                             f"tuned arms: {', '.join(tuned)}")
+    spaces = [(["space"], tune.space), *((["arm_spaces", n], s) for n, s in tune.arm_spaces.items())]
+    for loc, space in spaces:
+        _check_space(path, node, suite, loc, space)
+    plan = tune_plan(tune, suite.arms)
+    sizes = {name: tuning.size for name, tuning in plan.items() if tuning.space}
+    if not sizes:
+        raise SuiteError(f"{where()}: tune: no arm is left to tune: every tuned arm sets the tuned keys itself")
+    if len(set(sizes.values())) > 1 and not tune.unequal_grids:
+        listed = ", ".join(f"{name} {size}" for name, size in sizes.items())
+        raise SuiteError(f"{where('space')}: tune: tuned arms get grids of different sizes ({listed} points; arms "
+                         "that set a tuned key keep it and lose that axis); give every arm the same tuning budget "
+                         "or say why not in tune.unequal_grids")
+    tuning = tuning_suite(suite, tune)
+    check_size(path, tuning, max_trials)
+    locs: dict[str | None, list[Any]] = {None: ["sweep"]}
+    locs.update({name: ["tune", "arm_spaces", name] if name in tune.arm_spaces else ["tune", "space"] for name in plan})
+    check_params(path, node, tuning, locs)
+
+
+def _check_space(path: Path, node, suite: Suite, loc: list[Any], space: SweepAxes) -> None:
+    dotted = ".".join(["tune", *loc])
+    if not space:
+        raise SuiteError(f"{located(path, node, ['tune', *loc])}: {dotted}: expected a mapping of param -> "
+                         "non-empty list of values, got an empty grid")
+    for key, values in space.items():
+        here = f"{located(path, node, ['tune', *loc, key])}: {dotted}.{key}"
+        if key not in suite.task.Params.model_fields:
+            valid = ", ".join(sorted(suite.task.Params.model_fields))
+            raise SuiteError(f"{here}: unknown param {key!r} for task {suite.task_name!r}; valid params: {valid}")
+        if not values:
+            raise SuiteError(f"{here}: expected a non-empty list of values (an empty grid tunes nothing)")
+        swept_by = "the suite's sweep" if key in suite.sweep else next(
+            (f"arm {a.name!r}'s sweep" for a in suite.arms.values() if key in a.sweep), None)
+        if swept_by:
+            raise SuiteError(f"{here}: {key!r} is swept by {swept_by}; a swept param cannot also be tuned")
+
+
+def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
+    """The suite with its lock's chosen params applied to the tuned arms, or unchanged without a lock."""
+    lock = lock_path(path)
+    if not lock.exists():
+        return suite
+    document = read_lock(lock, path)
+    if spec.tune is None:
+        raise SuiteError(f"{lock}: a tuning lock lies beside the suite but {path} has no tune: block; "
+                         "restore the block or remove the lock")
+    if document.get("tune_hash") != tune_hash(spec.tune):
+        raise SuiteError(f"{located(path, node, ['tune'])}: tune: the lock {lock.name} was made for another tune "
+                         f"block (hash {document.get('tune_hash')}, the block now hashes to {tune_hash(spec.tune)}); "
+                         f"rerun `harness tune {path}` or restore the block")
+    overlap = sorted(set(suite.seeds) & set(document["seeds"]))
+    if overlap:
+        raise SuiteError(f"--seeds: seed(s) {', '.join(map(str, overlap))} tuned the arms in {lock.name}; "
+                         "a confirmatory run needs other seeds")
+    arms, tuned = dict(suite.arms), {}
+    for name, tuning in tune_plan(spec.tune, suite.arms).items():
+        entry = document["arms"].get(name, {})
+        if sorted(entry.get("kept", {})) != sorted(tuning.kept):
+            raise SuiteError(f"{located(path, node, ['arms', name])}: arms.{name}: the arm now sets "
+                             f"{', '.join(sorted(tuning.kept)) or 'no tuned key'} itself, but {lock.name} was tuned "
+                             f"with {', '.join(sorted(entry.get('kept', {}))) or 'none'} kept; rerun `harness tune {path}`")
+        arms[name] = replace(arms[name], params={**arms[name].params, **entry["chosen"]})
+        tuned[name] = {"params": entry["chosen"], "kept": entry["kept"]}
+    return replace(suite, arms=arms, tuned={"lock": lock.name, "tune_hash": document["tune_hash"], "arms": tuned})
+
+
+def read_lock(lock: Path, suite_file: Path) -> dict[str, Any]:
+    """A lock's document, refused when it is not one or its checksum does not match."""
+    try:
+        document = read_json(lock)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SuiteError(f"{lock}: not a readable tuning lock ({exc}); rerun `harness tune {suite_file}`") from None
+    if not isinstance(document, dict) or document.get("schema") != LOCK_SCHEMA or not isinstance(document.get("arms"), dict):
+        raise SuiteError(f"{lock}: not a tuning lock of schema {LOCK_SCHEMA}; rerun `harness tune {suite_file}`")
+    if document.get("checksum") != lock_checksum(document):
+        raise SuiteError(f"{lock}: the lock does not match its checksum (edited by hand?); a lock is made only by "
+                         f"`harness tune {suite_file}`: rerun it")
+    return document

@@ -1,0 +1,191 @@
+"""The tune: block and its lock, in-process: every bad block is one line at its file:line, a lock made for
+the block applies its chosen params (and changes the trial ids), a stale or hand-edited lock is refused,
+and a grid's choice is the best mean over the tuning seeds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.tune_grid import score_grid
+from harness.execution.trials import expand_trials
+from harness.record import FAILED, FINISHED
+from harness.store import write_json_atomic
+from harness.suite.loader import load_suites
+from harness.suite.model import SuiteError
+from harness.suite.tuning import LOCK_SCHEMA, lock_checksum, lock_path, tune_hash, tuning_suite
+
+TOY_TUNE = Path(__file__).resolve().parent / "suites" / "toy_tune.yaml"
+SPACE = "space: {lr: [0.001, 0.1, 1.0]}"
+
+
+def suite_file(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    text = TOY_TUNE.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path = tmp_path / "toy_tune.yaml"
+    path.write_text(text)
+    return path
+
+
+def line_of(path: Path, fragment: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if fragment in line)
+
+
+@pytest.mark.parametrize("edits, fragment, expected", [
+    ((("seeds: [100, 101]", "seeds: [100, 2]"),), "seeds: [100, 2]", "seed 2 is also a confirmatory seed"),
+    ((("smoke: {seeds: [0, 1]}", "smoke: {seeds: [101]}"),), "seeds: [100, 101]", "seed 101 is also a confirmatory"),
+    ((("claims:", "sequential: {max_seeds: 10}\nclaims:"), ("seeds: [100, 101]", "seeds: [9, 100]")),
+     "seeds: [9, 100]", "seed 9 is also a confirmatory seed (of a profile or a sequential design's later looks)"),
+    (((SPACE, "space: {lrr: [0.1]}"),), "lrr", "tune.space.lrr: unknown param 'lrr' for task"),
+    (((SPACE, "space: {lr: []}"),), "space:", "tune.space.lr: expected a non-empty list of values"),
+    (((SPACE, "space: {}"),), "space:", "tune.space: expected a mapping of param -> non-empty list of values"),
+    (((SPACE, "space: {lr: [0.1, 1.0]}\n  arm_spaces: {momentum: {lr: [0.1, 0.3, 1.0]}}"),), "space:",
+     "tuned arms get grids of different sizes (sgd 2, momentum 3 points"),
+    (((SPACE, "space: {lr: [0.1, 0.10]}"),), "space:", "values 0.1 and 0.1 give arm 'sgd' the same params"),
+    (((SPACE, "space: {features: [4, 8]}"), ("params: {steps: 60", "sweep: {features: [4, 16]}\nparams: {steps: 60")),
+     "space:", "'features' is swept by the suite's sweep"),
+    ((("  metric: accuracy\n", "  metric: speed\n"),), "metric: speed", "tune.metric: task 'toy_task:ToyTask' declares no metric"),
+    ((("arms: [sgd, momentum]", "arms: [sgd, nope]"),), "arms: [sgd, nope]", "tune.arms[1]: unknown arm 'nope'"),
+    ((("arms: [sgd, momentum]", "arms: [slow_lr]"),), "seeds: [100, 101]", "no arm is left to tune"),
+])
+def test_a_bad_tune_block_is_one_line_at_its_line(tmp_path, edits, fragment, expected):
+    path = suite_file(tmp_path, *edits)
+    with pytest.raises(SuiteError) as caught:
+        load_suites(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:{line_of(path, fragment)}: ") and expected in message, message
+    assert "\n" not in message
+
+
+def test_unequal_grids_pass_when_the_suite_says_why(tmp_path):
+    path = suite_file(tmp_path, (SPACE, "space: {lr: [0.1, 1.0]}\n  arm_spaces: {momentum: {lr: [0.1, 0.3, 1.0]}}\n"
+                                        "  unequal_grids: momentum's optimum is known to be sharper"))
+    (suite,) = load_suites(path)
+    tuning = tuning_suite(suite, suite.tune)
+    assert {name: arm.sweep for name, arm in tuning.arms.items()} == {"sgd": {"lr": [0.1, 1.0]},
+                                                                       "momentum": {"lr": [0.1, 0.3, 1.0]}}
+
+
+def test_the_tuning_suite_runs_each_tuned_arm_over_its_grid_on_the_tuning_seeds(tmp_path):
+    path = suite_file(tmp_path, ("arms: [sgd, momentum]", "arms: [sgd, momentum, slow_lr]"))
+    (suite,) = load_suites(path, profile="smoke")
+    tuning = tuning_suite(suite, suite.tune)
+    trials = expand_trials(tuning)
+    assert tuning.profile == "tune-smoke" and tuning.claims == [] and tuning.contrasts == []
+    # slow_lr sets lr itself: it keeps it and runs no grid; each tuned arm runs 3 points x 2 tuning seeds
+    assert sorted({(t.arm_label, t.seed) for t in trials}) == sorted(
+        (f"{arm}[lr={lr}]", seed) for arm in ("sgd", "momentum") for lr in (0.001, 0.1, 1.0) for seed in (100, 101))
+    assert {t.params["lr"] for t in trials if t.arm == "sgd"} == {0.001, 0.1, 1.0}
+
+
+def write_lock(suite_path: Path, chosen: dict[str, dict], kept: dict[str, dict] | None = None, **changes) -> Path:
+    """A lock as `harness tune` writes it for the suite's current tune block."""
+    (suite,) = load_suites(suite_path, apply_locks=False)
+    document = {"schema": LOCK_SCHEMA, "suite": suite.name, "tune_hash": tune_hash(suite.tune),
+                "seeds": list(suite.tune.seeds),
+                "arms": {arm: {"chosen": params, "kept": (kept or {}).get(arm, {}), "grid": []}
+                         for arm, params in chosen.items()}, **changes}
+    document["checksum"] = lock_checksum(document)
+    write_json_atomic(lock_path(suite_path), document)
+    return lock_path(suite_path)
+
+
+def test_a_lock_gives_tuned_arms_its_params_and_new_trial_ids(tmp_path):
+    path = suite_file(tmp_path)
+    (hand_set,) = load_suites(path)
+    write_lock(path, {"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}})
+    (locked,) = load_suites(path)
+    params = {t.arm: t.params["lr"] for t in expand_trials(locked)}
+    assert params == {"sgd": 1.0, "momentum": 0.1, "slow_lr": 0.001}  # slow_lr is not tuned: its own value
+    assert {t.arm: t.params["lr"] for t in expand_trials(hand_set)} == {"sgd": 0.001, "momentum": 0.001, "slow_lr": 0.001}
+    def ids(suite, arm: str) -> set[str]:
+        return {t.trial_id for t in expand_trials(suite) if t.arm == arm}
+
+    assert ids(locked, "sgd").isdisjoint(ids(hand_set, "sgd")) and ids(locked, "slow_lr") == ids(hand_set, "slow_lr")
+    assert locked.describe()["tuned"] == {"lock": "toy_tune.tuned.json", "tune_hash": tune_hash(locked.tune),
+                                          "arms": {"sgd": {"params": {"lr": 1.0}, "kept": {}},
+                                                   "momentum": {"params": {"lr": 0.1}, "kept": {}}}}
+    assert "tuned" not in hand_set.describe()  # suites without a lock store what they stored before
+    (filtered,) = load_suites(path, arms=["sgd", "slow_lr"])
+    assert list(filtered.tuned["arms"]) == ["sgd"]
+
+
+def test_an_arm_that_sets_a_tuned_key_keeps_it_and_the_lock_must_say_so(tmp_path):
+    path = suite_file(tmp_path, ("arms: [sgd, momentum]", "arms: [sgd, momentum, slow_lr]"))
+    write_lock(path, {"sgd": {"lr": 0.1}, "momentum": {"lr": 0.1}, "slow_lr": {}}, kept={"slow_lr": {"lr": 0.001}})
+    (suite,) = load_suites(path)
+    assert suite.arms["slow_lr"].params["lr"] == 0.001
+    assert suite.tuned["arms"]["slow_lr"] == {"params": {}, "kept": {"lr": 0.001}}
+    path.write_text(path.read_text().replace("sgd: {momentum: 0.0}", "sgd: {momentum: 0.0, lr: 0.5}"))
+    with pytest.raises(SuiteError, match=r"toy_tune.yaml:7: arms.sgd: the arm now sets lr itself, but "
+                                         r"toy_tune.tuned.json was tuned with none kept"):
+        load_suites(path)
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda path, lock: path.write_text(path.read_text().replace("1.0]}", "2.0]}")),
+     r"toy_tune.yaml:16: tune: the lock toy_tune.tuned.json was made for another tune block"),
+    (lambda path, lock: lock.write_text(lock.read_text().replace('"lr": 1.0', '"lr": 0.1')),
+     r"toy_tune.tuned.json: the lock does not match its checksum \(edited by hand\?\)"),
+    (lambda path, lock: lock.write_text("{"), r"toy_tune.tuned.json: not a readable tuning lock"),
+    (lambda path, lock: path.write_text(path.read_text().split("tune:")[0] + "profiles:\n  smoke: {seeds: [0, 1]}\n"),
+     r"toy_tune.tuned.json: a tuning lock lies beside the suite but .* has no tune: block"),
+])
+def test_a_stale_or_hand_edited_lock_is_refused(tmp_path, change, expected):
+    path = suite_file(tmp_path)
+    lock = write_lock(path, {"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}})
+    change(path, lock)
+    with pytest.raises(SuiteError, match=expected) as caught:
+        load_suites(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_run_on_the_tuning_seeds_is_refused(tmp_path):
+    path = suite_file(tmp_path)
+    write_lock(path, {"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}})
+    (suite,) = load_suites(path, apply_locks=False, seeds=[101, 5])  # tuning itself reads no lock
+    assert suite.tuned is None
+    with pytest.raises(SuiteError, match=r"^--seeds: seed\(s\) 101 tuned the arms in toy_tune.tuned.json"):
+        load_suites(path, seeds=[101, 5])
+
+
+def record(arm: str, lr: float, seed: int, accuracy: float | None, status: str = FINISHED) -> dict:
+    return {"arm": arm, "seed": seed, "params": {"lr": lr, "steps": 60}, "status": status,
+            "metrics": {"accuracy": accuracy}}
+
+
+def test_the_choice_is_the_best_mean_over_the_tuning_seeds():
+    points = [{"lr": 0.001}, {"lr": 0.1}, {"lr": 1.0}]
+    records = [record("sgd", 0.001, 1, 0.9), record("sgd", 0.001, 2, 0.1),  # mean 0.5 despite the best single value
+               record("sgd", 0.1, 1, 0.7), record("sgd", 0.1, 2, 0.6),  # mean 0.65: the best
+               record("sgd", 1.0, 1, 0.8), record("sgd", 1.0, 2, 0.4),  # mean 0.6
+               record("momentum", 0.1, 1, 1.0), record("momentum", 0.1, 2, 1.0)]  # another arm: not counted
+    grid = score_grid("sgd", points, records, "accuracy", "higher", [1, 2])
+    assert [p.mean for p in grid.points] == pytest.approx([0.5, 0.65, 0.6])
+    assert grid.chosen.params == {"lr": 0.1} and grid.chosen.values == {1: 0.7, 2: 0.6}
+    assert score_grid("sgd", points, records, "accuracy", "lower", [1, 2]).chosen.params == {"lr": 0.001}
+
+
+def test_a_grid_point_with_a_failed_or_missing_trial_is_not_chosen():
+    points = [{"lr": 0.1}, {"lr": 1.0}]
+    records = [record("sgd", 0.1, 1, 0.6), record("sgd", 0.1, 2, 0.6),
+               record("sgd", 1.0, 1, 0.99), record("sgd", 1.0, 2, None, FAILED)]
+    grid = score_grid("sgd", points, records, "accuracy", "higher", [1, 2])
+    assert grid.points[1].mean is None and grid.points[1].failed == 1 and grid.chosen.params == {"lr": 0.1}
+    missing = score_grid("sgd", points, records[:3], "accuracy", "higher", [1, 2])  # lr=1.0 lacks seed 2
+    assert missing.points[1].mean is None and missing.chosen.params == {"lr": 0.1}
+    assert score_grid("sgd", points, [], "accuracy", "higher", [1, 2]).chosen is None
+
+
+def test_equal_means_keep_the_first_grid_point():
+    points = [{"lr": 0.1}, {"lr": 1.0}]
+    records = [record("sgd", lr, seed, 0.5) for lr in (0.1, 1.0) for seed in (1, 2)]
+    assert score_grid("sgd", points, records, "accuracy", "higher", [1, 2]).chosen.params == {"lr": 0.1}
+
+
+def test_the_shipped_toy_tune_suite_validates_without_a_lock():
+    (suite,) = load_suites(TOY_TUNE)
+    assert suite.tuned is None and not lock_path(TOY_TUNE).exists()
+    assert suite.tune.seeds == [100, 101] and suite.tune.arms == ["sgd", "momentum"]
