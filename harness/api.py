@@ -162,7 +162,8 @@ def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None])
     locks.callback(store.lock.release)  # held shared while this run writes the store
     for note in store.notes:
         warn(f"warning: {note}")
-    return MlflowTracker(store.uri, artifact_root=options.results / "mlartifacts", identity=store.identity)
+    return MlflowTracker(store.uri, artifact_root=options.results / "mlartifacts", identity=store.identity,
+                         confined=True)
 
 
 def _finish(suite_run: SuiteOutcome, tracker: MlflowTracker | None) -> SuiteResult:

@@ -6,11 +6,31 @@ task, so reports and gates work on results from tasks that are not installed her
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 Direction = Literal["higher", "lower", "none"]
 MetricKind = Literal["quality", "speed", "memory", "info"]
+
+
+# A metric key named in a suite (claims, validity, margins, tolerances) is printed in headings, tables,
+# MLflow names and XML: a plain word, optionally qualified after '@' (nmse@1024, contested_acc1@both).
+METRIC_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(@[A-Za-z0-9_.-]{1,32})?")
+METRIC_KEY_RULE = "a word of A-Z a-z 0-9 _ . - (1-64 characters), optionally '@' and a qualifier of up to 32"
+
+
+def metric_key_problem(key: object) -> str | None:
+    """Why ``key`` cannot name a metric in a suite (markup, escapes, a newline, 6,000 characters), or None."""
+    if isinstance(key, str) and METRIC_KEY.fullmatch(key):
+        return None
+    shown = repr(key) if len(repr(key)) <= 80 else repr(key)[:77] + "..."
+    return f"metric name {shown} is not {METRIC_KEY_RULE}"
+
+
+def tracking_name(key: str) -> str:
+    """How MLflow spells a metric key: '@' qualifiers become '_at_' (nmse@1024 -> nmse_at_1024)."""
+    return key.replace("@", "_at_")
 
 
 def metric_family(key: str) -> str:

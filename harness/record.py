@@ -70,7 +70,7 @@ def _curve(name: str, points: Any) -> list[list[float | None]]:
         raise RecordError(f"curves[{name!r}] must be a list of [step, value] points")
     checked = []
     for point in points:
-        if (not isinstance(point, list) or len(point) != 2 or not _is_number(point[0])
+        if (not isinstance(point, list) or len(point) != 2 or not _is_number(point[0]) or not math.isfinite(point[0])
                 or not (point[1] is None or _is_number(point[1]))):
             raise RecordError(f"curves[{name!r}] holds {point!r}, not a [step, value] point")
         value = point[1] if point[1] is None or math.isfinite(point[1]) else None

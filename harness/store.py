@@ -6,11 +6,13 @@ result, and a rerun finds exactly the trials that finished.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
 import re
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -88,9 +90,34 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
         raise
 
 
+MAX_READ_BYTES = 256 * 2**20  # a trial record, suite.json or marker is kilobytes; a received folder may hold anything
+
+
+class UnsafeFile(OSError):
+    """A results file that is a link, not a regular file (a FIFO, /dev/zero) or over the size cap."""
+
+
+def read_regular(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, opened without following a link and
+    without waiting on a FIFO; UnsafeFile otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFile(exc.errno, "a symbolic link (never followed)", str(path)) from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFile(errno.EINVAL, "not a regular file", str(path))
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise UnsafeFile(errno.EFBIG, f"over {limit // 2**20} MiB", str(path))
+    return data
+
+
 def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    return json.loads(read_regular(path).decode("utf-8"))
 
 
 class RunFolder:
@@ -155,6 +182,8 @@ def read_trial(path: Path) -> TrialRecord:
     """A trial record, or CorruptTrial saying why the file is not one."""
     try:
         record = read_json(path)
+    except UnsafeFile as exc:
+        raise CorruptTrial(exc.strerror) from None
     except UnicodeDecodeError:
         raise CorruptTrial("not UTF-8 text") from None
     except json.JSONDecodeError as exc:

@@ -573,15 +573,19 @@ def test_rebuilding_the_report_replaces_stale_plots(tmp_path):
     assert first.text == second.text  # deterministic statistics: the same intervals every time
 
 
-def test_a_plots_folder_linked_outside_the_run_keeps_the_files_there(tmp_path):
+@pytest.mark.parametrize("linked", ["report", "report/plots"])
+def test_a_report_folder_linked_outside_the_run_is_never_written_through(tmp_path, linked):
     run_dir = write_run(tmp_path / "results", suite_meta(), paired_records())
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "precious.png").write_bytes(PNG_SIGNATURE)
-    (run_dir / "report").mkdir()
-    (run_dir / "report" / "plots").symlink_to(elsewhere)
-    build_report(run_dir)
+    if linked != "report":
+        (run_dir / "report").mkdir()
+    (run_dir / linked).symlink_to(elsewhere)
+    built = build_report(run_dir)
+    assert [p.name for p in elsewhere.iterdir()] == ["precious.png"]  # nothing written there, nothing removed
     assert (elsewhere / "precious.png").read_bytes() == PNG_SIGNATURE
+    assert not (run_dir / linked).is_symlink() and built.plot_paths
 
 
 def test_a_report_killed_while_drawing_is_not_taken_as_the_stored_one(tmp_path, monkeypatch):

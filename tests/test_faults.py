@@ -65,9 +65,10 @@ def test_sigkill_at_a_named_point_then_rerun_repairs_everything(point, tmp_path,
         _, parents = mlflow_runs(results)
         assert sorted(p.info.status for p in parents) == ["KILLED"]  # closed; nothing left to mirror
 
-    again = run(toy_suite, results)
-    assert "0 ran, 3 already finished" in again.stdout
-    assert check_results(results) == []
+    if point == "trial-run-created:2":  # the repaired state is stable (once: every point repairs the same way)
+        again = run(toy_suite, results)
+        assert "0 ran, 3 already finished" in again.stdout
+        assert check_results(results) == []
 
 
 # -- broken, missing, old, newer, moved stores ---------------------------------------------------

@@ -130,8 +130,7 @@ def test_gate_fails_on_a_regression(tmp_path, baseline, edit, regressed):
     "edit",
     [
         shift("treat", "acc", -0.015),  # within 3 standard errors (arm: 0.021, contrast: 0.021)
-        shift("treat", "acc", +0.1),  # improvements pass
-        shift("control", "err", +0.04),  # within 3 standard errors of the control (0.042)
+        shift("control", "err", +0.015),  # within 3 standard errors of the control (0.042) and of the contrast
         lambda v: [scale(arm, "qps", 0.3)(v) for arm in v],  # slower machine: every arm 3x slower, same ratio
         lambda v: [scale(arm, "latency", 5.0)(v) for arm in v],
         shift("treat", "note", 100.0),  # informational metrics are not gated
@@ -140,6 +139,20 @@ def test_gate_fails_on_a_regression(tmp_path, baseline, edit, regressed):
 def test_gate_passes_within_tolerance_and_on_absolute_speed_changes(tmp_path, baseline, edit):
     result = gate(tmp_path, edit)
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("edit", [
+    shift("treat", "acc", +0.1),  # an arm's improvement passes its own check, but the contrast moved
+    shift("control", "err", +0.04),  # within the control's noise (0.042), beyond the paired contrast's (0.021)
+    shift("treat", "acc", -0.051),  # the sign of a contrast the baseline was sure of flips
+])
+def test_a_contrast_whose_sign_the_baseline_is_sure_of_is_gated_both_ways(tmp_path, baseline, edit):
+    """An arm that computes something else shows as a contrast that moved, in either direction (a
+    one-sided check missed a sharpened router whose recall jumped)."""
+    result = gate(tmp_path, edit)
+    assert result.exit_code == 1, result.output
+    regressions = [line for line in result.output.splitlines() if "REGRESSION" in line]
+    assert any("REGRESSION contrast" in line and "either way" in line for line in regressions)
 
 
 def test_profile_without_speed_gating_ignores_speed_but_not_bytes(tmp_path, baseline):

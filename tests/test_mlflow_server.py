@@ -9,6 +9,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import mlflow
 import pytest
 
 from harness.processes import stop_process_group
@@ -66,9 +67,13 @@ def test_ui_serves_the_results_store_and_prints_runs_urls(tmp_path, toy_suite, h
     proc = subprocess.Popen([*harness_cmd, "ui", "--results", str(results), "--port", str(port)], env=cli_env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        first_line = proc.stdout.readline()
+        home, first_line = proc.stdout.readline(), proc.stdout.readline()
+        assert home.rstrip() == f"Model training view: http://127.0.0.1:{port}/#/experiments?workflowType=machine_learning"
         assert first_line.startswith("toy: http://127.0.0.1:")
         assert first_line.rstrip().endswith("?workflowType=machine_learning")
+        tags = mlflow.MlflowClient(f"sqlite:///{results / 'mlflow.db'}").get_experiment_by_name("toy").tags
+        assert tags["mlflow.experimentKind"] == "custom_model_development"
+        assert tags["mlflow.note.content"] == "momentum vs plain SGD on a fixed logistic regression"
         deadline = time.time() + 90
         while time.time() < deadline:
             try:

@@ -268,6 +268,20 @@ def test_a_kernel_folder_another_user_created_first_is_refused_and_nothing_of_th
     assert not marker.exists()
 
 
+def test_a_temp_dir_others_can_write_without_the_sticky_bit_is_refused(kernel_tmp, tmp_path):
+    """There a neighbour could swap the checked folder for theirs between the check and the load."""
+    root = kernel_tmp(tmp_path / "open")
+    root.chmod(0o777)
+    with pytest.raises(KernelUnavailable, match="without the sticky bit"):
+        load_kernel()
+    root.chmod(0o1777)  # /tmp's mode: only the owner of an entry may rename it
+    load_kernel.cache_clear()
+    try:
+        load_kernel()
+    except KernelUnavailable as error:
+        assert "sticky" not in str(error)
+
+
 def test_a_tampered_kernel_library_is_rebuilt_not_loaded(kernel_tmp, tmp_path):
     library = _built_library(kernel_tmp, tmp_path)
     library.unlink()  # a new file: truncating the loaded one in place would crash this process

@@ -17,6 +17,7 @@ from test_cli_run import free_port
 
 from harness import api
 from harness.cli import main
+from harness.tracking.environment import code_checkout, git_state
 from harness.tracking.mlflow_tracker import default_tracking_uri
 
 pytestmark = pytest.mark.integration  # runs the toy suite, then reruns it
@@ -31,7 +32,8 @@ def git(repo: Path, *args: str) -> None:
 
 @pytest.fixture(scope="module")
 def toy_run(tmp_path_factory) -> Path:
-    """The toy suite run once (smoke, 3 trials) from a git checkout with an uncommitted change."""
+    """The toy suite run once (smoke, 3 trials) from a git checkout with an uncommitted change (which
+    no record names: the git state recorded is the harness checkout's)."""
     base = tmp_path_factory.mktemp("reproduce")
     repo = base / "checkout"
     repo.mkdir()
@@ -77,17 +79,18 @@ def test_every_trial_and_suite_run_records_what_a_rerun_needs(toy_run):
     record = json.loads(next((toy_run / "toy" / "smoke" / "trials").glob("*.json")).read_text())
     assert f"torch=={torch.__version__}" in record["packages"]
     env = record["environment"]
-    assert env["git_dirty"] == "true" and env["git_diff_sha256"] != "none"
+    commit, dirty = git_state(code_checkout())  # the harness checkout's, never the suite's own tree
+    assert env["git_commit"] == commit and env["git_dirty"] == str(dirty).lower()
     assert env["deterministic_algorithms"] == "true" and env["torch_threads"] == str(torch.get_num_threads())
     for key in ("git_commit", "python", "torch", "torch_git", "cuda", "device", "cpu_model", "packages_sha256",
                 "cudnn_deterministic", "float32_matmul_precision"):
         assert env[key], key
     assert record["params"]["steps"] == 20 and record["seed"] == 0 and record["task_version"] == "1"
     diffs = list((toy_run / "toy" / "smoke" / "provenance").glob("git-*.diff"))
-    assert len(diffs) == 1 and "+uncommitted" in diffs[0].read_text()
+    assert len(diffs) == (1 if dirty else 0) and "uncommitted" not in "".join(d.read_text() for d in diffs)
     (parent,) = runs(toy_run, "suite")
     files = {f.path for f in client(toy_run).list_artifacts(parent.info.run_id)}
-    assert {"suite.json", "environment.json", "packages.txt", "git.diff"} <= files
+    assert {"suite.json", "environment.json", "packages.txt"} | ({"git.diff"} if dirty else set()) <= files
     assert parent.data.tags["harness.packages_sha256"] == env["packages_sha256"]
 
 
@@ -96,7 +99,6 @@ def test_reproduce_a_results_folder_is_bit_identical_and_linked_to_the_original(
     result = invoke("reproduce", toy_run / "toy" / "smoke")
     assert result.exit_code == 0, result.output
     assert "REPRODUCED: 9 metric values of 3 trial(s) bit-identical" in result.stdout
-    assert "git_commit" in result.stdout  # recorded in the toy checkout, rerun from harness's own
     assert snapshot(toy_run / "toy") == before  # the original is never written to
     (summary_path,) = (toy_run / "reproductions").glob("toy-smoke-*/reproduction.json")
     summary = json.loads(summary_path.read_text())

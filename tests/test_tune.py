@@ -84,7 +84,7 @@ def write_lock(suite_path: Path, chosen: dict[str, dict], kept: dict[str, dict] 
     """A lock as `harness tune` writes it for the suite's current tune block."""
     (suite,) = load_suites(suite_path, apply_locks=False)
     document = {"schema": LOCK_SCHEMA, "suite": suite.name, "tune_hash": tune_hash(suite.tune),
-                "seeds": list(suite.tune.seeds),
+                "seeds": list(suite.tune.seeds), "task_version": suite.task.version,
                 "arms": {arm: {"chosen": params, "kept": (kept or {}).get(arm, {}), "grid": []}
                          for arm, params in chosen.items()}, **changes}
     document["checksum"] = lock_checksum(document)
@@ -140,6 +140,15 @@ def test_a_stale_or_hand_edited_lock_is_refused(tmp_path, change, expected):
     with pytest.raises(SuiteError, match=expected) as caught:
         load_suites(path)
     assert "\n" not in str(caught.value)
+
+
+def test_a_lock_tuned_on_another_task_version_is_refused(tmp_path):
+    path = suite_file(tmp_path)
+    (suite,) = load_suites(path, apply_locks=False)
+    write_lock(path, {"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}}, task_version="an older one")
+    with pytest.raises(SuiteError, match=rf"toy_tune.tuned.json: stale lock: tuned on task '.*' version "
+                                         rf"an older one, the task is now version {suite.task.version}"):
+        load_suites(path)
 
 
 def test_a_run_on_the_tuning_seeds_is_refused(tmp_path):

@@ -2,6 +2,8 @@
 rule that keeps every test word seen in its locale."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
 from pathlib import Path
 
@@ -81,3 +83,31 @@ def test_django_catalogs_give_hundreds_of_six_way_messages_with_real_false_frien
     assert abs(len(corpus.test) - 0.2 * len(texts) * 15) <= 15, "qualifying messages are plentiful"
     es = corpus.token_names.index("es")
     assert corpus.contested[1, es] and corpus.contested[3, es], "German 'es' (it) vs Spanish 'es' (is)"
+
+
+def test_the_catalogs_are_checked_against_the_installed_release(tmp_path, monkeypatch):
+    """Records name the django release: a catalog replaced, removed or shadowed by another django on
+    the path must not feed a trial under the same id."""
+    from harness.tasks.vocab import gettext
+
+    root = catalog_root()
+    assert gettext.check_catalogs.__wrapped__(root).startswith("django==")
+    with pytest.raises(ValueError, match="not the installed release"):
+        gettext.check_catalogs.__wrapped__(_fake_django(tmp_path / "django"))
+    # a release installed first on the path (its own RECORD), then one of its catalogs replaced
+    site = tmp_path / "site"
+    catalog = site / "django" / "conf" / "locale" / "de" / "LC_MESSAGES" / "django.mo"
+    catalog.parent.mkdir(parents=True)
+    original = (root / "conf" / "locale" / "de" / "LC_MESSAGES" / "django.mo").read_bytes()
+    catalog.write_bytes(original)
+    (site / "django" / "__init__.py").write_text("")
+    info = site / "Django-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: Django\nVersion: 0.0\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(original).digest()).rstrip(b"=").decode()
+    (info / "RECORD").write_text(f"django/conf/locale/de/LC_MESSAGES/django.mo,sha256={digest},{len(original)}\n")
+    monkeypatch.syspath_prepend(str(site))
+    assert gettext.check_catalogs.__wrapped__(site / "django") == "django==0.0"
+    catalog.write_bytes(original + b"\0")
+    with pytest.raises(ValueError, match="sha256 mismatch"):
+        gettext.check_catalogs.__wrapped__(site / "django")

@@ -48,7 +48,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from harness.analysis.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
-from harness.analysis.results import RunResults, metric_order
+from harness.analysis.results import ResultsError, RunResults, metric_order
 from harness.analysis.sequential import Design, conditional_power, critical_t, nominal_levels
 from harness.analysis.stats import (
     Interval,
@@ -59,6 +59,7 @@ from harness.analysis.stats import (
 )
 from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named
 from harness.metrics import Metric, metric_family
+from harness.store import SUITE_FILE
 
 PASS = "pass"
 FAIL = "fail"
@@ -157,7 +158,10 @@ def claim_alpha(confidence: float) -> float:
 
 def run_design(results: RunResults) -> Design:
     """The design the run declared (suite.json ``sequential``), fixed at its seeds otherwise."""
-    return Design.from_stored(results.meta.get("sequential"), len(results.seeds))
+    try:
+        return Design.from_stored(results.meta.get("sequential"), len(results.seeds))
+    except ValueError as exc:
+        raise ResultsError(f"{results.run_dir / SUITE_FILE}: {exc}") from None
 
 
 def looks_taken(results: RunResults, design: Design) -> tuple[int, ...]:

@@ -58,6 +58,9 @@ def build_report(run_dir: Path) -> RunReport:
     results = load_results(Path(run_dir))
     analysis = analyse(results)
     report_dir = results.run_dir / REPORT_DIR
+    for folder in (report_dir, report_dir / PLOTS_DIR):
+        if folder.is_symlink():  # a received folder's report/ may point anywhere: never written through
+            folder.unlink()
     summary_path = report_dir / SUMMARY_FILE
     text_path = report_dir / TEXT_FILE
     text_path.unlink(missing_ok=True)  # written last: a report killed while drawing is then redrawn by the next run

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import scipy.stats
@@ -79,8 +79,24 @@ class Design:
         """The design a results folder declares (suite.json ``sequential``); fixed when it declares none."""
         if not stored:
             return cls(max(seeds, 1), max(seeds, 1))
-        return cls(int(stored["first"]), int(stored["max_seeds"]), int(stored.get("batch") or 1),
-                   str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"))
+        try:  # a received suite.json may say anything: a design harness could not have written is refused
+            design = cls(_count(stored["first"]), _count(stored["max_seeds"]), _count(stored.get("batch") or 1),
+                         str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"))
+            futility = design.futility
+            if futility is not None and not (isinstance(futility, (int, float)) and 0 <= futility < 1):
+                raise ValueError(f"futility {futility!r} is not a fraction in [0, 1)")
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"its sequential design is not one harness writes ({exc})") from None
+        return design
+
+
+MAX_SEEDS = 1000  # the most a suite may declare (SequentialSpec)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SEEDS:
+        raise ValueError(f"{value!r} is not a seed count in [1, {MAX_SEEDS}]")
+    return value
 
 
 def spent(fraction: float, alpha: float, spending: str) -> float:
@@ -95,14 +111,28 @@ def spent(fraction: float, alpha: float, spending: str) -> float:
     return float(2.0 * scipy.stats.norm.sf(z / math.sqrt(fraction)))
 
 
-@lru_cache(maxsize=16)
-def _null_p_values(looks: tuple[int, ...]) -> np.ndarray:
-    """Nominal one-sided p-values of the t test at each look, for NULL_PATHS simulated null paths."""
-    rng = np.random.default_rng(NULL_SEED)
-    draws = rng.standard_normal((NULL_PATHS, looks[-1]))
-    sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
-    columns = [_t_p_values(sums, squares, n) if n >= 2 else np.ones(NULL_PATHS) for n in looks]
-    return np.stack(columns, axis=1)
+SIMULATION_BYTES = 64 * 2**20  # a simulation holds about this much at once, whatever the number of seeds
+
+
+def _row_chunks(paths: int, width: int, rng: np.random.Generator) -> Iterator[tuple[slice, np.ndarray]]:
+    """The (paths, width) standard normal draws of ``rng``, in consecutive blocks of rows: the same
+    numbers as one call (the stream is filled row by row), in bounded memory."""
+    rows = max(1, SIMULATION_BYTES // (3 * 8 * width))  # draws, sums and squares
+    for start in range(0, paths, rows):
+        stop = min(paths, start + rows)
+        yield slice(start, stop), rng.standard_normal((stop - start, width))
+
+
+def _null_p_values(looks: tuple[int, ...], columns: range) -> np.ndarray:
+    """Nominal one-sided p-values of the t test at looks[columns], for NULL_PATHS simulated null paths
+    (the whole seeded stream is drawn again for each block of looks, so memory stays bounded)."""
+    out = np.ones((NULL_PATHS, len(columns)))
+    for rows, draws in _row_chunks(NULL_PATHS, looks[-1], np.random.default_rng(NULL_SEED)):
+        sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
+        for j, k in enumerate(columns):
+            if looks[k] >= 2:
+                out[rows, j] = _t_p_values(sums, squares, looks[k])
+    return out
 
 
 def _t_p_values(sums: np.ndarray, squares: np.ndarray, n: int) -> np.ndarray:
@@ -118,23 +148,26 @@ def nominal_levels(looks: tuple[int, ...], alpha: float, spending: str = DEFAULT
     look's t test reaching its level is ``alpha`` (at most). One look: ``(alpha,)``."""
     if len(looks) == 1:
         return (alpha,)
-    null_p = _null_p_values(looks)
+    block = max(1, SIMULATION_BYTES // (8 * NULL_PATHS))  # looks whose p-values are held at once
     alive = np.ones(NULL_PATHS, dtype=bool)
     levels: list[float] = []
     before = 0.0
-    for k, n in enumerate(looks):
-        now = spent(n / looks[-1], alpha, spending)
-        increment = max(now - before, 0.0)
-        before = now
-        crossings = math.floor(increment * NULL_PATHS)
-        if k == 0 or crossings < MIN_RESOLVED_CROSSINGS:
-            level = increment
-        else:
-            survivors = null_p[alive, k]
-            rank = min(crossings, survivors.size) - 1
-            level = float(np.partition(survivors, rank)[rank]) if survivors.size else increment
-        levels.append(level)
-        alive &= null_p[:, k] > level
+    for first in range(0, len(looks), block):
+        columns = range(first, min(len(looks), first + block))
+        null_p = _null_p_values(looks, columns)
+        for j, k in enumerate(columns):
+            now = spent(looks[k] / looks[-1], alpha, spending)
+            increment = max(now - before, 0.0)
+            before = now
+            crossings = math.floor(increment * NULL_PATHS)
+            if k == 0 or crossings < MIN_RESOLVED_CROSSINGS:
+                level = increment
+            else:
+                survivors = null_p[alive, j]
+                rank = min(crossings, survivors.size) - 1
+                level = float(np.partition(survivors, rank)[rank]) if survivors.size else increment
+            levels.append(level)
+            alive &= null_p[:, j] > level
     return tuple(levels)
 
 
@@ -186,8 +219,17 @@ def operating_characteristics(design: Design, effect_in_sd: float, alpha: float,
                               seed: int = 7) -> OperatingCharacteristics:
     """Pass rate, fail rate and mean seeds used of one claim tested alone under ``design``."""
     looks, levels = design.looks, nominal_levels(design.looks, alpha, design.spending)
-    rng = np.random.default_rng(seed)
-    draws = rng.standard_normal((paths, design.max_seeds)) + effect_in_sd
+    passed = failed = used = 0.0
+    for _rows, draws in _row_chunks(paths, design.max_seeds, np.random.default_rng(seed)):
+        chunk = _simulate_paths(design, draws + effect_in_sd, looks, levels)
+        passed, failed, used = passed + chunk[0], failed + chunk[1], used + chunk[2]
+    return OperatingCharacteristics(effect_in_sd, passed / paths, failed / paths, used / paths)
+
+
+def _simulate_paths(design: Design, draws: np.ndarray, looks: tuple[int, ...],
+                    levels: tuple[float, ...]) -> tuple[float, float, float]:
+    """Paths passed, paths failed and seeds used, summed over these paths (one row each)."""
+    paths = draws.shape[0]
     sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
     open_ = np.ones(paths, dtype=bool)
     passed, failed = np.zeros(paths, dtype=bool), np.zeros(paths, dtype=bool)
@@ -207,4 +249,4 @@ def operating_characteristics(design: Design, effect_in_sd: float, alpha: float,
             stop |= open_ & hopeless
         used[stop] = n
         open_ &= ~stop
-    return OperatingCharacteristics(effect_in_sd, float(passed.mean()), float(failed.mean()), float(used.mean()))
+    return float(passed.sum()), float(failed.sum()), float(used.sum())

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from harness.analysis.claims import IDENTICAL_ARMS, ClaimResult
 from harness.analysis.decisions import RunAnalysis
-from harness.analysis.markdown import escape, table
+from harness.analysis.markdown import escape, inline, plain, table
 from harness.analysis.numbers import fmt
 from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
 
@@ -48,14 +48,15 @@ class SuiteSummary:
         if cost is not None:
             seeds += f" of up to {cost.design.max_seeds} (sequential"
             seeds += f"; fixed design of equal power: {cost.fixed_seeds})" if cost.fixed_seeds else ")"
-        return (f"### {results.suite} ({results.profile}): validity {validity_text(self.analysis.validity)}; "
-                f"{seeds}, {time}{failed}")
+        return (f"### {inline(results.suite)} ({inline(results.profile)}): "
+                f"validity {inline(validity_text(self.analysis.validity))}; {seeds}, {time}{failed}")
 
     def claim_rows(self) -> list[list[str]]:
         suffix = "" if self.counted else f" (not counted: {self.analysis.validity.status})"
         return [
-            [claim.contrast, claim.key, claim.point or "-", claim.statement, estimate_text(claim),
-             claim.result_text + suffix + (" (arms identical)" if claim.identical_arms else ""), _seeds(claim)]
+            [inline(claim.contrast), inline(claim.key), inline(claim.point or "-"), plain(claim.statement),
+             estimate_text(claim),
+             plain(claim.result_text) + suffix + (" (arms identical)" if claim.identical_arms else ""), _seeds(claim)]
             for claim in self.analysis.claims
         ]
 

@@ -7,6 +7,7 @@ to when GitHub Actions sets it, and a failure to do so is only a warning: it nev
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import click
@@ -22,6 +23,8 @@ def output_problem(path: Path, option: str) -> str | None:
     folder = target.parent
     if target.is_dir():
         return f"{option} {target} is a folder; give a file path"
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        return f"{option} {target} is a link or not a regular file (a FIFO, a device); give a file path"
     if not folder.is_dir():
         return f"{option} {target}: folder {folder} does not exist"
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
@@ -44,7 +47,15 @@ def append_step_summary(text: str) -> None:
     if not path:
         return
     try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(text.rstrip("\n") + "\n\n")
+        # Never blocks: a FIFO or a device named there is refused, not waited on.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW, 0o666)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(0, "not a regular file")
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "a", encoding="utf-8", closefd=False) as handle:
+                handle.write(text.rstrip("\n") + "\n\n")
+        finally:
+            os.close(fd)
     except OSError as exc:
         click.echo(f"warning: ${STEP_SUMMARY} {path}: cannot append ({exc.strerror or exc})", err=True)

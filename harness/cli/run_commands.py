@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import webbrowser
 from pathlib import Path
 
 import click
@@ -131,6 +132,9 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
 
     def started(device_used) -> None:
         signal.signal(signal.SIGTERM, _interrupt)  # after ray.init, which installs its own SIGTERM handler
+        # A shell starts a background job with SIGINT ignored, and Python then never installs its
+        # handler: Ctrl-C (or kill -INT) must stop a run however it was started.
+        signal.signal(signal.SIGINT, _interrupt)
         console.line(f"device: {device_used} ({device_name(device_used)})")
 
     def print_suite(result: api.SuiteResult) -> None:
@@ -256,16 +260,19 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     if refused:  # at once, before importing mlflow: its server would retry for about a minute, then exit 0
         _fail(f"cannot serve on 127.0.0.1:{port} ({refused}); pick another port with --port")
     from harness.processes import stop_process_group
-    from harness.tracking.mlflow_tracker import MlflowTracker, default_tracking_uri
+    from harness.tracking.mlflow_tracker import MODEL_TRAINING_VIEW, MlflowTracker, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri(results_root)
     if uri.startswith("sqlite:") and not (results_root / "mlflow.db").exists():
         _fail(f"no MLflow store at {results_root / 'mlflow.db'}; run a suite first")
     experiments = MlflowTracker(uri).client.search_experiments()
     base = f"http://127.0.0.1:{port}"
+    # MLflow 3 opens on its GenAI view (traces); benchmark runs live in the "Model training" view
+    home = f"{base}/#/experiments?{MODEL_TRAINING_VIEW}"
+    click.echo(f"Model training view: {home}")
     for experiment in experiments:
         if experiment.name != "Default":
-            click.echo(f"{experiment.name}: {base}/#/experiments/{experiment.experiment_id}?workflowType=machine_learning")
+            click.echo(f"{experiment.name}: {base}/#/experiments/{experiment.experiment_id}?{MODEL_TRAINING_VIEW}")
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)]
     click.echo(f"serving {uri} on {base} (Ctrl-C stops)")
     # The server runs in its own process group (mlflow -> uvicorn -> workers) so that Ctrl-C or a
@@ -276,14 +283,27 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     signal.signal(signal.SIGTERM, lambda signum, _frame: requested.append(signum))
     signal.signal(signal.SIGINT, lambda signum, _frame: requested.append(signum))
     server = subprocess.Popen(command, start_new_session=True)
-    code = None
+    code, opened = None, not sys.stdout.isatty()  # a browser only for someone at a terminal
     try:
         while not requested and (code := server.poll()) is None:
+            if not opened and _answers(base):
+                webbrowser.open(home)
+                opened = True
             time.sleep(0.2)
     finally:
         stop_process_group(server)
     if code:  # it stopped by itself (e.g. another server took the port first), not by Ctrl-C
         _fail(f"the MLflow server on 127.0.0.1:{port} exited with code {code} (its output is above)")
+
+
+def _answers(base: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{base}/health", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def _cannot_listen(port: int) -> str | None:

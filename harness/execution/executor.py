@@ -8,6 +8,7 @@ the store and MLflow, so nothing else (store, tracking, analysis) changes.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import tempfile
 import threading
@@ -101,9 +102,35 @@ def _deadline(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+class TaskExit(BaseException):
+    """A task called os._exit: in the process running the trials that would end the run unrecorded."""
+
+
+@contextmanager
+def _contained() -> Iterator[None]:
+    """Around a task: ``os._exit`` in this very process fails the trial instead of ending the run
+    (a forked child still exits), and a task's ``os.chdir`` is undone."""
+    owner, real_exit, cwd = os.getpid(), os._exit, os.getcwd()
+
+    def refuse_exit(code: int) -> None:
+        if os.getpid() != owner:
+            real_exit(code)
+        raise TaskExit(code)
+
+    os._exit = refuse_exit
+    try:
+        yield
+    finally:
+        os._exit = real_exit
+        if os.getcwd() != cwd:
+            os.chdir(cwd)
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"SystemExit: the task called sys.exit({exc.code!r}), which would have ended the whole run"
+    if isinstance(exc, TaskExit):
+        return f"TaskExit: the task called os._exit({exc.args[0]!r}), which would have ended the whole run unrecorded"
     return f"{type(exc).__name__}: {exc}".strip()
 
 
@@ -132,9 +159,9 @@ def execute_trial(
             task=task_cls.name, task_version=task_cls.version,
         )
         params = task_cls.validate_params(trial.params)
-        with _deadline(timeout_s):
+        with _deadline(timeout_s), _contained():
             metrics = _final_metrics(task_cls().run(params, ctx))
-    except (Exception, SystemExit, TrialTimeout) as exc:  # a failing, exiting or stuck trial must not stop the others
+    except (Exception, SystemExit, TaskExit, TrialTimeout) as exc:  # a failing, exiting or stuck trial must not stop the others
         status, error = "failed", _reason(exc)
         recorder.details["traceback"] = traceback.format_exc(limit=8)
     return trial_record(

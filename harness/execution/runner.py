@@ -101,9 +101,9 @@ def run_suite(
     clean_stray_tmp(folder.path / REPORT_DIR, min_age=300)
     meta = suite_metadata(suite, device)
     folder.save_suite(meta)
-    env = environment(device, suite.source.parent)  # the git state of the checkout holding the suite
+    env = environment(device)  # the git state of the harness checkout: a suite's own tree is never read
     env.update(task_environment(suite.task))
-    save_diff(folder.path, suite.source.parent)
+    save_diff(folder.path)
     runner = executor or SerialExecutor()
     env["executor"] = runner.name
 
@@ -183,7 +183,7 @@ class _Mirror:
             run_name = f"{self.suite.name}/{self.suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
             outcome.parent_run_id = tracker.start_parent(self.meta, self.env, run_name, folder.path,
                                                          extra_tags=self.tags,
-                                                         texts=provenance_texts(self.suite.source.parent))
+                                                         texts=provenance_texts())
         _reconcile(tracker, folder, outcome.parent_run_id, fresh, self.present, self.tags)
         self.reconciled.update(r["trial_id"] for r in fresh)
 

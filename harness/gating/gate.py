@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.analysis.markdown import plain
 from harness.analysis.results import RunResults, load_results
 from harness.analysis.verdicts import contrast_variants
 from harness.gating.baseline import DEFAULT_BASELINES_DIR, baseline_filename, baseline_trials, load_baseline
@@ -48,10 +49,12 @@ class GateCheck:
     rule: str
 
     def describe(self) -> str:
-        where = f" @ {self.point}" if self.point else ""
+        """One line; the names come from a results folder, so they are printed plain."""
+        subject, metric = plain(self.subject), plain(self.metric)
+        where = f" @ {plain(self.point)}" if self.point else ""
         if self.check == CLAIM:
-            return f"{self.check:<11} {self.subject}{where}  {self.metric}: {self.rule}"
-        return f"{self.check:<11} {self.subject}{where}  {self.metric}: {self.baseline:.6g} -> {self.current:.6g}  ({self.rule})"
+            return f"{self.check:<11} {subject}{where}  {metric}: {self.rule}"
+        return f"{self.check:<11} {subject}{where}  {metric}: {self.baseline:.6g} -> {self.current:.6g}  ({self.rule})"
 
 
 @dataclass(frozen=True)
@@ -84,18 +87,18 @@ class GateResult:
     def render(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         lines = [
-            f"gate {self.suite}/{self.profile}/{self.device_class} vs {self.baseline_path}: {verdict} "
+            f"gate {plain(f'{self.suite}/{self.profile}/{self.device_class}')} vs {plain(self.baseline_path)}: {verdict} "
             f"({len(self.checks) - len(self.regressions)} of {len(self.checks)} checks within tolerance)"
         ]
         if not self.checks:
             lines.append("  NO CHECKS: nothing in this run could be compared with the baseline; a gate that compares "
                          "nothing fails")
         lines += [f"  REGRESSION {c.describe()}" for c in self.regressions]
-        lines += [f"  FAILED TRIAL {t}" for t in self.failed_trials]
-        lines += [f"  MISSING TRIAL (in the baseline, not in this run): {t}" for t in self.missing_trials]
-        lines += [f"  MISSING in this run (present in the baseline): {m}" for m in self.missing_in_run]
-        lines += [f"  DROPPED SEED (no finite value in this run; not compared): {d}" for d in self.dropped_seeds]
-        lines += [f"  not in the baseline (not gated; save a new baseline to include): {m}" for m in self.missing_in_baseline]
+        lines += [f"  FAILED TRIAL {plain(t)}" for t in self.failed_trials]
+        lines += [f"  MISSING TRIAL (in the baseline, not in this run): {plain(t)}" for t in self.missing_trials]
+        lines += [f"  MISSING in this run (present in the baseline): {plain(m)}" for m in self.missing_in_run]
+        lines += [f"  DROPPED SEED (no finite value in this run; not compared): {plain(d)}" for d in self.dropped_seeds]
+        lines += [f"  not in the baseline (not gated; save a new baseline to include): {plain(m)}" for m in self.missing_in_baseline]
         if self.environment_differences:
             differences = "; ".join(self.environment_differences)
             if any(c.check != SPEED_RATIO for c in self.regressions):
@@ -129,10 +132,11 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     _refuse_other_task_version(baseline, results, path)
     tolerances = results.meta.get("gate") or {}
     speed = speed_gated(results)
-    gated = (QUALITY, MEMORY, CONTRAST, CLAIM, SPEED_RATIO) if speed else (QUALITY, MEMORY, CONTRAST, CLAIM)
-    reference = {value_identity(e): e for e in baseline["values"] if e["check"] in gated}
+    stored = {value_identity(e): e for e in baseline["values"]}
+    not_gated = {identity for identity, e in stored.items() if not speed and _speed_value(results, e)}
+    reference = {identity: e for identity, e in stored.items() if identity not in not_gated}
     entries = baseline_values(results)  # evaluates the claims once: their results are in the CLAIM entries
-    current = {value_identity(e) for e in entries if e["check"] in gated}
+    current = {value_identity(e) for e in entries if speed or not _speed_value(results, e)}
 
     finished = finished_keys(results)
     failed = {(f.arm_label, f.point_label, f.seed) for f in results.failed}
@@ -149,8 +153,6 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     for identity, entry in reference.items():
         check, subject, point, key = identity
         if check == CLAIM:
-            if results.spec_for(key).kind == "speed" and not speed:
-                continue
             result = claim_results.get((subject, point, key))
             if result is None:
                 missing_in_run.append(check_name(identity))
@@ -186,6 +188,12 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
             missing_in_run.append(check_name(identity))
         elif unexplained:
             dropped.append(f"{check_name(identity)}: seed(s) {', '.join(map(str, unexplained))} missing or not finite")
+    # Every baseline value the profile gates ends as a check or a named problem; one that got neither
+    # (a check skipped by mistake) fails the gate instead of shrinking it quietly.
+    accounted = {(c.check, c.subject, c.point, c.metric) for c in checks}
+    named = set(missing_in_run) | {d.split(":", 1)[0] for d in dropped}
+    missing_in_run += [f"{check_name(i)}: in the baseline, but the gate made no check of it"
+                       for i in reference if i not in accounted and check_name(i) not in named]
     return GateResult(
         suite=results.suite,
         profile=results.profile,
@@ -201,6 +209,11 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         dropped_seeds=tuple(dropped),
         environment_differences=tuple(environment_differences(baseline, results)),
     )
+
+
+def _speed_value(results: RunResults, entry: Mapping[str, Any]) -> bool:
+    """A speed ratio, or a claim on a speed metric: what a profile that does not gate speed leaves out."""
+    return entry["check"] == SPEED_RATIO or (entry["check"] == CLAIM and results.spec_for(entry["metric"]).kind == "speed")
 
 
 def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
@@ -248,12 +261,24 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str
             source = "the suite's tolerance (one seed: no spread)"
         passed = sign * (current - value) >= -tolerance
         rule = f"{what}, {reference['direction']} is better, may worsen by {tolerance:.3g} = {source}"
+        if check == CONTRAST and _direction_certain(value, baseline_spread):
+            # The baseline is sure which arm is ahead: a change either way beyond the noise means the
+            # mechanism (or its control) now computes something else, and the sign must hold.
+            passed = abs(current - value) <= tolerance and current * value > 0
+            rule = (f"{what}, baseline sure of its sign: must keep it and move by at most {tolerance:.3g} "
+                    f"either way = {source}")
     else:
         tolerance = _tolerance(tolerances, key, float(tolerances.get("speed_tolerance", SPEED_RATIO_TOLERANCE)))
         # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
         passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
         rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
     return GateCheck(check, reference["subject"], reference["point"], key, value, current, passed, rule)
+
+
+def _direction_certain(value: float, spread: float | None) -> bool:
+    """Whether a baseline difference is beyond its noise (SPREAD_Z standard errors, or any nonzero
+    value when every seed agreed): one seed measures no spread and is never certain."""
+    return spread is not None and value != 0 and abs(value) > SPREAD_Z * spread
 
 
 def _claim_check(reference: Mapping[str, Any], result: str) -> GateCheck:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 from xml.etree import ElementTree
 
-from harness.analysis.markdown import table
+from harness.analysis.markdown import inline, plain, printable, table
 from harness.gating.gate import GateCheck, GateResult, round_off
 from harness.gating.values import CLAIM
 
@@ -20,7 +20,8 @@ MOVED_HEADER = ("run", "check", "subject", "point", "metric", "baseline", "curre
 
 
 def run_name(outcome: GateResult) -> str:
-    return f"{outcome.suite}/{outcome.profile}/{outcome.device_class}"
+    """The run as one line of plain text (its names come from the results folder)."""
+    return plain(f"{outcome.suite}/{outcome.profile}/{outcome.device_class}")
 
 
 def problems(outcome: GateResult) -> list[tuple[str, str]]:
@@ -47,13 +48,16 @@ def render_markdown(outcomes: Sequence[GateResult]) -> str:
     lines = [f"{TITLE}: {'FAIL' if failed else 'PASS'} ({len(outcomes) - failed} of {len(outcomes)} run(s) pass)", ""]
     for outcome in outcomes:
         within = len(outcome.checks) - len(outcome.regressions)
-        lines.append(f"- {run_name(outcome)} vs `{outcome.baseline_path}`: **{'PASS' if outcome.passed else 'FAIL'}** "
+        path = plain(outcome.baseline_path).replace("`", "'")  # a code span: only a backtick could end it
+        lines.append(f"- {inline(run_name(outcome))} vs `{path}`: "
+                     f"**{'PASS' if outcome.passed else 'FAIL'}** "
                      f"({within} of {len(outcome.checks)} checks within tolerance)")
     rows = []
     for outcome in outcomes:
         checks = sorted((c for c in outcome.checks if moved(c)), key=lambda c: c.passed)
         rows += [_check_row(outcome, c) for c in checks]
-        rows += [[run_name(outcome), kind, what, "", "", "", "", "", "FAIL", ""] for kind, what in problems(outcome)]
+        rows += [[inline(run_name(outcome)), kind, inline(what), "", "", "", "", "", "FAIL", ""]
+                 for kind, what in problems(outcome)]
     lines.append("")
     lines.append(table(MOVED_HEADER, rows) if rows else "Nothing moved: every gated value equals its baseline.")
     return "\n".join(lines) + "\n"
@@ -61,12 +65,11 @@ def render_markdown(outcomes: Sequence[GateResult]) -> str:
 
 def _check_row(outcome: GateResult, check: GateCheck) -> list[str]:
     result = "PASS" if check.passed else "FAIL"
+    names = [inline(run_name(outcome)), check.check, inline(check.subject), inline(check.point or "-"), inline(check.metric)]
     if check.check == CLAIM:
-        return [run_name(outcome), check.check, check.subject, check.point or "-", check.metric, "", "", "", result,
-                check.rule]
+        return [*names, "", "", "", result, check.rule]
     change = check.current - check.baseline
-    return [run_name(outcome), check.check, check.subject, check.point or "-", check.metric, f"{check.baseline:.6g}",
-            f"{check.current:.6g}", f"{change:+.3g}", result, check.rule]
+    return [*names, f"{check.baseline:.6g}", f"{check.current:.6g}", f"{change:+.3g}", result, check.rule]
 
 
 def junit_xml(outcomes: Sequence[GateResult]) -> str:
@@ -75,20 +78,20 @@ def junit_xml(outcomes: Sequence[GateResult]) -> str:
     total = failures = 0
     for outcome in outcomes:
         suite = ElementTree.SubElement(root, "testsuite", name=run_name(outcome))
-        classname = f"harness.gate.{outcome.suite}.{outcome.profile}"
+        classname = plain(f"harness.gate.{outcome.suite}.{outcome.profile}")
         cases = 0
         failed = 0
         for check in outcome.checks:
-            case = ElementTree.SubElement(suite, "testcase", classname=classname, name=_case_name(check))
+            case = ElementTree.SubElement(suite, "testcase", classname=classname, name=plain(_case_name(check)))
             cases += 1
             if not check.passed:
                 failed += 1
-                failure = ElementTree.SubElement(case, "failure", message=check.rule, type="regression")
-                failure.text = check.describe()
+                failure = ElementTree.SubElement(case, "failure", message=plain(check.rule), type="regression")
+                failure.text = printable(check.describe())
         for kind, what in problems(outcome):
-            case = ElementTree.SubElement(suite, "testcase", classname=classname, name=f"{kind}: {what}")
+            case = ElementTree.SubElement(suite, "testcase", classname=classname, name=plain(f"{kind}: {what}"))
             failure = ElementTree.SubElement(case, "failure", message=kind, type=kind.replace(" ", "_"))
-            failure.text = what
+            failure.text = printable(what)
             cases += 1
             failed += 1
         suite.set("tests", str(cases))

@@ -26,6 +26,7 @@ def render_plan(plan: Plan) -> str:
     lines.append(_differences("packages", plan.package_differences, "same versions as recorded"))
     lines.append(f"rerunning into {plan.out_root}")
     lines.append(_logging_to(plan))
+    lines += [f"note: {note}" for note in plan.notes]
     return "\n".join(lines)
 
 

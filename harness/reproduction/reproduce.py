@@ -9,7 +9,7 @@ artifact afresh in its own folder, so nothing the original produced enters the r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -17,7 +17,6 @@ from typing import Any, Callable
 import torch
 from pydantic import ValidationError
 
-import harness
 from harness.analysis.differences import (
     Difference,
     MetricComparison,
@@ -44,6 +43,7 @@ from harness.tracking.mlflow_tracker import (
     default_tracking_uri,
     marker_path,
 )
+from harness.tracking.sqlite_store import open_store
 
 RESULTS_DEFAULT = Path("results")
 REPRODUCTIONS_DIR = "reproductions"
@@ -65,7 +65,7 @@ class Plan:
     here: dict[str, str]
     environment_differences: list[Difference]
     package_differences: list[Difference]
-    repo: Path
+    notes: list[str] = field(default_factory=list)  # what checking the store changed (artifact locations)
 
     @property
     def same_device_class(self) -> bool:
@@ -108,9 +108,9 @@ def plan_reproduction(
     out_root = out or _fresh_folder(root / REPRODUCTIONS_DIR, f"{original.suite}-{original.profile}")
     if out_root.exists() and any(out_root.iterdir()):
         raise ReproduceError(f"--out {out_root} is not empty; a reproduction never writes over results")
-    tracker = _tracker(original, tracking_uri, root) if mlflow else None
-    repo = Path(harness.__file__).resolve().parent
-    here = environment(device, repo)
+    notes: list[str] = []
+    tracker = _tracker(original, tracking_uri, root, notes) if mlflow else None
+    here = environment(device)
     for task in sorted({str(r["task"]) for r in original.records}):
         here.update(task_environment(load_task(task)))
     versions = {r["task"]: load_task(r["task"]).version for r in original.records}
@@ -118,7 +118,7 @@ def plan_reproduction(
         original=original, trials=trials, threads=threads, device=device, recorded_device=recorded_device,
         device_note=note, out_root=out_root, tracker=tracker, here=here,
         environment_differences=environment_differences(original.records, here, versions),
-        package_differences=package_differences(original.records, package_lock()), repo=repo,
+        package_differences=package_differences(original.records, package_lock()), notes=notes,
     )
 
 
@@ -163,7 +163,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
             meta, env, f"reproduce {original.suite}/{original.profile} {stamp}",
             extra_tags={"harness.kind": "reproduction", "harness.reproduction_of": original.linked_runs,
                         "harness.reproduction_source": original.description[:5000]},
-            texts=provenance_texts(plan.repo),
+            texts=provenance_texts(),
         )
     jobs = [
         TrialJob(
@@ -267,7 +267,7 @@ def _load(target: str, tracking_uri: str | None, results: Path | None) -> Origin
     return load_run(MlflowTracker(uri), target)
 
 
-def _tracker(original: Original, tracking_uri: str | None, root: Path) -> MlflowTracker:
+def _tracker(original: Original, tracking_uri: str | None, root: Path, notes: list[str]) -> MlflowTracker:
     """Log next to the original where this user chose its store: the --tracking-uri (or default
     store) a run id was found in, or the results folder's own ``mlflow.db``. A folder's markers may
     name any server (a folder someone sent you names theirs), so they are never followed: the
@@ -279,7 +279,21 @@ def _tracker(original: Original, tracking_uri: str | None, root: Path) -> Mlflow
         check_reachable(uri)
     except TrackingError as exc:
         raise ReproduceError(str(exc)) from None
-    tracker = MlflowTracker(uri, artifact_root=root / "mlartifacts")
+    if tracking_uri is None and uri.startswith("sqlite:///"):
+        # A results folder's own store: checked and pointed at its own mlartifacts, as by `harness run`
+        # (a copied or received folder's store names the sender's locations).
+        store_root = Path(uri[len("sqlite:///"):]).parent
+        store = open_store(store_root)
+        store.lock.release()  # a reproduction writes only new runs: MLflow's own locking suffices
+        tracker = MlflowTracker(store.uri, artifact_root=store_root / "mlartifacts", identity=store.identity,
+                                confined=True)
+        notes.extend(store.notes)
+    else:
+        tracker = MlflowTracker(uri, artifact_root=root / "mlartifacts")
+    try:
+        tracker.check_destination(original.suite)
+    except TrackingError as exc:
+        raise ReproduceError(str(exc)) from None
     if original.run_ids and not original.parent_run_ids and uri == original.tracking_uri:
         original.parent_run_ids = parents_of(tracker, list(original.run_ids.values()))
     return tracker

@@ -8,7 +8,6 @@ serialises builders across processes: the first builds, the others wait and load
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
@@ -18,6 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
+from harness.locks import FileLock
 from harness.store import read_verified, write_atomic, write_checksum
 
 CACHE_FORMAT = 1  # bump when the key scheme or the file layout changes
@@ -46,14 +46,13 @@ def artifact_path(cache_dir: Path, task: str, kind: str, key: str) -> Path:
 
 @contextmanager
 def exclusive(lock_path: Path) -> Iterator[None]:
-    """An exclusive flock on lock_path (blocking), released on exit or process death."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    """An exclusive flock on lock_path (blocking, never through a link), released on exit or process death."""
+    lock = FileLock(lock_path)
+    lock.acquire(exclusive=True)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _checksum_path(path: Path) -> Path:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from harness.metrics import metric_key_problem, tracking_name
 from harness.suite.model import Arm, Suite, SuiteError
 from harness.suite.points import point_label, sweep_points
 from harness.suite.schema import (
@@ -85,12 +86,35 @@ def check_references(path: Path, node, spec: SuiteSpec, suite: Suite) -> None:
         if claim.reference is not None:
             _check_reference(path, node, spec, i, claim, labels)
     metric_refs.extend(_check_premises(path, node, spec, labels))
+    metric_refs += [(["contrasts", i, "margins", key], key) for i, c in enumerate(spec.contrasts) for key in c.margins]
     for loc, key in metric_refs:
+        problem = metric_key_problem(key)
+        if problem:  # the key itself is shown only through repr: it may hold a newline or an escape
+            raise SuiteError(f"{located(path, node, loc)}: {'.'.join(map(str, loc[:3]))}: {problem}")
+        if loc[0] == "contrasts":
+            continue  # a margin may name any metric the task reports
         if metric_family(key) not in declared:
             raise SuiteError(
                 f"{located(path, node, loc)}: {'.'.join(map(str, loc))}: task {suite.task_name!r} declares no metric "
                 f"{metric_family(key)!r}; metrics: {', '.join(sorted(declared))}"
             )
+    check_claim_names(path, node, spec)
+
+
+def check_claim_names(path: Path, node, spec: SuiteSpec) -> None:
+    """Two claims of one contrast must not share an MLflow name (``acc@1`` and ``acc_at_1``): each
+    claim's result is one tag of the suite's run, and one would silently overwrite the other."""
+    first: dict[tuple[str, str], int] = {}
+    for i, claim in enumerate(spec.claims):
+        name = (claim.contrast, tracking_name(claim.metric))
+        if name in first:
+            other = spec.claims[first[name]]
+            raise SuiteError(
+                f"{located(path, node, ['claims', i, 'metric'])}: claims[{i}].metric: {claim.metric!r} of contrast "
+                f"{claim.contrast!r} has the same MLflow name {name[1]!r} as claims[{first[name]}] ({other.metric!r}); "
+                "one claim per contrast and metric"
+            )
+        first[name] = i
 
 
 def _check_premises(path: Path, node, spec: SuiteSpec, labels: set[str]) -> list[tuple[list[Any], str]]:

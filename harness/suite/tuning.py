@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.store import canonical_json, read_json
-from harness.suite.model import Arm, Suite, SuiteError
+from harness.suite.model import Arm, ParamLayer, Suite, SuiteError
 from harness.suite.references import check_params, check_size
 from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
 from harness.suite.yaml_safety import located
@@ -166,6 +166,10 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
         raise SuiteError(f"{located(path, node, ['tune'])}: tune: the lock {lock.name} was made for another tune "
                          f"block (hash {document.get('tune_hash')}, the block now hashes to {tune_hash(spec.tune)}); "
                          f"rerun `harness tune {path}` or restore the block")
+    if document.get("task_version") != suite.task.version:
+        raise SuiteError(f"{lock}: stale lock: tuned on task {suite.task_name!r} version "
+                         f"{document.get('task_version')}, the task is now version {suite.task.version}; "
+                         f"rerun `harness tune {path}`")
     overlap = sorted(set(suite.seeds) & set(document["seeds"]))
     if overlap:
         raise SuiteError(f"--seeds: seed(s) {', '.join(map(str, overlap))} tuned the arms in {lock.name}; "
@@ -179,7 +183,9 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
                              f"with {', '.join(sorted(entry.get('kept', {}))) or 'none'} kept; rerun `harness tune {path}`")
         arms[name] = replace(arms[name], params={**arms[name].params, **entry["chosen"]})
         tuned[name] = {"params": entry["chosen"], "kept": entry["kept"]}
-    return replace(suite, arms=arms, tuned={"lock": lock.name, "tune_hash": document["tune_hash"], "arms": tuned})
+    layers = tuple(ParamLayer(f"lock {lock.name}", name, dict(entry["params"])) for name, entry in tuned.items())
+    return replace(suite, arms=arms, param_layers=(*suite.param_layers, *layers),
+                   tuned={"lock": lock.name, "tune_hash": document["tune_hash"], "arms": tuned})
 
 
 def read_lock(lock: Path, suite_file: Path) -> dict[str, Any]:

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import torch
 
-import harness
 from harness.devices import cpu_capability, cpu_model, device_name
 from harness.services.seeding import determinism_settings
 from harness.tasks import Task
@@ -35,12 +34,29 @@ PACKAGES_FILE = "packages.txt"
 DIFF_FILE = "git.diff"
 DIFF_DIR = "provenance"  # in a run folder: git-<sha256[:12]>.diff for each dirty tree it ran from
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
-HARNESS_DIR = Path(harness.__file__).resolve().parent
+
+
+# Reading a checkout must never run a command its configuration names: no fsmonitor, hooks, pager,
+# external diff or textconv, no system or global configuration, no index refresh written back.
+_GIT = ("git", "-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
+        "--no-pager", "--no-optional-locks")
+_GIT_ENVIRONMENT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1",
+                    "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+
+
+def code_checkout() -> Path:
+    """The harness package's folder, in the checkout of the code that runs: the git state every record names.
+
+    Suites are data (their content is stored whole in suite.json); the tree a suite file sits in may
+    be a received folder whose git configuration names programs (a filter, an fsmonitor), so it is
+    never read. The code that produced a result is this package's."""
+    return Path(__file__).resolve().parents[1]
 
 
 def _git(*args: str, cwd: Path) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=True)
+        out = subprocess.run([*_GIT, *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=True,
+                             env={**os.environ, **_GIT_ENVIRONMENT})
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip()
@@ -48,11 +64,11 @@ def _git(*args: str, cwd: Path) -> str | None:
 
 @lru_cache(maxsize=None)
 def git_state(cwd: Path) -> tuple[str, bool]:
-    """(commit, dirty) of the checkout holding the suite; ('unknown', False) outside git."""
+    """(commit, dirty) of the checkout at cwd; ('unknown', False) outside git."""
     commit = _git("rev-parse", "HEAD", cwd=cwd)
     if commit is None:
         return "unknown", False
-    status = _git("status", "--porcelain", "--untracked-files=no", cwd=cwd)
+    status = _git("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all", cwd=cwd)
     return commit, bool(status)
 
 
@@ -61,7 +77,7 @@ def git_diff(cwd: Path) -> str | None:
     """The uncommitted changes to tracked files (``git diff HEAD``); None on a clean tree or outside git."""
     if not git_state(cwd)[1]:
         return None
-    diff = _git("diff", "HEAD", "--no-color", "--no-ext-diff", cwd=cwd)
+    diff = _git("diff", "HEAD", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all", cwd=cwd)
     return diff + "\n" if diff else None
 
 
@@ -112,19 +128,18 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def environment(device: torch.device, repo: Path) -> dict[str, str]:
+def environment(device: torch.device) -> dict[str, str]:
     """Everything short that can change a result or its speed, as strings (MLflow tags)."""
-    repo = repo.resolve()
+    repo = code_checkout()
     commit, dirty = git_state(repo)
     diff = git_diff(repo)
-    harness_commit, harness_dirty = git_state(HARNESS_DIR)
     lock = package_lock()
     env = {
         "git_commit": commit,
         "git_dirty": str(dirty).lower(),
         "git_diff_sha256": sha256_text(diff) if diff else "none",
-        "harness_commit": harness_commit,
-        "harness_dirty": str(harness_dirty).lower(),
+        "harness_commit": commit,  # the same checkout: named for a record read beside an outside task's
+        "harness_dirty": str(dirty).lower(),
         "harness_version": _distribution_version("harness"),
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
@@ -150,18 +165,18 @@ def environment(device: torch.device, repo: Path) -> dict[str, str]:
     return env
 
 
-def provenance_texts(repo: Path) -> dict[str, str]:
+def provenance_texts() -> dict[str, str]:
     """The long records as files for the suite's MLflow run: the lock, and the diff when dirty."""
     texts = {PACKAGES_FILE: "\n".join(package_lock()) + "\n"}
-    diff = git_diff(repo.resolve())
+    diff = git_diff(code_checkout())
     if diff:
         texts[DIFF_FILE] = diff
     return texts
 
 
-def save_diff(run_dir: Path, repo: Path) -> Path | None:
+def save_diff(run_dir: Path) -> Path | None:
     """Keep the uncommitted diff in the run folder, named by its hash (the records name the hash)."""
-    diff = git_diff(repo.resolve())
+    diff = git_diff(code_checkout())
     if not diff:
         return None
     path = Path(run_dir) / DIFF_DIR / f"git-{sha256_text(diff)[:12]}.diff"

@@ -11,6 +11,7 @@ while open, so an invocation killed at any point is closed (KILLED) by the next.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -22,13 +23,17 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+from urllib.parse import unquote, urlparse
 
 from harness.faults import fault
+from harness.metrics import tracking_name
 from harness.record import TrialRecord
 from harness.store import read_json, write_atomic, write_json_atomic
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+NOTE_TAG = "mlflow.note.content"  # an experiment's description, shown on its page
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"  # the UI's runs-table view (MLflow 3 opens on GenAI)
 TRIAL_ID_TAG = "harness.trial_id"
 RESULTS_ID_TAG = "harness.results_id"  # which results folder logged a run: other folders share a server
 MARKER_DIR = "mlflow"
@@ -54,7 +59,7 @@ def default_tracking_uri(results_root: Path) -> str:
 
 def mlflow_key(key: str) -> str:
     """MLflow names allow [/\\w.- :]; '@' qualifiers become '_at_' (nmse@1024 -> nmse_at_1024)."""
-    return _BAD_NAME.sub("_", key.replace("@", "_at_"))
+    return _BAD_NAME.sub("_", tracking_name(key))
 
 
 def flatten(prefix: str, value: Any) -> dict[str, str]:
@@ -65,6 +70,15 @@ def flatten(prefix: str, value: Any) -> dict[str, str]:
         return out
     text = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
     return {mlflow_key(prefix): text[:6000]}
+
+
+def location_inside(location: str, artifact_root: Path) -> bool:
+    """Whether an artifact location (a URI) is a local folder under artifact_root, links resolved."""
+    root = Path(artifact_root).resolve()
+    if not location.startswith(root.as_uri() + "/"):
+        return False
+    path = Path(unquote(urlparse(location).path)).resolve()
+    return path != root and root in path.parents
 
 
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
@@ -85,10 +99,13 @@ class MlflowTracker:
     """Batched MLflow logging with its own wall-clock accounting (MLflow's share of a run)."""
 
     def __init__(self, tracking_uri: str, artifact_root: Path | None = None, identity: str | None = None,
-                 shared: bool = False) -> None:
+                 shared: bool = False, confined: bool = False) -> None:
         self.uri = tracking_uri
         self.shared = shared  # other results folders log here too: find and delete only this folder's runs
         self.artifact_root = artifact_root
+        # A store nobody named on the command line (a results folder's own): its artifacts stay under
+        # artifact_root, whatever locations the store itself names.
+        self.confined = confined and artifact_root is not None
         self.identity = identity or tracking_uri  # what markers name: changes when the store is replaced
         self.seconds = 0.0
         self._client = None
@@ -140,13 +157,36 @@ class MlflowTracker:
             location = None
             if self.artifact_root is not None and not self.uri.startswith(("http://", "https://")):
                 location = (self.artifact_root / name).resolve().as_uri()
+            self._refuse_foreign(name, location)
             experiment_id = self.client.create_experiment(name, artifact_location=location)
         else:
             experiment_id = experiment.experiment_id
+            self._refuse_foreign(name, experiment.artifact_location)
         if experiment is None or experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
             # MLflow 3 opens untagged experiments on the GenAI overview; this opens the runs table.
             self.client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return experiment_id
+
+    def check_destination(self, name: str) -> None:
+        """Raise TrackingError when experiment ``name`` exists and would send artifacts outside the
+        results folder (a received store naming a server or another folder); reads only."""
+        def check() -> None:
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is not None:
+                self._refuse_foreign(name, experiment.artifact_location)
+
+        missing_store = self.uri.startswith("sqlite:///") and not Path(self.uri[len("sqlite:///"):]).is_file()
+        if self.confined and not missing_store:  # a missing store is made later, with this folder's locations
+            self._timed(check)
+
+    def _refuse_foreign(self, name: str, location: str | None) -> None:
+        if not self.confined or location_inside(location or "", self.artifact_root):
+            return
+        raise TrackingError(
+            f"MLflow experiment {name!r} in {redacted(self.uri)} keeps its artifacts at {redacted(location or '')!r}, "
+            f"outside {self.artifact_root}: a results folder's own store never sends files elsewhere; "
+            "pass --tracking-uri to log to a store you name, or --no-mlflow"
+        )
 
     def _log_batch(self, run_id: str, metrics=(), params: Mapping[str, str] | None = None, tags=None) -> None:
         from mlflow.entities import Metric, Param, RunTag
@@ -172,6 +212,9 @@ class MlflowTracker:
         experiment_id = self.experiment_id(suite_meta["suite"])
 
         def start() -> str:
+            description = str(suite_meta.get("description") or "")
+            if description and self.client.get_experiment(experiment_id).tags.get(NOTE_TAG) != description:
+                self.client.set_experiment_tag(experiment_id, NOTE_TAG, description)
             tags = {
                 "mlflow.runName": run_name,
                 "harness.kind": "suite",
@@ -390,18 +433,21 @@ def _alive(pid: int) -> bool:
 
 
 def results_id(run_dir: Path) -> str:
-    """A random id of this results folder, made on first use and tagged on every run it logs, so
-    that on a shared tracking server a folder finds, replaces and deletes only its own runs."""
+    """The id of this results folder, tagged on every run it logs, so that on a shared tracking server
+    a folder finds, replaces and deletes only its own runs.
+
+    A random value made on first use, bound to the folder's real path: a copy of the folder (or one
+    whose stored value was edited to another folder's) gets an id of its own, and never touches the
+    original's runs."""
     path = run_dir / MARKER_DIR / RESULTS_ID_FILE
     try:
         value = path.read_text(encoding="utf-8").strip()
     except OSError:
         value = ""
-    if re.fullmatch(r"[0-9a-f]{32}", value):
-        return value
-    value = uuid.uuid4().hex
-    write_atomic(path, lambda handle: handle.write(value.encode()))
-    return value
+    if not re.fullmatch(r"[0-9a-f]{32}", value):
+        value = uuid.uuid4().hex
+        write_atomic(path, lambda handle: handle.write(value.encode()))
+    return hashlib.sha256(f"{value}\n{os.path.realpath(run_dir)}".encode()).hexdigest()[:32]
 
 
 def marker_path(run_dir: Path, trial_id: str) -> Path:

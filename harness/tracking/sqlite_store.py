@@ -11,8 +11,8 @@ shared while it uses the store, checks the file (SQLite header, schema revision,
   are the source of truth, and every trial is mirrored again, each suite on its next run;
 - upgrades an older schema (made by an older MLflow) on a copy, then swaps the copy in;
 - refuses, in one line, a schema newer than the installed MLflow knows;
-- points the artifact locations at this folder's ``mlartifacts`` when the folder was copied or
-  moved, so a copy never writes into the original's artifacts.
+- points every artifact location at this folder's ``mlartifacts`` (a copied or moved folder, or a
+  received store naming a server or another folder), so nothing is written outside the folder.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from typing import Callable
 
 from harness.locks import FileLock
 from harness.store import _UMASK, read_json, write_json_atomic
-from harness.tracking.mlflow_tracker import TrackingError
+from harness.tracking.mlflow_tracker import TrackingError, redacted
 
 DB_FILE = "mlflow.db"
 LOCK_FILE = ".mlflow.db.lock"
@@ -109,6 +109,9 @@ def open_store(results_root: Path, say: Callable[[str], None] = lambda _line: No
         _clean_aside(root)
         notes.extend(_relocate(root, db))
         identity = _identity(db)
+    except OSError as exc:  # a lock file that is a link, a read-only or full folder
+        lock.release()
+        raise TrackingError(f"{exc.filename or root}: {exc.strerror or exc}") from None
     except BaseException:
         lock.release()
         raise
@@ -307,15 +310,20 @@ def _quiet_mlflow() -> None:
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # keep store migrations out of the terminal
 
 
-# -- a copied or moved results folder ------------------------------------------------------------
+# -- a copied, moved or received results folder ---------------------------------------------------
 def _relocate(root: Path, db: Path) -> list[str]:
-    """Point experiments (and their runs) that live under another folder's mlartifacts at this one's.
+    """Point every experiment (and its runs) at this folder's own ``mlartifacts``.
 
-    MLflow stores absolute artifact locations; a results folder copied elsewhere would otherwise
-    keep writing into the original. Locations not of the form <folder>/mlartifacts/<experiment>
-    (chosen by hand) are left alone.
+    MLflow stores absolute artifact locations: a results folder copied elsewhere would otherwise keep
+    writing into the original, and a received folder's store may name a server or another user's
+    folder (it would receive our artifacts and git diff). A location outside this folder is only
+    used when named on the command line (``--tracking-uri``), never because a store says so.
     """
-    new_prefix = (root / ARTIFACTS_DIR).resolve().as_uri()
+    artifacts = root / ARTIFACTS_DIR
+    if artifacts.is_symlink() or (artifacts.exists() and not artifacts.is_dir()):
+        raise TrackingError(f"{artifacts} is a link or not a folder: a results folder keeps its MLflow artifacts "
+                            "in a folder of its own; remove it and rerun")
+    new_prefix = artifacts.resolve().as_uri()
     moved: set[str] = set()
     connection = sqlite3.connect(str(db), timeout=60)
     try:
@@ -323,24 +331,31 @@ def _relocate(root: Path, db: Path) -> list[str]:
         with connection:
             for experiment_id, name, location in rows:
                 expected = f"{new_prefix}/0" if str(experiment_id) == "0" else artifact_location(root, name)
-                if not location or location == expected or not expected.startswith(new_prefix + "/"):
-                    continue
+                if location == expected or not expected.startswith(new_prefix + "/"):
+                    continue  # a name that leaves mlartifacts is refused by the tracker when it is used
                 tail = expected[len(new_prefix):]  # "/<experiment>"
-                if not location.endswith(f"/{ARTIFACTS_DIR}{tail}"):
-                    continue
-                old_prefix = location[: -len(tail)]
+                copied = bool(location) and location.endswith(f"/{ARTIFACTS_DIR}{tail}")
+                old_prefix = location[: -len(tail)] if copied else location or ""
                 connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
                                    (expected, experiment_id))
+                if copied:
+                    connection.execute(
+                        "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                        "WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                        (new_prefix, len(old_prefix) + 1, experiment_id, len(old_prefix) + 1, old_prefix + "/"),
+                    )
                 connection.execute(
-                    "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
-                    "WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
-                    (new_prefix, len(old_prefix) + 1, experiment_id, len(old_prefix) + 1, old_prefix + "/"),
+                    "UPDATE runs SET artifact_uri = ? || '/' || run_uuid || '/artifacts' "
+                    "WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) != ?",
+                    (expected, experiment_id, len(new_prefix) + 1, new_prefix + "/"),
                 )
-                moved.add(old_prefix)
+                moved.add(old_prefix or "no location")
     except sqlite3.DatabaseError as exc:
         raise TrackingError(f"{db}: {exc}; move it aside (mv {db} {db}.old) and rerun: a new store is "
                             "mirrored from the JSON trial files") from None
     finally:
         connection.close()
-    return [f"{db} came from {', '.join(sorted(moved))}: its artifacts now go to {new_prefix}"] if moved else []
-
+    if not moved:
+        return []
+    return [f"{db} named artifact locations outside this folder ({redacted(', '.join(sorted(moved)))}): "
+            f"its artifacts now go to {new_prefix}"]

@@ -10,6 +10,9 @@ tokenising: they are copied verbatim into every translation, so they would be fr
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import importlib.metadata
 import importlib.util
 import re
 from collections.abc import Sequence
@@ -33,6 +36,32 @@ def catalog_root() -> Path:
         raise ValueError("the gettext workload reads the catalogs shipped in django, a declared dependency of "
                          "harness: install the package (pip install -e . -c constraints.txt)")
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+@lru_cache(maxsize=4)
+def check_catalogs(root: Path) -> str:
+    """The django release whose catalogs ``root`` holds, after checking every catalog against the
+    sha256 its installed distribution recorded: records name the release, so a catalog replaced,
+    removed or shadowed by another ``django`` on the path would change results under the same ids."""
+    try:
+        dist = importlib.metadata.distribution("django")
+    except importlib.metadata.PackageNotFoundError:
+        raise ValueError(f"{root}: no installed django distribution records these catalogs") from None
+    installed = Path(dist.locate_file("django")).resolve()
+    if installed != root.resolve():
+        raise ValueError(f"the django found first on the path ({root}) is not the installed release "
+                         f"{dist.version} ({installed}): its catalogs are not the recorded ones")
+    for file in dist.files or ():
+        if file.name != "django.mo" or file.hash is None or file.hash.mode != "sha256":
+            continue
+        path = Path(dist.locate_file(file))
+        try:
+            digest = base64.urlsafe_b64encode(hashlib.sha256(path.read_bytes()).digest()).rstrip(b"=").decode()
+        except OSError:
+            raise ValueError(f"{path}: a catalog of django {dist.version} is missing or unreadable") from None
+        if digest != file.hash.value:
+            raise ValueError(f"{path}: differs from the catalog django {dist.version} installed (sha256 mismatch)")
+    return f"django=={dist.version}"
 
 
 def catalog_apps(root: Path) -> list[Path]:
@@ -94,5 +123,7 @@ def gettext_corpus(locales: Sequence[str], test_fraction: float, rng: np.random.
     """Every locale pair of every message; a ``test_fraction`` of whole messages is held out, each only
     while every word it uses stays in a training message of the same locale (translation retrieval of
     unseen sentences made of seen words)."""
-    texts = catalog_texts(tuple(locales), catalog_root())
+    root = catalog_root()
+    check_catalogs(root)
+    texts = catalog_texts(tuple(locales), root)
     return multiway_corpus("gettext", locales, texts, "entities", test_fraction, rng)

@@ -60,12 +60,18 @@ def _private_folder() -> Path:
     The temp dir is shared and the folder name is predictable, so another user could create it first
     and plant a library there that ``ctypes`` would then run as us.
     """
-    folder = Path(tempfile.gettempdir()) / f"harness-kernels-{os.getuid()}"
+    parent = Path(tempfile.gettempdir())
+    folder = parent / f"harness-kernels-{os.getuid()}"
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = folder.lstat()
+        info, above = folder.lstat(), parent.stat()
     except OSError as error:
         raise KernelUnavailable(f"cannot create the kernel folder {folder}: {error}") from error
+    if above.st_mode & 0o022 and not above.st_mode & stat.S_ISVTX:
+        # others could rename the checked folder away and put theirs in its place before it is loaded
+        raise KernelUnavailable(
+            f"refusing the kernel folder {folder}: its parent {parent} is writable by others without the sticky "
+            f"bit (mode {stat.filemode(above.st_mode)}); set TMPDIR to a folder only you can write to")
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
         raise KernelUnavailable(
             f"refusing the kernel folder {folder}: it must be a folder owned by uid {os.getuid()} that no one "
