@@ -69,3 +69,17 @@ def test_declared_pareto_view_draws_one_point_per_arm() -> None:
     control, treat = figure.series
     assert control.x == (901.0,) and abs(treat.y[0] - control.y[0] - 0.1) < 1e-12  # means over 3 seeds
     assert figure.xlabel.startswith("state_bytes (bytes)")
+
+
+def test_a_pareto_view_on_a_qualified_family_draws_every_qualifier_in_one_figure() -> None:
+    results = _results(
+        {"recall": {"direction": "higher", "unit": "accuracy", "kind": "quality", "key": True, "axis": "bindings"},
+         "state_bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"}},
+        pareto_views=[{"x": "state_bytes", "y": "recall", "title": "recall per load vs bytes"}],
+    )
+    figures = [figure for figure in build_figures(results) if figure.name.startswith("pareto_")]
+    assert [figure.name for figure in figures] == ["pareto_recall_vs_state_bytes"]  # one figure, not one per load
+    series = figures[0].series
+    assert [s.label for s in series] == ["bindings 32", "bindings 64", "bindings 128"]
+    assert all(s.x == (901.0, 901.0) for s in series)  # each arm at its mean bytes
+    assert abs(series[2].y[1] - series[2].y[0] - 0.1) < 1e-12 and abs(series[2].y[0] - (0.5 - 0.128)) < 1e-12

@@ -404,10 +404,16 @@ def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:
 
 
 def pareto_figures(results: RunResults) -> list[FigureSpec]:
-    """Per declared view and sweep point: each arm variant at (mean x, mean y) with y's 95% CI."""
+    """Per declared view and sweep point: each arm variant at (mean x, mean y) with y's 95% CI. A view
+    whose y is a family reported at several qualifiers (recall per load) draws them all in one figure,
+    a series per qualifier, so that where y falls with the qualifier shows against x."""
     figures = []
     points = results.point_labels()
+    qualified = _qualifier_families(results)
     for view in _pareto_views(results):
+        if view.y in qualified:
+            figures.extend(_pareto_per_qualifier(results, view, qualified[view.y]))
+            continue
         for point in points:
             series = []
             for label in results.arm_labels():
@@ -428,6 +434,35 @@ def pareto_figures(results: RunResults) -> list[FigureSpec]:
                         style="points",
                     )
                 )
+    return figures
+
+
+def _pareto_per_qualifier(results: RunResults, view: ParetoView, keys: list[str]) -> list[FigureSpec]:
+    figures = []
+    points = results.point_labels()
+    axis = _qualifier_axis(results, view.y)
+    for point in points:
+        series = []
+        for key in keys:
+            placed = []
+            for label in results.arm_labels():
+                xs = summarize(list(results.values(label, point, view.x).values()))
+                ys = summarize(list(results.values(label, point, key).values()))
+                if xs is not None and ys is not None:
+                    placed.append((xs.mean, ys.mean, ys.interval.low, ys.interval.high))
+            if placed:
+                x, y, low, high = zip(*sorted(placed))
+                series.append(Series(f"{axis} {key.split('@', 1)[1]}", x, y, low, high))
+        if series:
+            x_spec, y_spec = results.spec_for(view.x), results.spec_for(view.y)
+            figures.append(FigureSpec(
+                name=f"pareto_{view.y}_vs_{view.x}{_suffix(point, points)}",
+                title=_title(results, f"{view.title}, mean over seeds (95% CI)", point, points),
+                xlabel=axis_label(view.x, x_spec.unit, x_spec.direction),
+                ylabel=axis_label(view.y, y_spec.unit, y_spec.direction),
+                series=tuple(series),
+                style="points",
+            ))
     return figures
 
 

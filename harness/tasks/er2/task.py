@@ -147,13 +147,18 @@ class ER2Params(TaskParams):
                                  f"(train_context {self.train_context}, teacher_context {self.teacher_context}, "
                                  f"passkey_short_context {self.passkey_short_context})")
         if self.workload == "recall":
-            for pairs in self.loads:
-                if pairs > self.recall_keys:
-                    raise ValueError(f"{pairs} recall bindings exceed recall_keys ({self.recall_keys})")
-                shortest = min(self.train_context, self.teacher_context or self.train_context)
-                if 2 * pairs + 2 > shortest:
-                    raise ValueError(f"{pairs} recall bindings need contexts of at least {2 * pairs + 2} tokens "
-                                     f"(train_context {self.train_context}, teacher_context {self.teacher_context})")
+            if self.recall_pairs > self.recall_keys:
+                raise ValueError(f"recall_pairs ({self.recall_pairs}) exceeds recall_keys ({self.recall_keys})")
+            shortest = min(self.train_context, self.teacher_context or self.train_context)
+            if 2 * self.recall_pairs + 2 > shortest:
+                raise ValueError(f"{self.recall_pairs} recall pairs need contexts of at least {2 * self.recall_pairs + 2} "
+                                 f"tokens (train_context {self.train_context}, teacher_context {self.teacher_context})")
+            heaviest = max(self.recall_loads or [0])
+            if heaviest > self.recall_keys:
+                raise ValueError(f"recall_loads reaches {heaviest} bindings, above recall_keys ({self.recall_keys})")
+            if 2 * heaviest + 2 > self.train_context:
+                raise ValueError(f"recall_loads reaches {heaviest} bindings, which need a train_context of at least "
+                                 f"{2 * heaviest + 2} tokens (it is {self.train_context})")
             if self.recall_teacher_pairs is not None:
                 self._check_teacher_mixture()
         elif self.recall_teacher_pairs is not None:
@@ -281,7 +286,7 @@ class ER2Task(Task):
         Metric("distil_converged", "none", "fraction", "info",
                "1 when the converged schedule's criterion held before its cap (cosine: 0)"),
         Metric("budget/steps", "none", "steps", "info", "optimizer steps the distilled arm trained"),
-        Metric("budget/examples", "none", "sequences", "info", "sequences the distilled arm trained on (steps x batch)"),
+        Metric("budget/examples", "none", "examples", "info", "sequences the distilled arm trained on (steps x batch)"),
         Metric("at_bound/gain", "none", "fraction", "info",
                "fraction of the residual gains at or past the clamp (no gradient there); 0 without a residual"),
         Metric("load_recall", "higher", "accuracy", "quality",
@@ -296,7 +301,8 @@ class ER2Task(Task):
                "constructed teacher: recall lost from the lightest load to the heaviest, relative to the lightest"),
     )
     # MQAR under load: each arm's recall against the bytes it keeps (none < raw = compressed = window)
-    pareto_views = (ParetoView("state_bytes", "train_context_recall", "recall at the training context against state bytes"),)
+    pareto_views = (ParetoView("state_bytes", "train_context_recall", "recall at the training context against state bytes"),
+                    ParetoView("state_bytes", "load_recall", "recall per load against state bytes"))
     smoke_params = {
         "train_context": 32, "eval_multiples": [1, 2], "steps": 3, "batch": 2, "train_pool": 4, "eval_batch": 2,
         "eval_documents": 3, "teacher_steps": 3, "teacher_dim": 16, "teacher_heads": 2, "teacher_kv_heads": 1,

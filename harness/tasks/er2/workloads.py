@@ -85,10 +85,12 @@ def capture(teacher: TeacherLM, tokens: Tensor) -> Capture:
 @torch.no_grad()
 def answer_recall(teacher: TeacherLM, tokens: Tensor, answers: Tensor, mixer: Mixer | None) -> list[float]:
     """Per sequence: the fraction of answers (positions whose next token is asked) the LM's top
-    prediction gets right, teacher-forced."""
+    prediction gets right, teacher-forced. Only the answers are projected onto the vocabulary (a few
+    positions among hundreds: the full logits would cost more than the model)."""
     asked = answers[:, :-1]
-    right = (teacher(tokens[:, :-1], mixer).argmax(-1) == tokens[:, 1:]) & asked
-    return (right.sum(1) / asked.sum(1).clamp_min(1)).tolist()
+    logits = teacher.hidden(tokens[:, :-1], mixer)[asked] @ teacher.embed.weight.T
+    right = (logits.argmax(-1) == tokens[:, 1:][asked]).float()
+    return (right.new_zeros(tokens.shape[0]).index_add(0, asked.nonzero()[:, 0], right) / asked.sum(1).clamp_min(1)).tolist()
 
 
 class TextWorkload:
