@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
+from harness.metrics import metric_key_problem
 from harness.services.loop import fit
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
@@ -227,6 +228,12 @@ def test_a_suite_with_an_unsupported_setting_is_refused_at_its_line(tmp_path: Pa
         load_suites(path)
     text = str(error.value)
     assert text.startswith(f"{path}:{line}") and key in text and "\n" not in text
+
+
+def test_premises_may_name_the_fair_arm_facts_and_nothing_that_leaves_a_word():
+    assert metric_key_problem("budget/steps") is None and metric_key_problem("at_bound/gain") is None
+    for bad in ("../steps", "budget/../x", "a/b/c", "/steps", "budget/", "budget./steps"):
+        assert metric_key_problem(bad), bad
 
 
 @pytest.mark.parametrize("name", ["er2", "er2_passkey"])
