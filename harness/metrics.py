@@ -14,11 +14,12 @@ Direction = Literal["higher", "lower", "none"]
 MetricKind = Literal["quality", "speed", "memory", "info"]
 
 
-# A metric key named in a suite (claims, validity, margins, tolerances) is printed in headings, tables,
-# MLflow names and XML: a plain word, '/' namespacing it (budget/steps, at_bound/gain), optionally
-# qualified after '@' (nmse@1024, contested_acc1@both).
-METRIC_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,63}(@[A-Za-z0-9_.-]{1,32})?")
-METRIC_KEY_RULE = "a word of A-Z a-z 0-9 _ . - / (1-64 characters), optionally '@' and a qualifier of up to 32"
+# A metric key named in a suite (claims, validity, margins, tolerances, premises) is printed in headings,
+# tables, MLflow names and XML: a plain word, optionally under one namespace of the fair-arm facts
+# (budget/steps, at_bound/gain) and qualified after '@' (nmse@1024, contested_acc1@both).
+METRIC_KEY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_-]{0,31}/)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(@[A-Za-z0-9_.-]{1,32})?")
+METRIC_KEY_RULE = ("a word of A-Z a-z 0-9 _ . - (1-64 characters), optionally after one 'namespace/' (A-Z a-z 0-9 _ -) "
+                   "and before '@' and a qualifier of up to 32")
 
 
 def metric_key_problem(key: object) -> str | None:

@@ -1,14 +1,23 @@
-"""The er2 distillation recipe: the converged stop rule, the gain's learning rate, the q/k positions fed."""
+"""The er2 distillation recipe: the fixed budget and the converged stop rule, the gain's learning rate and
+its clamp, the gate (learned or fixed at one) and how well it finds the hard positions, the q/k positions fed,
+and the settings a suite may not give it."""
 from __future__ import annotations
 
+from pathlib import Path
+
+import pydantic
 import pytest
 import torch
 
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
+from harness.metrics import metric_key_problem
 from harness.services.loop import fit
-from harness.tasks.er2.distill import mean_abs_gain, parameter_groups
+from harness.suite.loader import load_suites
+from harness.suite.model import SuiteError
+from harness.tasks.er2.distill import budget_metrics, distil_step, gate_auroc, mean_abs_gain, parameter_groups
 from harness.tasks.er2.positions import fed_capture, fed_qk
 from harness.tasks.er2.recipe import WARMUP, Convergence
+from harness.tasks.er2.task import ER2Task
 from harness.tasks.er2.teacher import rotate
 
 
@@ -97,3 +106,148 @@ def test_unrotated_feeding_recovers_the_projections_and_rotated_is_the_identity(
     assert fed["v"] is k and fed["out"] is q and torch.allclose(fed["q"], q, atol=1e-12)
     with pytest.raises(ValueError, match="known: rotated, unrotated"):
         fed_qk(rq, rk, "roped", 10000.0)
+
+
+def test_the_fixed_budget_runs_exactly_its_steps_whatever_the_values_do():
+    rule = Convergence(cap=60, window=5, tolerance=0.01, decay=5, watch=())
+    final, _ = run(rule, lambda i: {"loss": 1.0, "gain": 0.3})  # flat: the converged rule would stop at 15
+    assert rule.converged_at is None and rule.decay_start == 55 and final["steps_run"] == 60.0
+    with pytest.raises(ValueError, match="cannot watch 'accuracy'; valid: loss, nmse, gain"):
+        Convergence(cap=60, window=5, tolerance=0.01, decay=5, watch=("loss", "accuracy"))
+
+
+def test_the_gain_is_kept_inside_its_clamp_where_it_still_gets_a_gradient():
+    """Past the clamp the applied gain is constant (no gradient: the old recipe's stuck heads); on it the
+    loss still moves it back in."""
+    torch.manual_seed(0)
+    layer = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=8, residual_dim=4, residual_mode="raw", state_dtype="fp32")
+    q, k, v = torch.randn(1, 2, 12, 8), torch.randn(1, 1, 12, 8), torch.randn(1, 1, 12, 8)
+    with torch.no_grad():
+        layer.residual_gain.copy_(torch.tensor([3.0, -0.5]))
+    layer(q, k, v).square().sum().backward()  # the loss wants less correction in both heads
+    assert layer.residual_gain.grad[0] == 0 and layer.residual_gain.grad[1] != 0
+    assert layer.gain_at_bound().tolist() == [True, False]
+    assert budget_metrics(layer, 7, 8) == {"budget/steps": 7.0, "budget/examples": 56.0, "at_bound/gain": 0.5}
+    layer.project_gain()
+    assert layer.residual_gain.tolist() == [1.5, -0.5] and layer.gain_at_bound().tolist() == [True, False]
+    layer.zero_grad()
+    layer(q, k, v).square().sum().backward()
+    assert layer.residual_gain.grad[0] > 0  # on the bound: a gradient that takes it back inside
+
+    capture = {"q": q, "k": k, "v": v, "out": torch.zeros(1, 2, 12, 8)}
+    with torch.no_grad():
+        layer.residual_gain.fill_(1.5)
+    step = distil_step(layer, lambda i: capture, lr=0.05, rate=lambda i: 1.0, gain_lr_scale=10.0)
+    for index in range(5):
+        step(index)
+        assert layer.residual_gain.abs().max() <= 1.5  # never left past the clamp
+    assert layer.residual_gain.abs().max() < 1.5  # a zero target pulls both heads off the bound
+
+
+def test_the_gate_modes_cross_projection_and_gate():
+    torch.manual_seed(1)
+    q, k, v = torch.randn(1, 2, 10, 8), torch.randn(1, 1, 10, 8), torch.randn(1, 1, 10, 8)
+    kinds = {}
+    for name, mode, gate in [("raw", "raw", None), ("raw_gated", "raw", "learned"), ("compressed", "compressed", None),
+                             ("compressed_gate1", "compressed", "one")]:
+        torch.manual_seed(2)
+        layer = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=8, residual_dim=4, code_rank=2, residual_mode=mode,
+                                                gate_mode=gate, state_dtype="fp32")
+        with torch.no_grad():
+            layer.residual_gain.fill_(0.8)
+        kinds[name] = layer
+    assert [kinds[n].gated for n in kinds] == [False, True, True, False]
+    assert kinds["compressed_gate1"].error_gate_w is None and kinds["raw_gated"].residual_basis is None
+    assert SelectiveCompressedPDelta2Layer(**kinds["raw_gated"].config).gated  # the config rebuilds the gate
+    with torch.no_grad():
+        _, _, raw = kinds["raw"].components(q, k, v)
+        _, _, gated = kinds["raw_gated"].components(q, k, v)
+        _, _, one = kinds["compressed_gate1"].components(q, k, v)
+    assert torch.allclose(gated["gate"], torch.tensor(0.2))  # the seed's prior at the start
+    assert torch.allclose(gated["output"], raw["base"] + 0.8 * 0.2 * raw["residual_raw"], atol=1e-6)
+    assert torch.equal(one["gate"], torch.ones_like(one["gate"]))
+    assert torch.allclose(one["output"], one["base"] + 0.8 * kinds["compressed_gate1"].project_vector(one["residual_raw"]),
+                          atol=1e-6)
+    teacher = torch.randn(1, 2, 10, 8)
+    assert kinds["raw_gated"].error_directed_losses(gated, teacher)["gate_bce"] > 0
+    assert kinds["compressed_gate1"].error_directed_losses(one, teacher)["gate_bce"] == 0
+    with pytest.raises(ValueError, match="no residual correction to gate"):
+        SelectiveCompressedPDelta2Layer(2, 1, 8, residual_mode="none", gate_mode="learned")
+    with pytest.raises(ValueError, match="unknown gate_mode 'half'"):
+        SelectiveCompressedPDelta2Layer(2, 1, 8, residual_mode="raw", gate_mode="half")
+    for limit in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="gain_limit must be a finite positive"):
+            SelectiveCompressedPDelta2Layer(2, 1, 8, residual_mode="raw", gain_limit=limit)
+
+
+def test_gate_auroc_is_one_for_a_gate_on_the_hard_positions_and_a_half_for_a_constant():
+    torch.manual_seed(3)
+    base, teacher = torch.randn(2, 3, 40, 8), torch.randn(2, 3, 40, 8)
+    mask, error = hard_error_mask(base, teacher, 0.25)
+    assert gate_auroc(mask.float(), base, teacher) == 1.0
+    assert gate_auroc(-mask.float(), base, teacher) == 0.0  # ranks them backwards
+    assert gate_auroc(torch.full_like(error, 0.3), base, teacher) == 0.5
+    noisy = error + 3 * error.std() * torch.randn(error.shape, generator=torch.Generator().manual_seed(4))
+    assert 0.5 < gate_auroc(noisy, base, teacher) < 1.0
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"steps": 0}, "greater than or equal to 1"),
+    ({"schedule": "converged", "stop_on": ["loss", "accuracy"]}, "'loss', 'nmse' or 'gain'"),
+    ({"residual_mode": "none", "residual_gate": "learned"}, "needs a residual memory"),
+    ({"residual_gate": "half"}, "'learned' or 'one'"),
+    ({"gain_limit": 0}, "greater than 0"),
+    ({"gain_limit": "inf"}, "finite number"),
+    ({"schedule": "fixed", "steps": 50, "decay_steps": 50}, "budget of the fixed schedule, must exceed decay_steps"),
+])
+def test_settings_the_recipe_or_layer_does_not_support_are_refused(params, message):
+    with pytest.raises(pydantic.ValidationError, match=message):
+        ER2Task.validate_params(params)
+
+
+SUITE = """suite: er2bad
+task: er2
+seeds: [0]
+params: {schedule: fixed, decay_steps: 2, steps: 8}
+arms:
+  raw: {residual_mode: raw}
+  ablation: {residual_mode: raw, residual_gate: learned}
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "line", "key"), [
+    ("steps: 8}", "steps: 0}", 4, "steps"),
+    ("residual_gate: learned", "residual_gate: sometimes", 7, "residual_gate"),
+    ("residual_mode: raw, residual", "residual_mode: none, residual", 7, "residual_gate"),
+    ("{schedule: fixed,", "{schedule: converged, stop_on: [accuracy],", 4, "stop_on"),
+])
+def test_a_suite_with_an_unsupported_setting_is_refused_at_its_line(tmp_path: Path, old, new, line, key):
+    path = tmp_path / "bad.yaml"
+    path.write_text(SUITE.replace(old, new))
+    with pytest.raises(SuiteError) as error:
+        load_suites(path)
+    text = str(error.value)
+    assert text.startswith(f"{path}:{line}") and key in text and "\n" not in text
+
+
+def test_premises_may_name_the_fair_arm_facts_and_nothing_that_leaves_a_word():
+    assert metric_key_problem("budget/steps") is None and metric_key_problem("at_bound/gain") is None
+    for bad in ("../steps", "budget/../x", "a/b/c", "/steps", "budget/", "budget./steps"):
+        assert metric_key_problem(bad), bad
+
+
+@pytest.mark.parametrize("name", ["er2", "er2_passkey"])
+def test_the_shipped_er2_suites_give_every_distilled_arm_the_same_budget_and_premises(name: str):
+    suite_file = Path(__file__).parents[1] / "suites" / f"{name}.yaml"
+    (suite,) = load_suites(suite_file, apply_locks=False)
+    distilled = {n: arm for n, arm in suite.arms.items() if arm.params.get("layer", "er2") == "er2"}
+    assert set(distilled) == {"none", "raw", "compressed", "compressed_gate1", "raw_gated"}
+    budgets = {(suite.params | arm.params)["steps"] for arm in distilled.values()}
+    assert len(budgets) == 1 and suite.params["schedule"] == "fixed"
+    assert distilled["compressed_gate1"].params["residual_gate"] == "one"
+    assert distilled["raw_gated"].params["residual_gate"] == "learned"
+    premises = {p.name: p for p in suite.premises}
+    assert premises["equal_budget"].metric == "budget/steps" and premises["equal_budget"].at_most == 0
+    assert premises["compressed_gain_off_clamp"].metric == "at_bound/gain"
+    (pilot,) = load_suites(suite_file, profile="pilot", apply_locks=False)
+    assert not set(pilot.seeds) & set(range(min(suite.seeds), min(suite.seeds) + 6))  # fresh confirmatory seeds

@@ -92,6 +92,29 @@ def test_arms_share_teacher_and_differ(tmp_path: Path):
 
 
 @pytest.mark.integration  # the real task end to end
+def test_every_distilled_arm_trains_the_fixed_budget_and_reports_its_gate_and_clamp(tmp_path: Path):
+    """The fixed schedule gives each arm the same steps; a learned gate reports how well it finds the hard
+    positions, a fixed one does not; the gain never ends past the clamp; the ablations decode exactly."""
+    recipe = dict(TINY, schedule="fixed", steps=8, decay_steps=2, gain_lr_scale=30.0, gain_limit=0.05)
+    arms = {"none": {"residual_mode": "none"}, "raw": {"residual_mode": "raw"},
+            "compressed": {"residual_mode": "compressed"},
+            "compressed_gate1": {"residual_mode": "compressed", "residual_gate": "one"},
+            "raw_gated": {"residual_mode": "raw", "residual_gate": "learned"}}
+    records = {name: run_single(ER2Task, dict(recipe, **arm), seed=2, work_root=tmp_path) for name, arm in arms.items()}
+    assert all(r["status"] == "finished" for r in records.values()), [r["error"] for r in records.values()]
+    metrics = {name: r["metrics"] for name, r in records.items()}
+    assert {m["budget/steps"] for m in metrics.values()} == {8.0}
+    assert {name for name, m in metrics.items() if "gate_auroc" in m} == {"compressed", "raw_gated"}
+    assert all(0.0 <= metrics[name]["gate_auroc"] <= 1.0 for name in ("compressed", "raw_gated"))
+    assert metrics["compressed_gate1"]["gate_mean"] == 1.0 and metrics["raw_gated"]["gate_mean"] < 1.0
+    for name in ("raw", "compressed", "compressed_gate1", "raw_gated"):  # a 30x lr drives the gains to a 0.05 clamp
+        assert metrics[name]["residual_gain_abs_mean"] <= 0.05 + 1e-7 and metrics[name]["at_bound/gain"] > 0
+        assert metrics[name]["decode_agrees"] == 1.0
+    assert metrics["raw"]["effective_gain_abs_mean"] == pytest.approx(metrics["raw"]["residual_gain_abs_mean"])
+    assert metrics["none"]["at_bound/gain"] == 0.0 and "effective_gain_abs_mean" not in metrics["none"]
+
+
+@pytest.mark.integration  # the real task end to end
 def test_converged_recipe_and_unrotated_positions_end_to_end(tmp_path: Path):
     """The converged schedule stops by its rule (or its cap), logs the gain's curve, and the layer fed
     un-rotated q/k still decodes token by token exactly as its chunked forward; rotated input is a

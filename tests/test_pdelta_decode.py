@@ -88,12 +88,20 @@ def test_conv_step_equals_stream():
         causal_value_conv_step(v[:, :, :1], value_conv_taps(None, 2, 5))
 
 
+# The residual modes and the ablations that cross compressed's projection with its gate.
+VARIANTS = {
+    "none": {"residual_mode": "none"}, "raw": {"residual_mode": "raw"}, "compressed": {"residual_mode": "compressed"},
+    "compressed_gate1": {"residual_mode": "compressed", "gate_mode": "one"},
+    "raw_gated": {"residual_mode": "raw", "gate_mode": "learned"},
+}
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("conv_kernel", [1, 4])
-@pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
+@pytest.mark.parametrize("mode", list(VARIANTS))
 def test_layer_decode_equals_chunked_forward(mode, conv_kernel, kind):
     """fp32 storage: token-by-token decode reproduces the chunked forward's outputs and final state."""
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype="fp32", conv_kernel=conv_kernel)
+    layer = SelectiveCompressedPDelta2Layer(**SMALL, **VARIANTS[mode], state_dtype="fp32", conv_kernel=conv_kernel)
     _perturb(layer)
     q, k, v = _qkv(6, 2, 29)
     with torch.no_grad():
@@ -154,11 +162,11 @@ def test_decoder_never_modifies_given_or_returned_states(state_dtype, kind):
 
 
 @pytest.mark.parametrize("state_dtype", ["fp16", "fp32"])
-@pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
+@pytest.mark.parametrize("mode", list(VARIANTS))
 def test_fused_kernel_follows_the_eager_step_token_after_token(mode, state_dtype):
     """Each path carries its own state for 40 tokens from a prefilled one: fp32 states agree to float
     rounding; fp16 states may round one value a unit apart, which must not grow."""
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype=state_dtype)
+    layer = SelectiveCompressedPDelta2Layer(**SMALL, **VARIANTS[mode], state_dtype=state_dtype)
     _perturb(layer, scale=0.3)
     q, k, v = _qkv(6, 2, 48, seed=3)
     tolerance = 1e-5 if state_dtype == "fp32" else 2e-3

@@ -10,17 +10,16 @@ import torch
 from torch import Tensor
 
 from harness.mechanisms.pdelta.er import causal_value_conv_step, value_conv_taps
-from harness.mechanisms.pdelta.er2 import (
-    GAIN_LIMIT,
-    ER2State,
-    SelectiveCompressedPDelta2Layer,
-)
+from harness.mechanisms.pdelta.er2 import ER2State, SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.features import CoreDecoder, PDeltaState
 from harness.mechanisms.pdelta.ops.fused_decode import (
     FusedDecodeStep,
     KernelUnavailable,
     load_kernel,
 )
+
+
+GATE_ONE_LOGIT = 1e4  # sigmoid(1e4) == 1.0 exactly in float32: a gate fixed at one
 
 
 class ER2Decoder:
@@ -45,28 +44,38 @@ class ER2Decoder:
         self.taps = value_conv_taps(
             layer.conv_weight, layer.num_kv_heads, layer.head_dim, layer.residual is not None, layer.base.wq.device
         )
-        gain = None if layer.residual_gain is None else layer.residual_gain.clamp(-GAIN_LIMIT, GAIN_LIMIT)
-        self.gain = None if gain is None else gain[:, None, None]  # [Hq, 1, 1]
-        basis = layer.normalized_basis()  # [Hq, R, D]
-        self.projector = None if basis is None else self.gain * (basis.mT @ basis)  # gain B^T B, [Hq, D, D]
-        self.gate_weight = self.gate_bias = None
-        if layer.residual_mode == "compressed":
-            self.gate_weight = layer.error_gate_w.float().unsqueeze(1)  # [Hq, 1, D]
-            self.gate_bias = layer.error_gate_b.float()[:, None]  # [Hq, 1]
+        self.gain = None if layer.residual_gain is None else layer.applied_gain()[:, None, None]  # [Hq, 1, 1]
+        self.projector, self.gate_weight, self.gate_bias = self._gated_correction(layer)
+        mode = "compressed" if self.projector is not None else layer.residual_mode
         self.fused, self.kernel_unavailable = None, None
         if fused is not False:
             try:
                 if not FusedDecodeStep.fits(self.cores):
                     raise KernelUnavailable("the fused kernel takes float32 CPU cores within its size limits")
                 self.fused = FusedDecodeStep(
-                    load_kernel(), self.cores, self.taps, layer.residual_mode, layer.storage_dtype,
-                    self.gain if layer.residual_mode == "raw" else None, self.projector, self.gate_weight,
+                    load_kernel(), self.cores, self.taps, mode, layer.storage_dtype,
+                    self.gain if mode == "raw" else None, self.projector, self.gate_weight,
                     self.gate_bias,
                 )
             except KernelUnavailable as error:
                 if fused:
                     raise
                 self.kernel_unavailable = str(error)
+
+    def _gated_correction(self, layer: SelectiveCompressedPDelta2Layer):
+        """(gain x projector [Hq,D,D], gate weight [Hq,1,D], gate bias [Hq,1]) of the projected-and-gated
+        step, or Nones when the correction is the plain gained read-out (raw, gate one). The ablations
+        map onto that one step: raw with a learned gate projects by the identity; compressed with the
+        gate fixed at one gets zero gate weights and a bias whose sigmoid is exactly 1 in float32."""
+        if layer.residual_gain is None or not (layer.residual_mode == "compressed" or layer.gated):
+            return None, None, None
+        basis = layer.normalized_basis()  # [Hq, R, D]
+        eye = torch.eye(layer.head_dim, device=self.gain.device).expand(layer.num_heads, -1, -1)
+        projector = self.gain * (eye if basis is None else basis.mT @ basis)  # gain B^T B, [Hq, D, D]
+        if layer.gated:
+            return projector, layer.error_gate_w.float().unsqueeze(1), layer.error_gate_b.float()[:, None]
+        weight = torch.zeros(layer.num_heads, 1, layer.head_dim, device=self.gain.device)
+        return projector, weight, torch.full((layer.num_heads, 1), GATE_ONE_LOGIT, device=self.gain.device)
 
     @property
     def kernel(self) -> str:

@@ -3,7 +3,8 @@
 ``compressed`` (the mechanism) projects the residual read-out onto a learned rank-R basis per
 query head and scales it by a query gate trained to predict where the teacher error is large.
 ``raw`` (the control) adds the residual read-out as is: same state bytes, no basis, no gate.
-``none`` keeps the base memory only. Parameter names follow the research seed so checkpoints
+``none`` keeps the base memory only. ``gate_mode`` crosses the two for ablations: ``one`` fixes
+compressed's gate at 1, ``learned`` gives raw the query gate. Parameter names follow the research seed so checkpoints
 interchange. Persistent memories may be stored in fp16 between calls; curvature stays fp32.
 """
 from __future__ import annotations
@@ -27,8 +28,9 @@ if TYPE_CHECKING:
     from harness.mechanisms.pdelta.decode import ER2Decoder
 
 RESIDUAL_MODES = ("none", "raw", "compressed")
+GATE_MODES = ("learned", "one")
 STATE_DTYPES = {"fp16": torch.float16, "fp32": torch.float32}
-GAIN_LIMIT = 1.5
+GAIN_LIMIT = 1.5  # the seed's clamp on the residual gain
 INITIAL_GATE = 0.2  # prior probability that a position needs the correction
 
 
@@ -84,6 +86,8 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         retention_max: float = 4096.0,
         residual_mode: str = "compressed",
         state_dtype: str = "fp16",
+        gate_mode: str | None = None,
+        gain_limit: float = GAIN_LIMIT,
     ):
         super().__init__()
         if num_kv_heads < 1 or num_heads % num_kv_heads:
@@ -96,8 +100,16 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
             raise ValueError(f"conv_kernel ({conv_kernel}) must be >= 1 and residual_dim ({residual_dim}) >= 0")
         if residual_mode == "compressed" and not 1 <= code_rank <= head_dim:
             raise ValueError(f"compressed mode needs 1 <= code_rank ({code_rank}) <= head_dim ({head_dim})")
+        if gate_mode is not None and gate_mode not in GATE_MODES:
+            raise ValueError(f"unknown gate_mode {gate_mode!r}; valid: {', '.join(GATE_MODES)}")
+        if residual_mode == "none" and gate_mode is not None:
+            raise ValueError("residual_mode 'none' has no residual correction to gate: leave gate_mode unset")
+        if not (math.isfinite(gain_limit) and gain_limit > 0):
+            raise ValueError(f"gain_limit must be a finite positive bound on |residual gain|, got {gain_limit}")
         if residual_mode == "none":
             residual_dim, code_rank = 0, 0
+        if gate_mode is None and residual_mode != "none":
+            gate_mode = "learned" if residual_mode == "compressed" else "one"
 
         self.num_heads = int(num_heads)
         self.num_kv_heads = int(num_kv_heads)
@@ -112,6 +124,8 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         self.retention_max = float(retention_max)
         self.residual_mode = residual_mode
         self.state_dtype = state_dtype
+        self.gate_mode = gate_mode
+        self.gain_limit = float(gain_limit)
         self.groups = self.num_heads // self.num_kv_heads
 
         # Construction order matters: it fixes which random draws initialise which tensor.
@@ -135,10 +149,13 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
             for head in range(self.num_heads):
                 nn.init.orthogonal_(basis[head])
             self.residual_basis = nn.Parameter(basis)
+        else:
+            self.register_parameter("residual_basis", None)
+        if self.residual_dim and self.gate_mode == "learned":
             self.error_gate_w = nn.Parameter(torch.zeros(self.num_heads, self.head_dim))
             self.error_gate_b = nn.Parameter(torch.full((self.num_heads,), math.log(INITIAL_GATE / (1 - INITIAL_GATE))))
         else:
-            for name in ("residual_basis", "error_gate_w", "error_gate_b"):
+            for name in ("error_gate_w", "error_gate_b"):
                 self.register_parameter(name, None)
 
     def _core(self, feature_dim: int, retention_min: float, retention_max: float) -> PDelta2Core:
@@ -155,6 +172,7 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         names = (
             "num_heads", "num_kv_heads", "head_dim", "feature_dim", "residual_dim", "code_rank", "chunk_size",
             "conv_kernel", "retention_spectrum", "retention_min", "retention_max", "residual_mode", "state_dtype",
+            "gate_mode", "gain_limit",
         )
         return {name: getattr(self, name) for name in names}
 
@@ -188,12 +206,32 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         gram = basis @ basis.transpose(-1, -2)
         return (gram - torch.eye(self.code_rank, device=gram.device, dtype=gram.dtype)).square().mean()
 
+    @property
+    def gated(self) -> bool:
+        """True when a learned query gate scales the correction (compressed by default, raw_gated)."""
+        return self.error_gate_w is not None
+
     def predicted_error_gate(self, q: Tensor) -> Tensor:
-        """Probability [B,H,T] that the base output needs the correction (ones outside compressed mode)."""
-        if self.residual_mode != "compressed":
+        """Probability [B,H,T] that the base output needs the correction (ones without a learned gate)."""
+        if not self.gated:
             return q.new_ones(q.shape[:3])
         logits = torch.einsum("bhtd,hd->bht", F.normalize(q.float(), dim=-1), self.error_gate_w.float())
         return (logits + self.error_gate_b.float()[None, :, None]).sigmoid()
+
+    def applied_gain(self) -> Tensor:
+        """The residual gain as the correction uses it, within +-gain_limit (the seed's clamp)."""
+        return self.residual_gain.clamp(-self.gain_limit, self.gain_limit)
+
+    @torch.no_grad()
+    def project_gain(self) -> None:
+        """Put the gain parameter back inside the clamp after an update. Past the clamp it would get no
+        gradient and stay stuck there; on the bound it still moves back in when the loss asks."""
+        if self.residual_gain is not None:
+            self.residual_gain.clamp_(-self.gain_limit, self.gain_limit)
+
+    def gain_at_bound(self) -> Tensor:
+        """Per head, whether the gain parameter is at (or past) the clamp."""
+        return self.residual_gain.detach().abs() >= self.gain_limit * (1 - 1e-6)
 
     # --- state handling ---
     def _working_state(self, state: PDeltaState | None, core: PDelta2Core) -> PDeltaState | None:
@@ -207,13 +245,13 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
     # --- forward ---
     def _residual_correction(self, q: Tensor, residual_raw: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(projected read-out, gate [B,H,T,1], correction added to the base output)."""
-        gain = self.residual_gain.clamp(-GAIN_LIMIT, GAIN_LIMIT)[None, :, None, None]
-        if self.residual_mode == "compressed":
-            projected = self.project_vector(residual_raw)
+        gain = self.applied_gain()[None, :, None, None]
+        projected = self.project_vector(residual_raw) if self.residual_mode == "compressed" else residual_raw
+        if self.gated:
             gate = self.predicted_error_gate(q).unsqueeze(-1)
             return projected, gate, gain * gate * projected
         gate = residual_raw.new_ones(residual_raw.shape[:-1] + (1,))
-        return residual_raw, gate, gain * residual_raw
+        return projected, gate, gain * projected
 
     def _run(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None):
         base_in, residual_in, tail_in = (None, None, None) if state is None else (
@@ -312,13 +350,18 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
                 self.project_to_code(parts["residual_raw"]), target_code, mask.unsqueeze(-1).to(target_code.dtype)
             )
             losses["residual_reconstruction_nmse"] = _masked_nmse(self.reconstruct_code(target_code), missing, hard)
-            gate = parts["gate"].squeeze(-1).clamp(1e-5, 1 - 1e-5)
-            losses["gate_bce"] = F.binary_cross_entropy(gate, mask.to(gate.dtype))
             losses["orthogonality"] = self.orthogonality_penalty()
         else:
             losses["residual_code_nmse"] = _masked_nmse(parts["residual_raw"], missing, hard)
-            losses.update(residual_reconstruction_nmse=zero, gate_bce=zero, orthogonality=zero)
+            losses.update(residual_reconstruction_nmse=zero, orthogonality=zero)
+        losses["gate_bce"] = self._gate_bce(parts["gate"], mask) if self.gated else zero
         return losses
+
+    @staticmethod
+    def _gate_bce(gate: Tensor, mask: Tensor) -> Tensor:
+        """The gate's own signal: predict the hard positions (the base's worst quarter per head)."""
+        gate = gate.squeeze(-1).clamp(1e-5, 1 - 1e-5)
+        return F.binary_cross_entropy(gate, mask.to(gate.dtype))
 
     # --- accounting ---
     def recurrent_state_bytes(self, batch_size: int = 1, context: int | None = None) -> int:
@@ -344,6 +387,6 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
             stats[f"{label}_half_life_max"] = float(half_lives.max())
         if self.residual_gain is not None:
             stats["residual_gain_abs_mean"] = float(self.residual_gain.detach().abs().mean())
-        if self.residual_mode == "compressed":
+        if self.gated:
             stats["predicted_gate_mean"] = float(self.error_gate_b.detach().sigmoid().mean())
         return stats

@@ -8,8 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from harness.measure.ranks import auroc
 from harness.services.loop import optimizer_step
-from harness.mechanisms.pdelta.er2 import GAIN_LIMIT, SelectiveCompressedPDelta2Layer
+from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
 
 HARD_FRACTION = 0.25
 HARD_BOOST = 3.0
@@ -19,7 +20,7 @@ ERROR_DIRECTED_WEIGHTS = {
     "hard_teacher_nmse": 0.08,
     "residual_code_nmse": 0.25,
     "residual_reconstruction_nmse": 0.08,
-    "gate_bce": 0.03,
+    "gate_bce": 0.03,  # any learned gate (compressed, raw_gated)
     "orthogonality": 0.01,
 }
 
@@ -82,14 +83,13 @@ def mean_abs_gain(layer: SelectiveCompressedPDelta2Layer) -> float:
     """Mean |residual gain| as applied (clamped); 0 without a residual memory."""
     if layer.residual_gain is None:
         return 0.0
-    return float(layer.residual_gain.detach().clamp(-GAIN_LIMIT, GAIN_LIMIT).abs().mean())
+    return float(layer.applied_gain().detach().abs().mean())
 
 
 def budget_metrics(layer: SelectiveCompressedPDelta2Layer, steps: float, batch: int) -> dict[str, float]:
     """The fair-arm facts of a distilled arm: the optimizer steps and sequences it trained on, and the
     fraction of its residual gains at or past the clamp, where they get no gradient (0 without a residual)."""
-    gain = layer.residual_gain
-    at_bound = 0.0 if gain is None else float((gain.detach().abs() >= GAIN_LIMIT).float().mean())
+    at_bound = 0.0 if layer.residual_gain is None else float(layer.gain_at_bound().float().mean())
     return {"budget/steps": float(steps), "budget/examples": float(steps) * batch, "at_bound/gain": at_bound}
 
 
@@ -98,13 +98,15 @@ def distil_step(
     rate: Callable[[int], float], gain_lr_scale: float = 1.0,
 ) -> Callable[[int], dict[str, float]]:
     """One update per call: AdamW (lr 2e-3 in the original) with the multiplier ``rate(step)``; the
-    values returned (loss, nmse, mean |gain|) are the curves and what a stop rule watches."""
+    values returned (loss, nmse, mean |gain|) are the curves and what a stop rule watches. After each
+    update the gain is put back inside its clamp, so a gain on the bound keeps its gradient."""
     optimizer = torch.optim.AdamW(parameter_groups(layer, lr, gain_lr_scale), lr=lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
 
     def step(index: int) -> dict[str, float]:
         loss, terms = transfer_loss(layer, next_capture(index))
         optimizer_step(loss, optimizer, schedule, clip_norm=1.0)
+        layer.project_gain()
         return {"loss": float(loss.detach()), "nmse": terms["nmse"], "gain": mean_abs_gain(layer)}
 
     return step
@@ -126,8 +128,23 @@ def fidelity(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> dict[s
     """Output NMSE, cosine and the hard-position NMSE of a layer against the teacher's output."""
     output, parts, teacher = scored_outputs(layer, capture)
     losses = layer.error_directed_losses(parts, teacher, HARD_FRACTION, HARD_BOOST)
-    return {
+    scores = {
         **output_fidelity(output, teacher),
         "hard_teacher_nmse": float(losses["hard_teacher_nmse"]),
         "gate_mean": float(parts["gate"].mean()) if parts["gate"] is not None else 0.0,  # none: no correction
     }
+    if layer.residual_gain is not None:
+        gate = parts["gate"].squeeze(-1)  # [B,H,T]
+        scores["effective_gain_abs_mean"] = float((layer.applied_gain().abs()[None, :, None] * gate).mean())
+        if layer.gated:
+            scores["gate_auroc"] = gate_auroc(gate, parts["base"], teacher)
+    return scores
+
+
+def gate_auroc(gate: Tensor, base: Tensor, teacher: Tensor) -> float:
+    """How well the gate picks out the hard positions it is trained on (the base's worst quarter per head
+    and sequence): AUROC of the gate against them, per head over every position, averaged over heads."""
+    mask, _ = hard_error_mask(base, teacher, HARD_FRACTION)
+    heads = [auroc(gate[:, h].flatten().double().cpu().numpy(), mask[:, h].flatten().cpu().numpy())
+             for h in range(gate.shape[1])]
+    return float(sum(heads) / len(heads))

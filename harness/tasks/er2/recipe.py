@@ -1,12 +1,12 @@
-"""When distillation stops: a declared convergence criterion instead of a step count.
+"""When distillation stops: a fixed step budget, or a declared convergence criterion.
 
-Warm-up, then a constant learning rate until every watched value (the transfer loss and the mean
-|residual gain|) has converged: its mean over the last ``window`` steps differs from the mean over
+Warm-up, then a constant learning rate until every watched value (by default the transfer loss and
+the mean |residual gain|) has converged: its mean over the last ``window`` steps differs from the mean over
 the window before by less than ``tolerance``, relative. Then the learning rate decays linearly to
 zero over ``decay`` steps and training stops (warm-up / stable / decay). ``cap`` bounds the steps:
 if the values have not converged by ``cap - decay``, the decay starts there and the run records
-that it did not converge. The same rule applies to every arm, so no arm gets a step count chosen
-for it.
+that it did not converge. With nothing watched the rule never fires and every run trains exactly
+``cap`` steps under the same schedule: the fixed budget that gives every arm of a seed the same steps.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 WARMUP = 20
 GAIN_FLOOR = 0.05  # a gain near zero counts as converged once it moves less than tolerance x 0.05
+WATCHABLE = ("loss", "nmse", "gain")  # what a distillation step reports (distill.distil_step)
 
 
 @dataclass
@@ -34,6 +35,9 @@ class Convergence:
     def __post_init__(self) -> None:
         if self.window < 1 or self.decay < 1 or self.cap < self.decay + 1:
             raise ValueError(f"cap ({self.cap}) must exceed decay ({self.decay}); window ({self.window}) >= 1")
+        unknown = [key for key in self.watch if key not in WATCHABLE]
+        if unknown:
+            raise ValueError(f"the stop rule cannot watch {', '.join(map(repr, unknown))}; valid: {', '.join(WATCHABLE)}")
 
     def rate(self, step: int) -> float:
         """Learning-rate multiplier at ``step`` (used by a LambdaLR)."""

@@ -19,7 +19,7 @@ from pydantic import Field, model_validator
 from torch import Tensor
 
 from harness.measure.memory import tensor_bytes
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.mechanisms.pdelta.er2 import GAIN_LIMIT, GATE_MODES, SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.ops.attention import local_window_attention
 from harness.mechanisms.pdelta.ops.common import MAX_CHUNK
 from harness.tasks.base import Metric, ParetoView, Task, TaskParams, TrialContext
@@ -28,7 +28,7 @@ from harness.tasks.er2.constructed import ConstructedRecallWorkload, Constructed
 from harness.tasks.er2.data import PASSKEY_SPAN
 from harness.tasks.er2.distill import budget_metrics, cosine, distil_step, fidelity, output_fidelity
 from harness.tasks.er2.positions import fed_capture, fed_mixer
-from harness.tasks.er2.recipe import Convergence
+from harness.tasks.er2.recipe import WATCHABLE, Convergence
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
 from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
 from harness.tasks.er2.workloads import Workload, capture, make_workload
@@ -36,6 +36,8 @@ from harness.tasks.er2.workloads import Workload, capture, make_workload
 CONTEXT = "context (tokens)"
 LOAD = "bindings per sequence"
 KV_BYTES = 2  # the teacher's KV cache is fp16
+# a distilled layer's scores reported once, at the training context
+TRAIN_CONTEXT_SCORES = ("hard_teacher_nmse", "gate_mean", "gate_auroc", "effective_gain_abs_mean")
 
 
 def zero_layer(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
@@ -52,17 +54,25 @@ class ER2Params(TaskParams):
     # answer with a value drawn from the context.
     layer: Literal["er2", "teacher", "window", "zero", "guess"] = "er2"
     residual_mode: Literal["none", "raw", "compressed"] = "compressed"
+    # the query gate on the correction: None: the mode's own (compressed learned, raw one); the ablations
+    # compressed_gate1 (one) and raw_gated (learned) cross them
+    residual_gate: Literal[GATE_MODES] | None = None
+    gain_limit: float = Field(GAIN_LIMIT, gt=0, allow_inf_nan=False,
+                              description="the clamp on |residual gain| (the seed's 1.5)")
     state_dtype: Literal["fp16", "fp32"] = "fp16"
     feature_dim: int = Field(32, ge=1)
     residual_dim: int = Field(8, ge=0)
     code_rank: int = Field(4, ge=1, description="rank of the residual code (compressed mode), at most the head dim")
     conv_kernel: int = Field(4, ge=1)
     chunk_size: int = Field(32, ge=1, le=MAX_CHUNK)
-    # converged: warm-up, constant rate until the loss and mean |gain| converge (window means over
+    # converged: warm-up, constant rate until the values in stop_on converge (window means over
     # stop_window steps change by less than stop_tolerance, relative), then decay_steps of linear decay;
-    # steps is the cap. cosine: the original study's fixed count of steps (steps) under a cosine.
-    schedule: Literal["converged", "cosine"] = "cosine"
+    # steps is the cap. fixed: the same warm-up / constant / decay schedule over exactly `steps` steps,
+    # the same budget for every arm. cosine: the original study's fixed count of steps under a cosine.
+    schedule: Literal["converged", "fixed", "cosine"] = "cosine"
     steps: int = Field(120, ge=1)
+    stop_on: tuple[Literal[WATCHABLE], ...] = Field(("loss", "gain"), min_length=1,
+                                                    description="converged schedule: the values its stop rule watches")
     stop_window: int = Field(50, ge=1)
     stop_tolerance: float = Field(0.01, gt=0)
     decay_steps: int = Field(50, ge=1)
@@ -120,9 +130,12 @@ class ER2Params(TaskParams):
         if self.teacher_dim % self.teacher_heads or (self.teacher_dim // self.teacher_heads) % 2:
             raise ValueError(f"teacher_dim ({self.teacher_dim}) must be teacher_heads ({self.teacher_heads}) times an "
                              "even head dim (rotary embeddings pair the head dims)")
-        if self.schedule == "converged" and self.steps <= self.decay_steps:
-            raise ValueError(f"steps ({self.steps}), the cap of the converged schedule, must exceed decay_steps "
+        if self.schedule != "cosine" and self.steps <= self.decay_steps:
+            raise ValueError(f"steps ({self.steps}), the budget of the {self.schedule} schedule, must exceed decay_steps "
                              f"({self.decay_steps})")
+        if self.residual_gate is not None and self.residual_mode == "none":
+            raise ValueError(f"residual_gate {self.residual_gate!r} needs a residual memory; residual_mode 'none' has "
+                             "no correction to gate")
         if self.probe_layer >= self.teacher_layers:
             raise ValueError(f"probe_layer ({self.probe_layer}) must be below teacher_layers ({self.teacher_layers})")
         if self.residual_mode == "compressed" and self.code_rank > self.head_dim:
@@ -201,7 +214,9 @@ class ER2Task(Task):
     # 5: decode runs the fused C kernel where it builds (decode_fused), eager latency beside it
     # 6: the converged schedule, a learning rate of the residual gain's own, qk_positions
     # 7: the constructed MQAR teacher, scored per load; budget/* and at_bound/gain on every distilled arm
-    version = "7"
+    # 8: the fixed-budget schedule and stop_on; the gain kept inside its clamp after every update; a gate
+    #    per residual_gate (the compressed_gate1 and raw_gated ablations); gate_auroc, effective gain
+    version = "8"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
@@ -258,6 +273,11 @@ class ER2Task(Task):
         Metric("decode_prefill_max_error", "none", "ratio", "info",
                "largest |decode - chunked forward| / forward RMS on held-out q/k/v at the train context"),
         Metric("gate_mean", "none", "probability", "info", "mean applied gate (raw: 1, none: 0)"),
+        Metric("gate_auroc", "none", "fraction", "info",
+               "learned gate: AUROC of the gate for the hard positions it is trained to pick out (the base's worst "
+               "quarter per head; held-out, train context); 0.5 is a gate that does not tell them apart"),
+        Metric("effective_gain_abs_mean", "none", "gain", "info",
+               "mean |applied gain| x gate over held-out positions: the correction's actual scale (train context)"),
         Metric("residual_gain_abs_mean", "none", "gain", "info", "mean |residual gain| after training"),
         Metric("base_half_life_median", "none", "tokens", "info", "median base-memory retention half-life"),
         Metric("residual_half_life_median", "none", "tokens", "info", "median residual-memory retention half-life"),
@@ -302,7 +322,7 @@ class ER2Task(Task):
             teacher.config.num_heads, teacher.config.num_kv_heads, teacher.config.head_dim,
             feature_dim=params.feature_dim, residual_dim=params.residual_dim, code_rank=params.code_rank,
             chunk_size=params.chunk_size, conv_kernel=params.conv_kernel, residual_mode=params.residual_mode,
-            state_dtype=params.state_dtype,
+            state_dtype=params.state_dtype, gate_mode=params.residual_gate, gain_limit=params.gain_limit,
         ).to(device)
         if params.layer != "er2":
             return self._control(params, workload, teacher, layer, ctx)
@@ -377,8 +397,9 @@ class ER2Task(Task):
             return {name: tensor[rows] for name, tensor in pool.items()}
 
         stop: Convergence | None = None
-        if params.schedule == "converged":
-            stop = Convergence(params.steps, params.stop_window, params.stop_tolerance, params.decay_steps)
+        if params.schedule != "cosine":
+            watch = params.stop_on if params.schedule == "converged" else ()
+            stop = Convergence(params.steps, params.stop_window, params.stop_tolerance, params.decay_steps, watch)
             rate = stop.rate
         else:
             rate = cosine(params.steps)
@@ -413,8 +434,7 @@ class ER2Task(Task):
                 scores = {}
             metrics.update({f"{name}@{context}": scores[name] for name in ("nmse", "cosine") if name in scores})
             if context == params.train_context and er2 is not None:
-                metrics["hard_teacher_nmse"] = scores["hard_teacher_nmse"]
-                metrics["gate_mean"] = scores["gate_mean"]
+                metrics.update({name: scores[name] for name in TRAIN_CONTEXT_SCORES if name in scores})
                 metrics.update(decode_prefill_agreement(er2, captured["q"], captured["k"], captured["v"]))
 
             def compare(swap: Mixer | None):
