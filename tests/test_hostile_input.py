@@ -142,7 +142,7 @@ def refused(result, *fragments: str) -> str:
                      [":6:", "recall_teacher_pairs reaches 128 bindings, which need a teacher context of at least 258"],
                      id="er2-teacher-mixture-over-context"),
         pytest.param(ER2.replace("steps: 120", "steps: 50, schedule: converged, decay_steps: 50"),
-                     [":6:", "steps (50), the cap of the converged schedule, must exceed decay_steps (50)"],
+                     [":6:", "steps (50), the budget of the converged schedule, must exceed decay_steps (50)"],
                      id="er2-converged-cap-below-decay"),
         pytest.param(ER2.replace("steps: 120", "lr: .nan"), ["param 'lr'", "finite number"], id="nan-param"),
         pytest.param(TOY.replace("params: {steps: 5}", "params: {steps: 5, lr: .inf}"), ["param 'lr'", "finite number"],
