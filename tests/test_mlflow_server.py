@@ -127,7 +127,10 @@ def test_ui_stops_its_whole_server_on_sigterm_and_ctrl_c(empty_store, harness_cm
     proc = subprocess.Popen([*harness_cmd, "ui", "--results", str(results), "--port", str(free_port())], env=cli_env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        assert proc.stdout.readline().startswith("serving ")
+        printed = []  # the Model training view's URL and each experiment's, then the server line
+        while not (printed and printed[-1].startswith("serving ")) and len(printed) < 50:
+            printed.append(proc.stdout.readline())
+        assert printed[-1].startswith("serving "), printed
         deadline = time.time() + 30
         while not (servers := _children(proc.pid)) and time.time() < deadline:
             time.sleep(0.1)

@@ -57,7 +57,7 @@ def test_a_dying_worker_fails_only_its_trial(tmp_path, toy_suite):
     records = stored(outcome.suites[0].outcome.run_dir).values()
     failed = [r for r in records if r["status"] != "finished"]
     assert len(records) == 3 and [r["arm"] for r in failed] == ["slow_lr"]
-    assert "worker process died" in failed[0]["error"]
+    assert "os._exit" in failed[0]["error"]  # contained in the worker: a failed trial, the worker lives on
 
 
 def test_auto_runs_short_trials_in_this_process(tmp_path, toy_suite):

@@ -85,7 +85,7 @@ def test_every_trial_and_suite_run_records_what_a_rerun_needs(toy_run):
     for key in ("git_commit", "python", "torch", "torch_git", "cuda", "device", "cpu_model", "packages_sha256",
                 "cudnn_deterministic", "float32_matmul_precision"):
         assert env[key], key
-    assert record["params"]["steps"] == 20 and record["seed"] == 0 and record["task_version"] == "1"
+    assert record["params"]["steps"] == 20 and record["seed"] == 0 and record["task_version"] == "2"
     diffs = list((toy_run / "toy" / "smoke" / "provenance").glob("git-*.diff"))
     assert len(diffs) == (1 if dirty else 0) and "uncommitted" not in "".join(d.read_text() for d in diffs)
     (parent,) = runs(toy_run, "suite")
@@ -98,7 +98,7 @@ def test_reproduce_a_results_folder_is_bit_identical_and_linked_to_the_original(
     before = snapshot(toy_run / "toy")
     result = invoke("reproduce", toy_run / "toy" / "smoke")
     assert result.exit_code == 0, result.output
-    assert "REPRODUCED: 9 metric values of 3 trial(s) bit-identical" in result.stdout
+    assert "REPRODUCED: 15 metric values of 3 trial(s) bit-identical" in result.stdout
     assert snapshot(toy_run / "toy") == before  # the original is never written to
     (summary_path,) = (toy_run / "reproductions").glob("toy-smoke-*/reproduction.json")
     summary = json.loads(summary_path.read_text())
@@ -121,10 +121,10 @@ def test_reproduce_by_mlflow_run_id_nested_and_parent(toy_run):
     nested = invoke("reproduce", trial.info.run_id, "--results", toy_run)
     assert nested.exit_code == 0, nested.output
     assert f"MLflow trial run {trial.info.run_id}" in nested.stdout
-    assert "REPRODUCED: 3 metric values of 1 trial(s)" in nested.stdout
+    assert "REPRODUCED: 5 metric values of 1 trial(s)" in nested.stdout
     whole = invoke("reproduce", parent.info.run_id, "--tracking-uri", default_tracking_uri(toy_run), "--no-mlflow")
     assert whole.exit_code == 0, whole.output
-    assert "REPRODUCED: 9 metric values of 3 trial(s)" in whole.stdout
+    assert "REPRODUCED: 15 metric values of 3 trial(s)" in whole.stdout
     linked = [r.data.tags["harness.reproduction_of"] for r in runs(toy_run, "reproduction")]
     assert trial.info.run_id in linked
 
