@@ -102,7 +102,7 @@ def test_reproduce_a_results_folder_is_bit_identical_and_linked_to_the_original(
     assert snapshot(toy_run / "toy") == before  # the original is never written to
     (summary_path,) = (toy_run / "reproductions").glob("toy-smoke-*/reproduction.json")
     summary = json.loads(summary_path.read_text())
-    assert summary["result"] == "identical" and summary["metrics"]["compared"] == 9
+    assert summary["result"] == "identical" and summary["metrics"]["compared"] == 15
     assert sorted(c["key"] for c in summary["metrics"]["speed"]) == ["samples_per_s"] * 3
     assert all(c["ratio"] > 0 for c in summary["metrics"]["speed"])
     (parent,) = runs(toy_run, "suite")
