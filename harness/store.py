@@ -239,7 +239,7 @@ def design_of(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def design_label(design: dict[str, Any]) -> str:
-    """'design 3f2a9c01 (seeds 0-2, sequential to 12 seeds, 2 claims, 1 premise)': a short hash and what it is."""
+    """'design <first 8 hex digits of its hash> (seeds 0-2, sequential to 12 seeds, 2 claims, 1 premise)': the hash and what it is."""
     digest = hashlib.sha256(canonical_json(design).encode()).hexdigest()[:8]
     seeds = [s for s in design.get("seeds") or [] if isinstance(s, int)]
     contiguous = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds)))

@@ -96,7 +96,7 @@ BREAKS = (
           '        passed, rule = current == value, "must be equal"\n',
           '        passed, rule = abs(current - value) <= 0.5 * abs(value), "must be equal"\n', (),
           "bytes may move by half their value"),
-    # Added for issue 22: kinds the list above lacked (leaks, wrong sets, caches, training loops,
+    # Kinds the list above lacked (leaks, wrong sets, caches, training loops,
     # seeding, resume, claims, the gate's bookkeeping).
     Break("er2-causal-mask-leak", "er2", "harness/mechanisms/pdelta/ops/chunk.py",
           "    inclusive = torch.ones(n, n, dtype=torch.bool, device=k.device).tril().repeat(groups, 1)\n",

@@ -61,7 +61,7 @@ def document_windows(documents: dict[str, Tensor], length: int, limit: int) -> t
 
 # "pass key $48213." planted in a window and asked again later. "$" never occurs in pydoc_data.topics, so
 # it marks the cue; the digits are random, so predicting them needs attention that reaches back to the key.
-# (Pilots, 2026-12-01: a decoy number beside the key, or two keys told apart by the cue's last byte, were
+# (Pilots: a decoy number beside the key, or two keys told apart by the cue's last byte, were
 # not learned by the teacher in 600-1,200 steps: its recall stayed where the zeroed layer's was.)
 PASSKEY_CUE = b"pass key $"
 PASSKEY_DIGITS = 5

@@ -104,7 +104,7 @@ class ER2Params(TaskParams):
         64, ge=1, description="passkey workload: every other teacher step trains on windows this long")
     recall_pairs: int = Field(8, ge=1)
     recall_keys: int = Field(16, ge=1)  # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
-    # MQAR under load (issue 28): the teacher trains on a mixture, each sequence drawing its bindings
+    # MQAR under load: the teacher trains on a mixture, each sequence drawing its bindings
     # log-uniformly from (low, high), so one teacher per seed serves every point of a bindings sweep
     # (its cache key names the mixture, not the point). None: the teacher trains at recall_pairs.
     recall_teacher_pairs: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
