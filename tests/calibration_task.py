@@ -27,3 +27,14 @@ class CalibrationTask(Task):
         shared = ctx.numpy_stream("shared", params.replicate).normal(0.0, params.shared_sd)
         own = ctx.numpy_stream("noise", params.tag, params.replicate).normal()
         return {"score": params.effect + shared + float(own)}
+
+
+def sequential_suite(name: str, effects: dict[str, float], max_seeds: int = 12) -> str:
+    """A suite file's text: control arm ``a`` and one treatment per ``effects`` entry (its planted effect),
+    each with a superiority claim on ``score``, a sequential design from 3 seeds up to ``max_seeds``."""
+    arms = "".join(f"  {arm}: {{tag: {arm}, shared_sd: 0.1, effect: {effect}}}\n" for arm, effect in effects.items())
+    contrasts = "".join(f"  - {{treatment: {arm}, control: a}}\n" for arm in effects)
+    claims = "".join(f"  - {{contrast: {arm}-vs-a, metric: score, test: superior}}\n" for arm in effects)
+    return (f"suite: {name}\ntask: calibration_task:CalibrationTask\nseeds: [0, 1, 2]\n"
+            f"sequential: {{max_seeds: {max_seeds}}}\narms:\n  a: {{tag: a, shared_sd: 0.1}}\n{arms}"
+            f"contrasts:\n{contrasts}claims:\n{claims}")

@@ -24,6 +24,8 @@ from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
 from harness.tracking.claim_metrics import claim_tags
 
+from calibration_task import sequential_suite
+
 SEEDS = [0, 1, 2, 3, 4, 5]
 METRICS = {
     "acc": {"direction": "higher", "unit": "fraction", "kind": "quality", "key": True},
@@ -220,19 +222,7 @@ def test_harness_validate_lists_premises_and_refuses_a_bad_one_with_exit_2(tmp_p
     assert done.exit_code == 2 and f"{bad}:13:" in done.output
 
 
-SEQUENTIAL = """\
-suite: seqp
-task: calibration_task:CalibrationTask
-seeds: [0, 1, 2]
-sequential: {max_seeds: 12}
-arms:
-  a: {tag: a, shared_sd: 0.1}
-  b: {tag: b, shared_sd: 0.1, effect: 2.5}
-contrasts:
-  - {treatment: b, control: a}
-claims:
-  - {contrast: b-vs-a, metric: score, test: superior}
-"""
+SEQUENTIAL = sequential_suite("seqp", {"b": 2.5})
 # b's score is N(2.5, 1): its lower bound clears 1.5 only after the claim is decided
 REGIME = "premises:\n  - {name: regime, arm: b, metric: score, at_least: 1.5}\n"
 

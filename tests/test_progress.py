@@ -11,19 +11,9 @@ from harness.execution.trials import planned_trials
 from harness.progress import RunClock, clock_text
 from harness.terminal import Console
 
-SEQUENTIAL = """\
-suite: seq
-task: calibration_task:CalibrationTask
-seeds: [0, 1, 2]
-sequential: {max_seeds: 12}
-arms:
-  a: {tag: a, shared_sd: 0.1}
-  b: {tag: b, shared_sd: 0.1, effect: 2.5}
-contrasts:
-  - {treatment: b, control: a}
-claims:
-  - {contrast: b-vs-a, metric: score, test: superior}
-"""
+from calibration_task import sequential_suite
+
+SEQUENTIAL = sequential_suite("seq", {"b": 2.5})
 
 
 def test_stored_trials_count_done_but_not_toward_the_rate():

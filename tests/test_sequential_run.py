@@ -8,22 +8,9 @@ from pathlib import Path
 
 import pytest
 
-SUITE = """\
-suite: seq
-task: calibration_task:CalibrationTask
-seeds: [0, 1, 2]
-sequential: {max_seeds: 12}
-arms:
-  a: {tag: a, shared_sd: 0.1}
-  b: {tag: b, shared_sd: 0.1, effect: 2.5}
-  c: {tag: c, shared_sd: 0.1, effect: 0.0}
-contrasts:
-  - {treatment: b, control: a}
-  - {treatment: c, control: a}
-claims:
-  - {contrast: b-vs-a, metric: score, test: superior}
-  - {contrast: c-vs-a, metric: score, test: superior}
-"""
+from calibration_task import sequential_suite
+
+SUITE = sequential_suite("seq", {"b": 2.5, "c": 0.0})
 
 
 def run(harness_cmd, cli_env, suite: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
