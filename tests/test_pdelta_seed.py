@@ -51,7 +51,11 @@ def _pair(seed_module, mode: str, state_dtype: str = "fp16"):
 def test_seed_and_ours_agree(seed, mode):
     theirs, ours = _pair(seed, mode)
     assert list(dict(theirs.named_parameters())) == list(dict(ours.named_parameters()))
-    assert theirs.config == ours.config
+    # every key of the seed's config agrees; ours adds the ablation knobs, at the values that are the seed
+    shared = {key: value for key, value in ours.config.items() if key in theirs.config}
+    assert shared == theirs.config
+    assert {key: value for key, value in ours.config.items() if key not in theirs.config} == {
+        "gain_limit": 1.5, "gate_mode": {"none": None, "raw": "one", "compressed": "learned"}[mode]}
     q, k, v, teacher = _inputs()
     out_t, state_t = theirs(q[:, :, :20], k[:, :, :20], v[:, :, :20], return_state=True)
     out_o, state_o = ours(q[:, :, :20], k[:, :, :20], v[:, :, :20], return_state=True)
