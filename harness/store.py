@@ -224,6 +224,14 @@ def in_expansion(meta: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
     return lambda record: not seeds or record.get("seed") in seeds
 
 
+def stale_note(count: int, where: Path) -> str:
+    """The warning every reader (and the run) gives when stored trials were set aside; '' when none were."""
+    if not count:
+        return ""
+    return (f"warning: {count} stored trial(s) in {where} are not of this suite's expansion and seeds "
+            "(a param, sweep, arm or seed changed since they ran): set aside, not analysed")
+
+
 def design_of(meta: dict[str, Any]) -> dict[str, Any]:
     """A stored suite's design: its record, or for a folder written before designs were recorded,
     the same fields rebuilt from the suite (the first look's seeds of a sequential design)."""

@@ -41,7 +41,7 @@ def _accuracy(holds_name: bool) -> float:
     probe = train_probe(backbone, train_docs, LAYOUT, training, gen, torch.device("cpu"))
     queries = make_queries(LAYOUT, test_docs, torch.arange(16).repeat(4), 1, 100, gen)
     hidden = backbone.model.hidden_before(1, queries.noisy, queries.t)
-    return probe_accuracy(probe, *slot_states(backbone, hidden, queries, test_docs, LAYOUT))
+    return probe_accuracy(probe, *slot_states(hidden, queries, test_docs, LAYOUT))
 
 
 def test_probe_reads_a_linearly_held_name_of_an_unseen_document() -> None:

@@ -190,12 +190,21 @@ def looks_taken(results: RunResults, design: Design) -> tuple[int, ...]:
     return taken or (len(results.seeds),)
 
 
-def evaluate_claims(results: RunResults, include_speed: bool = True) -> list[ClaimResult]:
+def last_look_premises(results: RunResults) -> list[PremiseResult]:
+    """The premises on the seeds the claims were last decided on (the last look taken, in a sequential
+    run): the premises table and the claims' VACUOUS reasons read this one evaluation."""
+    design = run_design(results)
+    return evaluate_premises(results.first_seeds(looks_taken(results, design)[-1]) if design.sequential else results)
+
+
+def evaluate_claims(results: RunResults, include_speed: bool = True,
+                    premises: list[PremiseResult] | None = None) -> list[ClaimResult]:
     """One result per claim x matching contrast variant x sweep point x metric key, Holm-corrected,
     decided look by look when the run is sequential.
 
     ``include_speed=False`` leaves claims on speed metrics out, Holm family included: the gate's view
-    where timings are not gated, so that their noise cannot move the claims it does gate.
+    where timings are not gated, so that their noise cannot move the claims it does gate. ``premises``:
+    ``last_look_premises(results)``, when the caller already has it.
     """
     design = run_design(results)
     taken = looks_taken(results, design)
@@ -208,8 +217,8 @@ def evaluate_claims(results: RunResults, include_speed: bool = True) -> list[Cla
         return _tested(seen, include_speed, reference_levels[k])
 
     decided = _decide_looks(tested_at, len(taken), schedule, design, alpha)
-    seen = results.first_seeds(taken[-1]) if design.sequential else results
-    premises = evaluate_premises(seen)
+    if premises is None:
+        premises = last_look_premises(results)
     return [_under_premises(claim, premises) for claim in decided]
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.analysis.claims import ClaimResult, evaluate_claims
+from harness.analysis.claims import ClaimResult, evaluate_claims, last_look_premises
 from harness.analysis.design_cost import DesignCost, design_cost
 from harness.analysis.fairness import UnequalBudget, unequal_budgets
-from harness.analysis.premises import PremiseResult, evaluate_premises
+from harness.analysis.premises import PremiseResult
 from harness.analysis.results import RunResults
 from harness.analysis.verdicts import (
     ContrastRow,
@@ -31,13 +31,14 @@ class RunAnalysis:
 
 
 def analyse(results: RunResults) -> RunAnalysis:
-    claims = tuple(evaluate_claims(results))
+    premises = last_look_premises(results)
+    claims = tuple(evaluate_claims(results, premises=premises))
     return RunAnalysis(
         results=results,
         rows=tuple(evaluate_contrasts(results)),
         validity=evaluate_validity(results),
         claims=claims,
         cost=design_cost(results, claims),
-        premises=tuple(evaluate_premises(results)),
+        premises=tuple(premises),
         unequal_budgets=tuple(unequal_budgets(results)),
     )

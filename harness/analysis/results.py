@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness.analysis.stats import CONFIDENCE
 from harness.metrics import Metric, metric_family
 from harness.record import TrialRecord
-from harness.store import SUITE_FILE, CorruptTrial, in_expansion, iter_trial_files, read_json, read_trial
+from harness.store import SUITE_FILE, CorruptTrial, in_expansion, iter_trial_files, read_json, read_trial, stale_note
 from harness.suite.points import point_label, sweep_points
 
 
@@ -63,10 +63,7 @@ class RunResults:
     @property
     def stale_note(self) -> str:
         """The warning every reader gives when stored trials were set aside; '' when none were."""
-        if not self.stale:
-            return ""
-        return (f"warning: {self.stale} stored trial(s) in {self.run_dir} are not of this suite's expansion and seeds "
-                "(a param, sweep, arm or seed changed since they ran): set aside, not analysed")
+        return stale_note(self.stale, self.run_dir)
 
     @property
     def suite(self) -> str:
@@ -193,8 +190,9 @@ def metric_order(key: str) -> tuple[str, int, float, str]:
     return (family, 0, value, qualifier) if math.isfinite(value) else (family, 1, 0.0, qualifier)
 
 
-def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, Any]]) -> RunResults:
-    """Split trial records into finished ones (with usable metrics) and failures to report."""
+def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, Any]], stale: int = 0) -> RunResults:
+    """Split trial records into finished ones (with usable metrics) and failures to report; ``stale``
+    counts the stored trials set aside as not of the current expansion."""
     finished: list[TrialRecord] = []
     failed: list[FailedTrial] = []
     for trial in trials:
@@ -223,7 +221,7 @@ def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, An
                     status=status,
                 )
             )
-    return RunResults(Path(run_dir), meta, finished, failed)
+    return RunResults(Path(run_dir), meta, finished, failed, stale=stale)
 
 
 def load_results(run_dir: Path) -> RunResults:
@@ -249,7 +247,7 @@ def load_results(run_dir: Path) -> RunResults:
             trials.append(trial)
         else:
             stale += 1
-    return replace(index_results(run_dir, meta, trials), stale=stale)
+    return index_results(run_dir, meta, trials, stale)
 
 
 def _point_key(point: Mapping[str, Any]) -> str:

@@ -123,6 +123,7 @@ def _row_chunks(paths: int, width: int, rng: np.random.Generator) -> Iterator[tu
         yield slice(start, stop), rng.standard_normal((stop - start, width))
 
 
+@lru_cache(maxsize=1)  # one schedule's paths serve every level Holm and futility ask of it (read only)
 def _null_p_values(looks: tuple[int, ...], columns: range) -> np.ndarray:
     """Nominal one-sided p-values of the t test at looks[columns], for NULL_PATHS simulated null paths
     (the whole seeded stream is drawn again for each block of looks, so memory stays bounded)."""
@@ -132,6 +133,7 @@ def _null_p_values(looks: tuple[int, ...], columns: range) -> np.ndarray:
         for j, k in enumerate(columns):
             if looks[k] >= 2:
                 out[rows, j] = _t_p_values(sums, squares, looks[k])
+    out.flags.writeable = False  # cached: shared by every caller
     return out
 
 

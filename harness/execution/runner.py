@@ -20,7 +20,7 @@ from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials
 from harness.record import TrialRecord
-from harness.store import EXPANSION_KEY, REPORT_DIR, RunFolder, clean_stray_tmp
+from harness.store import EXPANSION_KEY, REPORT_DIR, RunFolder, clean_stray_tmp, stale_note
 from harness.suite.model import Suite
 from harness.suite.points import sweep_points
 from harness.tasks import Task
@@ -113,11 +113,6 @@ def run_suite(
     records, corrupt = folder.load_trials()
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
-    expansion = set(meta[EXPANSION_KEY])
-    stale = sum(1 for i, r in records.items() if i not in expansion and r["seed"] in suite.seeds)
-    if stale:
-        console.line(f"warning: {stale} stored trial(s) in {folder.path} are not of this suite's expansion (a param, "
-                     "sweep or arm changed): set aside, not analysed")
     kept = folder.resumable(records) if resume else {}
     mirror = _Mirror(tracker, folder, meta, env, suite, tags or {}) if tracker else None
     seeds = list(suite.seeds)
@@ -126,6 +121,12 @@ def run_suite(
             look = replace(suite, seeds=seeds)
             trials = expand_trials(look)
             _set_aside_superseded(trials, records, kept, folder, env, console)
+            if seeds == list(suite.seeds):  # the first look: trials of its seeds left by another expansion
+                current = {t.trial_id for t in trials}
+                note = stale_note(sum(1 for i, r in records.items() if i not in current and r["seed"] in seeds),
+                                  folder.path)
+                if note:
+                    console.line(note)
             if meta["seeds"] != seeds:
                 meta["seeds"], meta[EXPANSION_KEY] = seeds, [t.trial_id for t in trials]
                 folder.save_suite(meta)

@@ -17,7 +17,7 @@ from harness.suite.model import Suite
 from harness.suite.points import sweep_points
 from harness.suite.tuning import LOCK_SCHEMA, ArmTuning, lock_checksum, lock_path, tune_hash, tune_plan, tuning_suite
 from harness.terminal import Console
-from harness.tracking.environment import git_state
+from harness.tracking.environment import code_checkout, git_state
 from harness.tracking.mlflow_tracker import MlflowTracker
 
 TUNE_TAGS = {"tune": "true"}
@@ -80,7 +80,7 @@ def _grid(suite: Suite, arm: str, tuning: ArmTuning) -> list[dict]:
 
 def _lock_document(outcome: TuneOutcome, plan: dict[str, ArmTuning], run_dir: Path) -> dict:
     suite, spec = outcome.suite, outcome.suite.tune
-    commit, dirty = git_state(suite.source.parent)
+    commit, dirty = git_state(code_checkout())  # the code that tuned; a suite's own tree is never read
     arms = {}
     for name, arm_tuning in plan.items():
         grid = outcome.grids.get(name)

@@ -43,8 +43,7 @@ def lock_path(suite_file: Path) -> Path:
 
 def tune_hash(spec: TuneSpec) -> str:
     """What a lock was made for: the tune block as data (formatting and comments do not count)."""
-    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(spec.model_dump(mode="json")).encode()).hexdigest()[:16]
 
 
 def lock_checksum(document: dict[str, Any]) -> str:

@@ -1,9 +1,10 @@
 """The environment a result was produced in: code version, libraries, hardware and determinism.
 
-The code is named three ways: the git state of the checkout holding the suite (``git_*``), the
-harness's own (``harness_*``, which differ when the task lives in another repository), and the
-task's source hash (``task_code_sha256``, also part of every trial id), with the hash and names of
-task files git does not track (``task_untracked_*``: a new file is in no diff).
+The code is named two ways: the git state of the harness checkout that ran (``git_*``, also written
+``harness_*`` for a record read beside an outside task's; a suite's own tree is never read: it may be a
+received folder whose git configuration names programs), and the task's source hash
+(``task_code_sha256``, also part of every trial id), with the hash and names of task files git does
+not track (``task_untracked_*``: a new file is in no diff).
 
 Short values form ``environment()`` (stored with every trial and tagged on every MLflow run);
 the long ones, the package lock and the uncommitted diff, are kept apart (``package_lock`` in

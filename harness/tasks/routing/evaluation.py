@@ -1,9 +1,7 @@
 """Routing and end-to-end figures computed from scores, logits and precisions (no training)."""
 from __future__ import annotations
 
-import math
 
-import scipy.stats
 import torch
 
 from harness.measure import ranks
@@ -57,10 +55,7 @@ def _numpy(x: torch.Tensor):
 
 def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
     """Spearman's rho (average ranks for ties); NaN where either side is constant."""
-    a, b = _numpy(a), _numpy(b)
-    if a.size < 3 or a.min() == a.max() or b.min() == b.max():
-        return math.nan
-    return float(scipy.stats.spearmanr(a, b).statistic)
+    return ranks.spearman(_numpy(a), _numpy(b))
 
 
 def auroc(scores: torch.Tensor, labels: torch.Tensor) -> float:

@@ -27,7 +27,7 @@ class ProbeTraining:
     max_noise_step: int
 
 
-def slot_states(backbone: Backbone, hidden: torch.Tensor, queries: QueryBatch, documents: torch.Tensor,
+def slot_states(hidden: torch.Tensor, queries: QueryBatch, documents: torch.Tensor,
                 layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, D) states of every asked slot and (N, entity_len) its document's name tokens (0-based)."""
     rows = queries.is_value.nonzero()[:, 0]
@@ -43,7 +43,7 @@ def train_probe(backbone: Backbone, documents: torch.Tensor, layout: Layout, tra
                            backbone.model.config.n_diffusion_steps, generator).to(device)
     with torch.no_grad():
         hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
-    states, names = slot_states(backbone, hidden, queries, documents.to(device), layout)
+    states, names = slot_states(hidden, queries, documents.to(device), layout)
     mean, std = states.mean(dim=0), states.std(dim=0).clamp_min(1e-6)
     n_names = layout.vocabulary.n_entities
     probe = torch.nn.Linear(states.shape[1], layout.entity_len * n_names).to(device)

@@ -253,7 +253,7 @@ class RoutingTask(Task):
         with torch.no_grad():
             metrics.update(evaluate(params, backbone, router, bank, queries, ctx))
             hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
-            metrics["probe_doc_acc"] = probe_accuracy(probe, *slot_states(backbone, hidden, queries, documents, layout))
+            metrics["probe_doc_acc"] = probe_accuracy(probe, *slot_states(hidden, queries, documents, layout))
         steps = params.router_steps if router is not None else 0
         metrics.update({"budget/steps": float(steps), "budget/examples": float(steps * params.router_batch)})
         metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
