@@ -42,6 +42,7 @@ from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.execution.trials import planned_trials
 from harness.execution.tuning import TuneOutcome, tune_suite
+from harness.suite.tuning import tuning_suite
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
 from harness.gating.baseline import save_baselines as save_baseline_files
 from harness.gating.gate import GateResult
@@ -367,6 +368,8 @@ def tune(
     outcome = TuneResult(results=Path(options.results))
     with _session(suites, options, console, warn, on_started) as session:
         outcome.tracker = session.tracker
+        for suite in suites:  # the progress bar's total: every tuned arm x grid point x tuning seed
+            session.console.expect(planned_trials(tuning_suite(suite, suite.tune)))
         try:
             for suite in suites:
                 tuned = tune_suite(suite, session.results, session.device, session.tracker, session.console,
