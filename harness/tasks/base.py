@@ -82,6 +82,18 @@ def param_bounds(params: type[BaseModel]) -> dict[str, str]:
     return out
 
 
+def training_budget(steps: float, batch: int) -> dict[str, float]:
+    """The fair-arm facts every trained arm reports (compared within a seed by the analysis): the
+    optimizer steps it trained and the examples its batches held (steps x batch)."""
+    return {"budget/steps": float(steps), "budget/examples": float(steps) * batch}
+
+
+def training_budget_metrics(steps: str, examples: str) -> tuple[Metric, Metric]:
+    """The declarations of ``training_budget``: the descriptions say what a step and an example are."""
+    return (Metric("budget/steps", "none", "steps", "info", steps),
+            Metric("budget/examples", "none", "examples", "info", examples))
+
+
 def unbounded_params(params: type[BaseModel]) -> list[str]:
     """Numeric params (or tuple items) without a lower bound: every task must declare one."""
     unbounded = []

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from harness.measure.ranks import auroc
 from harness.services.loop import optimizer_step
+from harness.tasks.base import training_budget
 from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
 
 HARD_FRACTION = 0.25
@@ -90,7 +91,7 @@ def budget_metrics(layer: SelectiveCompressedPDelta2Layer, steps: float, batch: 
     """The fair-arm facts of a distilled arm: the optimizer steps and sequences it trained on, and the
     fraction of its residual gains at or past the clamp, where they get no gradient (0 without a residual)."""
     at_bound = 0.0 if layer.residual_gain is None else float(layer.gain_at_bound().float().mean())
-    return {"budget/steps": float(steps), "budget/examples": float(steps) * batch, "at_bound/gain": at_bound}
+    return {**training_budget(steps, batch), "at_bound/gain": at_bound}
 
 
 def distil_step(

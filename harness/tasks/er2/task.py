@@ -22,7 +22,7 @@ from harness.measure.memory import tensor_bytes
 from harness.mechanisms.pdelta.er2 import GAIN_LIMIT, GATE_MODES, SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.ops.attention import local_window_attention
 from harness.mechanisms.pdelta.ops.common import MAX_CHUNK
-from harness.tasks.base import Metric, ParetoView, Task, TaskParams, TrialContext
+from harness.tasks.base import Metric, ParetoView, Task, TaskParams, TrialContext, training_budget_metrics
 from harness.tasks.er2.consistency import decode_prefill_agreement
 from harness.tasks.er2.constructed import ConstructedRecallWorkload, ConstructedTeacher, load_metrics, temperature_problem
 from harness.tasks.er2.data import PASSKEY_SPAN
@@ -285,8 +285,8 @@ class ER2Task(Task):
         Metric("distil_steps", "none", "steps", "info", "distillation steps run (the converged schedule stops itself)"),
         Metric("distil_converged", "none", "fraction", "info",
                "1 when the converged schedule's criterion held before its cap (cosine: 0)"),
-        Metric("budget/steps", "none", "steps", "info", "optimizer steps the distilled arm trained"),
-        Metric("budget/examples", "none", "examples", "info", "sequences the distilled arm trained on (steps x batch)"),
+        *training_budget_metrics("optimizer steps the distilled arm trained",
+                                 "sequences the distilled arm trained on (steps x batch)"),
         Metric("at_bound/gain", "none", "fraction", "info",
                "fraction of the residual gains at or past the clamp (no gradient there); 0 without a residual"),
         Metric("load_recall", "higher", "accuracy", "quality",

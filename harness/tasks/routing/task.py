@@ -28,7 +28,7 @@ from harness.measure.timing import seconds_per_call
 from harness.mechanisms.routing.model import LOG_PRECISION_BOUND, PCSHOConfig, per_token_loss
 from harness.mechanisms.routing.msa import MemoryBank, MSAConfig, ensure_bank_fits
 from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
-from harness.tasks.base import Metric, Task, TaskParams, TrialContext
+from harness.tasks.base import Metric, Task, TaskParams, TrialContext, training_budget, training_budget_metrics
 from harness.tasks.routing.backbone import Backbone, BackboneSpec, encode_bank, train_backbone, trained_backbone
 from harness.tasks.routing.evaluation import (
     auroc,
@@ -193,8 +193,8 @@ def _metrics() -> tuple[Metric, ...]:
                "fraction of asked slots whose document's whole entity name it reads (held-out names)", key=True),
         Metric("at_bound/log_precision", "none", "fraction", i, "fraction of routing-layer token log-precisions "
                "within 1% of their bound (visible tokens, whose error is 0, belong there)"),
-        Metric("budget/steps", "none", "steps", i, "optimizer steps the arm's router trained (0: a fixed router)"),
-        Metric("budget/examples", "none", "queries", i, "training queries the arm's router saw"),
+        *training_budget_metrics("optimizer steps the arm's router trained (0: a fixed router)",
+                                 "training queries the arm's router saw"),
         Metric("new_params", "lower", "parameters", m, "new trainable router parameters (shared heads excluded)"),
         Metric("key_bytes_per_doc", "lower", "bytes", m, "routing-key bytes stored per document"),
         Metric("score_qps", "higher", "queries/s", s, "top-k routing throughput against a bank of N chunks (@N)",
@@ -255,7 +255,7 @@ class RoutingTask(Task):
             hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
             metrics["probe_doc_acc"] = probe_accuracy(probe, *slot_states(hidden, queries, documents, layout))
         steps = params.router_steps if router is not None else 0
-        metrics.update({"budget/steps": float(steps), "budget/examples": float(steps * params.router_batch)})
+        metrics.update(training_budget(steps, params.router_batch))
         metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
         metrics["key_bytes_per_doc"] = float(layout.chunks_per_doc * params.router_dim * 4) if router is not None else 0.0
         if router is not None and params.measure_speed:

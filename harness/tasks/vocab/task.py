@@ -20,7 +20,16 @@ from harness.mechanisms.vocab.embedder import StaticEmbedder
 from harness.mechanisms.vocab.index import save_index
 from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs, top_pairs
 from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
-from harness.tasks.base import DetailScatter, Metric, ParetoView, Task, TaskParams, TrialContext
+from harness.tasks.base import (
+    DetailScatter,
+    Metric,
+    ParetoView,
+    Task,
+    TaskParams,
+    TrialContext,
+    training_budget,
+    training_budget_metrics,
+)
 from harness.tasks.vocab.alignment import misalignment
 from harness.tasks.vocab.cldr import CATEGORIES, MIN_LOCALES, cldr_corpus, display_names
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
@@ -175,9 +184,8 @@ class VocabTask(Task):
         Metric("alignment_auroc", "none", "fraction", "info",
                "AUROC of a candidate's misalignment (how rarely its token is on both sides of a training pair "
                "whose languages both use it) vs truth: how much alignment-k can know"),
-        Metric("budget/steps", "none", "count", "info", "optimizer steps the arm trained (the interference "
-                                                        "warm-up, shared by a seed's arms, not counted)"),
-        Metric("budget/examples", "none", "count", "info", "training pairs the arm's batches held (steps x batch)"),
+        *training_budget_metrics("optimizer steps the arm trained (the interference warm-up, shared by a "
+                                 "seed's arms, not counted)", "training pairs the arm's batches held (steps x batch)"),
         Metric("test_pairs", "none", "count", "info", "held-out pairs"),
         Metric("contested_test_pairs", "none", "count", "info",
                "held-out pairs with a contested token (real data: queries in the minimal-pair pools)"),
@@ -248,8 +256,7 @@ class VocabTask(Task):
                                use_gate=params.mode == "gated").to(device)
         stream = batches(corpus.train, params.batch_size, ctx.numpy_stream("batches"), device)
         final_loss = train(model, stream, config, ctx, name="train", log_every=params.log_every)
-        metrics: dict[str, float] = {"train_loss": final_loss, "budget/steps": float(params.steps),
-                                     "budget/examples": float(params.steps * params.batch_size)}
+        metrics: dict[str, float] = {"train_loss": final_loss, **training_budget(params.steps, params.batch_size)}
         metrics.update(evaluate_retrieval(model, corpus, device))
         metrics.update(diagnose(model, params, corpus, candidates, scores, truth, chosen, table))
         metrics.update(cue_strength(truth, counts, sharing, unaligned))
