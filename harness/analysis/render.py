@@ -73,7 +73,7 @@ def render_report(analysis: RunAnalysis, full: bool = False) -> str:
     ]
     if results.speed_under_load:
         parts.append(f"speed figures were measured with up to {results.speed_under_load} trials running at once "
-                     "(Ray): compare speed only between serial runs")
+                     "(side by side or on Ray): compare speed only between serial runs")
     parts.append(results.stale_note)
     parts.extend(f"warning: {budget.text()}" for budget in analysis.unequal_budgets)
     if analysis.premises:
