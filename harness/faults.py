@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("schema", "trial-run-created", "trial-run-logged", "trial-mirrored", "report")
 _POINT, _, _COUNT = os.environ.get("HARNESS_FAULT", "").partition(":")
 _remaining = int(_COUNT or 1)
 

@@ -66,10 +66,6 @@ class Design:
         counts = list(range(self.first, self.max_seeds, self.batch))
         return (*counts, self.max_seeds)
 
-    def look_index(self, n: int) -> int | None:
-        """The index of the look taken with n seeds; None when n is not a look."""
-        return self.looks.index(n) if n in self.looks else None
-
     def describe(self) -> dict[str, Any]:
         return {"first": self.first, "max_seeds": self.max_seeds, "batch": self.batch,
                 "spending": self.spending, "futility": self.futility}
@@ -213,28 +209,27 @@ class OperatingCharacteristics:
 
     effect_in_sd: float
     power: float  # chance of passing
-    fail_rate: float  # chance of failing (deciding the other way)
     expected_seeds: float
 
 
 def operating_characteristics(design: Design, effect_in_sd: float, alpha: float, paths: int = 20_000,
                               seed: int = 7) -> OperatingCharacteristics:
-    """Pass rate, fail rate and mean seeds used of one claim tested alone under ``design``."""
+    """Pass rate and mean seeds used of one claim tested alone under ``design``."""
     looks, levels = design.looks, nominal_levels(design.looks, alpha, design.spending)
-    passed = failed = used = 0.0
+    passed = used = 0.0
     for _rows, draws in _row_chunks(paths, design.max_seeds, np.random.default_rng(seed)):
         chunk = _simulate_paths(design, draws + effect_in_sd, looks, levels)
-        passed, failed, used = passed + chunk[0], failed + chunk[1], used + chunk[2]
-    return OperatingCharacteristics(effect_in_sd, passed / paths, failed / paths, used / paths)
+        passed, used = passed + chunk[0], used + chunk[1]
+    return OperatingCharacteristics(effect_in_sd, passed / paths, used / paths)
 
 
 def _simulate_paths(design: Design, draws: np.ndarray, looks: tuple[int, ...],
-                    levels: tuple[float, ...]) -> tuple[float, float, float]:
-    """Paths passed, paths failed and seeds used, summed over these paths (one row each)."""
+                    levels: tuple[float, ...]) -> tuple[float, float]:
+    """Paths passed and seeds used, summed over these paths (one row each)."""
     paths = draws.shape[0]
     sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
     open_ = np.ones(paths, dtype=bool)
-    passed, failed = np.zeros(paths, dtype=bool), np.zeros(paths, dtype=bool)
+    passed = np.zeros(paths, dtype=bool)
     used = np.full(paths, design.max_seeds, dtype=np.float64)
     for k, (n, level) in enumerate(zip(looks, levels)):
         if n < 2:
@@ -242,7 +237,6 @@ def _simulate_paths(design: Design, draws: np.ndarray, looks: tuple[int, ...],
         p_pass = _t_p_values(sums, squares, n)
         up, down = open_ & (p_pass <= level), open_ & (1.0 - p_pass <= level)
         passed |= up
-        failed |= down
         stop = up | down
         if design.futility is not None and k < len(looks) - 1:
             fraction = n / design.max_seeds
@@ -251,4 +245,4 @@ def _simulate_paths(design: Design, draws: np.ndarray, looks: tuple[int, ...],
             stop |= open_ & hopeless
         used[stop] = n
         open_ &= ~stop
-    return float(passed.sum()), float(failed.sum()), float(used.sum())
+    return float(passed.sum()), float(used.sum())

@@ -4,17 +4,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from harness.suite.model import Arm, Suite
 from harness.suite.points import point_label, sweep_points
 from harness.tasks.source import task_code
-
-
-def arm_variants(arm: Arm) -> Iterator[dict[str, Any]]:
-    """The arm's params at each value of its own sweep."""
-    for point in sweep_points(arm.sweep):
-        yield {**arm.params, **point}
 
 
 def arm_label(arm: Arm, point: dict[str, Any]) -> str:

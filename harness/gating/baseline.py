@@ -60,12 +60,6 @@ def make_baseline(results: RunResults) -> dict[str, Any]:
 STRAY_TMP_AGE_S = 60  # a temporary file older than this is no concurrent save's: a killed one left it
 
 
-def save_baseline(run_dir: Path, out_dir: Path = DEFAULT_BASELINES_DIR) -> Path:
-    """Write ``<out_dir>/<suite>-<profile>-<device class>.json``; refused unless the run is complete
-    (every declared trial finished) and holds something to gate."""
-    return save_baselines([run_dir], out_dir)[0]
-
-
 def save_baselines(run_dirs: list[Path], out_dir: Path = DEFAULT_BASELINES_DIR) -> list[Path]:
     """Every run's baseline, all checked before the first file is replaced: one refused run leaves
     every baseline as it was. Temporary files of a save killed mid-write are removed first."""

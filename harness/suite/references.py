@@ -25,11 +25,6 @@ from harness.tasks import metric_family
 MAX_TRIALS = 10_000
 
 
-def count_trials(suite: Suite) -> int:
-    """Trials a suite expands to (seeds x sweep points x arm variants), counted without expanding."""
-    return math.prod(_trial_factors(suite))
-
-
 def _trial_factors(suite: Suite) -> tuple[int, int, int]:
     points = math.prod(len(values) for values in suite.sweep.values())
     variants = sum(math.prod(len(values) for values in arm.sweep.values()) for arm in suite.arms.values())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import torch
 import torch.nn as nn
@@ -280,12 +280,3 @@ class MemoryBank:
         if len(lengths) != 1:
             raise ValueError(f"documents have different chunk counts {sorted(lengths)}")
         return stacked.view(len(self.doc_ids), lengths.pop(), stacked.shape[-1])
-
-    def get_memory(self, layer: int, doc_ids: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """K and V of the given documents at ``layer``, concatenated along the chunk axis."""
-        index = self._index()
-        unknown = [doc_id for doc_id in doc_ids if doc_id not in index]
-        if unknown:
-            raise KeyError(f"documents not in the bank: {unknown}")
-        entries = [self._entries[layer][index[doc_id]] for doc_id in doc_ids]
-        return torch.cat([e["K"] for e in entries]), torch.cat([e["V"] for e in entries])

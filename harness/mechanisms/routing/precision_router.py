@@ -33,7 +33,6 @@ class PrecisionGuidedRouter(nn.Module):
         self.d_model = d_model
         self.router_dim = router_dim
         self.n_heads = n_heads
-        self.d_head = router_dim // n_heads
         self.eps = eps
         self.q_proj = nn.Linear(d_model, router_dim)
         self.k_proj = nn.Linear(d_model, router_dim)
