@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 Direction = Literal["higher", "lower", "none"]
 MetricKind = Literal["quality", "speed", "memory", "info"]
@@ -40,9 +40,12 @@ def metric_family(key: str) -> str:
     return key.split("@", 1)[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Metric:
-    """A metric family. Reported keys may add a qualifier after '@' (``nmse@1024``)."""
+    """A metric family. Reported keys may add a qualifier after '@' (``nmse@1024``).
+
+    Declared by keyword and checked when made: a misspelt direction or kind would otherwise file the
+    metric silently under no direction or outside the gate."""
 
     name: str
     direction: Direction
@@ -52,6 +55,12 @@ class Metric:
     key: bool = False  # shown in the end-of-run table
     axis: str = ""  # what the number after '@' means, for plots: "context (tokens)"
     pairs_with: str | None = None  # a family plotted against this one over its axis (state vs KV cache)
+
+    def __post_init__(self) -> None:
+        for field, value, allowed in (("direction", self.direction, get_args(Direction)),
+                                      ("kind", self.kind, get_args(MetricKind))):
+            if value not in allowed:
+                raise ValueError(f"metric {self.name!r}: {field} {value!r} is not one of {', '.join(allowed)}")
 
     @property
     def better_sign(self) -> int:
@@ -80,7 +89,7 @@ class Metric:
     @classmethod
     def undeclared(cls, name: str) -> Metric:
         """A reported key no declaration covers: no direction, informational."""
-        return cls(name, "none", "", "info")
+        return cls(name=name, direction="none", unit="", kind="info")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ class CalibrationTask(Task):
     version = "1"
     Params = CalibrationParams
     description = "one draw of N(effect, 1) plus a seed-shared offset (statistics calibration)"
-    metrics = (Metric("score", "higher", "", "quality", "effect + N(0, 1) + shared seed offset", key=True),)
+    metrics = (Metric(name="score", direction="higher", unit="", kind="quality",
+                      description="effect + N(0, 1) + shared seed offset", key=True),)
 
     def run(self, params: CalibrationParams, ctx: TrialContext) -> dict[str, float]:
         shared = ctx.numpy_stream("shared", params.replicate).normal(0.0, params.shared_sd)

@@ -34,12 +34,16 @@ class ToyTask(Task):
     description = "logistic regression on a fixed synthetic problem (spine tests)"
     smoke_params = {"steps": 20}
     metrics = (
-        Metric("accuracy", "higher", "fraction", "quality", "held-out accuracy", key=True),
-        Metric("loss", "lower", "nats", "quality", "final held-out loss", key=True),
-        Metric("samples_per_s", "higher", "samples/s", "speed", "training throughput"),
-        Metric("param_bytes", "lower", "bytes", "memory", "bytes of the weights"),
-        Metric("budget/steps", "none", "steps", "info", "optimizer steps the arm trained"),
-        Metric("budget/examples", "none", "examples", "info", "training examples the arm saw"),
+        Metric(name="accuracy", direction="higher", unit="fraction", kind="quality", description="held-out accuracy",
+               key=True),
+        Metric(name="loss", direction="lower", unit="nats", kind="quality", description="final held-out loss", key=True),
+        Metric(name="samples_per_s", direction="higher", unit="samples/s", kind="speed",
+               description="training throughput"),
+        Metric(name="param_bytes", direction="lower", unit="bytes", kind="memory", description="bytes of the weights"),
+        Metric(name="budget/steps", direction="none", unit="steps", kind="info",
+               description="optimizer steps the arm trained"),
+        Metric(name="budget/examples", direction="none", unit="examples", kind="info",
+               description="training examples the arm saw"),
     )
 
     def run(self, params: ToyParams, ctx: TrialContext) -> dict[str, float]:

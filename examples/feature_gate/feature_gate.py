@@ -55,10 +55,14 @@ class FeatureGateTask(Task):
     Params = FeatureGateParams
     description = "learned feature gates vs a plain linear regressor on sparse synthetic regression"
     metrics = (
-        Metric("test_mse", "lower", "squared error", "quality", "held-out mean squared error", key=True),
-        Metric("gate_open", "none", "fraction", "info", "mean gate (1 for the ungated models)"),
-        Metric("param_bytes", "lower", "bytes", "memory", "bytes of the trained parameters"),
-        Metric("fit_samples_per_s", "higher", "samples/s", "speed", "training throughput"),
+        Metric(name="test_mse", direction="lower", unit="squared error", kind="quality",
+               description="held-out mean squared error", key=True),
+        Metric(name="gate_open", direction="none", unit="fraction", kind="info",
+               description="mean gate (1 for the ungated models)"),
+        Metric(name="param_bytes", direction="lower", unit="bytes", kind="memory",
+               description="bytes of the trained parameters"),
+        Metric(name="fit_samples_per_s", direction="higher", unit="samples/s", kind="speed",
+               description="training throughput"),
     )
     smoke_params = {"steps": 40, "samples": 64}
 

@@ -53,6 +53,8 @@ def load_task(name: str) -> type[Task]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UnknownTaskError(f"task {name!r}: cannot import module {module_name!r} ({exc})") from exc
+    except (TypeError, ValueError) as exc:  # a declaration refused as the module ran (a misspelt metric kind)
+        raise UnknownTaskError(f"task {name!r}: module {module_name!r} declares something invalid: {exc}") from exc
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise UnknownTaskError(f"task {name!r}: {target!r} is not a harness Task subclass")

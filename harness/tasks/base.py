@@ -90,8 +90,8 @@ def training_budget(steps: float, batch: int) -> dict[str, float]:
 
 def training_budget_metrics(steps: str, examples: str) -> tuple[Metric, Metric]:
     """The declarations of ``training_budget``: the descriptions say what a step and an example are."""
-    return (Metric("budget/steps", "none", "steps", "info", steps),
-            Metric("budget/examples", "none", "examples", "info", examples))
+    return (Metric(name="budget/steps", direction="none", unit="steps", kind="info", description=steps),
+            Metric(name="budget/examples", direction="none", unit="examples", kind="info", description=examples))
 
 
 def unbounded_params(params: type[BaseModel]) -> list[str]:
