@@ -1,23 +1,36 @@
 """The trial record: the one shape of what a trial produced, from the executor that builds it to the
 store, the MLflow mirror, analysis, the gate and reproduce.
 
-A record is a ``TrialRecord`` (a typed dict, so it is also the JSON object the store keeps). Records
-enter the program only through ``from_json``, which checks every field and fills the ones older
-records lack, so no reader has to guess at a field's type or presence; ``to_json`` is the checked
-way out. A record written by a newer harness (a higher ``schema``) is refused rather than misread.
+A record is a frozen ``TrialRecord``; JSON exists only at the store's edge. Records enter the program
+from JSON only through ``from_json``, which checks every field and fills the ones older records lack,
+so no reader has to guess at a field's type or presence; ``to_json`` is the checked way out. A record
+written by a newer harness (a higher ``schema``) is refused rather than misread.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Mapping, TypedDict
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Callable, Mapping
 
 RECORD_SCHEMA = 1
-FINISHED, FAILED = "finished", "failed"
-STATUSES = (FINISHED, FAILED)
 
 
-class TrialRecord(TypedDict):
-    schema: int
+class Status(StrEnum):
+    """How a trial ended: its task returned metrics, or it failed (an error, an exit, a timeout, a dead worker)."""
+
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+def trial_title(arm_label: str, seed: int, point_label: str) -> str:
+    """'arm seed=N point': how progress lines, failure lists and comparisons name one trial."""
+    return f"{arm_label} seed={seed}" + (f" {point_label}" if point_label else "")
+
+
+@dataclass(frozen=True)
+class TrialRecord:
     trial_id: str
     suite: str
     profile: str
@@ -29,32 +42,72 @@ class TrialRecord(TypedDict):
     point: dict[str, Any]  # the sweep point: axis -> value
     point_label: str
     params: dict[str, Any]  # the validated params the task ran with
-    status: str  # FINISHED or FAILED
-    error: str | None  # why a failed trial failed
-    metrics: dict[str, float | None]  # final values; None where the value was not finite
-    curves: dict[str, list[list[float | None]]]  # name -> [[step, value], ...]
-    details: dict[str, Any]  # JSON-able task details (per-item values, cache use, traceback)
-    environment: dict[str, str]  # code, libraries, hardware and determinism (tracking.environment)
-    packages: list[str]  # name==version of the process that ran the trial
-    started_at: str  # ISO 8601, UTC
-    wall_seconds: float
+    status: Status
+    error: str | None = None  # why a failed trial failed
+    metrics: dict[str, float | None] = field(default_factory=dict)  # final values; None where not finite
+    curves: dict[str, list[list[float | None]]] = field(default_factory=dict)  # name -> [[step, value], ...]
+    details: dict[str, Any] = field(default_factory=dict)  # JSON-able task details (per-item values, cache use, traceback)
+    environment: dict[str, str] = field(default_factory=dict)  # code, libraries, hardware, determinism
+    packages: list[str] = field(default_factory=list)  # name==version of the process that ran the trial
+    started_at: str = ""  # ISO 8601, UTC
+    wall_seconds: float = 0.0
+    schema: int = RECORD_SCHEMA
+
+    @property
+    def finished(self) -> bool:
+        return self.status is Status.FINISHED
+
+    @property
+    def title(self) -> str:
+        return trial_title(self.arm_label, self.seed, self.point_label)
+
+    def with_details(self, **extra: Any) -> TrialRecord:
+        """The same record with ``extra`` added to its details (speed measured under load)."""
+        return dataclasses.replace(self, details={**self.details, **extra})
 
 
 class RecordError(ValueError):
     """Data that is not a trial record; the message names the field and what was expected."""
 
 
-# fields a record written before they existed may lack, and the value that stands in for them
-_DEFAULTS: dict[str, Any] = {
-    "error": None, "curves": {}, "details": {}, "environment": {}, "packages": [], "started_at": "",
-    "wall_seconds": 0.0,
-}
-_TEXT = ("trial_id", "suite", "profile", "task", "task_version", "arm", "arm_label", "point_label", "started_at")
-_MAPPINGS = ("point", "params", "details")
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise RecordError(f"{name} must be a string, not {value!r}")
+    return value
+
+
+def _trial_id(name: str, value: Any) -> str:
+    if not _text(name, value):
+        raise RecordError(f"{name} must not be empty")
+    return value
+
+
+def _mapping(name: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{name} must be an object, not {value!r}")
+    return dict(value)
+
+
+def _seed(name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise RecordError(f"{name} must be an integer, not {value!r}")
+    return value
+
+
+def _status(name: str, value: Any) -> Status:
+    if value not in set(Status):
+        raise RecordError(f"{name} must be one of {', '.join(Status)}, not {value!r}")
+    return Status(value)
+
+
+def _error(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise RecordError(f"{name} must be a string or null, not {value!r}")
+    return value
 
 
 def _metric(key: str, value: Any) -> float | None:
@@ -63,6 +116,12 @@ def _metric(key: str, value: Any) -> float | None:
     if not _is_number(value):
         raise RecordError(f"metrics[{key!r}] must be a number or null, not {value!r}")
     return float(value) if math.isfinite(value) else None
+
+
+def _metrics(name: str, value: Any) -> dict[str, float | None]:
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{name} must be an object of numbers, not {value!r}")
+    return {str(k): _metric(str(k), v) for k, v in value.items()}
 
 
 def _curve(name: str, points: Any) -> list[list[float | None]]:
@@ -78,58 +137,63 @@ def _curve(name: str, points: Any) -> list[list[float | None]]:
     return checked
 
 
+def _curves(name: str, value: Any) -> dict[str, list[list[float | None]]]:
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{name} must be an object of point lists, not {value!r}")
+    return {str(k): _curve(str(k), v) for k, v in value.items()}
+
+
+def _environment(name: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
+        raise RecordError(f"{name} must be an object of strings")
+    return dict(value)
+
+
+def _packages(name: str, value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise RecordError(f"{name} must be a list of strings")
+    return list(value)
+
+
+def _wall_seconds(name: str, value: Any) -> float:
+    if not _is_number(value) or not value >= 0:
+        raise RecordError(f"{name} must be a non-negative number, not {value!r}")
+    return float(value)
+
+
+# each field's check, in the order a bad record is reported; each returns the value the record keeps
+_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "trial_id": _trial_id, "suite": _text, "profile": _text, "task": _text, "task_version": _text, "arm": _text,
+    "arm_label": _text, "point_label": _text, "started_at": _text, "point": _mapping, "params": _mapping,
+    "details": _mapping, "seed": _seed, "status": _status, "error": _error, "metrics": _metrics, "curves": _curves,
+    "environment": _environment, "packages": _packages, "wall_seconds": _wall_seconds,
+}
+_FIELDS = {spec.name: spec for spec in dataclasses.fields(TrialRecord) if spec.name != "schema"}
+
+
+def _default(spec: dataclasses.Field) -> Any:
+    """The value standing in for a field that a record written before it existed lacks."""
+    return spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
+
+
 def from_json(data: Any) -> TrialRecord:
     """A checked record from parsed JSON (or any mapping); RecordError names the first bad field."""
     if not isinstance(data, Mapping):
         raise RecordError(f"a trial record is a JSON object, not {type(data).__name__}")
-    record = {**_DEFAULTS, **data}
-    schema = record.get("schema", RECORD_SCHEMA)
+    schema = data.get("schema", RECORD_SCHEMA)
     if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
         raise RecordError(f"schema must be a positive integer, not {schema!r}")
     if schema > RECORD_SCHEMA:
         raise RecordError(f"written by a newer harness (record schema {schema}; this one reads up to {RECORD_SCHEMA})")
-    missing = [key for key in TrialRecord.__annotations__ if key not in record and key != "schema"]
+    missing = [name for name, spec in _FIELDS.items()
+               if name not in data and spec.default is spec.default_factory is dataclasses.MISSING]
     if missing:
         raise RecordError(f"missing {', '.join(missing)}")
-    for key in _TEXT:
-        if not isinstance(record[key], str):
-            raise RecordError(f"{key} must be a string, not {record[key]!r}")
-    if not record["trial_id"]:
-        raise RecordError("trial_id must not be empty")
-    for key in _MAPPINGS:
-        if not isinstance(record[key], Mapping):
-            raise RecordError(f"{key} must be an object, not {record[key]!r}")
-    if not isinstance(record["seed"], int) or isinstance(record["seed"], bool):
-        raise RecordError(f"seed must be an integer, not {record['seed']!r}")
-    if record["status"] not in STATUSES:
-        raise RecordError(f"status must be one of {', '.join(STATUSES)}, not {record['status']!r}")
-    if record["error"] is not None and not isinstance(record["error"], str):
-        raise RecordError(f"error must be a string or null, not {record['error']!r}")
-    if not isinstance(record["metrics"], Mapping):
-        raise RecordError(f"metrics must be an object of numbers, not {record['metrics']!r}")
-    if not isinstance(record["curves"], Mapping):
-        raise RecordError(f"curves must be an object of point lists, not {record['curves']!r}")
-    environment = record["environment"]
-    if not isinstance(environment, Mapping) or not all(isinstance(v, str) for v in environment.values()):
-        raise RecordError("environment must be an object of strings")
-    packages = record["packages"]
-    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
-        raise RecordError("packages must be a list of strings")
-    if not _is_number(record["wall_seconds"]) or not record["wall_seconds"] >= 0:
-        raise RecordError(f"wall_seconds must be a non-negative number, not {record['wall_seconds']!r}")
-    return TrialRecord(
-        schema=RECORD_SCHEMA,
-        trial_id=record["trial_id"], suite=record["suite"], profile=record["profile"], task=record["task"],
-        task_version=record["task_version"], arm=record["arm"], arm_label=record["arm_label"], seed=record["seed"],
-        point=dict(record["point"]), point_label=record["point_label"], params=dict(record["params"]),
-        status=record["status"], error=record["error"],
-        metrics={str(k): _metric(str(k), v) for k, v in record["metrics"].items()},
-        curves={str(k): _curve(str(k), v) for k, v in record["curves"].items()},
-        details=dict(record["details"]), environment=dict(environment), packages=list(packages),
-        started_at=record["started_at"], wall_seconds=float(record["wall_seconds"]),
-    )
+    return TrialRecord(**{name: check(name, data[name] if name in data else _default(_FIELDS[name]))
+                          for name, check in _CHECKS.items()})
 
 
 def to_json(record: TrialRecord) -> dict[str, Any]:
     """The record as the JSON object the store writes, checked on the way out as on the way in."""
-    return dict(from_json(record))
+    checked = from_json(dataclasses.asdict(record))
+    return dataclasses.asdict(checked) | {"status": str(checked.status)}

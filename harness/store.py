@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
-from harness.record import FINISHED, RecordError, TrialRecord, from_json, to_json
+from harness.record import RecordError, TrialRecord, from_json, to_json
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -143,19 +143,18 @@ class RunFolder:
                 os.replace(path, aside)
                 corrupt.append((aside, str(exc)))
                 continue
-            records[record["trial_id"]] = record
+            records[record.trial_id] = record
         return records, corrupt
 
     @staticmethod
     def resumable(records: dict[str, TrialRecord]) -> dict[str, TrialRecord]:
         """The records a resumed run keeps: finished ones only (a failed trial runs again)."""
-        return {trial_id: r for trial_id, r in records.items() if r["status"] == FINISHED}
+        return {trial_id: r for trial_id, r in records.items() if r.finished}
 
     def save_trial(self, record: TrialRecord) -> Path:
         """Checked before it is written (``record.to_json``): a malformed record never reaches the store."""
-        document = to_json(record)
-        path = self.trial_path(document["trial_id"])
-        write_json_atomic(path, document)
+        path = self.trial_path(record.trial_id)
+        write_json_atomic(path, to_json(record))
         return path
 
     def set_aside(self, trial_ids: list[str]) -> Path:
@@ -211,7 +210,7 @@ class DesignChanged(ValueError):
     """A run whose design differs from the one a results folder's trials were run under (one line)."""
 
 
-def in_expansion(meta: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+def in_expansion(meta: dict[str, Any]) -> Callable[[TrialRecord], bool]:
     """Whether a stored trial belongs to the suite's current expansion and seeds: a trial of a changed
     param, sweep or arm, or of seeds the design does not have, is stale and set aside by every reader
     (report, gate, plan, reproduce), so a rerun reports what a fresh run would. A folder written before
@@ -219,9 +218,9 @@ def in_expansion(meta: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
     ids = meta.get(EXPANSION_KEY)
     if isinstance(ids, list):
         wanted = {i for i in ids if isinstance(i, str)}
-        return lambda record: record.get("trial_id") in wanted
+        return lambda record: record.trial_id in wanted
     seeds = {s for s in meta.get("seeds") or [] if isinstance(s, int)}
-    return lambda record: not seeds or record.get("seed") in seeds
+    return lambda record: not seeds or record.seed in seeds
 
 
 def stale_note(count: int, where: Path) -> str:

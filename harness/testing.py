@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.execution.executor import run_single
-from harness.record import FINISHED, TrialRecord
+from harness.record import TrialRecord
 from harness.tasks import Task
 from harness.tasks.base import metric_family, param_bounds, unbounded_params
 
@@ -49,13 +49,13 @@ def check_declarations(task_cls: type[Task]) -> None:
 
 def _not_speed(task_cls: type[Task], record: TrialRecord) -> dict[str, float | None]:
     declared = task_cls.metric_specs()
-    return {k: v for k, v in record["metrics"].items() if declared[metric_family(k)].kind != "speed"}
+    return {k: v for k, v in record.metrics.items() if declared[metric_family(k)].kind != "speed"}
 
 
 def _finished(task_cls: type[Task], record: TrialRecord, which: str) -> None:
-    if record["status"] != FINISHED:
-        trace = record["details"].get("traceback", "")
-        raise ContractViolation(f"{task_cls.name}: the {which} smoke run failed: {record['error']}\n{trace}")
+    if not record.finished:
+        trace = record.details.get("traceback", "")
+        raise ContractViolation(f"{task_cls.name}: the {which} smoke run failed: {record.error}\n{trace}")
 
 
 def check_task_contract(task_cls: type[Task], work_root: Path, params: Mapping[str, Any] | None = None,
@@ -72,16 +72,16 @@ def check_task_contract(task_cls: type[Task], work_root: Path, params: Mapping[s
     _finished(task_cls, second, "second")
 
     declared = task_cls.metric_specs()
-    undeclared = sorted(k for k in first["metrics"] if metric_family(k) not in declared)
-    _require(first["metrics"], task_cls, "run() returned no metrics")
+    undeclared = sorted(k for k in first.metrics if metric_family(k) not in declared)
+    _require(first.metrics, task_cls, "run() returned no metrics")
     _require(not undeclared, task_cls, f"reports undeclared metrics {undeclared}; declare them in `metrics`")
-    _require(set(second["metrics"]) == set(first["metrics"]), task_cls, "a rerun reported other metric keys")
+    _require(set(second.metrics) == set(first.metrics), task_cls, "a rerun reported other metric keys")
     moved = sorted(k for k, v in _not_speed(task_cls, first).items() if _not_speed(task_cls, second).get(k) != v)
     _require(not moved, task_cls, f"a rerun at the same seed moved {moved}: draw every random thing from "
                                   "ctx.stream(purpose) and build shared artifacts with ctx.cached")
-    for kind, entry in first["details"].get("cache", {}).items():
-        _require(second["details"].get("cache", {}).get(kind) == dict(entry, loaded=True), task_cls,
+    for kind, entry in first.details.get("cache", {}).items():
+        _require(second.details.get("cache", {}).get(kind) == dict(entry, loaded=True), task_cls,
                  f"the rerun rebuilt cached artifact {kind!r} instead of loading it: its identity must not vary")
-    _require("device" not in first["details"], task_cls, "the spine records the device (record['environment'])")
-    _require(first["environment"].get("device_name"), task_cls, "the record names no device")
+    _require("device" not in first.details, task_cls, "the spine records the device (record.environment)")
+    _require(first.environment.get("device_name"), task_cls, "the record names no device")
     return first

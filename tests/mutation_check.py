@@ -133,7 +133,7 @@ BREAKS = (
           '        {"format": CACHE_FORMAT, "task": task, "version": task_version, "kind": kind,\n', ("vocab",),
           "the per-seed artifact cache is keyed without the seed (every seed loads seed 0's artifact)"),
     Break("resume-failed-as-finished", "spine", "harness/store.py",
-          '        return {trial_id: r for trial_id, r in records.items() if r["status"] == FINISHED}\n',
+          '        return {trial_id: r for trial_id, r in records.items() if r.finished}\n',
           "        return dict(records)\n", (), "resume treats a stored failed trial as finished and never reruns it"),
     Break("claims-ni-no-reference", "claims", "harness/analysis/claims.py",
           "    if reference is not None and not reference.established:\n",

@@ -7,7 +7,7 @@ import mlflow
 import pytest
 
 from harness import api
-from harness.record import FINISHED
+from harness.record import Status
 from harness.store import iter_trial_files, read_trial
 
 pytestmark = pytest.mark.integration  # trains the toy task and writes a real MLflow store
@@ -21,7 +21,7 @@ def test_run_stores_reports_and_mirrors_then_a_second_run_resumes(tmp_path, toy_
     (suite,) = first.suites
     assert suite.outcome.ran == 3 and suite.report is not None
     trials = [read_trial(p) for p in iter_trial_files(suite.outcome.run_dir)]
-    assert len(trials) == 3 and {t["status"] for t in trials} == {FINISHED}
+    assert len(trials) == 3 and {t.status for t in trials} == {Status.FINISHED}
     assert "momentum-vs-sgd" in suite.text() and "## harness summary" in first.summary
     assert (tmp_path / "summary.md").read_text() == first.summary
     parent = mlflow.MlflowClient(first.tracker.uri).get_run(suite.outcome.parent_run_id)

@@ -101,4 +101,4 @@ def test_a_folder_written_before_designs_were_recorded_is_read_by_its_seeds(tmp_
     (folder.path / SUITE_FILE).write_text(json.dumps(legacy))
     assert design_of(legacy)["seeds"] == [0, 1, 2]
     loaded = load_results(folder.path)
-    assert loaded.stale == 4 and {t["seed"] for t in loaded.finished} == {0, 1, 2}
+    assert loaded.stale == 4 and {t.seed for t in loaded.finished} == {0, 1, 2}

@@ -163,12 +163,12 @@ def test_every_distilled_arm_gets_the_same_budget_and_the_teacher_is_exact(tmp_p
     records = {mode: run_single(ER2Task, dict(base, residual_mode=mode), seed=0, work_root=tmp_path / mode)
                for mode in ("none", "raw", "compressed")}
     records["teacher"] = run_single(ER2Task, dict(base, layer="teacher"), seed=0, work_root=tmp_path / "teacher")
-    assert all(r["status"] == "finished" for r in records.values()), {k: r["error"] for k, r in records.items()}
+    assert all(r.status == "finished" for r in records.values()), {k: r.error for k, r in records.items()}
     for mode in ("none", "raw", "compressed"):
-        metrics = records[mode]["metrics"]
+        metrics = records[mode].metrics
         assert metrics["budget/steps"] == 3.0 and metrics["budget/examples"] == 6.0
         assert {"load_recall@2", "load_recall@8", "load_recall_drop", "at_bound/gain"} <= metrics.keys()
-    teacher = records["teacher"]["metrics"]
+    teacher = records["teacher"].metrics
     assert teacher["load_recall_min"] == 1.0 and teacher["load_recall_drop"] == 0.0
     assert teacher["load_teacher_recall@8"] == 1.0 and teacher["recall@32"] == 1.0
 

@@ -134,13 +134,13 @@ def test_passkey_workload_end_to_end(tmp_path: Path):
     }
     raw = run_single(ER2Task, dict(params, residual_mode="raw"), seed=0, work_root=tmp_path)
     window = run_single(ER2Task, dict(params, layer="window"), seed=0, work_root=tmp_path)
-    assert raw["status"] == window["status"] == "finished", (raw["error"], window["error"])
-    assert window["details"]["cache"]["teacher"]["loaded"] is True
+    assert raw.status == window.status == "finished", (raw.error, window.error)
+    assert window.details["cache"]["teacher"]["loaded"] is True
     for context in (PASSKEY_SPAN, 2 * PASSKEY_SPAN):
-        per_doc = raw["details"][f"per_document@{context}"]
+        per_doc = raw.details[f"per_document@{context}"]
         assert len(per_doc["layer_recall"]) == len(per_doc["teacher_nll"]) == 5
-        assert raw["metrics"][f"recall@{context}"] == pytest.approx(sum(per_doc["layer_recall"]) / 5)
-        for metrics in (raw["metrics"], window["metrics"]):
+        assert raw.metrics[f"recall@{context}"] == pytest.approx(sum(per_doc["layer_recall"]) / 5)
+        for metrics in (raw.metrics, window.metrics):
             assert 0.0 <= metrics[f"recall@{context}"] <= 1.0 and f"zero_layer_recall@{context}" in metrics
-        assert raw["metrics"][f"teacher_recall@{context}"] == window["metrics"][f"teacher_recall@{context}"]
-    assert raw["metrics"]["train_context_recall"] == raw["metrics"][f"recall@{PASSKEY_SPAN}"]
+        assert raw.metrics[f"teacher_recall@{context}"] == window.metrics[f"teacher_recall@{context}"]
+    assert raw.metrics["train_context_recall"] == raw.metrics[f"recall@{PASSKEY_SPAN}"]

@@ -31,7 +31,7 @@ QUALITY = ("nmse", "cosine", "hard_teacher_nmse", "nll", "nll_delta", "recall")
 
 
 def _quality(record: dict) -> dict[str, float]:
-    return {k: v for k, v in record["metrics"].items() if metric_family(k) in QUALITY}
+    return {k: v for k, v in record.metrics.items() if metric_family(k) in QUALITY}
 
 
 def test_registered_and_params_validated():
@@ -48,8 +48,8 @@ def test_registered_and_params_validated():
 def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
     params = dict(TINY, residual_mode="compressed", measure_speed=True, speed_min_time=0.001, speed_contexts=[32, 64])
     first = run_single(ER2Task, params, seed=0, work_root=tmp_path)
-    assert first["status"] == "finished", first["error"]
-    metrics = first["metrics"]
+    assert first.status == "finished", first.error
+    metrics = first.metrics
     declared = ER2Task.metric_specs()
     assert all(metric_family(key) in declared for key in metrics)
     for family in ("nmse", "cosine", "nll", "nll_delta", "kv_cache_bytes", "prefill_tokens_per_s",
@@ -64,10 +64,10 @@ def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
     assert metrics["state_bytes"] == layer.recurrent_state_bytes(1)
     assert metrics["kv_cache_bytes@64"] == 2 * 64 * 1 * 8 * 2
     assert metrics["break_even_context"] * 32 >= metrics["state_bytes"] > (metrics["break_even_context"] - 1) * 32
-    details = first["details"]
-    assert details["cache"]["teacher"]["loaded"] is False and first["environment"]["device_name"]
+    details = first.details
+    assert details["cache"]["teacher"]["loaded"] is False and first.environment["device_name"]
     assert details["fit"]["distil"]["final"]["loss"] == metrics["final_train_loss"]
-    assert len(first["curves"]["distil/loss"]) == TINY["steps"] and len(first["curves"]["teacher/loss"]) == 3
+    assert len(first.curves["distil/loss"]) == TINY["steps"] and len(first.curves["teacher/loss"]) == 3
     per_doc = details["per_document@32"]
     assert len(per_doc["document"]) == len(per_doc["layer_nll"]) == len(per_doc["teacher_nll"]) > 0
     assert metrics["nll_delta@32"] == pytest.approx(
@@ -75,8 +75,8 @@ def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
     )
 
     second = run_single(ER2Task, params, seed=0, work_root=tmp_path)  # teacher now comes from the cache
-    assert second["details"]["cache"]["teacher"] == dict(details["cache"]["teacher"], loaded=True)
-    assert "teacher/loss" not in second["curves"]
+    assert second.details["cache"]["teacher"] == dict(details["cache"]["teacher"], loaded=True)
+    assert "teacher/loss" not in second.curves
     assert _quality(second) == _quality(first)
 
 
@@ -84,11 +84,11 @@ def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
 def test_arms_share_teacher_and_differ(tmp_path: Path):
     none = run_single(ER2Task, dict(TINY, residual_mode="none"), seed=1, work_root=tmp_path)
     raw = run_single(ER2Task, dict(TINY, residual_mode="raw"), seed=1, work_root=tmp_path)
-    assert none["status"] == raw["status"] == "finished", (none["error"], raw["error"])
-    assert raw["details"]["cache"]["teacher"] == dict(none["details"]["cache"]["teacher"], loaded=True)
-    assert none["metrics"]["teacher_nll@32"] == raw["metrics"]["teacher_nll@32"]
-    assert raw["metrics"]["state_bytes"] > none["metrics"]["state_bytes"]
-    assert none["metrics"]["gate_mean"] == 0.0 and raw["metrics"]["gate_mean"] == 1.0
+    assert none.status == raw.status == "finished", (none.error, raw.error)
+    assert raw.details["cache"]["teacher"] == dict(none.details["cache"]["teacher"], loaded=True)
+    assert none.metrics["teacher_nll@32"] == raw.metrics["teacher_nll@32"]
+    assert raw.metrics["state_bytes"] > none.metrics["state_bytes"]
+    assert none.metrics["gate_mean"] == 0.0 and raw.metrics["gate_mean"] == 1.0
 
 
 @pytest.mark.integration  # the real task end to end
@@ -101,8 +101,8 @@ def test_every_distilled_arm_trains_the_fixed_budget_and_reports_its_gate_and_cl
             "compressed_gate1": {"residual_mode": "compressed", "residual_gate": "one"},
             "raw_gated": {"residual_mode": "raw", "residual_gate": "learned"}}
     records = {name: run_single(ER2Task, dict(recipe, **arm), seed=2, work_root=tmp_path) for name, arm in arms.items()}
-    assert all(r["status"] == "finished" for r in records.values()), [r["error"] for r in records.values()]
-    metrics = {name: r["metrics"] for name, r in records.items()}
+    assert all(r.status == "finished" for r in records.values()), [r.error for r in records.values()]
+    metrics = {name: r.metrics for name, r in records.items()}
     assert {m["budget/steps"] for m in metrics.values()} == {8.0}
     assert {name for name, m in metrics.items() if "gate_auroc" in m} == {"compressed", "raw_gated"}
     assert all(0.0 <= metrics[name]["gate_auroc"] <= 1.0 for name in ("compressed", "raw_gated"))
@@ -123,14 +123,14 @@ def test_converged_recipe_and_unrotated_positions_end_to_end(tmp_path: Path):
                   gain_lr_scale=10.0)
     fed = {mode: run_single(ER2Task, dict(recipe, qk_positions=mode), seed=3, work_root=tmp_path)
            for mode in ("unrotated", "rotated")}
-    assert all(r["status"] == "finished" for r in fed.values()), [r["error"] for r in fed.values()]
+    assert all(r.status == "finished" for r in fed.values()), [r.error for r in fed.values()]
     record, metrics = fed["unrotated"], fed["unrotated"]["metrics"]
     steps = int(metrics["distil_steps"])
-    assert steps <= 60 and len(record["curves"]["distil/gain"]) == steps
-    convergence = record["details"]["convergence"]
+    assert steps <= 60 and len(record.curves["distil/gain"]) == steps
+    convergence = record.details["convergence"]
     assert (convergence["converged_at"] is not None) == (metrics["distil_converged"] == 1.0)
     assert steps == min(60, convergence["decay_start"] + 5)
-    assert metrics["residual_gain_abs_mean"] == pytest.approx(record["curves"]["distil/gain"][-1][1], abs=1e-6)
+    assert metrics["residual_gain_abs_mean"] == pytest.approx(record.curves["distil/gain"][-1][1], abs=1e-6)
     assert metrics["decode_agrees"] == 1.0
     assert fed["rotated"]["metrics"]["teacher_nll@64"] == metrics["teacher_nll@64"]
     assert fed["rotated"]["metrics"]["nmse@64"] != metrics["nmse@64"]
@@ -143,44 +143,44 @@ def test_control_arms_share_the_teacher_and_bracket_the_range(tmp_path: Path):
     records = {arm: run_single(ER2Task, dict(TINY, layer=arm), seed=2, work_root=tmp_path)
                for arm in ("teacher", "zero", "window")}
     er2 = run_single(ER2Task, dict(TINY, residual_mode="raw"), seed=2, work_root=tmp_path)
-    assert all(r["status"] == "finished" for r in [*records.values(), er2]), [r["error"] for r in records.values()]
-    teacher, zero, window = (records[arm]["metrics"] for arm in ("teacher", "zero", "window"))
+    assert all(r.status == "finished" for r in [*records.values(), er2]), [r.error for r in records.values()]
+    teacher, zero, window = (records[arm].metrics for arm in ("teacher", "zero", "window"))
     assert teacher["nll_delta@32"] == 0.0 and teacher["nmse@32"] == 0.0
-    assert zero["nll_delta@32"] == zero["zero_layer_nll_cost@32"] == er2["metrics"]["zero_layer_nll_cost@32"]
+    assert zero["nll_delta@32"] == zero["zero_layer_nll_cost@32"] == er2.metrics["zero_layer_nll_cost@32"]
     assert zero["nmse@64"] == 1.0
     per_token = 2 * 1 * 8 * 2  # K and V, 1 KV head of dim 8, fp16
     assert window["state_bytes"] == window["window_tokens"] * per_token
-    assert er2["metrics"]["state_bytes"] - per_token < window["state_bytes"] <= er2["metrics"]["state_bytes"]
+    assert er2.metrics["state_bytes"] - per_token < window["state_bytes"] <= er2.metrics["state_bytes"]
     guess_on_text = run_single(ER2Task, dict(TINY, layer="guess"), seed=2, work_root=tmp_path)
-    assert guess_on_text["status"] == "failed" and "recall workload" in guess_on_text["error"]
+    assert guess_on_text.status == "failed" and "recall workload" in guess_on_text.error
 
 
 @pytest.mark.integration  # the real task end to end
 def test_recall_workload_end_to_end(tmp_path: Path):
     record = run_single(ER2Task, dict(TINY, workload="recall", recall_pairs=4, residual_mode="raw"), seed=0,
                         work_root=tmp_path)
-    assert record["status"] == "finished", record["error"]
+    assert record.status == "finished", record.error
     for context in (32, 64):
-        assert 0.0 <= record["metrics"][f"recall@{context}"] <= 1.0
-        assert 0.0 <= record["metrics"][f"teacher_recall@{context}"] <= 1.0
-        assert 0.0 <= record["metrics"][f"zero_layer_recall@{context}"] <= 1.0
-        assert 1 / 4 <= record["metrics"][f"guess_recall@{context}"] <= 1.0  # 4 bindings: at most 4 values
+        assert 0.0 <= record.metrics[f"recall@{context}"] <= 1.0
+        assert 0.0 <= record.metrics[f"teacher_recall@{context}"] <= 1.0
+        assert 0.0 <= record.metrics[f"zero_layer_recall@{context}"] <= 1.0
+        assert 1 / 4 <= record.metrics[f"guess_recall@{context}"] <= 1.0  # 4 bindings: at most 4 values
     guess = run_single(ER2Task, dict(TINY, workload="recall", recall_pairs=4, layer="guess"), seed=0, work_root=tmp_path)
-    assert guess["status"] == "finished", guess["error"]
-    assert guess["metrics"]["recall@64"] == record["metrics"]["guess_recall@64"]  # same sequences in every arm
-    assert "nll@64" not in guess["metrics"]
+    assert guess.status == "finished", guess.error
+    assert guess.metrics["recall@64"] == record.metrics["guess_recall@64"]  # same sequences in every arm
+    assert "nll@64" not in guess.metrics
 
 
 @pytest.mark.integration  # the real task end to end
 def test_a_teacher_mixture_is_trained_once_for_every_bindings_point(tmp_path: Path):
     mixture = dict(TINY, workload="recall", recall_keys=16, recall_teacher_pairs=[2, 8], layer="teacher")
     light, heavy = (run_single(ER2Task, dict(mixture, recall_pairs=pairs), seed=0, work_root=tmp_path) for pairs in (2, 8))
-    assert light["status"] == heavy["status"] == "finished", (light["error"], heavy["error"])
-    assert heavy["details"]["cache"]["teacher"] == dict(light["details"]["cache"]["teacher"], loaded=True)
+    assert light.status == heavy.status == "finished", (light.error, heavy.error)
+    assert heavy.details["cache"]["teacher"] == dict(light.details["cache"]["teacher"], loaded=True)
     alone = run_single(ER2Task, dict(mixture, recall_pairs=8, recall_teacher_pairs=None), seed=0, work_root=tmp_path)
-    assert alone["details"]["cache"]["teacher"]["key"] != light["details"]["cache"]["teacher"]["key"]
-    assert alone["details"]["cache"]["teacher"]["loaded"] is False
-    assert light["metrics"]["guess_recall@32"] > heavy["metrics"]["guess_recall@32"]  # the points differ in load
+    assert alone.details["cache"]["teacher"]["key"] != light.details["cache"]["teacher"]["key"]
+    assert alone.details["cache"]["teacher"]["loaded"] is False
+    assert light.metrics["guess_recall@32"] > heavy.metrics["guess_recall@32"]  # the points differ in load
 
 
 def test_guess_from_context_recall_counts_distinct_values_before_each_query():

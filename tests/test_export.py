@@ -30,7 +30,7 @@ def stored_run(root, suite="synth", profile="default") -> dict[str, dict]:
                              metrics={"acc": 0.5 + 0.01 * n + seed / 3, "bytes": 1024.0 * (n + 1)},
                              environment={"git_commit": COMMIT})
         folder.save_trial(record)
-        finished[record["trial_id"]] = record
+        finished[record.trial_id] = record
     folder.save_trial(make_record(f"{suite}-failed", "treat", 2, suite=suite, profile=profile, status="failed",
                                   error="boom"))
     return finished
@@ -50,8 +50,8 @@ def test_csv_has_a_row_per_trial_and_metric_with_its_values(tmp_path):
     assert len(frame) == 2 * len(finished)  # the failed trials have no values, so no rows
     for row in frame.itertuples():
         record = finished[row.trial_id]
-        assert (row.suite, row.arm, row.seed, row.point) == (record["suite"], record["arm"], record["seed"], "width=4")
-        assert row.value == record["metrics"][row.metric]  # exact: CSV keeps a float's shortest round-trip repr
+        assert (row.suite, row.arm, row.seed, row.point) == (record.suite, record.arm, record.seed, "width=4")
+        assert row.value == record.metrics[row.metric]  # exact: CSV keeps a float's shortest round-trip repr
         assert row.unit == METRICS[row.metric]["unit"] and row.git_commit == COMMIT
     assert sorted(frame["suite"].unique()) == ["other", "synth"]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from records import make_record
+
 from harness import api
 from harness.analysis.decisions import analyse
 from harness.analysis.fairness import unequal_budgets
@@ -26,8 +28,7 @@ def results(steps: dict[str, list[float]], at_bound: float = 0.0):
         for arm in ("raw", "compressed"):
             metrics = {"acc": 0.5 + 0.01 * seed + (0.02 if arm == "raw" else 0.0),
                        "budget/steps": steps[arm][seed], "at_bound/gain": at_bound if arm == "compressed" else 0.0}
-            trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished", "point": {},
-                           "point_label": "", "metrics": metrics})
+            trials.append(make_record(f"{arm}-{seed}", arm, seed, metrics=metrics))
     meta = {"suite": "fair", "profile": "default", "seeds": [0, 1, 2], "sweep": {}, "metrics": METRICS,
             "arms": {"raw": {"labels": ["raw"]}, "compressed": {"labels": ["compressed"]}},
             "contrasts": [{"treatment": "compressed", "control": "raw"}], "claims": []}

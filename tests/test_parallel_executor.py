@@ -9,6 +9,7 @@ import torch
 
 from harness import api
 from harness.execution.parallel import side_by_side_workers
+from harness.record import TrialRecord
 from harness.store import iter_trial_files, read_trial
 
 pytestmark = pytest.mark.integration  # starts worker processes and trains the toy task in them
@@ -24,8 +25,8 @@ def keep_torch_threads():
     torch.set_num_threads(threads)
 
 
-def stored(run_dir) -> dict[str, dict]:
-    return {record["trial_id"]: record for record in map(read_trial, iter_trial_files(run_dir))}
+def stored(run_dir) -> dict[str, TrialRecord]:
+    return {record.trial_id: record for record in map(read_trial, iter_trial_files(run_dir))}
 
 
 def test_side_by_side_trials_match_serial_ones_bit_for_bit(tmp_path, toy_suite):
@@ -37,10 +38,10 @@ def test_side_by_side_trials_match_serial_ones_bit_for_bit(tmp_path, toy_suite):
     a, b = stored(one.outcome.run_dir), stored(two.outcome.run_dir)
     assert len(a) == 9 and a.keys() == b.keys()
     for trial_id, record in a.items():
-        assert {k: record["metrics"][k] for k in QUALITY} == {k: b[trial_id]["metrics"][k] for k in QUALITY}
-        assert record["curves"] == b[trial_id]["curves"]  # every training step's loss, bit for bit
-        assert b[trial_id]["environment"]["executor"] == "parallel"
-        assert b[trial_id]["details"]["concurrent_trials"] == 2 and "concurrent_trials" not in record["details"]
+        assert {k: record.metrics[k] for k in QUALITY} == {k: b[trial_id].metrics[k] for k in QUALITY}
+        assert record.curves == b[trial_id].curves  # every training step's loss, bit for bit
+        assert b[trial_id].environment["executor"] == "parallel"
+        assert b[trial_id].details["concurrent_trials"] == 2 and "concurrent_trials" not in record.details
     assert [(r.variant.name, r.point, r.key, r.verdict) for r in one.analysis.rows] == \
         [(r.variant.name, r.point, r.key, r.verdict) for r in two.analysis.rows]
     assert [(c.contrast, c.point, c.key, c.status, c.estimate) for c in one.analysis.claims] == \
@@ -55,18 +56,18 @@ def test_a_dying_worker_fails_only_its_trial(tmp_path, toy_suite):
                                             executor="parallel", workers=2, threads=1))
     assert outcome.exit_code == 1
     records = stored(outcome.suites[0].outcome.run_dir).values()
-    failed = [r for r in records if r["status"] != "finished"]
-    assert len(records) == 3 and [r["arm"] for r in failed] == ["slow_lr"]
-    assert "os._exit" in failed[0]["error"]  # contained in the worker: a failed trial, the worker lives on
+    failed = [r for r in records if not r.finished]
+    assert len(records) == 3 and [r.arm for r in failed] == ["slow_lr"]
+    assert "os._exit" in failed[0].error  # contained in the worker: a failed trial, the worker lives on
 
 
 def test_auto_runs_short_trials_in_this_process(tmp_path, toy_suite):
     outcome = api.run(toy_suite, api.RunOptions(profile="smoke", results=tmp_path / "r", mlflow=False))
     assert outcome.exit_code == 0
     for record in stored(outcome.suites[0].outcome.run_dir).values():
-        assert "concurrent_trials" not in record["details"]  # 0.3 s trials never repay starting workers
+        assert "concurrent_trials" not in record.details  # 0.3 s trials never repay starting workers
         expected = "parallel" if side_by_side_workers(1) >= 2 else "serial"
-        assert record["environment"]["executor"] == expected
+        assert record.environment["executor"] == expected
 
 
 def test_workers_fit_the_cores_at_the_trials_thread_count():

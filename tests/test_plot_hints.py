@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from records import make_record
+
 from harness.analysis.plots import build_figures
 from harness.analysis.results import index_results
 
@@ -18,9 +20,8 @@ def _results(metrics: dict, **meta_extra):
         for arm, lift in (("control", 0.0), ("treat", 0.1)):
             values = {f"recall@{t}": 0.5 + lift - t / 1000 for t in (32, 64, 128)}
             values |= {f"kv_cache_bytes@{t}": 64.0 * t for t in (32, 64, 128)} | {"state_bytes": 900.0 + seed}
-            records.append({"arm": arm, "arm_label": arm, "seed": seed, "point_label": "", "status": "finished",
-                            "metrics": values, "curves": {},
-                            "details": {"pairs": {"a": [1.0, 2.0, 3.0], "b": [0.5, 0.1, lift]}}})
+            records.append(make_record(f"{arm}-{seed}", arm, seed, metrics=values,
+                                       details={"pairs": {"a": [1.0, 2.0, 3.0], "b": [0.5, 0.1, lift]}}))
     return index_results(Path("unused"), meta, records)
 
 

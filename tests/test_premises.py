@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from records import make_record
+
 from harness import api
 from harness.analysis.claims import PASS, VACUOUS, evaluate_claims
 from harness.analysis.decisions import analyse
@@ -56,8 +58,7 @@ def run_results(premises: list[dict[str, Any]], signal: float = 0.95, steps: dic
                 metrics = {"acc": acc, "budget/steps": float(steps.get(arm, [900] * len(seeds))[n])}
                 if arm == "treat":
                     metrics["signal"] = level + 0.01 * rng.standard_normal()
-                trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished", "point": point,
-                               "point_label": label, "metrics": metrics})
+                trials.append(make_record(f"{arm}-{seed}-{label}", arm, seed, point=point, metrics=metrics))
     meta = {
         "suite": "prem", "profile": "default", "seeds": seeds, "sweep": sweep, "confidence": 0.95,
         "arms": {a: {"labels": [a]} for a in ("control", "treat", "other")},

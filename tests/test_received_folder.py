@@ -214,7 +214,7 @@ def test_a_task_calling_os_exit_or_chdir_fails_its_trial_and_the_run_goes_on(tmp
     trial = Trial(suite="toy", profile="smoke", task="toy_task:ToyTask", task_version="1", arm="sgd", arm_label="sgd",
                   seed=0, point={}, params=params)
     record = execute_trial(Exits, trial, torch.device("cpu"), tmp_path / "cache", tmp_path / "work", {})
-    assert record["status"] == "failed" and "os._exit(0)" in record["error"]
+    assert not record.finished and "os._exit(0)" in record.error
     assert Path.cwd() == tmp_path  # the task's chdir is undone
     assert os._exit.__name__ == "_exit"  # the real one is back
 

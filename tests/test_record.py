@@ -1,6 +1,7 @@
 """The trial record: one checked shape in and out of the store, old records still load."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -9,24 +10,28 @@ from records import make_record
 from toy_task import ToyTask
 
 from harness.execution.executor import run_single
-from harness.record import RECORD_SCHEMA, RecordError, from_json, to_json
+from harness.record import _CHECKS, RECORD_SCHEMA, RecordError, Status, TrialRecord, from_json, to_json
 from harness.store import CorruptTrial, RunFolder, read_trial
 
 
 def test_a_record_the_executor_builds_survives_the_json_round_trip(tmp_path):
     record = run_single(ToyTask, {"steps": 5}, seed=1, work_root=tmp_path)
-    assert record["schema"] == RECORD_SCHEMA and record["status"] == "finished"
-    again = from_json(json.loads(json.dumps(to_json(record))))
+    assert record.schema == RECORD_SCHEMA and record.status is Status.FINISHED and record.finished
+    document = json.loads(json.dumps(to_json(record)))
+    assert document["status"] == "finished" and document["trial_id"] == record.trial_id
+    again = from_json(document)
     assert again == record
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.status = Status.FAILED  # type: ignore[misc]
 
 
 def test_a_record_written_before_later_fields_existed_still_loads():
-    old = dict(make_record("t1", metrics={"acc": 0.5}))
+    old = to_json(make_record("t1", metrics={"acc": 0.5}))
     for key in ("packages", "started_at", "wall_seconds", "curves", "details", "environment", "error", "schema"):
         old.pop(key)
     loaded = from_json(old)
-    assert loaded["metrics"] == {"acc": 0.5} and loaded["packages"] == [] and loaded["wall_seconds"] == 0.0
-    assert loaded["curves"] == {} and loaded["environment"] == {} and loaded["error"] is None
+    assert loaded.metrics == {"acc": 0.5} and loaded.packages == [] and loaded.wall_seconds == 0.0
+    assert loaded.curves == {} and loaded.environment == {} and loaded.error is None
 
 
 @pytest.mark.parametrize(
@@ -45,7 +50,7 @@ def test_a_record_written_before_later_fields_existed_still_loads():
 )
 def test_a_malformed_record_is_refused_naming_the_field(change, named):
     with pytest.raises(RecordError, match=named.replace("[", r"\[").replace("(", r"\(")):
-        from_json({**make_record("t1"), **change})
+        from_json({**to_json(make_record("t1")), **change})
 
 
 def test_missing_fields_are_named():
@@ -54,17 +59,17 @@ def test_missing_fields_are_named():
 
 
 def test_non_finite_values_become_null_so_the_mirror_never_reads_nan():
-    record = from_json({**make_record("t1"), "metrics": {"acc": math.nan, "loss": math.inf},
+    record = from_json({**to_json(make_record("t1")), "metrics": {"acc": math.nan, "loss": math.inf},
                         "curves": {"train/loss": [[0, 1.0], [1, math.nan]]}})
-    assert record["metrics"] == {"acc": None, "loss": None}
-    assert record["curves"]["train/loss"] == [[0, 1.0], [1, None]]
+    assert record.metrics == {"acc": None, "loss": None}
+    assert record.curves["train/loss"] == [[0, 1.0], [1, None]]
 
 
 def test_a_stored_file_that_is_not_a_record_is_corrupt_not_finished(tmp_path):
     folder = RunFolder(tmp_path, "s", "default")
     path = folder.trial_path("t1")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({**make_record("t1"), "metrics": "oops"}))
+    path.write_text(json.dumps({**to_json(make_record("t1")), "metrics": "oops"}))
     with pytest.raises(CorruptTrial, match="metrics must be an object"):
         read_trial(path)
     records, corrupt = folder.load_trials()  # moved aside, so the trial runs again instead of poisoning every reader
@@ -74,5 +79,20 @@ def test_a_stored_file_that_is_not_a_record_is_corrupt_not_finished(tmp_path):
 def test_the_store_refuses_to_write_a_malformed_record(tmp_path):
     folder = RunFolder(tmp_path, "s", "default")
     with pytest.raises(RecordError, match="status must be one of"):
-        folder.save_trial({**make_record("t1"), "status": "maybe"})
+        folder.save_trial(dataclasses.replace(make_record("t1"), status="maybe"))
     assert not folder.trial_path("t1").exists()
+
+
+def test_the_title_names_arm_seed_and_point_once():
+    assert make_record("t1", arm="treat", seed=3).title == "treat seed=3"
+    assert make_record("t2", arm="treat", seed=3, point={"width": 8}).title == "treat seed=3 width=8"
+
+
+def test_every_field_is_checked_on_the_way_in():
+    assert set(_CHECKS) == {f.name for f in dataclasses.fields(TrialRecord)} - {"schema"}
+
+
+def test_extra_details_make_a_new_record_and_leave_the_first_alone():
+    record = make_record("t1", details={"cache": "hit"})
+    loaded = record.with_details(concurrent_trials=2)
+    assert loaded.details == {"cache": "hit", "concurrent_trials": 2} and record.details == {"cache": "hit"}

@@ -28,8 +28,8 @@ TINY = {
 def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, regime: str, tmp_path: Path) -> None:
     params = {**TINY, "router": router, "regime": regime}
     first = run_single(RoutingTask, params, seed=3, work_root=tmp_path / "a")
-    assert first["status"] == "finished", first["error"]
-    metrics = first["metrics"]
+    assert first.status == "finished", first.error
+    metrics = first.metrics
     for key in ("recall@1", "recall@2", "mrr", "hub_share", "acc_none", "acc_oracle", "acc_routed"):
         assert 0.0 <= metrics[key] <= 1.0, key
     assert metrics["recall@1"] <= metrics["recall@2"]
@@ -56,10 +56,10 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, reg
         assert metrics["weight_on_route"] == pytest.approx(1.0) and metrics["weight_on_asked"] == 0.0
     if router == "oracle_masked":  # it pools exactly the asked slot
         assert metrics["weight_on_asked"] == pytest.approx(1.0) and metrics["weight_on_route"] == 0.0
-    assert first["environment"]["device_name"] and first["details"]["cache"]["backbone"]["loaded"] is False
+    assert first.environment["device_name"] and first.details["cache"]["backbone"]["loaded"] is False
     again = run_single(RoutingTask, params, seed=3, work_root=tmp_path / "b")
     quality = [k for k in metrics if RoutingTask.metric_for(k).kind in ("quality", "info", "memory")]
-    assert {k: again["metrics"][k] for k in quality} == {k: metrics[k] for k in quality}
+    assert {k: again.metrics[k] for k in quality} == {k: metrics[k] for k in quality}
 
 
 def test_both_learned_arms_start_from_the_same_similarity_search_router() -> None:

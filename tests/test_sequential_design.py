@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from records import make_record
+
 from harness.analysis.claims import FAIL, FUTILE, PASS, evaluate_claims
 from harness.analysis.results import RunResults, index_results
 from harness.analysis.sequential import (
@@ -46,8 +48,7 @@ def sequential_run(differences: np.ndarray, design: Design) -> RunResults:
     trials = []
     for seed, difference in enumerate(differences):
         for arm, value in (("control", 10.0 + seed), ("treat", 10.0 + seed + difference)):
-            trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished", "point_label": "",
-                           "point": {}, "metrics": {"score": float(value)}})
+            trials.append(make_record(f"{arm}-{seed}", arm, seed, metrics={"score": float(value)}))
     return index_results(Path("."), meta, trials)
 
 
@@ -199,8 +200,7 @@ def test_a_vacuous_claim_whose_reference_becomes_established_is_decided_normally
         control = 10.0 + seed
         for arm, value in (("control", control), ("treat", control + closeness[seed]),
                            ("weak", control - reference[seed])):
-            trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished", "point_label": "",
-                           "point": {}, "metrics": {"score": value}})
+            trials.append(make_record(f"{arm}-{seed}", arm, seed, metrics={"score": value}))
     results = index_results(Path("."), meta, trials)
     (at_first_look,) = evaluate_claims(results.first_seeds(FIRST))
     assert at_first_look.status == "vacuous"

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from records import make_record
+
 from harness.analysis.decisions import analyse
 from harness.analysis.results import index_results
 from harness.analysis.stats import (
@@ -112,9 +114,8 @@ def synthetic_run(seeds: int, replicates: int, effect: float, rng: np.random.Gen
         for seed in range(seeds):
             shared = rng.normal(0.0, 3.0)
             for arm, shift in (("control", 0.0), ("treat", effect)):
-                trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished",
-                               "point_label": f"replicate={replicate}", "point": {"replicate": replicate},
-                               "metrics": {"score": shared + shift + rng.normal()}})
+                trials.append(make_record(f"{arm}-{seed}-{replicate}", arm, seed, point={"replicate": replicate},
+                                          metrics={"score": shared + shift + rng.normal()}))
     return index_results(Path("."), meta, trials)
 
 

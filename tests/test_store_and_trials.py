@@ -56,18 +56,18 @@ def test_rerun_gives_bit_identical_quality_metrics(tmp_path):
     first = run_single(ToyTask, {"steps": 30}, seed=3, work_root=tmp_path / "a")
     second = run_single(ToyTask, {"steps": 30}, seed=3, work_root=tmp_path / "b")
     other_seed = run_single(ToyTask, {"steps": 30}, seed=4, work_root=tmp_path / "c")
-    assert first["status"] == "finished"
+    assert first.status == "finished"
     for key in ("accuracy", "loss"):
-        assert first["metrics"][key] == second["metrics"][key]
-    assert first["curves"]["train/loss"] == second["curves"]["train/loss"]
-    assert first["curves"]["train/loss"] != other_seed["curves"]["train/loss"]
+        assert first.metrics[key] == second.metrics[key]
+    assert first.curves["train/loss"] == second.curves["train/loss"]
+    assert first.curves["train/loss"] != other_seed.curves["train/loss"]
 
 
 def test_raising_trial_is_recorded_as_failed_with_reason(tmp_path):
     record = run_single(ToyTask, {"fail": True}, seed=0, work_root=tmp_path)
-    assert record["status"] == "failed"
-    assert record["error"] == "RuntimeError: this trial was configured to fail"
-    assert "Traceback" in record["details"]["traceback"]
+    assert record.status == "failed"
+    assert record.error == "RuntimeError: this trial was configured to fail"
+    assert "Traceback" in record.details["traceback"]
 
 
 class ExitingTask(ToyTask):
@@ -81,8 +81,8 @@ class ExitingTask(ToyTask):
 
 def test_a_task_calling_sys_exit_is_a_failed_trial_not_the_end_of_the_run(tmp_path):
     record = run_single(ExitingTask, {}, seed=0, work_root=tmp_path)
-    assert record["status"] == "failed"
-    assert record["error"].startswith("SystemExit: the task called sys.exit(0)")
+    assert record.status == "failed"
+    assert record.error.startswith("SystemExit: the task called sys.exit(0)")
 
 
 def test_ctrl_c_inside_a_task_still_stops_the_run(tmp_path, monkeypatch):
@@ -102,14 +102,14 @@ def test_a_trial_past_its_timeout_fails_with_the_reason_and_the_alarm_is_cleared
     params = ToyTask.validate_params({"steps": 10_000, "seconds_per_step": 0.01}).model_dump()
     stuck = make_trial(task="toy", params=params)
     record = execute_trial(ToyTask, stuck, torch.device("cpu"), tmp_path / "cache", tmp_path / "work", {}, timeout_s=0.2)
-    assert record["status"] == "failed"
-    assert record["error"] == "TrialTimeout: the trial ran past --trial-timeout 0.2s"
+    assert record.status == "failed"
+    assert record.error == "TrialTimeout: the trial ran past --trial-timeout 0.2s"
     assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     quick = execute_trial(ToyTask, make_trial(), torch.device("cpu"), tmp_path / "cache", tmp_path / "w2", {}, timeout_s=60)
-    assert quick["status"] == "finished"
+    assert quick.status == "finished"
 
 
 def test_nan_loss_fails_the_trial(tmp_path):
     record = run_single(ToyTask, {"steps": 10, "nan_at_step": 4}, seed=0, work_root=tmp_path)
-    assert record["status"] == "failed"
-    assert "non-finite train/loss" in record["error"] and "step 4" in record["error"]
+    assert record.status == "failed"
+    assert "non-finite train/loss" in record.error and "step 4" in record.error

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from records import make_record
+
 from harness.analysis.claims import FAIL, INCONCLUSIVE, PASS, evaluate_claims
 from harness.analysis.results import RunResults, index_results
 from harness.analysis.sequential import Design
@@ -35,8 +37,7 @@ def two_arm_run(control: dict[str, list[float]], treat: dict[str, list[float]], 
     for arm, values in (("control", control), ("treat", treat)):
         for seed in seeds:
             metrics = {key: series[seed] for key, series in values.items()}
-            trials.append({"arm": arm, "arm_label": arm, "seed": seed, "status": "finished", "point": {},
-                           "point_label": "", "metrics": metrics})
+            trials.append(make_record(f"{arm}-{seed}", arm, seed, metrics=metrics))
     meta = {"suite": "strict", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": METRICS,
             "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
             "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],

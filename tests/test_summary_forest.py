@@ -23,6 +23,7 @@ from harness.analysis.summary import SuiteSummary, render_summary
 from harness.cli import main
 from harness.execution.runner import suite_metadata
 from harness.execution.trials import expand_trials
+from harness.record import from_json
 from harness.store import RunFolder
 from harness.suite.loader import load_suites
 from harness.tracking.claim_metrics import claim_tags, metric_path, parent_metrics
@@ -46,13 +47,13 @@ def toy_run(root: Path, accuracy: dict[str, float] = ACCURACY) -> Path:
             "samples_per_s": 1000.0 + trial.seed,
             "param_bytes": 4.0 * features,
         }
-        folder.save_trial({
+        folder.save_trial(from_json({
             "schema": 1, "trial_id": trial.trial_id, "suite": trial.suite, "profile": trial.profile,
             "task": trial.task, "task_version": trial.task_version, "arm": trial.arm, "arm_label": trial.arm_label,
             "seed": trial.seed, "point": trial.point, "point_label": trial.point_label, "params": trial.params,
             "status": "finished", "error": None, "metrics": metrics, "curves": {}, "details": {},
             "environment": {"device": "cpu"}, "wall_seconds": 2.0,
-        })
+        }))
     return folder.path
 
 

@@ -24,7 +24,7 @@ EXAMPLE_SUITE = Path(__file__).resolve().parents[1] / "examples" / "feature_gate
 @pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)
 def test_task_runs_declares_its_metrics_and_reruns_bit_identically(task_cls: type[Task], tmp_path: Path) -> None:
     first = check_task_contract(task_cls, tmp_path)
-    assert first["environment"]["device_name"]
+    assert first.environment["device_name"]
 
 
 @pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)

@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from records import make_record
 
 from harness.analysis.tune_grid import score_grid
 from harness.execution.trials import expand_trials
-from harness.record import FAILED, FINISHED
+from harness.record import Status, TrialRecord
 from harness.store import write_json_atomic
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
@@ -160,9 +161,9 @@ def test_a_run_on_the_tuning_seeds_is_refused(tmp_path):
         load_suites(path, seeds=[101, 5])
 
 
-def record(arm: str, lr: float, seed: int, accuracy: float | None, status: str = FINISHED) -> dict:
-    return {"arm": arm, "seed": seed, "params": {"lr": lr, "steps": 60}, "status": status,
-            "metrics": {"accuracy": accuracy}}
+def record(arm: str, lr: float, seed: int, accuracy: float | None, status: Status = Status.FINISHED) -> TrialRecord:
+    return make_record(f"{arm}-{lr}-{seed}", arm, seed, params={"lr": lr, "steps": 60}, status=status,
+                       metrics={"accuracy": accuracy})
 
 
 def test_the_choice_is_the_best_mean_over_the_tuning_seeds():
@@ -180,7 +181,7 @@ def test_the_choice_is_the_best_mean_over_the_tuning_seeds():
 def test_a_grid_point_with_a_failed_or_missing_trial_is_not_chosen():
     points = [{"lr": 0.1}, {"lr": 1.0}]
     records = [record("sgd", 0.1, 1, 0.6), record("sgd", 0.1, 2, 0.6),
-               record("sgd", 1.0, 1, 0.99), record("sgd", 1.0, 2, None, FAILED)]
+               record("sgd", 1.0, 1, 0.99), record("sgd", 1.0, 2, None, Status.FAILED)]
     grid = score_grid("sgd", points, records, "accuracy", "higher", [1, 2])
     assert grid.points[1].mean is None and grid.points[1].failed == 1 and grid.chosen.params == {"lr": 0.1}
     missing = score_grid("sgd", points, records[:3], "accuracy", "higher", [1, 2])  # lr=1.0 lacks seed 2

@@ -23,8 +23,8 @@ def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> Non
     params = {**TINY, **arm}
     first = run_single(VocabTask, params, seed=1, work_root=tmp_path / "a")
     second = run_single(VocabTask, params, seed=1, work_root=tmp_path / "b")
-    assert first["status"] == "finished", first["error"]
-    metrics = first["metrics"]
+    assert first.status == "finished", first.error
+    metrics = first.metrics
     for key in ("acc1@both", "contested_acc1@both", "mrr", "gate_auroc", "extra_params", "embed_cost_ratio",
                 "effective_vocabularies", "shared_drift", "interference_auroc", "alignment_auroc", "budget/steps",
                 "budget/examples"):
@@ -34,9 +34,9 @@ def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> Non
     per_row = TINY["dim"] + (arm.get("mode", "gated") == "gated")  # a gate only in gated mode
     assert metrics["split_rows"] > 0 and metrics["extra_params"] == metrics["split_rows"] * per_row
     assert metrics["extra_bytes"] == 4 * metrics["extra_params"] and 0 <= metrics["rows_in_use"] <= metrics["split_rows"]
-    assert first["environment"]["device_name"] and first["curves"]["train/loss"]
+    assert first.environment["device_name"] and first.curves["train/loss"]
     quality = [k for k in metrics if VocabTask.metric_for(k).kind != "speed"]
-    assert {k: metrics[k] for k in quality} == {k: second["metrics"][k] for k in quality}
+    assert {k: metrics[k] for k in quality} == {k: second.metrics[k] for k in quality}
     assert list((tmp_path / "a" / "cache").glob("vocab-interference-*.pt"))
 
 
@@ -45,15 +45,15 @@ def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None
     shared = run_single(VocabTask, {**TINY, "measure_throughput": False}, seed=0, work_root=tmp_path)
     oracle = run_single(VocabTask, {**TINY, "measure_throughput": False, "index": "oracle"}, seed=0,
                         work_root=tmp_path)
-    assert shared["status"] == oracle["status"] == "finished", (shared["error"], oracle["error"])
+    assert shared.status == oracle.status == "finished", (shared.error, oracle.error)
     assert len(list((tmp_path / "cache").glob("vocab-interference-*.pt"))) == 1
-    assert oracle["details"]["cache"]["interference"]["loaded"] is True
-    assert shared["metrics"]["extra_params"] == 0 and shared["metrics"]["effective_vocabularies"] == 1.0
+    assert oracle.details["cache"]["interference"]["loaded"] is True
+    assert shared.metrics["extra_params"] == 0 and shared.metrics["effective_vocabularies"] == 1.0
     # k contested pairs open (k below the contested count), every other pair shut: each open one beats
     # every negative and the rest tie with them
-    k, contested = oracle["metrics"]["split_rows"], oracle["details"]["index"]["contested_candidates"]
-    assert k < contested and oracle["metrics"]["gate_auroc"] == pytest.approx(0.5 + 0.5 * k / contested)
-    assert shared["metrics"]["interference_auroc"] == oracle["metrics"]["interference_auroc"]
+    k, contested = oracle.metrics["split_rows"], oracle.details["index"]["contested_candidates"]
+    assert k < contested and oracle.metrics["gate_auroc"] == pytest.approx(0.5 + 0.5 * k / contested)
+    assert shared.metrics["interference_auroc"] == oracle.metrics["interference_auroc"]
 
 
 @pytest.mark.integration  # the real task end to end
@@ -67,12 +67,12 @@ def test_interference_finds_the_contested_pairs_and_the_index_takes_the_top_scor
               "index": "interference", "partial_false_friend_rate": 0.0, "synonym_rate": 0.0,
               "alignment_noise": 0.0}
     trial = run_single(VocabTask, params, seed=0, work_root=tmp_path)
-    assert trial["status"] == "finished", trial["error"]
-    assert trial["metrics"]["interference_auroc"] > 0.8
+    assert trial.status == "finished", trial.error
+    assert trial.metrics["interference_auroc"] > 0.8
     (cache_file,) = (tmp_path / "cache").glob("vocab-interference-*.pt")
     scores = torch.load(cache_file)["score"].numpy()
-    chosen = np.array(trial["details"]["gate_vs_interference"]["interference"])
-    k = int(trial["metrics"]["split_rows"])
+    chosen = np.array(trial.details["gate_vs_interference"]["interference"])
+    k = int(trial.metrics["split_rows"])
     assert len(chosen) == k and np.sort(chosen)[::-1].tolist() == np.sort(scores)[::-1][:k].tolist()
 
 

@@ -64,13 +64,11 @@ def _environment(a: RunResults, b: RunResults) -> str:
     first_b = next(iter(b.finished), None)
     if not records_a or first_b is None:
         return ""
-    packages = []
-    if isinstance(first_b.get("packages"), list) and any(isinstance(r.get("packages"), list) for r in records_a):
-        packages = package_differences(records_a, first_b["packages"])
+    packages = package_differences(records_a, first_b.packages)
     summarised = {"packages_sha256", "packages_count"} if packages else set()  # each package is listed instead
-    env = [d for d in environment_differences(records_a, first_b.get("environment") or {}, {})
+    env = [d for d in environment_differences(records_a, first_b.environment, {})
            if d.key not in summarised]
-    versions = sorted({str(r["task_version"]) for r in records_a}), sorted({str(r["task_version"]) for r in b.finished})
+    versions = sorted({r.task_version for r in records_a}), sorted({r.task_version for r in b.finished})
     rows = [[d.key, d.recorded, d.here] for d in env]
     if versions[0] != versions[1]:
         rows.append(["task version", " | ".join(versions[0]), " | ".join(versions[1])])

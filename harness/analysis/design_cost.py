@@ -42,7 +42,7 @@ def design_cost(results: RunResults, claims: Sequence[ClaimResult]) -> DesignCos
     if not design.sequential:
         return None
     needed = [n for n in (_fixed_equivalent(design, claim) for claim in claims if claim.in_family) if n is not None]
-    seconds = sum(float(t.get("wall_seconds") or 0.0) for t in results.finished)
+    seconds = sum(t.wall_seconds for t in results.finished)
     looks = sum(n <= len(results.seeds) for n in design.looks)
     return DesignCost(design, len(results.seeds), looks, max(needed) if needed else None, seconds)
 

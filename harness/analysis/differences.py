@@ -28,7 +28,7 @@ class Difference:
 
 
 def environment_differences(
-    records: Sequence[Mapping[str, Any]], here: Mapping[str, str], task_versions: Mapping[str, str]
+    records: Sequence[TrialRecord], here: Mapping[str, str], task_versions: Mapping[str, str]
 ) -> list[Difference]:
     """Each environment key (and each task's version) whose recorded value is not this one's.
 
@@ -36,23 +36,23 @@ def environment_differences(
     """
     keys: list[str] = [k for k in here if k not in IGNORED_KEYS]
     for record in records:
-        keys.extend(k for k in record.get("environment") or {} if k not in IGNORED_KEYS and k not in keys)
+        keys.extend(k for k in record.environment if k not in IGNORED_KEYS and k not in keys)
     found = []
     for key in keys:
-        recorded = _distinct(str((r.get("environment") or {}).get(key, NOT_RECORDED)) for r in records)
+        recorded = _distinct(str(r.environment.get(key, NOT_RECORDED)) for r in records)
         value = here.get(key, NOT_RECORDED)
         if recorded != [value]:
             found.append(Difference(key, " | ".join(recorded), value))
     for task, version in task_versions.items():
-        recorded = _distinct(str(r["task_version"]) for r in records if r["task"] == task)
+        recorded = _distinct(r.task_version for r in records if r.task == task)
         if recorded != [version]:
             found.append(Difference(f"task {task} version", " | ".join(recorded), version))
     return found
 
 
-def package_differences(records: Sequence[Mapping[str, Any]], here: Sequence[str]) -> list[Difference]:
+def package_differences(records: Sequence[TrialRecord], here: Sequence[str]) -> list[Difference]:
     """Each distribution installed in a different version (or only on one side), by name."""
-    locks = [r["packages"] for r in records if isinstance(r.get("packages"), list)]
+    locks = [r.packages for r in records]
     if not locks:
         return [Difference("packages", NOT_RECORDED, f"{len(here)} installed")]
     recorded = [_versions(lock) for lock in locks]
@@ -125,32 +125,27 @@ def compare_metrics(original: Iterable[TrialRecord], reproduced: Iterable[TrialR
                     metric_kinds: Callable[[str], Callable[[str], str]]) -> MetricComparison:
     """Match trials by id and compare every final metric either side reported; ``metric_kinds(task)``
     gives the declared kind of a key (speed is compared apart, everything else exactly)."""
-    again = {r["trial_id"]: r for r in reproduced}
+    again = {r.trial_id: r for r in reproduced}
     exact: list[MetricCheck] = []
     speed: list[MetricCheck] = []
     changes: list[Difference] = []
     missing: list[str] = []
     for record in original:
-        title = trial_title(record)
-        other = again.get(record["trial_id"])
+        title = record.title
+        other = again.get(record.trial_id)
         if other is None:
             missing.append(title)
             continue
-        if record.get("status") != other.get("status"):
-            changes.append(Difference(title, str(record.get("status")), _status(other)))
+        if record.status != other.status:
+            changes.append(Difference(title, str(record.status), _status(other)))
             continue
-        kinds = metric_kinds(str(record["task"]))
-        before, after = record.get("metrics") or {}, other.get("metrics") or {}
+        kinds = metric_kinds(str(record.task))
+        before, after = record.metrics, other.metrics
         for key in sorted(before.keys() | after.keys()):
             kind = kinds(key)
-            check = MetricCheck(title, record["trial_id"], key, kind, _number(before.get(key)), _number(after.get(key)))
+            check = MetricCheck(title, record.trial_id, key, kind, _number(before.get(key)), _number(after.get(key)))
             (speed if kind == SPEED else exact).append(check)
     return MetricComparison(tuple(exact), tuple(speed), tuple(changes), tuple(missing))
-
-
-def trial_title(record: TrialRecord) -> str:
-    point = f" {record['point_label']}" if record.get("point_label") else ""
-    return f"{record['arm_label']} seed={record['seed']}{point}"
 
 
 def geometric_mean(values: Sequence[float]) -> float | None:
@@ -161,8 +156,7 @@ def geometric_mean(values: Sequence[float]) -> float | None:
 
 
 def _status(record: TrialRecord) -> str:
-    status = str(record.get("status"))
-    return f"{status} ({record['error']})" if record.get("error") else status
+    return f"{record.status} ({record.error})" if record.error else str(record.status)
 
 
 def _number(value: Any) -> float | None:

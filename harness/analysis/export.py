@@ -28,14 +28,14 @@ def export_frame(run_dirs: Sequence[Path]) -> "pandas.DataFrame":
     for run_dir in run_dirs:
         results = load_results(run_dir)
         for trial in results.finished:
-            for metric, value in sorted(trial["metrics"].items()):
+            for metric, value in sorted(trial.metrics.items()):
                 spec = results.spec_for(metric)
                 rows.append({
-                    "suite": trial["suite"], "profile": trial["profile"], "point": trial["point_label"],
-                    "arm": trial["arm"], "arm_label": trial["arm_label"], "seed": trial["seed"], "metric": metric,
+                    "suite": trial.suite, "profile": trial.profile, "point": trial.point_label,
+                    "arm": trial.arm, "arm_label": trial.arm_label, "seed": trial.seed, "metric": metric,
                     "value": value, "unit": spec.unit, "kind": spec.kind,
-                    "trial_id": trial["trial_id"], "git_commit": trial["environment"].get("git_commit", ""),
-                    "task": trial["task"], "task_version": trial["task_version"],
+                    "trial_id": trial.trial_id, "git_commit": trial.environment.get("git_commit", ""),
+                    "task": trial.task, "task_version": trial.task_version,
                 })
     frame = pandas.DataFrame(rows, columns=list(COLUMNS)).astype({"seed": "int64", "value": "float64"})
     order = ["suite", "profile", "point", "arm_label", "seed", "metric"]

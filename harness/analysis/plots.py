@@ -155,7 +155,7 @@ def render(spec: FigureSpec, path: Path) -> None:
 def training_curve_figures(results: RunResults) -> list[FigureSpec]:
     """Mean curve per arm over seeds, band from the lowest to the highest seed at each step."""
     figures = []
-    curve_keys = sorted({key for trial in results.finished for key in trial["curves"]})
+    curve_keys = sorted({key for trial in results.finished for key in trial.curves})
     points = results.point_labels()
     for key in curve_keys:
         for point in points:
@@ -163,9 +163,9 @@ def training_curve_figures(results: RunResults) -> list[FigureSpec]:
             seeds = 0
             for label in results.arm_labels():
                 by_step: dict[float, list[float]] = defaultdict(list)
-                trials = [t for t in results.trials_of(label, point) if key in t["curves"]]
+                trials = [t for t in results.trials_of(label, point) if key in t.curves]
                 for trial in trials:
-                    for step, value in _pairs(trial["curves"][key]):
+                    for step, value in _pairs(trial.curves[key]):
                         by_step[step].append(value)
                 if not by_step:
                     continue
@@ -259,7 +259,7 @@ def paired_figures(results: RunResults) -> list[FigureSpec]:
                     series.append(line)
             trials = [t for label in results.arm_labels() for t in results.trials_of(label, point)]
             partner_values = [
-                (x, {n: t["metrics"][key] for n, t in enumerate(trials) if _is_number(t["metrics"].get(key))})
+                (x, {n: t.metrics[key] for n, t in enumerate(trials) if _is_number(t.metrics.get(key))})
                 for x, key in zip(xs, partner_keys)
             ]
             line = summary_series(partner_values, f"{partner} (every arm)")
@@ -381,7 +381,7 @@ def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:
                 xs: list[float] = []
                 ys: list[float] = []
                 for trial in results.trials_of(label, point):
-                    detail = trial["details"].get(scatter.detail)
+                    detail = trial.details.get(scatter.detail)
                     x, y = (detail.get(scatter.x_key), detail.get(scatter.y_key)) if isinstance(detail, dict) else (None, None)
                     if isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
                         kept = [(a, b) for a, b in zip(x, y) if _is_number(a) and _is_number(b)]

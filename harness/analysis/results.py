@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from harness.analysis.stats import CONFIDENCE
 from harness.metrics import Metric, metric_family
-from harness.record import TrialRecord
+from harness.record import TrialRecord, trial_title
 from harness.store import SUITE_FILE, CorruptTrial, in_expansion, iter_trial_files, read_json, read_trial, stale_note
 from harness.suite.points import point_label, sweep_points
 
@@ -29,6 +29,15 @@ class FailedTrial:
     point_label: str
     error: str
     status: str
+
+    @classmethod
+    def of(cls, record: TrialRecord) -> FailedTrial:
+        return cls(record.arm_label, record.seed, record.point_label,
+                   record.error or f"status {str(record.status)!r} without an error message", str(record.status))
+
+    @property
+    def title(self) -> str:
+        return trial_title(self.arm_label, self.seed, self.point_label)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -50,12 +59,12 @@ class RunResults:
     failed: list[FailedTrial]
     stale: int = 0  # stored trials outside the suite's expansion and seeds, set aside (``in_expansion``)
     metric_specs: dict[str, Metric] = field(init=False)
-    _cells: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, repr=False)
+    _cells: dict[tuple[str, str], list[TrialRecord]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._cells = {}
         for trial in self.finished:  # one pass: analysis asks per (arm label, point) thousands of times
-            self._cells.setdefault((trial["arm_label"], trial["point_label"]), []).append(trial)
+            self._cells.setdefault((trial.arm_label, trial.point_label), []).append(trial)
         self.metric_specs = {
             name: Metric.from_stored(name, spec) for name, spec in (self.meta.get("metrics") or {}).items()
         }
@@ -87,13 +96,13 @@ class RunResults:
         """The run as it stood after its first n seeds: what a sequential design saw at that look."""
         keep = self.seeds[:n]
         return RunResults(self.run_dir, {**self.meta, "seeds": keep},
-                          [t for t in self.finished if t["seed"] in keep], [f for f in self.failed if f.seed in keep])
+                          [t for t in self.finished if t.seed in keep], [f for f in self.failed if f.seed in keep])
 
     @property
     def speed_under_load(self) -> int:
         """Most trials that ran at once while speed was measured (Ray); 0 when every trial ran alone."""
-        return max((int(t["details"].get("concurrent_trials") or 0) for t in self.finished
-                    if t["details"].get("speed_measured_under_load")), default=0)
+        return max((int(t.details.get("concurrent_trials") or 0) for t in self.finished
+                    if t.details.get("speed_measured_under_load")), default=0)
 
     @property
     def device_class(self) -> str:
@@ -122,14 +131,14 @@ class RunResults:
             if arm is None or name == arm:
                 labels.extend((entry or {}).get("labels") or [name])
         for trial in self.finished:
-            if (arm is None or trial.get("arm") == arm) and trial["arm_label"] not in labels:
-                labels.append(trial["arm_label"])
+            if (arm is None or trial.arm == arm) and trial.arm_label not in labels:
+                labels.append(trial.arm_label)
         return labels
 
     def point_labels(self) -> list[str]:
         """Sweep points in declaration order, labelled as the trials label them (the stored suite
         may list the axes of a multi-axis sweep in another order); without a sweep the single ''."""
-        trial_labels = {_point_key(t.get("point") or {}): t["point_label"] for t in self.finished}
+        trial_labels = {_point_key(t.point): t.point_label for t in self.finished}
         declared = sweep_points(self.meta.get("sweep") or {})
         labels = [trial_labels.get(_point_key(p), point_label(p)) for p in declared]
         seen = set(labels)
@@ -144,27 +153,27 @@ class RunResults:
             if point_label(point) == label:
                 return point
         for trial in self.finished:
-            if trial["point_label"] == label:
-                return dict(trial.get("point") or {})
+            if trial.point_label == label:
+                return dict(trial.point)
         return {}
 
-    def trials_of(self, arm_label: str, point: str) -> list[dict[str, Any]]:
+    def trials_of(self, arm_label: str, point: str) -> list[TrialRecord]:
         return list(self._cells.get((arm_label, point), ()))
 
     def values(self, arm_label: str, point: str, key: str) -> dict[int, float]:
         """Finite values of one metric key by seed."""
         out: dict[int, float] = {}
         for trial in self.trials_of(arm_label, point):
-            value = trial["metrics"].get(key)
+            value = trial.metrics.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                out[trial["seed"]] = float(value)
+                out[trial.seed] = float(value)
         return out
 
     def identical_arms(self, treatment_label: str, control_label: str, point: str) -> bool:
         """The two arms reported bit-identical metrics (speed aside: timings always differ) on every
         seed both finished, and on at least one: a mechanism that changed nothing, or was never on."""
         def by_seed(label: str) -> dict[int, dict[str, Any]]:
-            return {t["seed"]: {k: v for k, v in t["metrics"].items() if self.spec_for(k).kind != "speed"}
+            return {t.seed: {k: v for k, v in t.metrics.items() if self.spec_for(k).kind != "speed"}
                     for t in self.trials_of(label, point)}
 
         treated, controls = by_seed(treatment_label), by_seed(control_label)
@@ -176,7 +185,7 @@ class RunResults:
         for (label, where), trials in self._cells.items():
             if (arm_label is None or label == arm_label) and (point is None or where == point):
                 for trial in trials:
-                    keys.update(trial["metrics"])
+                    keys.update(trial.metrics)
         return sorted(keys, key=metric_order)
 
 
@@ -190,37 +199,19 @@ def metric_order(key: str) -> tuple[str, int, float, str]:
     return (family, 0, value, qualifier) if math.isfinite(value) else (family, 1, 0.0, qualifier)
 
 
-def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, Any]], stale: int = 0) -> RunResults:
-    """Split trial records into finished ones (with usable metrics) and failures to report; ``stale``
-    counts the stored trials set aside as not of the current expansion."""
+def index_results(run_dir: Path, meta: dict[str, Any], trials: list[TrialRecord | FailedTrial],
+                  stale: int = 0) -> RunResults:
+    """Split trial records into finished ones and failures to report (a file that could not be read
+    comes as a FailedTrial); ``stale`` counts the stored trials set aside as not of the current expansion."""
     finished: list[TrialRecord] = []
     failed: list[FailedTrial] = []
     for trial in trials:
-        if not isinstance(trial, dict):
-            failed.append(FailedTrial("?", None, "", f"not a trial record: {str(trial)[:80]}", "unreadable"))
-            continue
-        label = str(trial.get("arm_label") or trial.get("arm") or "?")
-        status = str(trial.get("status", "unknown"))
-        if status == "finished" and isinstance(trial.get("metrics"), dict) and isinstance(trial.get("seed"), int):
-            finished.append(
-                {
-                    **trial,
-                    "arm_label": label,
-                    "point_label": str(trial.get("point_label") or ""),
-                    "curves": trial.get("curves") or {},
-                    "details": trial.get("details") or {},
-                }
-            )
+        if isinstance(trial, FailedTrial):
+            failed.append(trial)
+        elif trial.finished:
+            finished.append(trial)
         else:
-            failed.append(
-                FailedTrial(
-                    arm_label=label,
-                    seed=trial.get("seed"),
-                    point_label=str(trial.get("point_label") or ""),
-                    error=str(trial.get("error") or f"status {status!r} without an error message"),
-                    status=status,
-                )
-            )
+            failed.append(FailedTrial.of(trial))
     return RunResults(Path(run_dir), meta, finished, failed, stale=stale)
 
 
@@ -235,13 +226,13 @@ def load_results(run_dir: Path) -> RunResults:
         raise ResultsError(f"{run_dir / SUITE_FILE}: cannot be read ({exc})") from exc
     if not isinstance(meta, dict):
         raise ResultsError(f"{run_dir / SUITE_FILE}: not a suite record")
-    trials: list[dict[str, Any]] = []
+    trials: list[TrialRecord | FailedTrial] = []
     belongs, stale = in_expansion(meta), 0
     for path in iter_trial_files(run_dir):
         try:
             trial = read_trial(path)
         except (OSError, CorruptTrial) as exc:
-            trials.append({"arm_label": "?", "status": "unreadable", "error": f"{path.name}: {exc}"})
+            trials.append(FailedTrial("?", None, "", f"{path.name}: {exc}", "unreadable"))
             continue
         if belongs(trial):
             trials.append(trial)

@@ -42,7 +42,7 @@ class SuiteSummary:
         if self.wall_seconds is not None:
             time = f"wall {_seconds(self.wall_seconds)}"
         else:
-            time = f"trial time {_seconds(sum(float(t.get('wall_seconds') or 0.0) for t in results.finished))}"
+            time = f"trial time {_seconds(sum(t.wall_seconds for t in results.finished))}"
         failed = f", {len(results.failed)} FAILED trial(s)" if results.failed else ""
         cost = self.analysis.cost
         if cost is not None:

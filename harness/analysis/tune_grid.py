@@ -11,7 +11,7 @@ from typing import Any, Iterable
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.record import FINISHED, TrialRecord
+from harness.record import TrialRecord
 from harness.store import write_atomic
 from harness.suite.points import point_label
 
@@ -46,16 +46,16 @@ def score_grid(arm: str, points: list[dict[str, Any]], records: Iterable[TrialRe
     grid = [GridPoint(params) for params in points]
     cells: dict[tuple[int, int], list[float]] = {}
     for record in records:
-        if record["arm"] != arm:
+        if record.arm != arm:
             continue
-        index = next((i for i, p in enumerate(points) if all(record["params"].get(k) == v for k, v in p.items())), None)
+        index = next((i for i, p in enumerate(points) if all(record.params.get(k) == v for k, v in p.items())), None)
         if index is None:
             continue
-        value = record["metrics"].get(metric) if record["status"] == FINISHED else None
+        value = record.metrics.get(metric) if record.finished else None
         if value is None or not math.isfinite(value):
             grid[index].failed += 1
             continue
-        cells.setdefault((index, record["seed"]), []).append(value)
+        cells.setdefault((index, record.seed), []).append(value)
     for index, point in enumerate(grid):
         point.values = {seed: fmean(cells[index, seed]) for seed in seeds if (index, seed) in cells}
         if not point.failed and len(point.values) == len(seeds):

@@ -181,7 +181,7 @@ def _suite_header(outcome) -> str:
                            for arm, entry in suite.tuned["arms"].items())
         lines.append(f"   tuned params from {suite.tuned['lock']}: {chosen}")
     for record in outcome.failed:
-        lines.append(f"   failed: {record['arm_label']} seed={record['seed']} {record['point_label']}: {record['error']}")
+        lines.append(f"   failed: {record.title}: {record.error}")
     return "\n".join(lines)
 
 

@@ -24,7 +24,7 @@ import torch
 
 from harness.devices import device_name, resolve_device
 from harness.execution.trials import Trial, config_hash
-from harness.record import RECORD_SCHEMA, TrialRecord
+from harness.record import Status, TrialRecord
 from harness.services.loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
 from harness.tasks import Task, TrialContext, load_task
@@ -149,7 +149,7 @@ def execute_trial(
     recorder = TrialRecorder(console)
     started = datetime.now(timezone.utc)
     clock = time.perf_counter()
-    status, error, metrics = "finished", None, {}
+    status, error, metrics = Status.FINISHED, None, {}
     try:
         seed_everything(trial.seed, device)
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -162,7 +162,7 @@ def execute_trial(
         with _deadline(timeout_s), _contained():
             metrics = _final_metrics(task_cls().run(params, ctx))
     except (Exception, SystemExit, TaskExit, TrialTimeout) as exc:  # a failing, exiting or stuck trial must not stop the others
-        status, error = "failed", _reason(exc)
+        status, error = Status.FAILED, _reason(exc)
         recorder.details["traceback"] = traceback.format_exc(limit=8)
     return trial_record(
         trial, environment, started, time.perf_counter() - clock,
@@ -176,7 +176,7 @@ def trial_record(
     started: datetime,
     wall_seconds: float,
     *,
-    status: str = "finished",
+    status: Status = Status.FINISHED,
     error: str | None = None,
     metrics: Mapping[str, float | None] | None = None,
     curves: Mapping[str, list[list[float]]] | None = None,
@@ -184,7 +184,6 @@ def trial_record(
 ) -> TrialRecord:
     """The one shape of a trial record, whether the task returned it or its worker died."""
     return TrialRecord(
-        schema=RECORD_SCHEMA,
         trial_id=trial.trial_id,
         suite=trial.suite,
         profile=trial.profile,

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, ClassVar, Iterator, Sequence
 
 from harness.execution.executor import TrialJob, execute_job, trial_record
-from harness.record import TrialRecord
+from harness.record import Status, TrialRecord
 from harness.terminal import Console
 
 STEP_INTERVAL_S = 0.5  # a worker sends its inner progress at most this often
@@ -151,7 +151,7 @@ class ProcessExecutor:
                     record = self._collect(worker, ready, console)
                     if record is not None:
                         if concurrent > 1:
-                            record["details"].update(speed_measured_under_load=True, concurrent_trials=concurrent)
+                            record = record.with_details(speed_measured_under_load=True, concurrent_trials=concurrent)
                         yield record
             finished_cleanly = True
         finally:
@@ -181,7 +181,7 @@ class ProcessExecutor:
         worker.conn.close()
         return trial_record(
             job.trial, job.environment, worker.started or datetime.now(timezone.utc),
-            time.perf_counter() - worker.clock, status="failed",
+            time.perf_counter() - worker.clock, status=Status.FAILED,
             error=f"the worker process died (exit code {code}) while running this trial",
         )
 

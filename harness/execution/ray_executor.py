@@ -19,6 +19,7 @@ from itertools import islice
 from typing import Any, ClassVar, Iterator, Sequence
 
 from harness.execution.executor import TrialJob, execute_job, trial_record
+from harness.record import Status
 from harness.terminal import Console
 
 STEP_INTERVAL_S = 0.5  # a worker reports its trial's inner progress at most this often
@@ -172,10 +173,10 @@ class RayExecutor:
                 except ray.exceptions.RayError as exc:  # the worker died or the task was cancelled
                     record = trial_record(
                         job.trial, job.environment, started, time.perf_counter() - clock,
-                        status="failed", error=_reason(exc), details={"traceback": str(exc)[-4000:]},
+                        status=Status.FAILED, error=_reason(exc), details={"traceback": str(exc)[-4000:]},
                     )
                 if concurrent > 1:
-                    record["details"].update(speed_measured_under_load=True, concurrent_trials=concurrent)
+                    record = record.with_details(speed_measured_under_load=True, concurrent_trials=concurrent)
                 yield record
         finally:  # Ctrl-C or a failing store: nothing keeps running behind the driver's back
             for ref in in_flight:

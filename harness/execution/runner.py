@@ -51,7 +51,7 @@ class SuiteOutcome:
 
     @property
     def failed(self) -> list[TrialRecord]:
-        return [r for r in self.records if r["status"] != "finished"]
+        return [r for r in self.records if not r.finished]
 
 
 def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def run_suite(
             _set_aside_superseded(trials, records, kept, folder, env, console)
             if seeds == list(suite.seeds):  # the first look: trials of its seeds left by another expansion
                 current = {t.trial_id for t in trials}
-                note = stale_note(sum(1 for i, r in records.items() if i not in current and r["seed"] in seeds),
+                note = stale_note(sum(1 for i, r in records.items() if i not in current and r.seed in seeds),
                                   folder.path)
                 if note:
                     console.line(note)
@@ -132,8 +132,8 @@ def run_suite(
                 folder.save_suite(meta)
             done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
             pending = [t for t in trials if t.trial_id not in kept]
-            counted = {r["trial_id"] for r in outcome.records}
-            found = [r for r in done if r["trial_id"] not in counted]
+            counted = {r.trial_id for r in outcome.records}
+            found = [r for r in done if r.trial_id not in counted]
             outcome.records += found
             console.stored(len(found))
             if mirror:
@@ -141,12 +141,12 @@ def run_suite(
             jobs = _jobs(look, trials, pending, device, results_root, folder, env, trial_timeout)
             for record in runner.run(jobs, console):
                 trial_file = folder.save_trial(record)
-                kept[record["trial_id"]] = record
+                kept[record.trial_id] = record
                 outcome.records.append(record)
                 outcome.ran += 1
-                status = "ok" if record["status"] == "finished" else f"FAILED: {record['error']}"
-                index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record["trial_id"])
-                console.trial_finished(suite.name, index, len(trials), _title(record), status, record["wall_seconds"])
+                status = "ok" if record.finished else f"FAILED: {record.error}"
+                index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record.trial_id)
+                console.trial_finished(suite.name, index, len(trials), record.title, status, record.wall_seconds)
                 if mirror:
                     mirror.finished(record, trial_file, outcome)
             more = _next_look(look, folder, console)
@@ -181,10 +181,10 @@ class _Mirror:
         tracker, folder = self.tracker, self.folder
         if self.unclosed is None:
             self.unclosed = open_parents(folder.path, tracker)
-        fresh = [r for r in done if r["trial_id"] not in self.reconciled]
-        unmirrored = [r for r in fresh if not is_mirrored(folder.path, r["trial_id"], tracker)]
+        fresh = [r for r in done if r.trial_id not in self.reconciled]
+        unmirrored = [r for r in fresh if not is_mirrored(folder.path, r.trial_id, tracker)]
         if not (pending or unmirrored or self.unclosed):  # else MLflow is not even imported
-            self.reconciled.update(r["trial_id"] for r in fresh)
+            self.reconciled.update(r.trial_id for r in fresh)
             return
         if self.present is None:
             tracker.close_parents(self.unclosed)
@@ -196,17 +196,17 @@ class _Mirror:
                                                          extra_tags=self.tags,
                                                          texts=provenance_texts())
         _reconcile(tracker, folder, outcome.parent_run_id, fresh, self.present, self.tags)
-        self.reconciled.update(r["trial_id"] for r in fresh)
+        self.reconciled.update(r.trial_id for r in fresh)
 
     def finished(self, record: TrialRecord, trial_file: Path, outcome: SuiteOutcome) -> None:
         if outcome.parent_run_id is None:
             return
-        self.tracker.delete_runs(r.run_id for r in (self.present or {}).pop(record["trial_id"], []))  # older attempts
+        self.tracker.delete_runs(r.run_id for r in (self.present or {}).pop(record.trial_id, []))  # older attempts
         self.tracker.log_trial(
-            outcome.parent_run_id, record, trial_file, marker_path(self.folder.path, record["trial_id"]),
-            work_dir=self.folder.path / "work" / record["trial_id"], extra_tags=self.tags,
+            outcome.parent_run_id, record, trial_file, marker_path(self.folder.path, record.trial_id),
+            work_dir=self.folder.path / "work" / record.trial_id, extra_tags=self.tags,
         )
-        self.reconciled.add(record["trial_id"])
+        self.reconciled.add(record.trial_id)
 
 
 def _set_aside_superseded(trials: list[Trial], records: dict[str, TrialRecord], kept: dict[str, TrialRecord],
@@ -216,22 +216,22 @@ def _set_aside_superseded(trials: list[Trial], records: dict[str, TrialRecord], 
     neither analysis nor the gate mixes their numbers with the new ones."""
     current = {(t.arm_label, t.point_label, t.seed): t.trial_id for t in trials}
     superseded = [r for r in records.values()
-                  if current.get((r["arm_label"], r["point_label"], r["seed"]), r["trial_id"]) != r["trial_id"]]
+                  if current.get((r.arm_label, r.point_label, r.seed), r.trial_id) != r.trial_id]
     if not superseded:
         return
     reasons = sorted({_why_superseded(r, trials[0], env) for r in superseded})
-    aside = folder.set_aside([r["trial_id"] for r in superseded])
+    aside = folder.set_aside([r.trial_id for r in superseded])
     for record in superseded:
-        records.pop(record["trial_id"], None)
-        kept.pop(record["trial_id"], None)
+        records.pop(record.trial_id, None)
+        kept.pop(record.trial_id, None)
     console.line(f"warning: {len(superseded)} stored trial(s) of {trials[0].suite}/{trials[0].profile} ran other "
                  f"{' or '.join(reasons)}: moved to {aside}; they rerun")
 
 
 def _why_superseded(record: TrialRecord, trial: Trial, env: dict[str, str]) -> str:
-    recorded = record["environment"].get("task_code_sha256")
-    if record["task_version"] != trial.task_version:
-        return f"task version ({record['task_version']}, now {trial.task_version})"
+    recorded = record.environment.get("task_code_sha256")
+    if record.task_version != trial.task_version:
+        return f"task version ({record.task_version}, now {trial.task_version})"
     if recorded is None:
         return "code (recorded before the task's code was part of a trial's id)"
     if recorded != env.get("task_code_sha256"):
@@ -278,13 +278,8 @@ def _jobs(
     ]
 
 
-def _title(record: TrialRecord) -> str:
-    point = f" {record['point_label']}" if record["point_label"] else ""
-    return f"{record['arm_label']} seed={record['seed']}{point}"
-
-
-def _mirrored(record: dict, present: dict[str, list[TrialRun]]) -> bool:
-    return any(run.mirrors(record) for run in present.get(record["trial_id"], []))
+def _mirrored(record: TrialRecord, present: dict[str, list[TrialRun]]) -> bool:
+    return any(run.mirrors(record) for run in present.get(record.trial_id, []))
 
 
 def _reconcile(
@@ -294,12 +289,12 @@ def _reconcile(
     """Make MLflow hold exactly one complete run per stored finished trial: keep the first complete
     run, delete the others (left RUNNING or empty by a crash, or older attempts), log the missing."""
     for record in done:
-        runs = present.pop(record["trial_id"], [])
+        runs = present.pop(record.trial_id, [])
         keep = next((run for run in runs if run.mirrors(record)), None)
         tracker.delete_runs(run.run_id for run in runs if run is not keep)
-        marker = marker_path(folder.path, record["trial_id"])
+        marker = marker_path(folder.path, record.trial_id)
         if keep is not None:
             tracker.write_marker(marker, keep.run_id)
         else:
-            tracker.log_trial(parent_id, record, folder.trial_path(record["trial_id"]), marker,
+            tracker.log_trial(parent_id, record, folder.trial_path(record.trial_id), marker,
                               extra_tags=tags)

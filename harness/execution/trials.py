@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from harness.record import trial_title
 from harness.suite.model import Arm, Suite
 from harness.suite.points import point_label, sweep_points
 from harness.tasks.source import task_code
@@ -55,8 +56,7 @@ class Trial:
 
     @property
     def title(self) -> str:
-        where = f" {self.point_label}" if self.point else ""
-        return f"{self.arm_label} seed={self.seed}{where}"
+        return trial_title(self.arm_label, self.seed, self.point_label)
 
 
 def expand_trials(suite: Suite) -> list[Trial]:

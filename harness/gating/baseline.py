@@ -38,7 +38,7 @@ def baseline_filename(suite: str, profile: str, device_class: str) -> str:
 
 
 def make_baseline(results: RunResults) -> dict[str, Any]:
-    environments = [t.get("environment") or {} for t in results.finished]
+    environments = [t.environment for t in results.finished]
     return {
         "schema": BASELINE_SCHEMA,
         "suite": results.suite,

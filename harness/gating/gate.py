@@ -206,7 +206,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         missing_in_run=tuple(missing_in_run),
         missing_in_baseline=tuple(check_name(key) for key in sorted(current) if key not in reference),
         failed_trials=tuple(
-            f"{f.arm_label} seed={f.seed}{f' {f.point_label}' if f.point_label else ''}: {f.error}" for f in results.failed
+            f"{f.title}: {f.error}" for f in results.failed
         ),
         missing_trials=tuple(trial_name(key) for key in missing_trials),
         dropped_seeds=tuple(dropped),

@@ -133,13 +133,13 @@ def trial_name(key: TrialKey) -> str:
 
 
 def finished_keys(results: RunResults) -> set[TrialKey]:
-    return {(t["arm_label"], t["point_label"], t["seed"]) for t in results.finished}
+    return {(t.arm_label, t.point_label, t.seed) for t in results.finished}
 
 
 def numeric_environment(results: RunResults) -> dict[str, str]:
     """What, besides code and data, the run's float results depend on; where its trials disagree
     (a run resumed on another machine), each differing value is listed, joined by ' | '."""
-    environments = [t.get("environment") or {} for t in results.finished]
+    environments = [t.environment for t in results.finished]
     recorded: dict[str, str] = {}
     for key in NUMERIC_ENVIRONMENT:
         values = sorted({str(e[key]) for e in environments if key in e})

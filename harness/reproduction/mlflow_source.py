@@ -46,7 +46,7 @@ def load_run(tracker: MlflowTracker, run_id: str) -> Original:
         parent = run.data.tags.get(PARENT_TAG)
         return Original(
             f"MLflow trial run {run_id}", [record], _suite_meta(tracker, parent) if parent else None,
-            tracking_uri=tracker.uri, run_ids={record["trial_id"]: run_id}, parent_run_ids=(parent,) if parent else (),
+            tracking_uri=tracker.uri, run_ids={record.trial_id: run_id}, parent_run_ids=(parent,) if parent else (),
             target_run_id=run_id,
         )
     if kind in SUITE_KINDS:
@@ -56,7 +56,7 @@ def load_run(tracker: MlflowTracker, run_id: str) -> Original:
         records = [_trial_record(tracker, child) for child in children]
         return Original(
             f"MLflow suite run {run_id} ({_name(run)})", records, _suite_meta(tracker, run_id, required=True),
-            tracking_uri=tracker.uri, run_ids={r["trial_id"]: c.info.run_id for r, c in zip(records, children)},
+            tracking_uri=tracker.uri, run_ids={r.trial_id: c.info.run_id for r, c in zip(records, children)},
             parent_run_ids=(run_id,), target_run_id=run_id,
         )
     raise ReproduceError(f"MLflow run {run_id} ({_name(run)}) is not a harness run (no {KIND_TAG} tag of a suite or trial)")

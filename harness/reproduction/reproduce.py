@@ -23,7 +23,6 @@ from harness.analysis.differences import (
     compare_metrics,
     environment_differences,
     package_differences,
-    trial_title,
 )
 from harness.devices import device_class, resolve_device
 from harness.execution.executor import SerialExecutor, TrialJob
@@ -85,7 +84,7 @@ class Outcome:
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("status") != "finished"]
+        return [r for r in self.records if not r.finished]
 
 
 def plan_reproduction(
@@ -93,16 +92,16 @@ def plan_reproduction(
 ) -> Plan:
     """Resolve the target and everything the rerun needs; raises ReproduceError, writes nothing."""
     original = _load(target, tracking_uri, results)
-    finished = [r for r in original.records if r.get("status") == "finished"]
+    finished = [r for r in original.records if r.finished]
     if not finished:
         raise ReproduceError(f"{original.description}: no finished trial to reproduce (failed trials have no result)")
     original.skipped = len(original.records) - len(finished)
     original.records = finished
     trials = rebuild_trials(original.records)
     root = results or original.results_root or RESULTS_DEFAULT
-    recorded_device = str((original.records[0].get("environment") or {}).get("device", "cpu"))
+    recorded_device = original.records[0].environment.get("device", "cpu")
     device, note = _choose_device(device_choice, recorded_device)
-    threads = {r["trial_id"]: _threads(r) for r in original.records}
+    threads = {r.trial_id: _threads(r) for r in original.records}
     if len(set(threads.values())) == 1:  # this process's view (device name, environment) matches the rerun
         torch.set_num_threads(next(iter(threads.values())))
     out_root = out or _fresh_folder(root / REPRODUCTIONS_DIR, f"{original.suite}-{original.profile}")
@@ -111,9 +110,9 @@ def plan_reproduction(
     notes: list[str] = []
     tracker = _tracker(original, tracking_uri, root, notes) if mlflow else None
     here = environment(device)
-    for task in sorted({str(r["task"]) for r in original.records}):
+    for task in sorted({r.task for r in original.records}):
         here.update(task_environment(load_task(task)))
-    versions = {r["task"]: load_task(r["task"]).version for r in original.records}
+    versions = {r.task: load_task(r.task).version for r in original.records}
     return Plan(
         original=original, trials=trials, threads=threads, device=device, recorded_device=recorded_device,
         device_note=note, out_root=out_root, tracker=tracker, here=here,
@@ -127,22 +126,22 @@ def rebuild_trials(records: list[TrialRecord]) -> list[Trial]:
     trials = []
     for record in records:
         try:
-            task = load_task(str(record["task"]))
-            task.validate_params(record["params"])
+            task = load_task(record.task)
+            task.validate_params(record.params)
         except UnknownTaskError as exc:
-            raise ReproduceError(f"trial {trial_title(record)}: {exc}") from None
+            raise ReproduceError(f"trial {record.title}: {exc}") from None
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(p) for p in error["loc"]) or "params"
             raise ReproduceError(
-                f"trial {trial_title(record)}: task {record['task']!r} here does not accept its recorded params "
+                f"trial {record.title}: task {record.task!r} here does not accept its recorded params "
                 f"({where}: {error['msg']})"
             ) from None
         trials.append(Trial(
-            suite=str(record["suite"]), profile=str(record["profile"]), task=str(record["task"]),
-            task_version=str(record["task_version"]), arm=str(record["arm"]), arm_label=str(record["arm_label"]),
-            seed=int(record["seed"]), point=dict(record["point"] or {}), params=dict(record["params"]),
-            code=str(record["environment"].get("task_code_sha256", "")),  # the recorded id; a code change shows below
+            suite=record.suite, profile=record.profile, task=record.task,
+            task_version=record.task_version, arm=record.arm, arm_label=record.arm_label,
+            seed=record.seed, point=dict(record.point), params=dict(record.params),
+            code=record.environment.get("task_code_sha256", ""),  # the recorded id; a code change shows below
         ))
     return trials
 
@@ -180,14 +179,14 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
         for record in SerialExecutor().run(jobs, console):
             path = folder.save_trial(record)
             records.append(record)
-            status = "ok" if record["status"] == "finished" else f"FAILED: {record['error']}"
-            console.trial_finished(original.suite, len(records), len(jobs), trial_title(record), status, record["wall_seconds"])
+            status = "ok" if record.finished else f"FAILED: {record.error}"
+            console.trial_finished(original.suite, len(records), len(jobs), record.title, status, record.wall_seconds)
             if tracker is not None and parent_id is not None:
                 tracker.log_trial(
-                    parent_id, record, path, marker_path(folder.path, record["trial_id"]),
-                    work_dir=folder.path / "work" / record["trial_id"],
+                    parent_id, record, path, marker_path(folder.path, record.trial_id),
+                    work_dir=folder.path / "work" / record.trial_id,
                     extra_tags={"harness.kind": "reproduction_trial",
-                                "harness.reproduction_of": original.run_ids.get(record["trial_id"], "")},
+                                "harness.reproduction_of": original.run_ids.get(record.trial_id, "")},
                 )
     except KeyboardInterrupt:
         interrupted = True
@@ -328,7 +327,7 @@ def _choose_device(choice: str, recorded: str) -> tuple[torch.device, str | None
 
 def _threads(record: TrialRecord) -> int:
     try:
-        return max(1, int((record.get("environment") or {}).get("torch_threads", "")))
+        return max(1, int(record.environment.get("torch_threads", "")))
     except ValueError:
         return torch.get_num_threads()
 
@@ -350,15 +349,15 @@ def _suite_meta(plan: Plan) -> dict[str, Any]:
         first = records[0]
         labels: dict[str, list[str]] = {}
         for record in records:
-            labels.setdefault(record["arm"], [])
-            if record["arm_label"] not in labels[record["arm"]]:
-                labels[record["arm"]].append(record["arm_label"])
+            labels.setdefault(record.arm, [])
+            if record.arm_label not in labels[record.arm]:
+                labels[record.arm].append(record.arm_label)
         meta = {
-            "schema": 1, "suite": first["suite"], "profile": first["profile"], "task": first["task"],
-            "task_version": first["task_version"], "seeds": sorted({r["seed"] for r in records}),
+            "schema": 1, "suite": first.suite, "profile": first.profile, "task": first.task,
+            "task_version": first.task_version, "seeds": sorted({r.seed for r in records}),
             "params": {}, "sweep": {}, "contrasts": [], "claims": [], "validity": None,
             "arms": {arm: {"params": {}, "sweep": {}, "labels": names} for arm, names in labels.items()},
-            **task_declarations(load_task(first["task"])),
+            **task_declarations(load_task(first.task)),
         }
     return {**meta, **device_description(plan.device)}
 

@@ -48,11 +48,11 @@ class Original:
 
     @property
     def suite(self) -> str:
-        return str(self.records[0]["suite"])
+        return str(self.records[0].suite)
 
     @property
     def profile(self) -> str:
-        return str(self.records[0]["profile"])
+        return str(self.records[0].profile)
 
 
 def check_record(record: Any, where: str) -> TrialRecord:
@@ -84,7 +84,7 @@ def load_path(path: Path) -> Original:
     records = sorted((r for r in stored if belongs(r)), key=_run_order)
     if not records:
         raise ReproduceError(f"{run_dir}: none of its {len(stored)} trial record(s) is of the suite's expansion and seeds")
-    suites = {(r["suite"], r["profile"]) for r in records}
+    suites = {(r.suite, r.profile) for r in records}
     if len(suites) > 1:
         raise ReproduceError(f"{run_dir}: trial records of {len(suites)} suites/profiles in one folder")
     original = Original(f"results folder {run_dir}", records, meta, run_dir.parent.parent,
@@ -109,7 +109,7 @@ def _load_trial_file(path: Path) -> Original:
 def _read_markers(original: Original, run_dir: Path) -> None:
     """The MLflow runs the results folder says its trials were mirrored to."""
     for record in original.records:
-        marker = marker_path(run_dir, record["trial_id"])
+        marker = marker_path(run_dir, record.trial_id)
         if not marker.is_file():
             continue
         try:
@@ -119,13 +119,12 @@ def _read_markers(original: Original, run_dir: Path) -> None:
         if original.tracking_uri is None:
             original.tracking_uri = entry.get("tracking_uri")
         if entry.get("tracking_uri") == original.tracking_uri and entry.get("run_id"):
-            original.run_ids[record["trial_id"]] = str(entry["run_id"])
+            original.run_ids[record.trial_id] = str(entry["run_id"])
 
 
 def _run_order(record: TrialRecord) -> tuple[Any, ...]:
     """Seeds outermost as the runner orders them, then as they ran."""
-    seed = record["seed"] if isinstance(record["seed"], int) else 0
-    return seed, str(record.get("started_at", "")), str(record["trial_id"])
+    return record.seed, record.started_at, record.trial_id
 
 
 def _read(path: Path) -> Any:

@@ -333,50 +333,50 @@ class MlflowTracker:
     ) -> str:
         """One nested run holding the trial's params, curves, final metrics, tags and files;
         ``extra_tags`` add to (or override) the standard ones."""
-        experiment_id = self.experiment_id(record["suite"])
+        experiment_id = self.experiment_id(record.suite)
 
         def log() -> str:
-            env = record.get("environment", {})
+            env = record.environment
             tags = {
                 "mlflow.parentRunId": parent_id,
-                "mlflow.runName": f"{record['arm_label']} s{record['seed']}"
-                + (f" {record['point_label']}" if record["point_label"] else ""),
+                "mlflow.runName": f"{record.arm_label} s{record.seed}"
+                + (f" {record.point_label}" if record.point_label else ""),
                 "harness.kind": "trial",
-                TRIAL_ID_TAG: record["trial_id"],
-                "harness.config_hash": record["trial_id"],
-                "harness.suite": record["suite"],
-                "harness.profile": record["profile"],
-                "harness.task": record["task"],
-                "harness.task_version": record["task_version"],
-                "harness.arm": record["arm"],
-                "harness.arm_label": record["arm_label"],
-                "harness.seed": record["seed"],
-                "harness.point": record["point_label"],
-                "harness.status": record["status"],
+                TRIAL_ID_TAG: record.trial_id,
+                "harness.config_hash": record.trial_id,
+                "harness.suite": record.suite,
+                "harness.profile": record.profile,
+                "harness.task": record.task,
+                "harness.task_version": record.task_version,
+                "harness.arm": record.arm,
+                "harness.arm_label": record.arm_label,
+                "harness.seed": record.seed,
+                "harness.point": record.point_label,
+                "harness.status": record.status,
                 **{f"harness.{k}": v for k, v in env.items() if k != "argv"},
                 **(extra_tags or {}),
             }
-            if record.get("error"):
-                tags["harness.error"] = record["error"][:8000]
+            if record.error:
+                tags["harness.error"] = record.error[:8000]
             run = self.client.create_run(experiment_id, tags={k: str(v) for k, v in tags.items()})
             fault("trial-run-created")
             start_ms = int(time.time() * 1000)
             metrics = [
                 (mlflow_key(key), float(value), start_ms, int(step))
-                for key, points in record.get("curves", {}).items()
+                for key, points in record.curves.items()
                 for step, value in points
                 if value is not None  # a NaN point, stored as null
             ]
             metrics += [
-                (mlflow_key(k), float(v), start_ms, 0) for k, v in record.get("metrics", {}).items() if v is not None
+                (mlflow_key(k), float(v), start_ms, 0) for k, v in record.metrics.items() if v is not None
             ]
-            metrics.append(("wall_seconds", float(record.get("wall_seconds", 0.0)), start_ms, 0))
-            self._log_batch(run.info.run_id, metrics=metrics, params=flatten("", record["params"]))
+            metrics.append(("wall_seconds", record.wall_seconds, start_ms, 0))
+            self._log_batch(run.info.run_id, metrics=metrics, params=flatten("", record.params))
             self.client.log_artifact(run.info.run_id, str(trial_file))
             if work_dir is not None and work_dir.is_dir() and any(work_dir.iterdir()):
                 self.client.log_artifacts(run.info.run_id, str(work_dir), "files")
             fault("trial-run-logged")
-            self.client.set_terminated(run.info.run_id, "FINISHED" if record["status"] == "finished" else "FAILED")
+            self.client.set_terminated(run.info.run_id, "FINISHED" if record.finished else "FAILED")
             fault("trial-mirrored")
             return run.info.run_id
 
@@ -437,8 +437,8 @@ class TrialRun:
 
     def mirrors(self, record: TrialRecord) -> bool:
         """Complete: closed with the record's status and carrying every metric it has."""
-        status = "FINISHED" if record.get("status") == "finished" else "FAILED"
-        wanted = {mlflow_key(k) for k, v in (record.get("metrics") or {}).items() if v is not None}
+        status = "FINISHED" if record.finished else "FAILED"
+        wanted = {mlflow_key(k) for k, v in record.metrics.items() if v is not None}
         return self.status == status and "wall_seconds" in self.metrics and wanted <= self.metrics
 
 

@@ -32,7 +32,7 @@ def outcomes(results: Path) -> tuple[dict, dict]:
     for run_dir in iter_runs(results):
         kinds = {name: m["kind"] for name, m in json.loads((run_dir / "suite.json").read_text())["metrics"].items()}
         for record in map(read_trial, iter_trial_files(run_dir)):
-            quality[record["trial_id"]] = {k: v for k, v in record["metrics"].items() if kinds.get(k) == "quality"}
+            quality[record.trial_id] = {k: v for k, v in record.metrics.items() if kinds.get(k) == "quality"}
         summary = json.loads((run_dir / "report" / "summary.json").read_text())
         verdicts[run_dir.parent.name] = (
             [(c["contrast"], c.get("point"), c["metric"], c["result"]) for c in summary["claims"]],
