@@ -13,7 +13,6 @@ negative
 default_tolerance
 speed_tolerance
 include
-started_at  # a trial record's field, read by key in the stored JSON
 token_names  # the vocab corpus's words, read by the workload tests
 
 # found through the task registry (harness.tasks), never imported by name

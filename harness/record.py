@@ -31,6 +31,9 @@ def trial_title(arm_label: str, seed: int, point_label: str) -> str:
 
 @dataclass(frozen=True)
 class TrialRecord:
+    """What one trial produced. Frozen, so every reader sees the record as it was stored; its values are
+    plain JSON-able data, so ``to_json`` is a field-by-field copy."""
+
     trial_id: str
     suite: str
     profile: str

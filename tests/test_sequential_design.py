@@ -7,6 +7,7 @@ are asserted with exact binomial tolerances (99.9% two-sided), as in test_statis
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -157,15 +158,12 @@ def test_fixed_seeds_for_power_is_the_fewest_that_reach_it_by_simulation(effect_
 def test_plan_reads_each_claims_effect_from_a_pilot_run(tmp_path):
     from harness import api
     from harness.store import RunFolder
-    from records import make_record
-
     differences = np.array([1.0, 1.5, 0.5, 1.2, 0.8])
     results = sequential_run(differences, Design(5, 5))
     folder = RunFolder(tmp_path / "pilot", "seq", "default")
     folder.save_suite({**results.meta, "sequential": None})
-    for n, trial in enumerate(results.finished):
-        folder.save_trial(make_record(f"t{n}", suite="seq", profile="default", **{
-            k: trial[k] for k in ("arm", "arm_label", "seed", "point", "status", "metrics")}))
+    for trial in results.finished:
+        folder.save_trial(dataclasses.replace(trial, suite="seq", profile="default"))
     suite = tmp_path / "seq.yaml"
     suite.write_text("suite: seq\ntask: calibration_task:CalibrationTask\nseeds: [0, 1, 2]\n"
                      "sequential: {max_seeds: 8}\narms:\n  control: {tag: a}\n  treat: {tag: b}\n"
