@@ -6,13 +6,13 @@ processes lock two different files of the same name).
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import socket
-import stat
 import time
 from pathlib import Path
+
+from harness.files import open_regular
 
 WRITER_LOCK = ".writer.lock"
 
@@ -32,16 +32,7 @@ class FileLock:
         if self._handle is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # never through a link: a received folder's lock file may point anywhere
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise OSError(exc.errno, "a symbolic link (a lock file is never followed)", str(self.path)) from None
-                raise
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                raise OSError(errno.EINVAL, "not a regular file", str(self.path))
-            self._handle = os.fdopen(fd, "a+")
+            self._handle = os.fdopen(open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND), "a+")
         flags = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | (0 if blocking else fcntl.LOCK_NB)
         try:
             fcntl.flock(self._handle.fileno(), flags)

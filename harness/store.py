@@ -12,12 +12,12 @@ import json
 import math
 import os
 import re
-import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
+from harness.files import UnsafeFile, open_regular
 from harness.record import RecordError, TrialRecord, from_json, to_json
 
 _UMASK = os.umask(0)
@@ -93,23 +93,9 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
 MAX_READ_BYTES = 256 * 2**20  # a trial record, suite.json or marker is kilobytes; a received folder may hold anything
 
 
-class UnsafeFile(OSError):
-    """A results file that is a link, not a regular file (a FIFO, /dev/zero) or over the size cap."""
-
-
 def read_regular(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes, opened without following a link and
-    without waiting on a FIFO; UnsafeFile otherwise."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafeFile(exc.errno, "a symbolic link (never followed)", str(path)) from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFile(errno.EINVAL, "not a regular file", str(path))
+    """The bytes of a regular file of at most ``limit`` bytes (``files.open_regular``); UnsafeFile otherwise."""
+    with os.fdopen(open_regular(path, os.O_RDONLY), "rb") as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise UnsafeFile(errno.EFBIG, f"over {limit // 2**20} MiB", str(path))

@@ -7,11 +7,11 @@ to when GitHub Actions sets it, and a failure to do so is only a warning: it nev
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import click
 
+from harness.files import open_regular
 from harness.store import write_text_atomic
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
@@ -48,14 +48,7 @@ def append_step_summary(text: str) -> None:
         return
     try:
         # Never blocks: a FIFO or a device named there is refused, not waited on.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW, 0o666)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(0, "not a regular file")
-            os.set_blocking(fd, True)
-            with os.fdopen(fd, "a", encoding="utf-8", closefd=False) as handle:
-                handle.write(text.rstrip("\n") + "\n\n")
-        finally:
-            os.close(fd)
+        with os.fdopen(open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "a", encoding="utf-8") as handle:
+            handle.write(text.rstrip("\n") + "\n\n")
     except OSError as exc:
         click.echo(f"warning: ${STEP_SUMMARY} {path}: cannot append ({exc.strerror or exc})", err=True)

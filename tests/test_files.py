@@ -1,0 +1,40 @@
+"""One way to open a file that must be a regular file: a link is never followed and a FIFO never waited
+on, whether the store reads a trial, a lock is taken or a CI summary is appended to."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness.files import UnsafeFile, open_regular
+from harness.locks import FileLock
+from harness.store import read_regular
+
+
+def test_a_regular_file_opens_blocking_and_a_missing_one_is_created_when_asked(tmp_path):
+    fd = open_regular(tmp_path / "new.txt", os.O_WRONLY | os.O_CREAT)
+    try:
+        assert os.get_blocking(fd)
+    finally:
+        os.close(fd)
+    assert (tmp_path / "new.txt").is_file()
+
+
+def test_a_link_is_refused_and_its_target_left_alone(tmp_path):
+    target = tmp_path / "target.txt"
+    target.write_text("keep")
+    (tmp_path / "link").symlink_to(target)
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        read_regular(tmp_path / "link")
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        FileLock(tmp_path / "link").acquire()
+    assert target.read_text() == "keep"
+
+
+def test_a_fifo_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        read_regular(fifo)
+    with pytest.raises(UnsafeFile, match="not a regular file"):
+        FileLock(fifo).acquire()
