@@ -7,6 +7,7 @@ import re
 import pytest
 
 from harness import api
+from harness.execution.executor import ThrottledSteps
 from harness.execution.trials import planned_trials
 from harness.progress import RunClock, clock_text
 from harness.terminal import Console
@@ -87,3 +88,13 @@ def test_on_a_terminal_a_live_bar_shows_done_planned_elapsed_and_eta():
     assert re.search(r"\[toy\] sgd seed=0 .*1/3 elapsed \d+:\d\d ETA \?", text)  # nothing ran yet: no ETA
     assert "[toy] 2/3 sgd seed=0: ok (1.0s)" in text  # the finished trial, printed above the bar
     assert re.search(r"\[toy\] momentum seed=0 .*2/3 elapsed \d+:\d\d ETA \d+:\d\d", text)
+
+
+def test_a_worker_sends_a_step_per_interval_and_always_the_last(monkeypatch):
+    clock = iter([100.0, 100.1, 100.2, 100.6, 100.7, 100.8])  # seconds at each of six steps
+    monkeypatch.setattr("harness.execution.executor.time.monotonic", lambda: next(clock))
+    sent: list[tuple[str, int, int]] = []
+    steps = ThrottledSteps(sent.append)
+    for done in range(1, 7):
+        steps.inner("train", done, 6)
+    assert sent == [("train", 1, 6), ("train", 4, 6), ("train", 6, 6)]

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequence
 
 import torch
 
@@ -205,6 +205,23 @@ def trial_record(
         started_at=started.isoformat(timespec="seconds"),
         wall_seconds=round(wall_seconds, 3),
     )
+
+
+STEP_INTERVAL_S = 0.5  # a worker sends its trial's inner progress at most this often
+
+
+class ThrottledSteps:
+    """A worker's stand-in for the console: hands its trial's inner progress to ``send`` (a pipe to the
+    driver, a Ray queue) at most every STEP_INTERVAL_S, and always the last step."""
+
+    def __init__(self, send: Callable[[tuple[str, int, int]], None]) -> None:
+        self.send, self.last = send, 0.0
+
+    def inner(self, description: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= STEP_INTERVAL_S or done == total:
+            self.last = now
+            self.send((description, done, total))
 
 
 @dataclass(frozen=True)

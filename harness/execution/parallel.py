@@ -17,11 +17,10 @@ from datetime import datetime, timezone
 from multiprocessing.connection import Connection, wait
 from typing import Any, ClassVar, Iterator, Sequence
 
-from harness.execution.executor import TrialJob, execute_job, trial_record
+from harness.execution.executor import ThrottledSteps, TrialJob, execute_job, trial_record
 from harness.record import Status, TrialRecord
 from harness.terminal import Console
 
-STEP_INTERVAL_S = 0.5  # a worker sends its inner progress at most this often
 WORTH_WORKERS_S = 5.0  # a trial of this much CPU time repays starting worker processes (a few seconds each)
 
 
@@ -38,19 +37,6 @@ def side_by_side_workers(threads_per_trial: int, cores: int | None = None) -> in
     return (cores or usable_cores()) // max(threads_per_trial, 1)
 
 
-class _StepSender:
-    """A worker's stand-in for the console: sends the trial's inner progress, throttled."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn, self.last = conn, 0.0
-
-    def inner(self, description: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self.last >= STEP_INTERVAL_S or done == total:
-            self.last = now
-            self.conn.send(("step", (description, done, total)))
-
-
 def _serve(conn: Connection) -> None:
     """A worker's loop: run each job it is sent, reply with its record, stop on None or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the driver stops us
@@ -61,7 +47,7 @@ def _serve(conn: Connection) -> None:
             return
         if job is None:
             return
-        conn.send(("record", execute_job(job, _StepSender(conn))))  # type: ignore[arg-type]
+        conn.send(("record", execute_job(job, ThrottledSteps(lambda step: conn.send(("step", step))))))  # type: ignore[arg-type]
 
 
 @dataclass

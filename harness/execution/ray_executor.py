@@ -18,11 +18,10 @@ from datetime import datetime, timezone
 from itertools import islice
 from typing import Any, ClassVar, Iterator, Sequence
 
-from harness.execution.executor import TrialJob, execute_job, trial_record
+from harness.execution.executor import STEP_INTERVAL_S, ThrottledSteps, TrialJob, execute_job, trial_record
 from harness.record import Status
 from harness.terminal import Console
 
-STEP_INTERVAL_S = 0.5  # a worker reports its trial's inner progress at most this often
 
 INSTALL_HINT = "pip install 'harness[ray]'"
 CONNECT_TIMEOUT_S = 6.0  # the whole check, so a dead address fails well inside 10 s
@@ -201,25 +200,15 @@ class RayExecutor:
             )
 
 
-class _QueuedSteps:
-    """A Ray worker's stand-in for the console: puts its trial's inner progress on the driver's queue."""
-
-    def __init__(self, queue: Any) -> None:
-        self.queue, self.last = queue, 0.0
-
-    def inner(self, description: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self.last >= STEP_INTERVAL_S or done == total:
-            self.last = now
-            try:
-                self.queue.put_nowait((description, done, total))
-            except Exception:  # a full or closed queue costs a progress line, never the trial
-                pass
-
-
 def _execute_reporting(job: TrialJob, steps: Any) -> dict[str, Any]:
-    """``execute_job`` on a worker, its inner progress sent to the driver."""
-    return execute_job(job, _QueuedSteps(steps))  # type: ignore[arg-type]
+    """``execute_job`` on a worker, its inner progress put on the driver's queue."""
+    def put(step: tuple[str, int, int]) -> None:
+        try:
+            steps.put_nowait(step)
+        except Exception:  # a full or closed queue costs a progress line, never the trial
+            pass
+
+    return execute_job(job, ThrottledSteps(put))  # type: ignore[arg-type]
 
 
 def _reason(exc: Exception) -> str:
