@@ -124,7 +124,7 @@ def test_converged_recipe_and_unrotated_positions_end_to_end(tmp_path: Path):
     fed = {mode: run_single(ER2Task, dict(recipe, qk_positions=mode), seed=3, work_root=tmp_path)
            for mode in ("unrotated", "rotated")}
     assert all(r.status == "finished" for r in fed.values()), [r.error for r in fed.values()]
-    record, metrics = fed["unrotated"], fed["unrotated"]["metrics"]
+    record, metrics = fed["unrotated"], fed["unrotated"].metrics
     steps = int(metrics["distil_steps"])
     assert steps <= 60 and len(record.curves["distil/gain"]) == steps
     convergence = record.details["convergence"]
@@ -132,8 +132,8 @@ def test_converged_recipe_and_unrotated_positions_end_to_end(tmp_path: Path):
     assert steps == min(60, convergence["decay_start"] + 5)
     assert metrics["residual_gain_abs_mean"] == pytest.approx(record.curves["distil/gain"][-1][1], abs=1e-6)
     assert metrics["decode_agrees"] == 1.0
-    assert fed["rotated"]["metrics"]["teacher_nll@64"] == metrics["teacher_nll@64"]
-    assert fed["rotated"]["metrics"]["nmse@64"] != metrics["nmse@64"]
+    assert fed["rotated"].metrics["teacher_nll@64"] == metrics["teacher_nll@64"]
+    assert fed["rotated"].metrics["nmse@64"] != metrics["nmse@64"]
 
 
 @pytest.mark.integration  # the real task end to end
