@@ -60,8 +60,14 @@ from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
 from harness.tracking.history import claim_history
-from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, check_reachable, default_tracking_uri
-from harness.tracking.sqlite_store import open_store, unsafe_path
+from harness.tracking.mlflow_tracker import (
+    MlflowTracker,
+    TrackingError,
+    check_reachable,
+    default_tracking_uri,
+    missing_store,
+)
+from harness.tracking.sqlite_store import confined_tracker, unsafe_path
 
 if TYPE_CHECKING:
     import pandas
@@ -186,14 +192,13 @@ def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None])
     if options.tracking_uri:
         return MlflowTracker(options.tracking_uri, artifact_root=options.results / "mlartifacts", shared=True)
     try:
-        store = open_store(options.results, say=warn)
+        tracker, store = confined_tracker(options.results, say=warn)
     except TrackingError as exc:
         raise UsageError(str(exc)) from None
     locks.callback(store.lock.release)  # held shared while this run writes the store
     for note in store.notes:
         warn(f"warning: {note}")
-    return MlflowTracker(store.uri, artifact_root=options.results / "mlartifacts", identity=store.identity,
-                         confined=True)
+    return tracker
 
 
 def _finish(suite_run: SuiteOutcome, tracker: MlflowTracker | None) -> SuiteResult:
@@ -506,8 +511,9 @@ def history(suite: str, profile: str = DEFAULT_PROFILE, tracking_uri: str | None
     """Each claim's estimate, interval and result in every parent run of ``suite`` at ``profile``; a plot
     of them at ``out`` (written atomically) when given."""
     uri = tracking_uri or default_tracking_uri(Path(results))
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
-        raise UsageError(f"no MLflow store at {uri[len('sqlite:///'):]} (run a suite first, or give --tracking-uri)")
+    missing = missing_store(uri)
+    if missing is not None:
+        raise UsageError(f"no MLflow store at {missing} (run a suite first, or give --tracking-uri)")
     try:
         check_reachable(uri)
         points = claim_history(MlflowTracker(uri), suite, profile)

@@ -14,7 +14,7 @@ from typing import Any, Callable, TypeVar
 from harness.record import TrialRecord
 from harness.reproduction.sources import Original, ReproduceError, check_record
 from harness.store import SUITE_FILE, read_json
-from harness.tracking.mlflow_tracker import TRIAL_ID_TAG, MlflowTracker, TrackingError
+from harness.tracking.mlflow_tracker import TRIAL_ID_TAG, MlflowTracker, TrackingError, missing_store
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 KIND_TAG = "harness.kind"
@@ -30,10 +30,9 @@ def looks_like_run_id(text: str) -> bool:
 
 def check_store(uri: str) -> None:
     """A SQLite store must exist: MLflow would otherwise create an empty one to look the run up in."""
-    if uri.startswith("sqlite:///"):
-        path = Path(uri[len("sqlite:///"):])
-        if not path.is_file():
-            raise ReproduceError(f"no MLflow store at {path} (give --tracking-uri, or --results for the folder holding mlflow.db)")
+    missing = missing_store(uri)
+    if missing is not None:
+        raise ReproduceError(f"no MLflow store at {missing} (give --tracking-uri, or --results for the folder holding mlflow.db)")
 
 
 def load_run(tracker: MlflowTracker, run_id: str) -> Original:

@@ -41,8 +41,9 @@ from harness.tracking.mlflow_tracker import (
     check_reachable,
     default_tracking_uri,
     marker_path,
+    missing_store,
 )
-from harness.tracking.sqlite_store import open_store
+from harness.tracking.sqlite_store import confined_tracker
 
 RESULTS_DEFAULT = Path("results")
 REPRODUCTIONS_DIR = "reproductions"
@@ -273,7 +274,7 @@ def _tracker(original: Original, tracking_uri: str | None, root: Path, notes: li
     name any server (a folder someone sent you names theirs), so they are never followed: the
     reproduction, with this checkout's git diff, then goes to the folder's own store."""
     uri = tracking_uri or (original.tracking_uri if _chosen_here(original) else None) or default_tracking_uri(root)
-    if tracking_uri is None and uri == original.tracking_uri and _missing_store(uri):
+    if tracking_uri is None and uri == original.tracking_uri and missing_store(uri) is not None:
         uri = default_tracking_uri(root)  # results copied from elsewhere: their store is not here
     try:
         check_reachable(uri)
@@ -282,11 +283,8 @@ def _tracker(original: Original, tracking_uri: str | None, root: Path, notes: li
     if tracking_uri is None and uri.startswith("sqlite:///"):
         # A results folder's own store: checked and pointed at its own mlartifacts, as by `harness run`
         # (a copied or received folder's store names the sender's locations).
-        store_root = Path(uri[len("sqlite:///"):]).parent
-        store = open_store(store_root)
+        tracker, store = confined_tracker(Path(uri[len("sqlite:///"):]).parent)
         store.lock.release()  # a reproduction writes only new runs: MLflow's own locking suffices
-        tracker = MlflowTracker(store.uri, artifact_root=store_root / "mlartifacts", identity=store.identity,
-                                confined=True)
         notes.extend(store.notes)
     else:
         tracker = MlflowTracker(uri, artifact_root=root / "mlartifacts")
@@ -303,14 +301,6 @@ def _chosen_here(original: Original) -> bool:
     """Whether the original's store is one this user named: found by run id, or the folder's own."""
     own = original.results_root is not None and original.tracking_uri == default_tracking_uri(original.results_root)
     return original.target_run_id is not None or own
-
-
-def _missing_store(uri: str) -> bool:
-    try:
-        check_store(uri)
-    except ReproduceError:
-        return True
-    return False
 
 
 def _choose_device(choice: str, recorded: str) -> tuple[torch.device, str | None]:

@@ -57,6 +57,15 @@ def default_tracking_uri(results_root: Path) -> str:
     return f"sqlite:///{(results_root / 'mlflow.db').resolve()}"
 
 
+def missing_store(uri: str) -> Path | None:
+    """The file a ``sqlite:///`` URI names when it does not exist (MLflow would create an empty store
+    there to look anything up in); None for a store that exists or a server."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri[len("sqlite:///"):])
+    return None if path.is_file() else path
+
+
 def mlflow_key(key: str) -> str:
     """MLflow names allow [/\\w.- :]; '@' qualifiers become '_at_' (nmse@1024 -> nmse_at_1024)."""
     return _BAD_NAME.sub("_", tracking_name(key))
@@ -175,8 +184,7 @@ class MlflowTracker:
             if experiment is not None:
                 self._refuse_foreign(name, experiment.artifact_location)
 
-        missing_store = self.uri.startswith("sqlite:///") and not Path(self.uri[len("sqlite:///"):]).is_file()
-        if self.confined and not missing_store:  # a missing store is made later, with this folder's locations
+        if self.confined and missing_store(self.uri) is None:  # a missing store is made later, with this folder's locations
             self._timed(check)
 
     def _refuse_foreign(self, name: str, location: str | None) -> None:

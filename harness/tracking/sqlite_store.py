@@ -28,7 +28,7 @@ from typing import Callable
 
 from harness.locks import FileLock
 from harness.store import _UMASK, read_json, write_json_atomic
-from harness.tracking.mlflow_tracker import TrackingError, redacted
+from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, redacted
 
 DB_FILE = "mlflow.db"
 LOCK_FILE = ".mlflow.db.lock"
@@ -66,6 +66,16 @@ class Store:
     identity: str
     lock: FileLock
     notes: list[str] = field(default_factory=list)
+
+
+def confined_tracker(results_root: Path, say: Callable[[str], None] = lambda _line: None) -> tuple[MlflowTracker, Store]:
+    """The MLflow mirror of a results folder: its checked ``mlflow.db`` (``open_store``, whose shared
+    lock the caller releases) with the folder's own artifacts, never the locations a copied or received
+    store names."""
+    store = open_store(results_root, say)
+    tracker = MlflowTracker(store.uri, artifact_root=Path(results_root) / ARTIFACTS_DIR, identity=store.identity,
+                            confined=True)
+    return tracker, store
 
 
 @dataclass
