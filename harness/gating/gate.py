@@ -153,19 +153,29 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     checks: list[GateCheck] = []
     missing_in_run: list[str] = []
     dropped: list[str] = []
+    named: set[tuple[str, str, str, str]] = set()  # the values reported as missing or dropped
+
+    def missing(identity: tuple[str, str, str, str], why: str = "") -> None:
+        missing_in_run.append(check_name(identity) + why)
+        named.add(identity)
+
+    def drop(identity: tuple[str, str, str, str], why: str) -> None:
+        dropped.append(f"{check_name(identity)}: {why}")
+        named.add(identity)
+
     for identity, entry in reference.items():
         check, subject, point, key = identity
         if check == CLAIM:
             result = claim_results.get((subject, point, key))
             if result is None:
-                missing_in_run.append(check_name(identity))
+                missing(identity)
             else:
                 checks.append(_claim_check(entry, result))
             continue
         seeds = list(entry.get("seeds") or baseline["seeds"])
         labels = ratios.get(subject) if check in (SPEED_RATIO, CONTRAST) else (subject,)
         if labels is None:
-            missing_in_run.append(check_name(identity))
+            missing(identity)
             continue
         spread = None
         if check == SPEED_RATIO:
@@ -186,17 +196,16 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         if not lacking and value is not None:
             checks.append(_check(entry, value, tolerances, spread))
         elif not lacking:
-            dropped.append(f"{check_name(identity)}: the control's mean is 0 in this run, no ratio")
+            drop(identity, "the control's mean is 0 in this run, no ratio")
         elif not present and unexplained:
-            missing_in_run.append(check_name(identity))
+            missing(identity)
         elif unexplained:
-            dropped.append(f"{check_name(identity)}: seed(s) {', '.join(map(str, unexplained))} missing or not finite")
+            drop(identity, f"seed(s) {', '.join(map(str, unexplained))} missing or not finite")
     # Every baseline value the profile gates ends as a check or a named problem; one that got neither
     # (a check skipped by mistake) fails the gate instead of shrinking it quietly.
-    accounted = {(c.check, c.subject, c.point, c.metric) for c in checks}
-    named = set(missing_in_run) | {d.split(":", 1)[0] for d in dropped}
-    missing_in_run += [f"{check_name(i)}: in the baseline, but the gate made no check of it"
-                       for i in reference if i not in accounted and check_name(i) not in named]
+    accounted = {(c.check, c.subject, c.point, c.metric) for c in checks} | named
+    for identity in [i for i in reference if i not in accounted]:
+        missing(identity, ": in the baseline, but the gate made no check of it")
     return GateResult(
         suite=results.suite,
         profile=results.profile,
@@ -205,9 +214,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         checks=tuple(checks),
         missing_in_run=tuple(missing_in_run),
         missing_in_baseline=tuple(check_name(key) for key in sorted(current) if key not in reference),
-        failed_trials=tuple(
-            f"{f.title}: {f.error}" for f in results.failed
-        ),
+        failed_trials=tuple(f"{f.title}: {f.error}" for f in results.failed),
         missing_trials=tuple(trial_name(key) for key in missing_trials),
         dropped_seeds=tuple(dropped),
         environment_differences=tuple(environment_differences(baseline, results)),
