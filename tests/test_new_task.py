@@ -165,7 +165,7 @@ def test_an_edit_to_the_task_code_reruns_its_stored_trials(tmp_path: Path, monke
     assert sorted(r["metrics"]["score"] for r in records) == [2.0, 2.0, 3.0, 3.0]  # only the new code's numbers
     assert {r["environment"]["task_code_sha256"] for r in records} == {task_code("edited_task").sha256}
     assert len(list((trials / "superseded").glob("*.json"))) == 4
-    assert records[0]["environment"]["harness_commit"]
+    assert records[0]["environment"]["git_commit"] and "harness_commit" not in records[0]["environment"]
     assert records[0]["environment"]["task_untracked_files"] in ("none", "edited_task")
 
 

@@ -139,8 +139,6 @@ def environment(device: torch.device) -> dict[str, str]:
         "git_commit": commit,
         "git_dirty": str(dirty).lower(),
         "git_diff_sha256": sha256_text(diff) if diff else "none",
-        "harness_commit": commit,  # the same checkout: named for a record read beside an outside task's
-        "harness_dirty": str(dirty).lower(),
         "harness_version": _distribution_version("harness"),
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
