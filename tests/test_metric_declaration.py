@@ -1,14 +1,16 @@
 """A metric is declared by keyword and checked when made: a misspelt direction or kind is refused, and
-a task module that declares one fails to load with one line naming it."""
+a task module that declares one, or a stored suite edited to hold one, fails in one line naming it."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from records import make_record
 
 from harness.cli import main
 from harness.metrics import Metric
+from harness.store import RunFolder
 from harness.tasks import UnknownTaskError, load_task
 
 MISSPELT_TASK = '''
@@ -58,3 +60,14 @@ def test_a_task_declaring_a_misspelt_kind_fails_to_load_in_one_line(tmp_path: Pa
     result = CliRunner().invoke(main, ["validate", str(suite)])
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1 and "kind 'qualty'" in result.output
+
+
+def test_a_stored_suite_whose_metric_kind_was_edited_is_refused_in_one_line(tmp_path: Path) -> None:
+    folder = RunFolder(tmp_path, "edited", "default")
+    folder.save_suite({"suite": "edited", "profile": "default", "seeds": [0],
+                       "metrics": {"score": {"direction": "higher", "unit": "", "kind": "qualty"}}})
+    folder.save_trial(make_record("t1", metrics={"score": 1.0}))
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert "suite.json" in result.output and "kind 'qualty' is not one of" in result.output

@@ -238,7 +238,10 @@ def load_results(run_dir: Path) -> RunResults:
             trials.append(trial)
         else:
             stale += 1
-    return index_results(run_dir, meta, trials, stale)
+    try:
+        return index_results(run_dir, meta, trials, stale)
+    except ValueError as exc:  # a metric declaration in suite.json that is not one (a hand-edited kind)
+        raise ResultsError(f"{run_dir / SUITE_FILE}: {exc}") from None
 
 
 def _point_key(point: Mapping[str, Any]) -> str:
