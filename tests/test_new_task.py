@@ -57,8 +57,8 @@ def test_the_generated_task_honours_the_contract(tmp_path: Path, monkeypatch: py
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
     task_cls = load_task("fourth_mechanism.task:FourthMechanismTask")
     record = check_task_contract(task_cls, tmp_path / "work")
-    assert set(record["metrics"]) == {"accuracy", "test_loss", "param_bytes", "train_samples_per_s"}
-    assert 0 <= record["metrics"]["accuracy"] <= 1
+    assert set(record.metrics) == {"accuracy", "test_loss", "param_bytes", "train_samples_per_s"}
+    assert 0 <= record.metrics["accuracy"] <= 1
     assert class_stem("fourth_mechanism") == "FourthMechanism"
 
 
