@@ -26,8 +26,10 @@ from harness import api
 from harness.cli import main
 from harness.execution.executor import execute_trial
 from harness.execution.trials import Trial
+from harness.record import to_json
 from harness.tracking.environment import code_checkout, environment, git_diff, git_state
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, results_id
+from records import make_record
 from toy_task import ToyTask
 
 SUITES = Path(__file__).parent / "suites"
@@ -283,8 +285,8 @@ def test_a_trial_file_that_is_no_regular_file_is_set_aside_without_reading_it(tm
         os.mkfifo(path)  # reading would wait for a writer forever
     elif kind == "device":
         path.symlink_to("/dev/zero")  # reading would never end
-    elif kind == "link":
-        (tmp_path / "elsewhere.json").write_text("{}")
+    elif kind == "link":  # to a well-formed record of this very trial: only the link makes it unusable
+        (tmp_path / "elsewhere.json").write_text(json.dumps(to_json(make_record("0123abcd"))))
         path.symlink_to(tmp_path / "elsewhere.json")
     else:
         monkeypatch.setattr(store, "MAX_READ_BYTES", 1000)
