@@ -14,7 +14,16 @@ from typing import Any, Mapping
 from harness.analysis.stats import CONFIDENCE
 from harness.metrics import Metric, metric_family
 from harness.record import TrialRecord
-from harness.store import SUITE_FILE, CorruptTrial, in_expansion, iter_trial_files, read_json, read_trial, stale_note
+from harness.store import (
+    SUITE_FILE,
+    CorruptTrial,
+    in_expansion,
+    incomplete_note,
+    iter_trial_files,
+    read_json,
+    read_trial,
+    stale_note,
+)
 from harness.suite.points import point_label, sweep_points
 
 
@@ -49,6 +58,7 @@ class RunResults:
     finished: list[TrialRecord]
     failed: list[FailedTrial]
     stale: int = 0  # stored trials outside the suite's expansion and seeds, set aside (``in_expansion``)
+    incomplete: str = ""  # the note on a folder whose last run ended before every trial was stored
     metric_specs: dict[str, Metric] = field(init=False)
     _cells: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, repr=False)
 
@@ -190,9 +200,11 @@ def metric_order(key: str) -> tuple[str, int, float, str]:
     return (family, 0, value, qualifier) if math.isfinite(value) else (family, 1, 0.0, qualifier)
 
 
-def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, Any]], stale: int = 0) -> RunResults:
+def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, Any]], stale: int = 0,
+                  incomplete: str = "") -> RunResults:
     """Split trial records into finished ones (with usable metrics) and failures to report; ``stale``
-    counts the stored trials set aside as not of the current expansion."""
+    counts the stored trials set aside as not of the current expansion, ``incomplete`` is
+    ``store.incomplete_note``."""
     finished: list[TrialRecord] = []
     failed: list[FailedTrial] = []
     for trial in trials:
@@ -221,7 +233,7 @@ def index_results(run_dir: Path, meta: dict[str, Any], trials: list[dict[str, An
                     status=status,
                 )
             )
-    return RunResults(Path(run_dir), meta, finished, failed, stale=stale)
+    return RunResults(Path(run_dir), meta, finished, failed, stale=stale, incomplete=incomplete)
 
 
 def load_results(run_dir: Path) -> RunResults:
@@ -247,7 +259,7 @@ def load_results(run_dir: Path) -> RunResults:
             trials.append(trial)
         else:
             stale += 1
-    return index_results(run_dir, meta, trials, stale)
+    return index_results(run_dir, meta, trials, stale, incomplete_note(run_dir))
 
 
 def _point_key(point: Mapping[str, Any]) -> str:
