@@ -156,9 +156,8 @@ def memory_slots(batch: int, k: int, gold_rate: float, generator: torch.Generato
 def slot_router(spec: BackboneSpec, model: PCSHODLM, init: torch.Generator, device: torch.device) -> OracleMaskedRouter:
     """The training-only router of ``slot_retrieval_loss``, initialised from its own stream; it
     never reads the precision head it is handed (it pools the asked slots)."""
-    routing = msa_layer_indices(spec.model, spec.msa).start
     with global_rng_from(init, device):
-        router = OracleMaskedRouter(model.precision_up[routing], spec.model.d_model, spec.msa.router_dim, 1)
+        router = OracleMaskedRouter(model.precision_up[spec.msa_layers[0]], spec.model.d_model, spec.msa.router_dim, 1)
     return router.to(device)
 
 
