@@ -184,6 +184,16 @@ def _executor(options: RunOptions, workers: int) -> Executor:
         raise UsageError(str(exc)) from None
 
 
+def suite_executor(suite: Suite, options: RunOptions, executor: Executor, console: Console) -> Executor:
+    """The session's executor, except that under ``auto`` a suite that claims a speed metric runs its
+    trials one at a time: a claim on timings taken beside another trial would read the machine's load."""
+    if options.executor != "auto" or executor.name == SerialExecutor.name or not suite.speed_claims:
+        return executor
+    console.line(f"serial: {suite.name} claims a speed metric ({', '.join(sorted(set(suite.speed_claims)))}): "
+                 "its trials run one at a time, so that no timing is taken beside another trial")
+    return SerialExecutor()
+
+
 def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None]) -> MlflowTracker | None:
     """The MLflow mirror: the embedded store in the results folder (locked while we write it), a
     tracking server, or none."""
@@ -314,7 +324,9 @@ def run(
         try:
             for suite in suites:
                 suite_run = run_suite(suite, session.results, session.device, session.tracker, session.console,
-                                      options.resume, session.executor, options.trial_timeout)
+                                      options.resume, suite_executor(suite, options, session.executor,
+                                                                     session.console),
+                                      options.trial_timeout)
                 if suite_run.interrupted:
                     outcome.exit_code = 130
                     session.console.line(f"interrupted: {suite_run.ran} trial(s) of {suite.name!r} finished and are stored")

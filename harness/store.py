@@ -27,6 +27,7 @@ TRIALS_DIR = "trials"
 SUPERSEDED_DIR = "superseded"  # under trials/: records a changed task or suite replaced (no reader looks there)
 REPORT_DIR = "report"  # the analysis of the run: tables, plots, summary.json (rebuilt from the trials)
 CORRUPT_SUFFIX = ".corrupt"
+INCOMPLETE_FILE = "run.incomplete"  # present from a run's start until every trial of it is stored
 _TMP_NAME = re.compile(r"^\..+\.tmp(\.\w+)?$")  # write_atomic's .<name>.<random>.tmp, and .<name>.<pid>.tmp.npz
 
 
@@ -151,6 +152,14 @@ class RunFolder:
             os.replace(self.trial_path(trial_id), aside / f"{trial_id}.json")
         return aside
 
+    def mark_incomplete(self) -> None:
+        """Before any trial runs: the run reads as incomplete until ``mark_complete``, so a process that
+        ends early (a crash, a kill, a task calling ``_exit``) leaves a folder no reader takes for a result."""
+        write_text_atomic(self.path / INCOMPLETE_FILE, f"harness run started by process {os.getpid()}\n")
+
+    def mark_complete(self) -> None:
+        (self.path / INCOMPLETE_FILE).unlink(missing_ok=True)
+
     def save_suite(self, meta: dict) -> Path:
         """Rewritten only when the resolved suite changed, so its mtime dates the last change; never
         with another design while the folder holds trials of the stored one (``check_design``)."""
@@ -215,6 +224,19 @@ def stale_note(count: int, where: Path) -> str:
         return ""
     return (f"warning: {count} stored trial(s) in {where} are not of this suite's expansion and seeds "
             "(a param, sweep, arm or seed changed since they ran): set aside, not analysed")
+
+
+def incomplete_note(run_dir: Path) -> str:
+    """What every reader says of a run folder whose last run ended before all its trials were stored; ''
+    for a complete one. The marker's content is never shown (a received folder's text is not ours)."""
+    try:
+        marked = (Path(run_dir) / INCOMPLETE_FILE).lstat().st_mtime
+    except FileNotFoundError:
+        return ""
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(marked))
+    return (f"INCOMPLETE RUN: the run of {run_dir} started {since} ended before every trial was stored (a crash, "
+            "a kill, Ctrl-C or a task that ended the process): its results are partial; run the suite into this "
+            "folder again to complete it")
 
 
 def design_of(meta: dict[str, Any]) -> dict[str, Any]:

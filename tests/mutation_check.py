@@ -14,6 +14,7 @@ Usage (from the repository root)::
 
     python tests/mutation_check.py                     # every break, tests and gate
     python tests/mutation_check.py --only vocab-no-split-rows --skip-tests
+    python tests/mutation_check.py --only results-id-unbound --skip-gate --tests tests/test_received_folder.py
     python tests/mutation_check.py --list
 
 Every break's ``old`` text must occur exactly once in its file, so a refactor that moves the code
@@ -205,6 +206,73 @@ BREAKS = (
           "    return _MARKUP.sub(r\"\\\\\\1\", plain(text))\n",
           "    return str(text)\n", (),
           "stored names reach the Markdown summary and gate report unescaped"),
+    # the integrity the hostile probe asked for: claims, trial sets, received folders, provenance, bounds
+    Break("claims-superior-tie-passes", "claims", "harness/analysis/claims.py",
+          '        strict = test == "superior"  # a superiority bound is strict: an exact tie is not better, it fails\n',
+          "        strict = False\n", (),
+          "superior passes on an exactly zero difference (an arm identical to its control)"),
+    Break("stale-trials-analysed", "store", "harness/store.py",
+          '        return lambda record: record.get("trial_id") in wanted\n',
+          "        return lambda record: True\n", (),
+          "report, gate, plan and reproduce read trials of another expansion or other seeds"),
+    Break("design-lock-ignored", "store", "harness/store.py",
+          "        if stored is None or canonical_json(stored) == canonical_json(design):\n",
+          "        if True:\n", (),
+          "a run with another design (seeds, claims, schedule) mixes its trials into a locked folder"),
+    Break("incomplete-run-never-marked", "store", "harness/store.py",
+          '        write_text_atomic(self.path / INCOMPLETE_FILE, f"harness run started by process {os.getpid()}\\n")\n',
+          "        pass\n", (),
+          "a run that ends before every trial is stored leaves a folder that reads as a result"),
+    Break("cache-hash-unrecorded", "provenance", "harness/tasks/base.py",
+          '        self._record("cache", kind, {"key": key, "loaded": loaded, "sha256": sha256})\n',
+          '        self._record("cache", kind, {"key": key, "loaded": loaded})\n', (),
+          "a trial's details do not name the bytes of the cache artifact it loaded (a replaced one is invisible)"),
+    Break("kernel-loaded-by-path", "provenance", "harness/mechanisms/pdelta/ops/fused_decode.py",
+          "    kernel = _load(fd)\n",
+          "    os.close(fd)\n    kernel = ctypes.CDLL(str(library))\n", (),
+          "the ER2 kernel is loaded by its path after the check (a swapped folder's library runs)"),
+    Break("trial-file-links-followed", "received", "harness/store.py",
+          "        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)\n",
+          "        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)\n", (),
+          "a trial or suite file that is a symbolic link is read through it"),
+    Break("lock-file-links-followed", "received", "harness/locks.py",
+          "                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK, "
+          "0o666)\n",
+          "                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o666)\n", (),
+          "a lock file linked outside the results folder is opened (and created) through the link"),
+    Break("report-through-linked-folder", "received", "harness/analysis/report.py",
+          "        if folder.is_symlink():  # a received folder's report/ may point anywhere: never written through\n"
+          "            folder.unlink()\n",
+          "        pass\n", (),
+          "a received folder's symlinked report/ is written through"),
+    Break("results-id-unbound", "tracking", "harness/tracking/mlflow_tracker.py",
+          '    return hashlib.sha256(f"{value}\\n{os.path.realpath(run_dir)}".encode()).hexdigest()[:32]\n',
+          "    return value\n", (),
+          "a copied folder (or an edited results-id) shares the original's id and deletes its runs"),
+    Break("mirror-trusts-markers-on-shared-store", "tracking", "harness/tracking/mlflow_tracker.py",
+          "    if tracker.shared:\n        return False\n",
+          "", (),
+          "runs another folder deleted in a shared store are never logged again (the markers are believed)"),
+    Break("nan-curve-step-mirrored", "tracking", "harness/tracking/mlflow_tracker.py",
+          "                if value is not None  # a NaN point, stored as null\n",
+          "", (),
+          "a NaN curve step (stored as null) crashes every mirror of its trial"),
+    Break("task-chdir-kept", "spine", "harness/execution/executor.py",
+          "        if os.getcwd() != cwd:\n            os.chdir(cwd)\n",
+          "        pass\n", (),
+          "a task's os.chdir outlives its trial (later trials and the store write elsewhere)"),
+    Break("run-sigint-not-restored", "spine", "harness/cli/run_commands.py",
+          "    signal.signal(signal.SIGINT, _interrupt)\n",
+          "", (),
+          "harness run started in the background (SIGINT ignored) cannot be stopped with Ctrl-C"),
+    Break("gettext-catalogs-unchecked", "provenance", "harness/tasks/vocab/gettext.py",
+          "        if digest != file.hash.value:\n",
+          "        if False:\n", (),
+          "a replaced gettext catalog is used under the installed release's name"),
+    Break("planner-unbounded", "statistics", "harness/analysis/sequential.py",
+          "    rows = max(1, SIMULATION_BYTES // (3 * 8 * width))  # draws, sums and squares\n",
+          "    rows = paths\n", (),
+          "the sequential planner draws every simulated path at once (memory grows with the seeds)"),
 )
 
 
@@ -239,12 +307,13 @@ def environment(repo: Path) -> dict[str, str]:
 TEST_TIERS = ("not slow and not integration", "integration and not slow")  # together: the default test run
 
 
-def tests_catch(repo: Path) -> bool:
+def tests_catch(repo: Path, only: list[str] | None = None) -> bool:
     """Both test tiers, the fast one first: a break a unit test catches is known in minutes, not
-    after the subprocess-heavy integration tier."""
+    after the subprocess-heavy integration tier. ``only``: these test files or node ids instead, in
+    both tiers (a quick check that the tests written for a break catch it; the whole run may catch more)."""
     for tier in TEST_TIERS:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", tier],
-                              cwd=repo, env=environment(repo), capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", tier,
+                               *(only or ())], cwd=repo, env=environment(repo), capture_output=True, text=True)
         if proc.returncode not in (0, 5):  # 5: the tier selected no test
             return True
     return False
@@ -272,7 +341,7 @@ def run_break(one: Break, base: Path, args: argparse.Namespace) -> dict[str, obj
         repo = Path(folder) / "repo"
         shutil.copytree(base, repo)
         apply(one, repo)
-        tests = None if args.skip_tests else tests_catch(repo)
+        tests = None if args.skip_tests else tests_catch(repo, args.tests)
         gate = None if args.skip_gate or not one.suites else gate_catches(repo, one.suites, args.profile)
     row = {"break": one.name, "area": one.area, "what": one.what, "tests": tests, "gate": gate,
            "either": bool(tests) or bool(gate), "seconds": round(time.monotonic() - started, 1)}
@@ -286,6 +355,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="names of the breaks to run (default: all)")
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-gate", action="store_true")
+    parser.add_argument("--tests", nargs="+", metavar="PATH",
+                        help="run only these test files or node ids (both tiers) instead of the whole test suite")
     parser.add_argument("--profile", default="ci")
     parser.add_argument("--list", action="store_true", help="list the breaks and exit")
     parser.add_argument("--json", type=Path, help="also write the table here")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.store import INCOMPLETE_FILE
 from harness.tracking.mlflow_tracker import default_tracking_uri
 
 pytestmark = pytest.mark.integration  # CLI subprocesses
@@ -103,12 +104,15 @@ def test_sigkill_midway_then_rerun_runs_only_unfinished_without_duplicates(tmp_p
     assert 3 <= len(survivors) < 12
     for text in survivors.values():
         assert json.loads(text)["status"] == "finished"  # never half-written
+    partial = subprocess.run([*harness_cmd, "report", str(results)], env=cli_env, capture_output=True, text=True,
+                             timeout=300)
+    assert partial.returncode == 1 and "INCOMPLETE RUN" in partial.stderr  # the killed run never reads as a result
 
     rerun = subprocess.run(args, env=cli_env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     assert f"{12 - len(survivors)} ran, {len(survivors)} already finished" in rerun.stdout
     files = trial_files(results, profile="default")
-    assert len(files) == 12
+    assert len(files) == 12 and not (results / "toy" / "default" / INCOMPLETE_FILE).exists()
     for path in files:
         if path.name in survivors:
             assert path.read_text() == survivors[path.name]  # finished results untouched

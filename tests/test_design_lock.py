@@ -102,3 +102,18 @@ def test_a_folder_written_before_designs_were_recorded_is_read_by_its_seeds(tmp_
     assert design_of(legacy)["seeds"] == [0, 1, 2]
     loaded = load_results(folder.path)
     assert loaded.stale == 4 and {t.seed for t in loaded.finished} == {0, 1, 2}
+
+
+def test_trials_of_an_arm_the_suite_no_longer_has_are_set_aside_by_every_reader(tmp_path):
+    """Nothing replaces them (no trial of the current expansion has their arm), so the run leaves them in
+    the folder; report and gate still read only the current expansion, as a fresh run would."""
+    results, fresh = tmp_path / "r", tmp_path / "fresh"
+    wider = write_suite(tmp_path, name="wider")
+    wider.write_text(wider.read_text().replace("arms:\n", "arms:\n  c: {tag: c, shared_sd: 0.1, effect: 1.0}\n"))
+    assert run(wider, results).exit_code == 0
+    assert run(write_suite(tmp_path), results).exit_code == 0
+    assert len(list((results / "lock" / "default" / "trials").glob("*.json"))) == 9  # c's three are still there
+    assert run(write_suite(tmp_path), fresh).exit_code == 0
+    rerun, alone = load_results(results / "lock" / "default"), load_results(fresh / "lock" / "default")
+    assert rerun.stale == 3 and rerun.arm_labels() == alone.arm_labels() == ["a", "b"]
+    assert sorted(t.trial_id for t in rerun.finished) == sorted(t.trial_id for t in alone.finished)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -301,3 +302,41 @@ def test_the_kernel_cache_key_covers_the_cpu_flags(kernel_tmp, tmp_path, monkeyp
     load_kernel.cache_clear()
     load_kernel()
     assert len(list(library.parent.glob("*.so"))) == 2
+
+
+def test_a_folder_swapped_between_the_check_and_the_load_runs_nothing_of_the_swapper(kernel_tmp, tmp_path,
+                                                                                      monkeypatch):
+    """A neighbour who can rename a folder above the kernel's swaps it for theirs right after the library
+    was checked: what is loaded is still the checked file (through its descriptor), never theirs."""
+    import hashlib
+    import subprocess
+
+    from harness.mechanisms.pdelta.ops import fused_decode
+
+    name = _built_library(kernel_tmp, tmp_path / "first").name  # skips where nothing builds the kernel
+    folder = kernel_tmp(tmp_path / "tmp") / f"harness-kernels-{os.getuid()}"
+    library = folder / name
+    marker = tmp_path / "planted-code-ran"
+    source = tmp_path / "planted.c"
+    source.write_text(PLANTED)
+    planted = tmp_path / "planted-folder"
+    planted.mkdir(mode=0o700)
+    subprocess.run(["cc", f'-DMARKER="{marker}"', "-shared", "-fPIC", "-o", str(planted / library.name), str(source)],
+                   check=True)
+    (planted / library.with_suffix(".sha256").name).write_text(
+        hashlib.sha256((planted / library.name).read_bytes()).hexdigest())
+    checked = fused_decode._open_trusted
+
+    def check_then_swap(*args):
+        fd = checked(*args)
+        if fd is not None:  # the freshly built library passed its checks: swap the folder now
+            folder.rename(tmp_path / "moved-away")
+            planted.rename(folder)
+        return fd
+
+    monkeypatch.setattr(fused_decode, "_open_trusted", check_then_swap)
+    kernel = load_kernel()
+    assert kernel.er2_decode_step is not None  # the planted library has no such symbol
+    assert not marker.exists()
+    mapped = Path("/proc/self/maps").read_text()
+    assert f"moved-away/{name}" in mapped and str(folder / name) not in mapped  # the checked file, still mapped

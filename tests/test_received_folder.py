@@ -26,8 +26,10 @@ from harness import api
 from harness.cli import main
 from harness.execution.executor import execute_trial
 from harness.execution.trials import Trial
+from harness.record import to_json
 from harness.tracking.environment import code_checkout, environment, git_diff, git_state
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, results_id
+from records import make_record
 from toy_task import ToyTask
 
 SUITES = Path(__file__).parent / "suites"
@@ -238,6 +240,40 @@ def test_a_copied_folder_or_an_edited_results_id_gets_an_id_of_its_own(tmp_path)
     assert results_id(link) == first  # the same folder under another name is the same folder
 
 
+def test_the_mirror_on_a_shared_store_logs_again_the_runs_another_folder_deleted(tmp_path):
+    """Every marker of the folder still names its runs, but they were deleted in the shared store (by a
+    copy of the folder that carried the same id, or by hand): a rerun logs them again."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'shared.db'}"
+    results = tmp_path / "results"
+    args = ["run", str(SUITES / "toy.yaml"), "--profile", "smoke", "--results", str(results), "--threads", "1",
+            "--tracking-uri", uri]
+    client = mlflow.MlflowClient(uri)
+
+    def trial_runs() -> list:
+        (experiment,) = [e for e in client.search_experiments() if e.name == "toy"]
+        return client.search_runs([experiment.experiment_id], filter_string="tags.`harness.kind` = 'trial'")
+
+    assert CliRunner().invoke(main, args).exit_code == 0
+    logged = trial_runs()
+    assert len(logged) == 3
+    for run in logged:
+        client.delete_run(run.info.run_id)
+    assert trial_runs() == [] and len(list((results / "toy" / "smoke" / "mlflow").glob("*.json"))) == 3
+
+    rerun = CliRunner().invoke(main, args)
+    assert rerun.exit_code == 0, rerun.output
+    again = trial_runs()
+    assert sorted(r.data.tags["harness.trial_id"] for r in again) == sorted(
+        r.data.tags["harness.trial_id"] for r in logged)
+    assert all(r.info.status == "FINISHED" and "accuracy" in r.data.metrics for r in again)
+    assert {r.data.tags["harness.results_id"] for r in again} == {results_id(results / "toy" / "smoke")}
+
+    third = CliRunner().invoke(main, args)  # nothing missing now: nothing logged twice
+    assert third.exit_code == 0 and len(trial_runs()) == 3
+
+
 @pytest.mark.parametrize("kind", ["fifo", "device", "link", "huge"])
 def test_a_trial_file_that_is_no_regular_file_is_set_aside_without_reading_it(tmp_path, kind, monkeypatch):
     from harness import store
@@ -249,8 +285,8 @@ def test_a_trial_file_that_is_no_regular_file_is_set_aside_without_reading_it(tm
         os.mkfifo(path)  # reading would wait for a writer forever
     elif kind == "device":
         path.symlink_to("/dev/zero")  # reading would never end
-    elif kind == "link":
-        (tmp_path / "elsewhere.json").write_text("{}")
+    elif kind == "link":  # to a well-formed record of this very trial: only the link makes it unusable
+        (tmp_path / "elsewhere.json").write_text(json.dumps(to_json(make_record("0123abcd"))))
         path.symlink_to(tmp_path / "elsewhere.json")
     else:
         monkeypatch.setattr(store, "MAX_READ_BYTES", 1000)

@@ -2,6 +2,7 @@
 the training loop, each run for real (the cache race uses two spawned processes)."""
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import time
@@ -110,6 +111,27 @@ def test_a_truncated_or_altered_artifact_is_rebuilt_not_loaded(tmp_path: Path, d
     assert torch.equal(value["weights"], torch.arange(4.0))
     assert again.logger.details["cache"]["table"]["loaded"] is False
     assert make_ctx(tmp_path).cached("table", IDENTITY, build)["weights"].equal(torch.arange(4.0))
+
+
+def test_the_record_names_the_bytes_loaded_so_a_replaced_artifact_shows(tmp_path: Path) -> None:
+    """Whoever can write the cache can replace an artifact together with its ``.sha256``; it then loads, but
+    the trial's details carry the hash of what was loaded, which differs from the builder's."""
+    ctx = make_ctx(tmp_path)
+    ctx.cached("table", IDENTITY, lambda: {"weights": torch.arange(4.0)})
+    path = artifact_path(ctx.cache_dir, "svc", "table", artifact_key("svc", "1", "table", 0, "cpu", IDENTITY))
+    built = ctx.logger.details["cache"]["table"]["sha256"]
+    assert built == hashlib.sha256(path.read_bytes()).hexdigest()
+    unchanged = make_ctx(tmp_path)
+    unchanged.cached("table", IDENTITY, lambda: {"weights": torch.zeros(4)})
+    assert unchanged.logger.details["cache"]["table"] == {**ctx.logger.details["cache"]["table"], "loaded": True}
+
+    torch.save({"weights": torch.full((4,), 666.0)}, path)
+    path.with_name(path.name + ".sha256").write_text(hashlib.sha256(path.read_bytes()).hexdigest())
+    replaced = make_ctx(tmp_path)
+    value = replaced.cached("table", IDENTITY, lambda: {"weights": torch.arange(4.0)})
+    entry = replaced.logger.details["cache"]["table"]
+    assert torch.equal(value["weights"], torch.full((4,), 666.0)) and entry["loaded"] is True
+    assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest() != built
 
 
 def test_a_write_that_fails_halfway_leaves_no_artifact(tmp_path: Path) -> None:

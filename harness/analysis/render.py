@@ -69,6 +69,7 @@ def render_report(analysis: RunAnalysis, full: bool = False) -> str:
     results = analysis.results
     parts = [
         f"== {results.suite} / {results.profile}  ({results.meta.get('device_name') or results.device_class})",
+        results.incomplete,
         render_validity(analysis.validity),
     ]
     if results.speed_under_load:

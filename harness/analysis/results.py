@@ -14,7 +14,16 @@ from typing import Any, Mapping
 from harness.analysis.stats import CONFIDENCE
 from harness.metrics import Metric, metric_family
 from harness.record import TrialRecord, trial_title
-from harness.store import SUITE_FILE, CorruptTrial, in_expansion, iter_trial_files, read_json, read_trial, stale_note
+from harness.store import (
+    SUITE_FILE,
+    CorruptTrial,
+    in_expansion,
+    incomplete_note,
+    iter_trial_files,
+    read_json,
+    read_trial,
+    stale_note,
+)
 from harness.suite.points import point_label, sweep_points
 
 
@@ -58,6 +67,7 @@ class RunResults:
     finished: list[TrialRecord]
     failed: list[FailedTrial]
     stale: int = 0  # stored trials outside the suite's expansion and seeds, set aside (``in_expansion``)
+    incomplete: str = ""  # the note on a folder whose last run ended before every trial was stored
     metric_specs: dict[str, Metric] = field(init=False)
     _cells: dict[tuple[str, str], list[TrialRecord]] = field(init=False, repr=False)
 
@@ -200,9 +210,10 @@ def metric_order(key: str) -> tuple[str, int, float, str]:
 
 
 def index_results(run_dir: Path, meta: dict[str, Any], trials: list[TrialRecord | FailedTrial],
-                  stale: int = 0) -> RunResults:
+                  stale: int = 0, incomplete: str = "") -> RunResults:
     """Split trial records into finished ones and failures to report (a file that could not be read
-    comes as a FailedTrial); ``stale`` counts the stored trials set aside as not of the current expansion."""
+    comes as a FailedTrial); ``stale`` counts the stored trials set aside as not of the current
+    expansion, ``incomplete`` is ``store.incomplete_note``."""
     finished: list[TrialRecord] = []
     failed: list[FailedTrial] = []
     for trial in trials:
@@ -212,7 +223,7 @@ def index_results(run_dir: Path, meta: dict[str, Any], trials: list[TrialRecord 
             finished.append(trial)
         else:
             failed.append(FailedTrial.of(trial))
-    return RunResults(Path(run_dir), meta, finished, failed, stale=stale)
+    return RunResults(Path(run_dir), meta, finished, failed, stale=stale, incomplete=incomplete)
 
 
 def load_results(run_dir: Path) -> RunResults:
@@ -239,7 +250,7 @@ def load_results(run_dir: Path) -> RunResults:
         else:
             stale += 1
     try:
-        return index_results(run_dir, meta, trials, stale)
+        return index_results(run_dir, meta, trials, stale, incomplete_note(run_dir))
     except ValueError as exc:  # a metric declaration in suite.json that is not one (a hand-edited kind)
         raise ResultsError(f"{run_dir / SUITE_FILE}: {exc}") from None
 

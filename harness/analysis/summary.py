@@ -44,6 +44,7 @@ class SuiteSummary:
         else:
             time = f"trial time {_seconds(sum(t.wall_seconds for t in results.finished))}"
         failed = f", {len(results.failed)} FAILED trial(s)" if results.failed else ""
+        failed += ", INCOMPLETE RUN (ended before every trial was stored; results partial)" if results.incomplete else ""
         cost = self.analysis.cost
         if cost is not None:
             seeds += f" of up to {cost.design.max_seeds} (sequential"
@@ -117,7 +118,9 @@ def totals_line(summaries: Sequence[SuiteSummary]) -> str:
         claims += f" (+{uncounted} not counted: suite not valid)"
     valid = sum(1 for s in summaries if s.analysis.validity.status in (VALID, UNDECLARED))
     failed = sum(len(s.analysis.results.failed) for s in summaries)
-    return f"**Totals:** claims {claims}; suites valid {valid} of {len(summaries)}; failed trials {failed}"
+    incomplete = sum(1 for s in summaries if s.analysis.results.incomplete)
+    partial = f"; INCOMPLETE runs {incomplete}" if incomplete else ""
+    return f"**Totals:** claims {claims}; suites valid {valid} of {len(summaries)}; failed trials {failed}{partial}"
 
 
 def render_summary(summaries: Sequence[SuiteSummary]) -> str:

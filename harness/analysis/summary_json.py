@@ -68,6 +68,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
                              "example": dict(b.example), "text": b.text()} for b in analysis.unequal_budgets],
         "failed_trials": [f.as_dict() for f in results.failed],
         "stale_trials": results.stale,
+        "incomplete": bool(results.incomplete),  # the last run ended before every trial was stored
         "claims": [
             {
                 **dict(claim.claim),

@@ -1,7 +1,8 @@
 """``harness report``, ``harness baseline save`` and ``harness gate``: decisions from stored results.
 
-Exit codes: 0 success / gate passed, 1 a regression, 2 a usage error (bad path, missing or
-mismatched baseline), reported as one line on stderr without a traceback.
+Exit codes: 0 success / gate passed, 1 a regression or an incomplete run (one whose last ``harness run``
+ended before every trial was stored), 2 a usage error (bad path, missing or mismatched baseline),
+reported as one line on stderr without a traceback.
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def _check_output(path: Path | None, option: str) -> None:
               help="Also write the summary (validity and primary claims per suite) to this Markdown file.")
 @click.option("--verbose", is_flag=True, help="Print every exploratory row, not only those on key metrics.")
 def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
-    """Rebuild verdict tables, summary JSON and plots from stored RESULTS (nothing is rerun)."""
+    """Rebuild verdict tables, summary JSON and plots from stored RESULTS (nothing is rerun); exit 1 when
+    a run is incomplete (its results are reported, marked partial)."""
     _check_output(markdown_path, "--markdown")
     try:
         reports = api.report(results)
@@ -52,6 +54,11 @@ def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
         write_output(markdown_path, text, "--markdown")
     append_step_summary(text)
     click.echo(text.rstrip("\n"))
+    incomplete = [built.analysis.results.incomplete for built in reports if built.analysis.results.incomplete]
+    for note in incomplete:
+        click.echo(f"error: {note}", err=True)
+    if incomplete:
+        raise click.exceptions.Exit(REGRESSION)
 
 
 @click.command()

@@ -186,7 +186,8 @@ def _suite_header(outcome) -> str:
 
 
 def _footer(outcome) -> None:
-    wall = sum(s.outcome.wall_seconds for s in outcome.suites)
+    # an interrupted suite is not among the finished ones: then the invocation's own time is the base
+    wall = sum(s.outcome.wall_seconds for s in outcome.suites) or outcome.seconds
     lines = [f"\nresults: {outcome.results.resolve()}  ({outcome.seconds:.1f}s)"]
     if outcome.tracker is not None:
         share = 100 * outcome.tracker.seconds / max(wall, 1e-9)

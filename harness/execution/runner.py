@@ -104,6 +104,7 @@ def run_suite(
     clean_stray_tmp(folder.path / REPORT_DIR, min_age=300)
     meta = suite_metadata(suite, device)
     folder.save_suite(meta)
+    folder.mark_incomplete()
     env = environment(device)  # the git state of the harness checkout: a suite's own tree is never read
     env.update(task_environment(suite.task))
     save_diff(folder.path)
@@ -153,6 +154,8 @@ def run_suite(
             if not more:
                 break
             seeds = seeds + more
+        if {t.trial_id for t in trials} <= {r.trial_id for r in outcome.records}:
+            folder.mark_complete()  # every trial stored: only now may a reader take the folder for a result
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:

@@ -76,6 +76,8 @@ def save_baselines(run_dirs: list[Path], out_dir: Path = DEFAULT_BASELINES_DIR) 
 def _checked_baseline(run_dir: Path) -> tuple[str, dict[str, Any]]:
     """(file name, baseline) of a complete run with something to gate, else GateError."""
     results = load_results(run_dir)
+    if results.incomplete:
+        raise GateError(f"{results.incomplete}; a baseline must come from a complete run")
     if results.failed:
         raise GateError(
             f"{results.run_dir}: {len(results.failed)} failed trial(s); a baseline must come from a complete run"

@@ -74,6 +74,7 @@ class GateResult:
     dropped_seeds: tuple[str, ...] = ()
     environment_differences: tuple[str, ...] = ()  # numeric environment, baseline vs this run
     stale_note: str = ""  # stored trials outside the run's expansion and seeds, set aside
+    incomplete: str = ""  # the run ended before every trial was stored (``store.incomplete_note``)
 
     @property
     def regressions(self) -> tuple[GateCheck, ...]:
@@ -83,6 +84,7 @@ class GateResult:
     def passed(self) -> bool:
         return bool(self.checks) and not (
             self.regressions or self.missing_in_run or self.failed_trials or self.missing_trials or self.dropped_seeds
+            or self.incomplete
         )
 
     def render(self) -> str:
@@ -93,6 +95,8 @@ class GateResult:
         ]
         if self.stale_note:
             lines.append(f"  {self.stale_note}")
+        if self.incomplete:
+            lines.append(f"  {plain(self.incomplete)}")
         if not self.checks:
             lines.append("  NO CHECKS: nothing in this run could be compared with the baseline; a gate that compares "
                          "nothing fails")
@@ -219,6 +223,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         dropped_seeds=tuple(dropped),
         environment_differences=tuple(environment_differences(baseline, results)),
         stale_note=results.stale_note,
+        incomplete=results.incomplete,
     )
 
 

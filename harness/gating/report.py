@@ -27,6 +27,7 @@ def run_name(outcome: GateResult) -> str:
 def problems(outcome: GateResult) -> list[tuple[str, str]]:
     """(kind, what) for everything that fails a gate besides a regressed check."""
     found = [("no checks", "nothing in this run could be compared with the baseline")] if not outcome.checks else []
+    found += [("incomplete run", outcome.incomplete)] if outcome.incomplete else []
     found += [("failed trial", t) for t in outcome.failed_trials]
     found += [("missing trial", t) for t in outcome.missing_trials]
     found += [("missing value", m) for m in outcome.missing_in_run]

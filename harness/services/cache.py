@@ -64,12 +64,19 @@ def _verified(path: Path) -> bytes | None:
     return read_verified(path, _checksum_path(path))
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _load(data: bytes, map_location: torch.device) -> Any:
     return torch.load(io.BytesIO(data), map_location=map_location, weights_only=True)
 
 
-def load_or_build(path: Path, build: Callable[[], Any], map_location: torch.device) -> tuple[Any, bool]:
-    """(payload, loaded): the stored payload, or ``build()`` saved with torch.save and read back.
+def load_or_build(
+    path: Path, build: Callable[[], Any], map_location: torch.device
+) -> tuple[Any, bool, str]:
+    """(payload, loaded, sha256): the stored payload, or ``build()`` saved with torch.save and read back,
+    and the sha256 of the bytes it came from (a trial records it, so a replaced artifact shows in the record).
 
     The builder's own result is read back from the file too, so the trial that builds gets
     exactly what later trials load. ``build`` returns what ``torch.load(weights_only=True)``
@@ -79,15 +86,15 @@ def load_or_build(path: Path, build: Callable[[], Any], map_location: torch.devi
     """
     data = _verified(path)
     if data is not None:
-        return _load(data, map_location), True
+        return _load(data, map_location), True, _digest(data)
     with exclusive(path.with_name(path.name + ".lock")):
         data = _verified(path)  # another process built it while this one waited
         if data is not None:
-            return _load(data, map_location), True
+            return _load(data, map_location), True, _digest(data)
         payload = build()
         write_atomic(path, lambda handle: torch.save(payload, handle))
         write_checksum(path, _checksum_path(path))
         data = _verified(path)
     if data is None:
         raise RuntimeError(f"cache artifact {path} changed while it was written (another writer outside the lock?)")
-    return _load(data, map_location), False
+    return _load(data, map_location), False, _digest(data)

@@ -68,6 +68,13 @@ class Suite:
     tune: TuneSpec | None = None  # the suite's tune: block
     tuned: dict[str, Any] | None = None  # the params a tuning lock gave the arms (harness.suite.tuning)
 
+    @property
+    def speed_claims(self) -> list[str]:
+        """The claimed metrics the task declares as speed: timings a confirmatory claim reads, which
+        trials running side by side would take under each other's load."""
+        return [c.metric for c in self.claims
+                if (metric := self.task.metric_for(c.metric)) is not None and metric.kind == "speed"]
+
     def next_seeds(self, count: int) -> list[int]:
         """The seeds a sequential run adds after its current ones: the next integers."""
         start = max(self.seeds) + 1

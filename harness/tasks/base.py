@@ -141,7 +141,7 @@ class TrialContext:
 
         ``build`` returns tensors or containers of them (a state dict); it runs with the global
         RNG forked, so a trial continues identically whether it built or loaded. Whether the
-        artifact was loaded is recorded under the detail ``cache``.
+        artifact was loaded, and the sha256 of its bytes, are recorded under the detail ``cache``.
         """
         key = artifact_key(self.task, self.task_version, kind, self.seed, self.device.type, identity)
 
@@ -149,8 +149,9 @@ class TrialContext:
             with forked_rng(self.device):
                 return build()
 
-        payload, loaded = load_or_build(artifact_path(self.cache_dir, self.task, kind, key), forked_build, self.device)
-        self._record("cache", kind, {"key": key, "loaded": loaded})
+        path = artifact_path(self.cache_dir, self.task, kind, key)
+        payload, loaded, sha256 = load_or_build(path, forked_build, self.device)
+        self._record("cache", kind, {"key": key, "loaded": loaded, "sha256": sha256})
         return restore(payload)
 
     def fit(

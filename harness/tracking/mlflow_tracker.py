@@ -6,7 +6,8 @@ it is in (a replaced ``mlflow.db`` has another identity, so its markers no longe
 counts as mirrored only while its run is FINISHED (FAILED for a failed trial) with its metrics:
 whenever a run touches MLflow it checks every stored trial against MLflow, deletes a trial's
 leftover runs (a crash left it RUNNING or empty, an older attempt) and logs again what is
-missing, so each trial id has exactly one run. Parent runs are recorded in ``mlflow/parents/``
+missing, so each trial id has exactly one run (on a shared store the runs are checked even where every
+marker is in place: another folder may have deleted them). Parent runs are recorded in ``mlflow/parents/``
 while open, so an invocation killed at any point is closed (KILLED) by the next.
 """
 from __future__ import annotations
@@ -485,7 +486,13 @@ def marker_path(run_dir: Path, trial_id: str) -> Path:
 
 
 def is_mirrored(run_dir: Path, trial_id: str, tracker: MlflowTracker) -> bool:
-    """A marker names this very store (not only its URI): a deleted or replaced store is mirrored anew."""
+    """A marker names this very store (not only its URI): a deleted or replaced store is mirrored anew.
+
+    On a shared store no marker counts: another folder (a copy made before ids were bound to the path,
+    or a user) can delete this folder's runs there, so the mirror checks the runs themselves and logs
+    again what is gone."""
+    if tracker.shared:
+        return False
     path = marker_path(run_dir, trial_id)
     if not path.exists():
         return False

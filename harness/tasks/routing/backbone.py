@@ -6,6 +6,14 @@ from its batch, its gold document among them with probability ``gold_rate`` and 
 distractors, so it learns to copy a value from the right document's chunk among several and that
 memory can be wrong. It trains on the training documents only (names disjoint from the bank). Its precision heads are trained with the precision-weighted energy at the
 same time, from each token's own prediction error. Arms then reuse it unchanged (same init, same weights, same data).
+
+With ``slot_retrieval_weight`` > 0 the backbone also learns to find each query's gold document
+from its asked slots alone (``slot_retrieval_loss``): a training-only router that pools just
+those slots' routing-layer states (``OracleMaskedRouter``) is trained with MSA's contrastive
+routing loss against the batch's documents, and the gradient reaches the layers below the routing
+layer. The denoising loss alone gives the asked slot no reason to hold its document's name before
+the memory is read, so without it that state need not name its document: the premise of
+precision routing. The router is discarded afterwards (the arms start from the usual weights).
 """
 from __future__ import annotations
 
@@ -27,11 +35,13 @@ from harness.mechanisms.routing.msa import (
     chunk_mean_pool,
     create_msa_layers,
     msa_layer_indices,
+    routing_contrastive_loss,
 )
 from harness.services.loop import optimizer_step
 from harness.services.seeding import global_rng_from
 from harness.measure.timing import throughput
 from harness.tasks.base import TrialContext
+from harness.tasks.routing.pooling import OracleMaskedRouter
 from harness.tasks.routing.workload import Layout, QueryBatch, make_documents, make_queries
 
 
@@ -50,6 +60,15 @@ class BackboneSpec:
     memory_docs: int
     pool_docs: int
     max_noise_step: int
+    slot_retrieval_weight: float = 0.0
+    slot_retrieval_temperature: float = 0.05
+
+    @property
+    def msa_layers(self) -> list[int]:
+        return list(msa_layer_indices(self.model, self.msa))
+
+
+LOGGED = {"denoise": "denoise_loss", "energy": "precision_energy", "slot_retrieval": "slot_retrieval_loss"}
 
 
 @dataclass
@@ -86,11 +105,10 @@ def document_states(model: PCSHODLM, documents: torch.Tensor, stop: int) -> list
     return states
 
 
-def encode_memory(model: PCSHODLM, msa: MSAConfig, documents: torch.Tensor) -> dict[int, dict[str, torch.Tensor]]:
-    """Per MSA layer: pooled K, V, KR of every document, each (n_docs, chunks_per_doc, width)."""
-    layers = list(msa_layer_indices(model.config, msa))
-    states = document_states(model, documents, layers[-1] + 1)
-    return {layer: model.blocks[layer].encode_memory(states[layer]) for layer in layers}
+def encode_memory(model: PCSHODLM, msa: MSAConfig, states: list[torch.Tensor]) -> dict[int, dict[str, torch.Tensor]]:
+    """Per MSA layer: pooled K, V, KR of every document, each (n_docs, chunks_per_doc, width),
+    from the documents' ``document_states`` up to the last MSA layer."""
+    return {layer: model.blocks[layer].encode_memory(states[layer]) for layer in msa_layer_indices(model.config, msa)}
 
 
 @torch.no_grad()
@@ -103,7 +121,7 @@ def encode_bank(
     parts, pooled = [], []
     for start in range(0, documents.shape[0], batch_size):
         states = document_states(model, documents[start : start + batch_size], layers[-1] + 1)
-        parts.append({layer: model.blocks[layer].encode_memory(states[layer]) for layer in layers})
+        parts.append(encode_memory(model, msa, states))
         pooled.append(chunk_mean_pool(states[layers[0]], msa.chunk_size))
     encoded = {
         layer: {name: torch.cat([part[layer][name] for part in parts]) for name in ("K", "V", "KR")}
@@ -135,17 +153,60 @@ def memory_slots(batch: int, k: int, gold_rate: float, generator: torch.Generato
     return slots
 
 
-def backbone_loss(model: PCSHODLM, spec: BackboneSpec, queries: QueryBatch, documents: torch.Tensor, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(denoising loss, precision energy) of one batch. The energy of every layer's head reads the
-    tokens' own prediction errors of this forward pass (``token_errors``)."""
-    memory = batch_memory(encode_memory(model, spec.msa, documents), slots.to(documents.device))
+def slot_router(spec: BackboneSpec, model: PCSHODLM, init: torch.Generator, device: torch.device) -> OracleMaskedRouter:
+    """The training-only router of ``slot_retrieval_loss``, initialised from its own stream; it
+    never reads the precision head it is handed (it pools the asked slots)."""
+    with global_rng_from(init, device):
+        router = OracleMaskedRouter(model.precision_up[spec.msa_layers[0]], spec.model.d_model, spec.msa.router_dim, 1)
+    return router.to(device)
+
+
+def slot_retrieval_loss(
+    router: OracleMaskedRouter, hidden: torch.Tensor, queries: QueryBatch, document_chunks: torch.Tensor,
+    temperature: float,
+) -> torch.Tensor:
+    """MSA's contrastive routing loss of a query made of its asked slots alone: ``hidden`` (B, S, D)
+    enters the routing layer, ``document_chunks`` (B, chunks_per_doc, D) are the chunk-pooled
+    routing-layer states of the batch's documents (row j is the document ``queries.gold[j]``);
+    the positives are the gold document's entity chunks, the negatives every other chunk."""
+    keys = router.project_key(document_chunks).flatten(0, 1)
+    scores = router.pooled_scores(hidden, keys, queries.is_value)
+    same_document = queries.gold[:, None] == queries.gold[None, :]
+    positive = same_document[:, :, None] & queries.positive_chunks[:, None, :]
+    return routing_contrastive_loss(scores, positive.flatten(1), temperature)
+
+
+def backbone_loss(
+    model: PCSHODLM, spec: BackboneSpec, queries: QueryBatch, documents: torch.Tensor, slots: torch.Tensor,
+    router: OracleMaskedRouter | None = None,
+) -> dict[str, torch.Tensor]:
+    """The losses of one batch: ``denoise``, ``energy`` (every layer's head reads the tokens' own
+    prediction errors of this forward pass, ``token_errors``) and, given the training-only
+    ``router``, ``slot_retrieval`` (``documents`` row i is query i's gold document)."""
+    states = document_states(model, documents, spec.msa_layers[-1] + 1)
+    memory = batch_memory(encode_memory(model, spec.msa, states), slots.to(documents.device))
     trace = model.forward_trace(queries.noisy, queries.t, memory)
     errors = token_errors(trace.logits, queries.clean, queries.masked)
     energy = torch.stack([
         precision_energy(*model.precision_up[layer].log_precisions(state.detach(), queries.t), errors)
         for layer, state in enumerate(trace.layer_inputs)
     ]).mean()
-    return denoising_loss(trace.logits, queries.clean, queries.masked), energy
+    losses = {"denoise": denoising_loss(trace.logits, queries.clean, queries.masked), "energy": energy}
+    if router is not None:
+        routing = spec.msa_layers[0]
+        losses["slot_retrieval"] = slot_retrieval_loss(
+            router, trace.layer_inputs[routing], queries, chunk_mean_pool(states[routing], spec.msa.chunk_size),
+            spec.slot_retrieval_temperature,
+        )
+    return losses
+
+
+def total_loss(spec: BackboneSpec, losses: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The objective the backbone minimises (the slot-retrieval term only where it was computed)."""
+    total = losses["denoise"] + spec.energy_weight * losses["energy"]
+    if "slot_retrieval" in losses:
+        total = total + spec.slot_retrieval_weight * losses["slot_retrieval"]
+    return total
 
 
 def train_backbone(spec: BackboneSpec, pool: torch.Tensor, ctx: TrialContext) -> dict[str, Any]:
@@ -156,7 +217,9 @@ def train_backbone(spec: BackboneSpec, pool: torch.Tensor, ctx: TrialContext) ->
     device = ctx.device
     model = build_model(spec, ctx.stream("backbone-init"), device)
     data = ctx.stream("backbone-batches")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.01)
+    router = slot_router(spec, model, ctx.stream("backbone-slot-router"), device) if spec.slot_retrieval_weight > 0 else None
+    trained = [*model.parameters(), *([] if router is None else [*router.q_proj.parameters(), *router.k_proj.parameters()])]
+    optimizer = torch.optim.AdamW(trained, lr=spec.lr, weight_decay=0.01)
     warmup = max(1, spec.steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
 
@@ -165,9 +228,9 @@ def train_backbone(spec: BackboneSpec, pool: torch.Tensor, ctx: TrialContext) ->
         queries = make_queries(spec.layout, pool, gold, spec.max_noise_step, spec.model.n_diffusion_steps, data)
         slots = memory_slots(spec.batch, spec.memory_docs, spec.gold_rate, data)
         # the batch's documents are the gold ones, so slot i is query i's gold document
-        denoise, energy = backbone_loss(model, spec, queries.to(device), pool[gold].to(device), slots)
-        optimizer_step(denoise + spec.energy_weight * energy, optimizer, schedule, clip_norm=1.0)
-        return {"denoise_loss": float(denoise.detach()), "precision_energy": float(energy.detach())}
+        losses = backbone_loss(model, spec, queries.to(device), pool[gold].to(device), slots, router)
+        optimizer_step(total_loss(spec, losses), optimizer, schedule, clip_norm=1.0)
+        return {LOGGED[name]: float(loss.detach()) for name, loss in losses.items()}
 
     ctx.fit(spec.steps, step, name="backbone", log_every=25)
     tokens_per_s = measure_training_throughput(model, spec, ctx.stream("backbone-throughput"), device)
@@ -192,8 +255,7 @@ def measure_training_throughput(
     documents = pool.to(device)
 
     def forward_backward() -> None:
-        denoise, energy = backbone_loss(model, spec, queries, documents, slots)
-        (denoise + spec.energy_weight * energy).backward()
+        total_loss(spec, backbone_loss(model, spec, queries, documents, slots)).backward()
 
     tokens = spec.batch * (spec.layout.query_len + spec.layout.doc_len)
     rate = throughput(forward_backward, tokens, min_run_time=0.1)

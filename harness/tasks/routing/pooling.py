@@ -14,6 +14,7 @@ of weights.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from harness.mechanisms.routing.model import check_hidden
 from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
@@ -62,6 +63,11 @@ class OracleTokenRouter(PrecisionGuidedRouter):
             raise ValueError(f"pool_tokens must be a (B, S) = {tuple(h_q.shape[:2])} mask, got {got}")
         weights = pool_tokens.to(h_q.dtype).unsqueeze(-1)
         return self.q_proj((weights * h_q).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0))
+
+    def pooled_scores(self, h_q: torch.Tensor, keys: torch.Tensor, pool_tokens: torch.Tensor) -> torch.Tensor:
+        """(B, N) cosine between the pooled tokens' routing query and every routing key (N, router_dim)."""
+        query = F.normalize(self.project_query(h_q, pool_tokens=pool_tokens), dim=-1)
+        return query @ F.normalize(keys, dim=-1).T
 
 
 class OracleMaskedRouter(OracleTokenRouter):

@@ -120,8 +120,7 @@ def chunk_scores(
 ) -> torch.Tensor:
     """(B, n_chunks) with the router's own (reference) scoring."""
     if isinstance(router, OracleTokenRouter):
-        query = nn.functional.normalize(router.project_query(hidden, pool_tokens=pool_tokens), dim=-1)
-        return query @ nn.functional.normalize(keys, dim=-1).T
+        return router.pooled_scores(hidden, keys, pool_tokens)
     if isinstance(router, PrecisionGuidedRouter):
         return router.compute_routing_scores(hidden, keys, t=t)
     return router.compute_routing_scores(hidden, keys)

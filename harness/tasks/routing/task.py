@@ -103,6 +103,10 @@ class RoutingParams(TaskParams):
     backbone_docs: int = Field(4096, ge=2)
     energy_weight: float = Field(0.1, ge=0)
     gold_rate: float = Field(0.9, ge=0.0, le=1.0, description="chance the backbone's memory holds the gold document")
+    slot_retrieval_weight: float = Field(
+        0.0, ge=0, description="weight of the backbone's slot-retrieval loss: MSA's contrastive routing loss of a "
+        "training-only router that pools only the asked slots (temperature router_temperature); 0 leaves it out"
+    )
     # router
     router_dim: int = Field(64, ge=1)
     n_router_heads: int = Field(4, ge=1)
@@ -352,6 +356,7 @@ def backbone_spec(params: RoutingParams, layout: Layout) -> BackboneSpec:
         lr=params.backbone_lr, energy_weight=params.energy_weight, gold_rate=params.gold_rate,
         memory_docs=params.top_k,
         pool_docs=params.backbone_docs, max_noise_step=max_noise_step(params),
+        slot_retrieval_weight=params.slot_retrieval_weight, slot_retrieval_temperature=params.router_temperature,
     )
 
 

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from harness.devices import cpu_features
-from harness.store import read_verified, write_checksum
+from harness.store import write_checksum
 
 SOURCE = Path(__file__).with_name("kernels") / "er2_decode.c"
 # -ffp-contract=off: no fused multiply-add where the source has a multiply and an add, so CPUs with and
@@ -79,15 +79,37 @@ def _private_folder() -> Path:
     return folder
 
 
-def _trusted_bytes(library: Path, digest: Path) -> bytes | None:
-    """The library's bytes if it is ours, writable only by us, and hashes to what its build recorded."""
+def _open_trusted(library: Path, digest: Path) -> int | None:
+    """A read-only descriptor of the library, opened without following a link, when the file it names is
+    ours, writable only by us and hashes to what its build recorded; None otherwise.
+
+    The checks are made on the descriptor and the library is loaded through it (``_load``), so what runs is
+    the file that was checked even if a neighbour swaps the path (or a folder above it) in between.
+    """
     try:
-        info = library.lstat()
+        fd = os.open(library, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
-    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        return None
-    return read_verified(library, digest)
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
+        try:
+            recorded = digest.read_text(encoding="utf-8").strip()
+            with open(f"/proc/self/fd/{fd}", "rb") as handle:  # a new open description: fd's offset stays put
+                if hashlib.sha256(handle.read()).hexdigest() == recorded:
+                    return fd
+        except OSError:
+            pass
+    os.close(fd)
+    return None
+
+
+def _load(fd: int) -> ctypes.CDLL:
+    """dlopen the checked file behind ``fd`` through /proc/self/fd, never the library's path.
+
+    The descriptor stays open for the life of the process: the loader matches loaded libraries by name,
+    so a later load through the same number would silently return this library instead of its own file.
+    """
+    return ctypes.CDLL(f"/proc/self/fd/{fd}")
 
 
 @lru_cache(maxsize=1)
@@ -95,7 +117,8 @@ def load_kernel() -> ctypes.CDLL:
     """Build (once per source version, CPU and compiler) and load the kernel library.
 
     The key covers the CPU's model and flags, since ``-march=native`` code may not run on another CPU
-    sharing the folder; a library whose owner, mode or recorded hash does not check out is rebuilt.
+    sharing the folder; a library whose owner, mode or recorded hash does not check out is rebuilt, and
+    the one loaded is the file that was checked (``_open_trusted``).
     """
     compiler = os.environ.get("CC", "cc")
     if shutil.which(compiler) is None:
@@ -104,10 +127,13 @@ def load_kernel() -> ctypes.CDLL:
         source = SOURCE.read_bytes()
     except OSError as error:
         raise KernelUnavailable(f"cannot read the kernel source {SOURCE}: {error}") from error
+    if not Path("/proc/self/fd").is_dir():
+        raise KernelUnavailable("the kernel is loaded through a checked descriptor, which needs /proc/self/fd (Linux)")
     key = hashlib.sha256(source + " ".join((compiler, *FLAGS, cpu_features())).encode()).hexdigest()[:16]
     folder = _private_folder()
     library, digest = folder / f"er2_decode-{key}.so", folder / f"er2_decode-{key}.sha256"
-    if _trusted_bytes(library, digest) is None:
+    fd = _open_trusted(library, digest)
+    if fd is None:
         partial = folder / f"{library.name}.{os.getpid()}.tmp"
         build = subprocess.run([compiler, *FLAGS, "-o", str(partial), str(SOURCE), "-lm"],
                                capture_output=True, text=True)
@@ -117,9 +143,10 @@ def load_kernel() -> ctypes.CDLL:
         partial.chmod(0o700)
         write_checksum(partial, digest)
         os.replace(partial, library)  # atomic: concurrent trials never load a half-written file
-        if _trusted_bytes(library, digest) is None:
+        fd = _open_trusted(library, digest)
+        if fd is None:
             raise KernelUnavailable(f"the kernel library {library} changed while it was installed")
-    kernel = ctypes.CDLL(str(library))
+    kernel = _load(fd)
     kernel.er2_decode_step.argtypes = [ctypes.c_void_p] * 3
     kernel.er2_decode_step.restype = ctypes.c_int
     return kernel
