@@ -56,7 +56,7 @@ def test_routers_never_train_on_the_documents_they_are_evaluated_on(tmp_path: Pa
     monkeypatch.setattr(task_module, "make_queries", spy("eval", task_module.make_queries))
     result = run_single(RoutingTask, {**TINY, "router": "mean_pool", "measure_speed": False}, seed=1,
                         work_root=tmp_path)
-    assert result["status"] == "finished", result["error"]
+    assert result.finished, result.error
     trained, evaluated = _names(seen["router"], 2), _names(seen["eval"], 2)
     assert len(trained) == TINY["backbone_docs"] and len(evaluated) == TINY["bank_size"]
     assert not trained & evaluated
