@@ -61,6 +61,7 @@ from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
 from harness.tracking.history import claim_history
+from harness.tracking.mirror import MlflowMirror
 from harness.tracking.mlflow_tracker import (
     MlflowTracker,
     TrackingError,
@@ -68,7 +69,6 @@ from harness.tracking.mlflow_tracker import (
     default_tracking_uri,
     missing_store,
 )
-from harness.tracking.mirror import MlflowMirror
 from harness.tracking.sqlite_store import confined_tracker, unsafe_path
 
 if TYPE_CHECKING:

@@ -36,6 +36,7 @@ from harness.store import RunFolder, write_json_atomic
 from harness.tasks import UnknownTaskError, load_task
 from harness.terminal import Console
 from harness.tracking.environment import environment, package_lock, task_environment
+from harness.tracking.mirror import ReproductionMirror
 from harness.tracking.mlflow_tracker import (
     MlflowTracker,
     TrackingError,
@@ -43,7 +44,6 @@ from harness.tracking.mlflow_tracker import (
     default_tracking_uri,
     missing_store,
 )
-from harness.tracking.mirror import ReproductionMirror
 from harness.tracking.sqlite_store import confined_tracker
 
 RESULTS_DEFAULT = Path("results")
