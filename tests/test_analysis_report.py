@@ -17,14 +17,14 @@ import pytest
 from click.testing import CliRunner
 from records import make_record
 
-from harness.analysis.claims import evaluate_claims
-from harness.analysis.decisions import analyse
-from harness.analysis.render import render_report, render_verdict_table
-from harness.analysis.report import build_report
-from harness.analysis.results import load_results
-from harness.analysis.stats import minimum_detectable_effect, paired_difference, t_quantile
-from harness.analysis.summary_json import summary
-from harness.analysis.verdicts import evaluate_validity, verdict
+from harness.analysis.decide.claims import evaluate_claims
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.decide.verdicts import evaluate_validity, verdict
+from harness.analysis.present.run_report import build_report
+from harness.analysis.present.summary_json import summary
+from harness.analysis.present.verdict_tables import render_report, render_verdict_table
+from harness.analysis.run_results import load_results
+from harness.analysis.stats.paired_stats import minimum_detectable_effect, paired_difference, t_quantile
 from harness.cli import main
 from harness.store import RunFolder
 
@@ -589,19 +589,19 @@ def test_a_report_folder_linked_outside_the_run_is_never_written_through(tmp_pat
 
 
 def test_a_report_killed_while_drawing_is_not_taken_as_the_stored_one(tmp_path, monkeypatch):
-    from harness.analysis import plots, report
+    from harness.analysis.present import run_plots, run_report
 
     run_dir = write_run(tmp_path, suite_meta(), paired_records())
     build_report(run_dir)
-    assert report.stored_report_text(run_dir) is not None
+    assert run_report.stored_report_text(run_dir) is not None
 
     def killed(spec, path):
-        raise KeyboardInterrupt  # what a SIGKILL mid-plots leaves: some plots, no new text
+        raise KeyboardInterrupt  # what a SIGKILL mid-plots leaves: some run_plots, no new text
 
-    monkeypatch.setattr(plots, "render", killed)
+    monkeypatch.setattr(run_plots, "render", killed)
     with pytest.raises(KeyboardInterrupt):
         build_report(run_dir)
-    assert report.stored_report_text(run_dir) is None  # the next run redraws
+    assert run_report.stored_report_text(run_dir) is None  # the next run redraws
 
 
 def test_report_command_prints_the_verdict_table_for_every_run(tmp_path):

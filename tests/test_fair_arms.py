@@ -9,11 +9,11 @@ from pathlib import Path
 from records import make_record
 
 from harness import api
-from harness.analysis.decisions import analyse
-from harness.analysis.fairness import unequal_budgets
-from harness.analysis.render import render_arm_table, render_report
-from harness.analysis.results import index_results
-from harness.analysis.summary import SuiteSummary, render_summary
+from harness.analysis.decide.fairness import unequal_budgets
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.present.run_summary import SuiteSummary, render_summary
+from harness.analysis.present.verdict_tables import render_arm_table, render_report
+from harness.analysis.run_results import index_results
 
 METRICS = {
     "acc": {"direction": "higher", "unit": "fraction", "kind": "quality", "key": True},

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from records import make_record
 
-from harness.analysis.plots import build_figures
-from harness.analysis.results import index_results
+from harness.analysis.present.run_plots import build_figures
+from harness.analysis.run_results import index_results
 
 ARMS = {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}}
 

@@ -15,12 +15,12 @@ from click.testing import CliRunner
 from records import make_record
 
 from harness import api
-from harness.analysis.claims import PASS, VACUOUS, evaluate_claims
-from harness.analysis.decisions import analyse
-from harness.analysis.premises import FAILS, HOLDS, OPEN, evaluate_premises
-from harness.analysis.results import RunResults, index_results
-from harness.analysis.summary import SuiteSummary, render_summary
-from harness.analysis.summary_json import summary
+from harness.analysis.decide.claims import PASS, VACUOUS, evaluate_claims
+from harness.analysis.decide.premises import FAILS, HOLDS, OPEN, evaluate_premises
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.present.run_summary import SuiteSummary, render_summary
+from harness.analysis.present.summary_json import summary
+from harness.analysis.run_results import RunResults, index_results
 from harness.cli import main
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError

@@ -17,9 +17,9 @@ import scipy.stats
 
 from records import make_record
 
-from harness.analysis.claims import FAIL, FUTILE, PASS, evaluate_claims
-from harness.analysis.results import RunResults, index_results
-from harness.analysis.sequential import (
+from harness.analysis.decide.claims import FAIL, FUTILE, PASS, evaluate_claims
+from harness.analysis.run_results import RunResults, index_results
+from harness.analysis.stats.sequential_design import (
     Design,
     fixed_seeds_for_power,
     nominal_levels,

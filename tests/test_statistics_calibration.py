@@ -17,9 +17,10 @@ import scipy.stats
 
 from records import make_record
 
-from harness.analysis.decisions import analyse
-from harness.analysis.results import index_results
-from harness.analysis.stats import (
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.decide.verdicts import BETTER, WORSE
+from harness.analysis.run_results import index_results
+from harness.analysis.stats.paired_stats import (
     benjamini_hochberg,
     holm_adjust,
     mean_estimate,
@@ -30,7 +31,6 @@ from harness.analysis.stats import (
     t_sf,
     t_test_power,
 )
-from harness.analysis.verdicts import BETTER, WORSE
 
 ALPHA = 0.05
 TESTS = Path(__file__).resolve().parent

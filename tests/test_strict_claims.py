@@ -14,10 +14,10 @@ import scipy.stats
 
 from records import make_record
 
-from harness.analysis.claims import FAIL, INCONCLUSIVE, PASS, evaluate_claims
-from harness.analysis.results import RunResults, index_results
-from harness.analysis.sequential import Design
-from harness.analysis.stats import paired_difference
+from harness.analysis.decide.claims import FAIL, INCONCLUSIVE, PASS, evaluate_claims
+from harness.analysis.run_results import RunResults, index_results
+from harness.analysis.stats.paired_stats import paired_difference
+from harness.analysis.stats.sequential_design import Design
 
 ALPHA = 0.025
 METRICS = {

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from harness.analysis.claims import evaluate_claims
-from harness.analysis.results import load_results
-from harness.analysis.verdicts import UNDETERMINED, evaluate_validity
+from harness.analysis.decide.claims import evaluate_claims
+from harness.analysis.decide.verdicts import UNDETERMINED, evaluate_validity
+from harness.analysis.run_results import load_results
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor, TrialJob
 from harness.execution.trials import Trial, arm_label, expand_trials

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.analysis.results import RunResults, load_results
+from harness.analysis.run_results import RunResults, load_results
 from harness.gating.values import (
     CHECKS,
     CLAIM,

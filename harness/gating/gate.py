@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.analysis.markdown import plain
-from harness.analysis.results import RunResults, load_results
-from harness.analysis.verdicts import contrast_variants
+from harness.analysis.decide.verdicts import contrast_variants
+from harness.analysis.present.markdown_tables import plain
+from harness.analysis.run_results import RunResults, load_results
 from harness.gating.baseline import DEFAULT_BASELINES_DIR, baseline_filename, baseline_trials, load_baseline
 from harness.gating.values import (
     CLAIM,

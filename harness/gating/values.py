@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
-from harness.analysis.claims import evaluate_claims
-from harness.analysis.results import RunResults
-from harness.analysis.stats import mean_estimate
-from harness.analysis.verdicts import contrast_variants
+from harness.analysis.decide.claims import evaluate_claims
+from harness.analysis.decide.verdicts import contrast_variants
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.paired_stats import mean_estimate
 from harness.suite.points import point_label, sweep_points
 
 QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM = "quality", "memory", "speed_ratio", "contrast", "claim"

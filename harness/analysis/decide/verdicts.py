@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from harness.analysis.results import RunResults, metric_order
-from harness.analysis.stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
+from harness.analysis.run_results import RunResults, metric_order
+from harness.analysis.stats.paired_stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
 from harness.metrics import Metric, metric_family
 
 BETTER = "better"

@@ -55,17 +55,17 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from harness.analysis.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
-from harness.analysis.results import ResultsError, RunResults, metric_order
-from harness.analysis.sequential import Design, conditional_power, critical_t, nominal_levels
-from harness.analysis.stats import (
+from harness.analysis.decide.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
+from harness.analysis.decide.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named
+from harness.analysis.run_results import ResultsError, RunResults, metric_order
+from harness.analysis.stats.paired_stats import (
     Interval,
     MeanEstimate,
     holm_adjust,
     mean_estimate,
     minimum_detectable_effect,
 )
-from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named
+from harness.analysis.stats.sequential_design import Design, conditional_power, critical_t, nominal_levels
 from harness.metrics import Metric, metric_family
 from harness.store import SUITE_FILE
 

@@ -13,11 +13,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.analysis.claims import IDENTICAL_ARMS, ClaimResult
-from harness.analysis.decisions import RunAnalysis
-from harness.analysis.markdown import escape, inline, plain, table
-from harness.analysis.numbers import fmt
-from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
+from harness.analysis.decide.claims import IDENTICAL_ARMS, ClaimResult
+from harness.analysis.decide.run_decisions import RunAnalysis
+from harness.analysis.decide.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
+from harness.analysis.present.markdown_tables import escape, inline, plain, table
+from harness.analysis.stats.number_format import fmt
 
 TITLE = "## harness summary"
 SUMMARY_FILE = "summary.md"  # in the results folder, beside the suites

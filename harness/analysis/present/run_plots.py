@@ -33,9 +33,9 @@ from typing import Any, Iterable, Mapping, Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.analysis.results import RunResults
-from harness.analysis.stats import CONFIDENCE, summarize
-from harness.analysis.verdicts import compare, contrast_variants
+from harness.analysis.decide.verdicts import compare, contrast_variants
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.paired_stats import CONFIDENCE, summarize
 from harness.metrics import DetailScatter, ParetoView, metric_family
 from harness.suite.points import point_label
 

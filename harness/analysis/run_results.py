@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.analysis.stats import CONFIDENCE
+from harness.analysis.stats.paired_stats import CONFIDENCE
 from harness.metrics import Metric, metric_family
 from harness.record import TrialRecord, trial_title
 from harness.store import (

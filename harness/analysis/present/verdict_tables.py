@@ -6,14 +6,11 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.analysis.claims import IDENTICAL_ARMS, ClaimResult, claim_alpha
-from harness.analysis.decisions import RunAnalysis
-from harness.analysis.fairness import AT_BOUND_PREFIX
-from harness.analysis.numbers import fmt
-from harness.analysis.premises import PremiseResult
-from harness.analysis.results import RunResults
-from harness.analysis.stats import METHOD, Interval, PairedDifference
-from harness.analysis.verdicts import (
+from harness.analysis.decide.claims import IDENTICAL_ARMS, ClaimResult, claim_alpha
+from harness.analysis.decide.fairness import AT_BOUND_PREFIX
+from harness.analysis.decide.premises import PremiseResult
+from harness.analysis.decide.run_decisions import RunAnalysis
+from harness.analysis.decide.verdicts import (
     BETTER,
     INVALID,
     UNDECLARED,
@@ -22,6 +19,9 @@ from harness.analysis.verdicts import (
     WORSE,
     Validity,
 )
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.number_format import fmt
+from harness.analysis.stats.paired_stats import METHOD, Interval, PairedDifference
 from harness.terminal import format_table, format_value
 
 ARM_TABLE_COLUMNS = 6

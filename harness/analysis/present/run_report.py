@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis.decisions import RunAnalysis, analyse
-from harness.analysis.forest import write_forest_plots
-from harness.analysis.plots import write_plots
-from harness.analysis.render import render_report
-from harness.analysis.results import load_results
-from harness.analysis.summary_json import summary
+from harness.analysis.decide.run_decisions import RunAnalysis, analyse
+from harness.analysis.present.forest_plots import write_forest_plots
+from harness.analysis.present.run_plots import write_plots
+from harness.analysis.present.summary_json import summary
+from harness.analysis.present.verdict_tables import render_report
+from harness.analysis.run_results import load_results
 from harness.store import REPORT_DIR, SUITE_FILE, iter_trial_files, write_json_atomic, write_text_atomic
 
 PLOTS_DIR = "plots"

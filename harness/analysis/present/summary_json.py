@@ -6,11 +6,11 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from harness.analysis.claims import claim_alpha
-from harness.analysis.decisions import RunAnalysis
-from harness.analysis.premises import PremiseResult
-from harness.analysis.results import RunResults
-from harness.analysis.stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
+from harness.analysis.decide.claims import claim_alpha
+from harness.analysis.decide.premises import PremiseResult
+from harness.analysis.decide.run_decisions import RunAnalysis
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.paired_stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
 
 
 def statistics_summary(confidence: float) -> dict[str, Any]:

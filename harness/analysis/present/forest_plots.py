@@ -18,12 +18,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from harness.analysis.claims import ClaimResult
-from harness.analysis.plots import _file_stem, axis_label
-from harness.analysis.verdicts import INFO
+from harness.analysis.decide.claims import ClaimResult
+from harness.analysis.decide.verdicts import INFO
+from harness.analysis.present.run_plots import _file_stem, axis_label
 
 if TYPE_CHECKING:  # report.py draws these plots, so it cannot be imported from here at run time
-    from harness.analysis.decisions import RunAnalysis
+    from harness.analysis.decide.run_decisions import RunAnalysis
 
 FOREST_STEM = "0-forest"  # sorts first among a report's files and a parent run's MLflow artifacts
 COLOURS = {

@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from harness.analysis.numbers import fmt
-from harness.analysis.results import RunResults, metric_order
-from harness.analysis.stats import mean_estimate
-from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, variants_named
+from harness.analysis.decide.verdicts import ContrastVariant, compare, contrast_variants, variants_named
+from harness.analysis.run_results import RunResults, metric_order
+from harness.analysis.stats.number_format import fmt
+from harness.analysis.stats.paired_stats import mean_estimate
 from harness.metrics import Metric, metric_family
 
 HOLDS, FAILS, OPEN = "holds", "fails", "open"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.analysis.decisions import RunAnalysis, analyse
-from harness.analysis.results import ResultsError, RunResults, load_results, metric_order
-from harness.analysis.stats import Interval, paired_difference, welch_difference
+from harness.analysis.decide.run_decisions import RunAnalysis, analyse
+from harness.analysis.run_results import ResultsError, RunResults, load_results, metric_order
+from harness.analysis.stats.paired_stats import Interval, paired_difference, welch_difference
 from harness.store import SUITE_FILE, iter_runs, read_json
 
 PAIRED = "paired"
