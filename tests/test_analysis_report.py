@@ -246,7 +246,7 @@ def test_claims_pass_fail_and_inconclusive(tmp_path):
     ]
     meta, records = with_reference(paired_records(), claims=claims)
     results = load_results(write_run(tmp_path, meta, records))
-    statuses = [(c.claim["metric"], c.claim["test"], c.status) for c in evaluate_claims(results)]
+    statuses = [(c.claim.metric, c.claim.test, c.status) for c in evaluate_claims(results)]
     assert statuses == [
         ("acc", "superior", "pass"),
         ("err", "superior", "fail"),

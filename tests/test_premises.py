@@ -21,6 +21,7 @@ from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.present.run_summary import SuiteSummary, render_summary
 from harness.analysis.present.summary_json import summary
 from harness.analysis.run_results import RunResults, index_results
+from harness.suite.stored import StoredSuite
 from harness.cli import main
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
@@ -68,7 +69,7 @@ def run_results(premises: list[dict[str, Any]], signal: float = 0.95, steps: dic
                    {"contrast": "other-vs-control", "metric": "acc", "test": "superior"}],
         "premises": premises, "metrics": METRICS,
     }
-    return index_results(Path("."), meta, trials)
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
 def by_contrast(results: RunResults) -> dict[tuple[str, str], Any]:

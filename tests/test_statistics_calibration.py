@@ -20,6 +20,7 @@ from records import make_record
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.decide.verdicts import BETTER, WORSE
 from harness.analysis.run_results import index_results
+from harness.suite.stored import StoredSuite
 from harness.analysis.stats.paired_stats import (
     benjamini_hochberg,
     holm_adjust,
@@ -116,7 +117,7 @@ def synthetic_run(seeds: int, replicates: int, effect: float, rng: np.random.Gen
             for arm, shift in (("control", 0.0), ("treat", effect)):
                 trials.append(make_record(f"{arm}-{seed}-{replicate}", arm, seed, point={"replicate": replicate},
                                           metrics={"score": shared + shift + rng.normal()}))
-    return index_results(Path("."), meta, trials)
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
 @pytest.mark.integration  # calibration by simulation

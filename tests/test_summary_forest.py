@@ -158,7 +158,7 @@ def test_metric_names_are_stable_and_valid_mlflow_keys():
 
 def test_claims_and_key_contrasts_are_read_back_from_a_real_store(tmp_path, toy_analysis):
     tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_root=tmp_path / "mlartifacts")
-    meta = toy_analysis.results.meta
+    meta = toy_analysis.results.stored.as_stored()
     run_id = tracker.start_parent(meta, {"git_commit": "0" * 40}, "toy/default test")
     forest = write_forest_plots(toy_analysis, tmp_path / "report")
     tracker.finish_parent(run_id, "FINISHED", parent_metrics(toy_analysis), forest, claim_tags(toy_analysis))

@@ -100,7 +100,7 @@ def estimate_text(claim: ClaimResult) -> str:
     """'+0.03 [+0.01, +0.05]' in the metric's units (a ratio for ratio claims)."""
     if claim.estimate is None:
         return "-"
-    signed = claim.claim["test"] != "ratio"
+    signed = claim.claim.test != "ratio"
     if claim.interval is None:
         return f"{fmt(claim.estimate, signed)} (no CI)"
     low, high = fmt(claim.interval.low, signed), fmt(claim.interval.high, signed)
