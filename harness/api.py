@@ -30,7 +30,7 @@ from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.decide.seed_planning import SeedPlan, family_size, plan_suite
 from harness.analysis.present.claim_history import ClaimPoint, render_history, write_history_plot
 from harness.analysis.present.run_report import RunReport, build_report, stored_report_text
-from harness.analysis.present.run_summary import SUMMARY_FILE, SuiteSummary, render_summary
+from harness.analysis.present.run_summary import SUMMARY_MARKDOWN_FILE, SuiteSummary, render_summary
 from harness.analysis.present.trial_table import FORMATS as EXPORT_FORMATS
 from harness.analysis.present.trial_table import export_frame, write_frame
 from harness.analysis.present.verdict_tables import render_report
@@ -348,9 +348,9 @@ def run(
     if summaries:
         outcome.summary = render_summary(summaries)
         try:
-            write_text_atomic(results / SUMMARY_FILE, outcome.summary)
+            write_text_atomic(results / SUMMARY_MARKDOWN_FILE, outcome.summary)
         except OSError as exc:
-            warn(f"warning: cannot write {results / SUMMARY_FILE} ({exc.strerror or exc})")
+            warn(f"warning: cannot write {results / SUMMARY_MARKDOWN_FILE} ({exc.strerror or exc})")
     return outcome
 
 

@@ -21,7 +21,7 @@ from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.decide.verdicts import evaluate_validity, verdict
 from harness.analysis.present.run_report import build_report
-from harness.analysis.present.summary_json import summary
+from harness.analysis.present.summary_json import summary_document
 from harness.analysis.present.verdict_tables import render_report, render_verdict_table
 from harness.analysis.run_results import load_results
 from harness.analysis.stats.paired_stats import minimum_detectable_effect, paired_difference, t_quantile
@@ -452,7 +452,7 @@ def test_failed_controls_mark_every_verdict_invalid(tmp_path, oracle_delta, rand
     assert "validity: INVALID" in text and f"{culprit} control" in text
     table_rows = render_verdict_table(analysis).splitlines()[4:]
     assert table_rows and all("(INVALID)" in line for line in table_rows if line.startswith("treat-vs-control"))
-    report = summary(analysis, plots=[])
+    report = summary_document(analysis, plots=[])
     assert report["valid"] is False and report["validity"]["problems"]
     assert not any(row["counts"] for row in report["contrasts"])
 
@@ -469,7 +469,7 @@ def test_too_few_pairs_leave_validity_undetermined_and_claims_uncounted(tmp_path
     assert not analysis.validity.claims_count
     text = render_report(analysis)
     assert "validity: UNDETERMINED" in text and "INSUFFICIENT PAIRS (UNDETERMINED)" in text
-    assert not any(c["counts"] for c in summary(analysis, plots=[])["claims"])
+    assert not any(c["counts"] for c in summary_document(analysis, plots=[])["claims"])
 
 
 # --- failed trials ----------------------------------------------------------------------------
@@ -483,7 +483,7 @@ def test_failed_and_unreadable_trials_are_listed_and_excluded(tmp_path):
     analysis = analyse(load_results(run_dir))
     text = render_report(analysis)
     assert "2 failed trial(s)" in text and "NaN loss at step 12" in text and "broken.json" in text
-    report = summary(analysis, plots=[])
+    report = summary_document(analysis, plots=[])
     failed = {(f["arm"], f["seed"], f["error"]) for f in report["failed_trials"]}
     assert ("treat", 2, "NaN loss at step 12") in failed
     acc = next(row for row in report["contrasts"] if row["metric"] == "acc")

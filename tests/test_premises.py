@@ -19,7 +19,7 @@ from harness.analysis.decide.claims import PASS, VACUOUS, evaluate_claims
 from harness.analysis.decide.premises import FAILS, HOLDS, OPEN, evaluate_premises
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.present.run_summary import SuiteSummary, render_summary
-from harness.analysis.present.summary_json import summary
+from harness.analysis.present.summary_json import summary_document
 from harness.analysis.run_results import RunResults, index_results
 from harness.suite.stored import StoredSuite
 from harness.cli import main
@@ -158,7 +158,7 @@ def test_every_report_names_the_premise_that_made_a_claim_vacuous():
     analysis = analyse(run_results([SIGNAL], signal=0.5))
     expected = "VACUOUS (premise signal_present not met"
     assert expected in render_summary([SuiteSummary(analysis)])
-    document = summary(analysis, plots=[])
+    document = summary_document(analysis, plots=[])
     claim = next(c for c in document["claims"] if c["variant"] == "treat-vs-control")
     assert claim["result"] == VACUOUS and claim["result_text"].startswith(expected)
     assert claim["premise"]["name"] == "signal_present" and claim["premise"]["status"] == FAILS

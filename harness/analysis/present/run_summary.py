@@ -20,7 +20,7 @@ from harness.analysis.present.markdown_tables import escape, inline, plain, tabl
 from harness.analysis.stats.number_format import fmt
 
 TITLE = "## harness summary"
-SUMMARY_FILE = "summary.md"  # in the results folder, beside the suites
+SUMMARY_MARKDOWN_FILE = "summary.md"  # in the results folder, beside the suites
 RESULT_ORDER = ("pass", "fail", "inconclusive", "vacuous", "futile", "insufficient pairs")
 CLAIM_HEADER = ("contrast", "metric", "point", "test", "estimate [{confidence:g}% CI]", "result", "seeds")
 

@@ -34,7 +34,7 @@ def statistics_summary(confidence: float) -> dict[str, Any]:
     }
 
 
-def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] = ()) -> dict[str, Any]:
+def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] = ()) -> dict[str, Any]:
     """The machine-readable report: every contrast row (informational ones too), claims, arms."""
     results = analysis.results
     validity = analysis.validity
