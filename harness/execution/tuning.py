@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from harness.analysis.tune_grid import ArmGrid, score_grid, write_grid_plot
+from harness.analysis.decide.tune_grid import ArmGrid, score_grid, write_grid_plot
 from harness.execution.executor import Executor
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.store import write_json_atomic
