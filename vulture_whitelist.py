@@ -8,11 +8,7 @@ _.extra_repr  # torch prints it in a module's repr
 _.kernel_unavailable  # why the fused decode kernel did not build, for whoever inspects a decoder
 ProgressHandle  # the protocol named in a string annotation (services/loop.py)
 
-# suite-file fields a stored suite is read by name (suite.json), never as attributes
-negative
-default_tolerance
-speed_tolerance
-include
+include  # a suite file's key, read by name
 token_names  # the vocab corpus's words, read by the workload tests
 
 # found through the task registry (harness.tasks), never imported by name

@@ -23,20 +23,20 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
-from harness.analysis.claims import evaluate_claims
-from harness.analysis.compare import CompareError, Comparison, load_pair
-from harness.analysis.compare_plot import write_comparison_plot
-from harness.analysis.compare_report import run_label
-from harness.analysis.decisions import RunAnalysis, analyse
-from harness.analysis.export import FORMATS as EXPORT_FORMATS
-from harness.analysis.export import export_frame, write_frame
-from harness.analysis.history import ClaimPoint, render_history, write_history_plot
-from harness.analysis.planning import SeedPlan, family_size, plan_suite
-from harness.analysis.render import render_report
-from harness.analysis.report import RunReport, build_report, stored_report_text
-from harness.analysis.results import ResultsError, load_results
-from harness.analysis.sequential import Design
-from harness.analysis.summary import SUMMARY_FILE, SuiteSummary, render_summary
+from harness.analysis.compare.comparison_plot import write_comparison_plot
+from harness.analysis.compare.comparison_text import run_label
+from harness.analysis.compare.run_comparison import CompareError, Comparison, load_pair
+from harness.analysis.decide.claims import evaluate_claims
+from harness.analysis.decide.run_decisions import RunAnalysis, analyse
+from harness.analysis.decide.seed_planning import SeedPlan, family_size, plan_suite
+from harness.analysis.present.claim_history import ClaimPoint, render_history, write_history_plot
+from harness.analysis.present.run_report import RunReport, build_report, stored_report_text
+from harness.analysis.present.run_summary import SUMMARY_MARKDOWN_FILE, SuiteSummary, render_summary
+from harness.analysis.present.trial_table import FORMATS as EXPORT_FORMATS
+from harness.analysis.present.trial_table import export_frame, write_frame
+from harness.analysis.present.verdict_tables import render_report
+from harness.analysis.run_results import ResultsError, load_results
+from harness.analysis.stats.sequential_design import Design
 from harness.devices import resolve_device
 from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
@@ -355,9 +355,9 @@ def run(
     if summaries:
         outcome.summary = render_summary(summaries)
         try:
-            write_text_atomic(results / SUMMARY_FILE, outcome.summary)
+            write_text_atomic(results / SUMMARY_MARKDOWN_FILE, outcome.summary)
         except OSError as exc:
-            warn(f"warning: cannot write {results / SUMMARY_FILE} ({exc.strerror or exc})")
+            warn(f"warning: cannot write {results / SUMMARY_MARKDOWN_FILE} ({exc.strerror or exc})")
     return outcome
 
 

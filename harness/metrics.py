@@ -35,6 +35,11 @@ def tracking_name(key: str) -> str:
     return key.replace("@", "_at_")
 
 
+def better_sign(direction: str) -> int:
+    """+1 when larger is better ("higher"), -1 when smaller is better ("lower"), 0 when neither."""
+    return {"higher": 1, "lower": -1}.get(direction, 0)
+
+
 def metric_family(key: str) -> str:
     """``nmse@1024`` -> ``nmse``: the declared metric a reported key belongs to."""
     return key.split("@", 1)[0]
@@ -65,7 +70,7 @@ class Metric:
     @property
     def better_sign(self) -> int:
         """+1 when larger is better, -1 when smaller is better, 0 when neither."""
-        return {"higher": 1, "lower": -1}.get(self.direction, 0)
+        return better_sign(self.direction)
 
     def as_stored(self) -> dict[str, Any]:
         """The declaration as suite.json keeps it, under the family's name."""

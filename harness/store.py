@@ -205,19 +205,6 @@ class DesignChanged(ValueError):
     """A run whose design differs from the one a results folder's trials were run under (one line)."""
 
 
-def in_expansion(meta: dict[str, Any]) -> Callable[[TrialRecord], bool]:
-    """Whether a stored trial belongs to the suite's current expansion and seeds: a trial of a changed
-    param, sweep or arm, or of seeds the design does not have, is stale and set aside by every reader
-    (report, gate, plan, reproduce), so a rerun reports what a fresh run would. A folder written before
-    expansions were recorded is read by its seeds alone."""
-    ids = meta.get(EXPANSION_KEY)
-    if isinstance(ids, list):
-        wanted = {i for i in ids if isinstance(i, str)}
-        return lambda record: record.trial_id in wanted
-    seeds = {s for s in meta.get("seeds") or [] if isinstance(s, int)}
-    return lambda record: not seeds or record.seed in seeds
-
-
 def stale_note(count: int, where: Path) -> str:
     """The warning every reader (and the run) gives when stored trials were set aside; '' when none were."""
     if not count:

@@ -17,14 +17,14 @@ import pytest
 from click.testing import CliRunner
 from records import make_record
 
-from harness.analysis.claims import evaluate_claims
-from harness.analysis.decisions import analyse
-from harness.analysis.render import render_report, render_verdict_table
-from harness.analysis.report import build_report
-from harness.analysis.results import load_results
-from harness.analysis.stats import minimum_detectable_effect, paired_difference, t_quantile
-from harness.analysis.summary_json import summary
-from harness.analysis.verdicts import evaluate_validity, verdict
+from harness.analysis.decide.claims import evaluate_claims
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.decide.verdicts import evaluate_validity, verdict
+from harness.analysis.present.run_report import build_report
+from harness.analysis.present.summary_json import summary_document
+from harness.analysis.present.verdict_tables import render_report, render_verdict_table
+from harness.analysis.run_results import load_results
+from harness.analysis.stats.paired_stats import minimum_detectable_effect, paired_difference, t_quantile
 from harness.cli import main
 from harness.store import RunFolder
 
@@ -246,7 +246,7 @@ def test_claims_pass_fail_and_inconclusive(tmp_path):
     ]
     meta, records = with_reference(paired_records(), claims=claims)
     results = load_results(write_run(tmp_path, meta, records))
-    statuses = [(c.claim["metric"], c.claim["test"], c.status) for c in evaluate_claims(results)]
+    statuses = [(c.claim.metric, c.claim.test, c.status) for c in evaluate_claims(results)]
     assert statuses == [
         ("acc", "superior", "pass"),
         ("err", "superior", "fail"),
@@ -452,7 +452,7 @@ def test_failed_controls_mark_every_verdict_invalid(tmp_path, oracle_delta, rand
     assert "validity: INVALID" in text and f"{culprit} control" in text
     table_rows = render_verdict_table(analysis).splitlines()[4:]
     assert table_rows and all("(INVALID)" in line for line in table_rows if line.startswith("treat-vs-control"))
-    report = summary(analysis, plots=[])
+    report = summary_document(analysis, plots=[])
     assert report["valid"] is False and report["validity"]["problems"]
     assert not any(row["counts"] for row in report["contrasts"])
 
@@ -469,7 +469,7 @@ def test_too_few_pairs_leave_validity_undetermined_and_claims_uncounted(tmp_path
     assert not analysis.validity.claims_count
     text = render_report(analysis)
     assert "validity: UNDETERMINED" in text and "INSUFFICIENT PAIRS (UNDETERMINED)" in text
-    assert not any(c["counts"] for c in summary(analysis, plots=[])["claims"])
+    assert not any(c["counts"] for c in summary_document(analysis, plots=[])["claims"])
 
 
 # --- failed trials ----------------------------------------------------------------------------
@@ -483,7 +483,7 @@ def test_failed_and_unreadable_trials_are_listed_and_excluded(tmp_path):
     analysis = analyse(load_results(run_dir))
     text = render_report(analysis)
     assert "2 failed trial(s)" in text and "NaN loss at step 12" in text and "broken.json" in text
-    report = summary(analysis, plots=[])
+    report = summary_document(analysis, plots=[])
     failed = {(f["arm"], f["seed"], f["error"]) for f in report["failed_trials"]}
     assert ("treat", 2, "NaN loss at step 12") in failed
     acc = next(row for row in report["contrasts"] if row["metric"] == "acc")
@@ -589,19 +589,19 @@ def test_a_report_folder_linked_outside_the_run_is_never_written_through(tmp_pat
 
 
 def test_a_report_killed_while_drawing_is_not_taken_as_the_stored_one(tmp_path, monkeypatch):
-    from harness.analysis import plots, report
+    from harness.analysis.present import run_plots, run_report
 
     run_dir = write_run(tmp_path, suite_meta(), paired_records())
     build_report(run_dir)
-    assert report.stored_report_text(run_dir) is not None
+    assert run_report.stored_report_text(run_dir) is not None
 
     def killed(spec, path):
-        raise KeyboardInterrupt  # what a SIGKILL mid-plots leaves: some plots, no new text
+        raise KeyboardInterrupt  # what a SIGKILL mid-plots leaves: some run_plots, no new text
 
-    monkeypatch.setattr(plots, "render", killed)
+    monkeypatch.setattr(run_plots, "render", killed)
     with pytest.raises(KeyboardInterrupt):
         build_report(run_dir)
-    assert report.stored_report_text(run_dir) is None  # the next run redraws
+    assert run_report.stored_report_text(run_dir) is None  # the next run redraws
 
 
 def test_report_command_prints_the_verdict_table_for_every_run(tmp_path):

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from records import make_record
 
 from harness import api
-from harness.analysis.stats import paired_difference, t_quantile, welch_difference
+from harness.analysis.stats.paired_stats import paired_difference, t_quantile, welch_difference
 from harness.cli import main
 from harness.store import RunFolder
 

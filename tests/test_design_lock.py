@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness import api
-from harness.analysis.results import load_results
+from harness.analysis.run_results import load_results
 from harness.cli import main
 from harness.reproduction.sources import load_path
 from harness.store import SUITE_FILE, RunFolder, design_of

@@ -10,11 +10,11 @@ import pytest
 import torch
 from scipy.stats import false_discovery_control
 
-from harness.analysis.decisions import analyse
-from harness.analysis.results import load_results
-from harness.analysis.stats import benjamini_hochberg
-from harness.analysis.summary import SuiteSummary, render_summary
-from harness.analysis.verdicts import UNDETERMINED
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.decide.verdicts import UNDETERMINED
+from harness.analysis.present.run_summary import SuiteSummary, render_summary
+from harness.analysis.run_results import load_results
+from harness.analysis.stats.paired_stats import benjamini_hochberg
 from harness.services.seeding import torch_stream
 from harness.tasks.routing.backbone import Backbone, build_model
 from harness.tasks.routing.pooling import pooling_weights

@@ -9,11 +9,12 @@ from pathlib import Path
 from records import make_record
 
 from harness import api
-from harness.analysis.decisions import analyse
-from harness.analysis.fairness import unequal_budgets
-from harness.analysis.render import render_arm_table, render_report
-from harness.analysis.results import index_results
-from harness.analysis.summary import SuiteSummary, render_summary
+from harness.analysis.decide.fairness import unequal_budgets
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.present.run_summary import SuiteSummary, render_summary
+from harness.analysis.present.verdict_tables import render_arm_table, render_report
+from harness.analysis.run_results import index_results
+from harness.suite.stored import StoredSuite
 
 METRICS = {
     "acc": {"direction": "higher", "unit": "fraction", "kind": "quality", "key": True},
@@ -32,7 +33,7 @@ def results(steps: dict[str, list[float]], at_bound: float = 0.0):
     meta = {"suite": "fair", "profile": "default", "seeds": [0, 1, 2], "sweep": {}, "metrics": METRICS,
             "arms": {"raw": {"labels": ["raw"]}, "compressed": {"labels": ["compressed"]}},
             "contrasts": [{"treatment": "compressed", "control": "raw"}], "claims": []}
-    return index_results(Path("."), meta, trials)
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
 def test_equal_budgets_raise_no_flag():

@@ -13,11 +13,11 @@ from xml.etree import ElementTree
 import pytest
 from click.testing import CliRunner
 
-from harness.analysis.markdown import inline, plain
+from harness.analysis.present.markdown_tables import inline, plain
 from harness.cli import main
 from harness.cli.outputs import append_step_summary, output_problem
 from harness.gating.gate import GateCheck, GateResult
-from harness.gating.report import junit_xml, render_markdown
+from harness.gating.gate_report import junit_xml, render_markdown
 from harness.metrics import metric_key_problem, tracking_name
 from test_hostile_input import TOY, refused, write
 

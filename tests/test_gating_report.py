@@ -88,7 +88,7 @@ def test_junit_to_an_unwritable_path_is_one_line_before_gating(tmp_path, baselin
 
 def test_a_value_that_moved_by_float_rounding_alone_is_not_a_row():
     from harness.gating.gate import GateCheck
-    from harness.gating.report import moved
+    from harness.gating.gate_report import moved
 
     rounded = GateCheck("quality", "split", "", "acc1", 0.912689, 0.912689 - 1.11e-16, True, "mean")
     real = GateCheck("quality", "split", "", "acc1", 0.912689, 0.9126, True, "mean")

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from records import make_record
 
-from harness.analysis.plots import build_figures
-from harness.analysis.results import index_results
+from harness.analysis.present.run_plots import build_figures
+from harness.analysis.run_results import index_results
+from harness.suite.stored import StoredSuite
 
 ARMS = {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}}
 
@@ -22,7 +23,7 @@ def _results(metrics: dict, **meta_extra):
             values |= {f"kv_cache_bytes@{t}": 64.0 * t for t in (32, 64, 128)} | {"state_bytes": 900.0 + seed}
             records.append(make_record(f"{arm}-{seed}", arm, seed, metrics=values,
                                        details={"pairs": {"a": [1.0, 2.0, 3.0], "b": [0.5, 0.1, lift]}}))
-    return index_results(Path("unused"), meta, records)
+    return index_results(Path("unused"), StoredSuite.from_stored(meta), records)
 
 
 def _by_name(results) -> dict:

@@ -15,12 +15,13 @@ from click.testing import CliRunner
 from records import make_record
 
 from harness import api
-from harness.analysis.claims import PASS, VACUOUS, evaluate_claims
-from harness.analysis.decisions import analyse
-from harness.analysis.premises import FAILS, HOLDS, OPEN, evaluate_premises
-from harness.analysis.results import RunResults, index_results
-from harness.analysis.summary import SuiteSummary, render_summary
-from harness.analysis.summary_json import summary
+from harness.analysis.decide.claims import PASS, VACUOUS, evaluate_claims
+from harness.analysis.decide.premises import FAILS, HOLDS, OPEN, evaluate_premises
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.present.run_summary import SuiteSummary, render_summary
+from harness.analysis.present.summary_json import summary_document
+from harness.analysis.run_results import RunResults, index_results
+from harness.suite.stored import StoredSuite
 from harness.cli import main
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
@@ -68,7 +69,7 @@ def run_results(premises: list[dict[str, Any]], signal: float = 0.95, steps: dic
                    {"contrast": "other-vs-control", "metric": "acc", "test": "superior"}],
         "premises": premises, "metrics": METRICS,
     }
-    return index_results(Path("."), meta, trials)
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
 def by_contrast(results: RunResults) -> dict[tuple[str, str], Any]:
@@ -157,7 +158,7 @@ def test_every_report_names_the_premise_that_made_a_claim_vacuous():
     analysis = analyse(run_results([SIGNAL], signal=0.5))
     expected = "VACUOUS (premise signal_present not met"
     assert expected in render_summary([SuiteSummary(analysis)])
-    document = summary(analysis, plots=[])
+    document = summary_document(analysis, plots=[])
     claim = next(c for c in document["claims"] if c["variant"] == "treat-vs-control")
     assert claim["result"] == VACUOUS and claim["result_text"].startswith(expected)
     assert claim["premise"]["name"] == "signal_present" and claim["premise"]["status"] == FAILS

@@ -17,9 +17,10 @@ import scipy.stats
 
 from records import make_record
 
-from harness.analysis.claims import FAIL, FUTILE, PASS, evaluate_claims
-from harness.analysis.results import RunResults, index_results
-from harness.analysis.sequential import (
+from harness.analysis.decide.claims import FAIL, FUTILE, PASS, evaluate_claims
+from harness.analysis.run_results import RunResults, index_results
+from harness.suite.stored import StoredSuite
+from harness.analysis.stats.sequential_design import (
     Design,
     fixed_seeds_for_power,
     nominal_levels,
@@ -50,7 +51,7 @@ def sequential_run(differences: np.ndarray, design: Design) -> RunResults:
     for seed, difference in enumerate(differences):
         for arm, value in (("control", 10.0 + seed), ("treat", 10.0 + seed + difference)):
             trials.append(make_record(f"{arm}-{seed}", arm, seed, metrics={"score": float(value)}))
-    return index_results(Path("."), meta, trials)
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
 def decide(paths: np.ndarray, design: Design) -> list:
@@ -161,7 +162,7 @@ def test_plan_reads_each_claims_effect_from_a_pilot_run(tmp_path):
     differences = np.array([1.0, 1.5, 0.5, 1.2, 0.8])
     results = sequential_run(differences, Design(5, 5))
     folder = RunFolder(tmp_path / "pilot", "seq", "default")
-    folder.save_suite({**results.meta, "sequential": None})
+    folder.save_suite({**results.stored.as_stored(), "sequential": None})
     for trial in results.finished:
         folder.save_trial(dataclasses.replace(trial, suite="seq", profile="default"))
     suite = tmp_path / "seq.yaml"
@@ -199,7 +200,7 @@ def test_a_vacuous_claim_whose_reference_becomes_established_is_decided_normally
         for arm, value in (("control", control), ("treat", control + closeness[seed]),
                            ("weak", control - reference[seed])):
             trials.append(make_record(f"{arm}-{seed}", arm, seed, metrics={"score": value}))
-    results = index_results(Path("."), meta, trials)
+    results = index_results(Path("."), StoredSuite.from_stored(meta), trials)
     (at_first_look,) = evaluate_claims(results.first_seeds(FIRST))
     assert at_first_look.status == "vacuous"
     (claim,) = evaluate_claims(results)

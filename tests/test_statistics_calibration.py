@@ -17,9 +17,11 @@ import scipy.stats
 
 from records import make_record
 
-from harness.analysis.decisions import analyse
-from harness.analysis.results import index_results
-from harness.analysis.stats import (
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.decide.verdicts import BETTER, WORSE
+from harness.analysis.run_results import index_results
+from harness.suite.stored import StoredSuite
+from harness.analysis.stats.paired_stats import (
     benjamini_hochberg,
     holm_adjust,
     mean_estimate,
@@ -30,7 +32,6 @@ from harness.analysis.stats import (
     t_sf,
     t_test_power,
 )
-from harness.analysis.verdicts import BETTER, WORSE
 
 ALPHA = 0.05
 TESTS = Path(__file__).resolve().parent
@@ -116,7 +117,7 @@ def synthetic_run(seeds: int, replicates: int, effect: float, rng: np.random.Gen
             for arm, shift in (("control", 0.0), ("treat", effect)):
                 trials.append(make_record(f"{arm}-{seed}-{replicate}", arm, seed, point={"replicate": replicate},
                                           metrics={"score": shared + shift + rng.normal()}))
-    return index_results(Path("."), meta, trials)
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
 @pytest.mark.integration  # calibration by simulation

@@ -14,10 +14,11 @@ import scipy.stats
 
 from records import make_record
 
-from harness.analysis.claims import FAIL, INCONCLUSIVE, PASS, evaluate_claims
-from harness.analysis.results import RunResults, index_results
-from harness.analysis.sequential import Design
-from harness.analysis.stats import paired_difference
+from harness.analysis.decide.claims import FAIL, INCONCLUSIVE, PASS, evaluate_claims
+from harness.analysis.run_results import RunResults, index_results
+from harness.suite.stored import StoredSuite
+from harness.analysis.stats.paired_stats import paired_difference
+from harness.analysis.stats.sequential_design import Design
 
 ALPHA = 0.025
 METRICS = {
@@ -42,7 +43,7 @@ def two_arm_run(control: dict[str, list[float]], treat: dict[str, list[float]], 
             "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
             "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
             "claims": claims, "sequential": sequential, "premises": premises or []}
-    return index_results(Path("."), meta, trials)
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
 def claim(metric: str, test: str = "superior", **extra: Any) -> dict[str, Any]:

@@ -13,13 +13,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from harness.analysis.decisions import analyse
-from harness.analysis.forest import COLOURS, forest_figure, forest_panels, write_forest_plots
-from harness.analysis.plots import build_figures
-from harness.analysis.render import render_report
-from harness.analysis.report import build_report
-from harness.analysis.results import load_results
-from harness.analysis.summary import SuiteSummary, render_summary
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.present.forest_plots import COLOURS, forest_figure, forest_panels, write_forest_plots
+from harness.analysis.present.run_plots import build_figures
+from harness.analysis.present.run_report import build_report
+from harness.analysis.present.run_summary import SuiteSummary, render_summary
+from harness.analysis.present.verdict_tables import render_report
+from harness.analysis.run_results import load_results
 from harness.cli import main
 from harness.execution.runner import suite_metadata
 from harness.execution.trials import expand_trials
@@ -158,7 +158,7 @@ def test_metric_names_are_stable_and_valid_mlflow_keys():
 
 def test_claims_and_key_contrasts_are_read_back_from_a_real_store(tmp_path, toy_analysis):
     tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_root=tmp_path / "mlartifacts")
-    meta = toy_analysis.results.meta
+    meta = toy_analysis.results.stored.as_stored()
     run_id = tracker.start_parent(meta, {"git_commit": "0" * 40}, "toy/default test")
     forest = write_forest_plots(toy_analysis, tmp_path / "report")
     tracker.finish_parent(run_id, "FINISHED", parent_metrics(toy_analysis), forest, claim_tags(toy_analysis))

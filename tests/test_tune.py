@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from records import make_record
 
-from harness.analysis.tune_grid import score_grid
+from harness.analysis.decide.tune_grid import score_grid
 from harness.execution.trials import expand_trials
 from harness.record import Status, TrialRecord
 from harness.store import write_json_atomic

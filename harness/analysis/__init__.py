@@ -1,3 +1,7 @@
 """From stored trial results to decisions: paired contrasts, verdicts, claims, plots, report.
 
-Nothing is imported here, so that reading results (``analysis.results``) does not load matplotlib."""
+``run_results`` reads a results folder (every subpackage's input); ``stats`` holds the paired
+statistics and the sequential design, ``decide`` what a run's results decide (verdicts, claims,
+premises, validity, the seed plan), ``present`` how they are shown (tables, plots, the report, the
+summaries, the export), ``compare`` two runs of one suite side by side. Nothing is imported here,
+so that reading results does not load matplotlib."""

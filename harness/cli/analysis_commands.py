@@ -14,7 +14,7 @@ import click
 from harness import api
 from harness.cli.outputs import append_step_summary, output_problem, write_output
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
-from harness.gating.report import junit_xml, render_markdown
+from harness.gating.gate_report import junit_xml, render_markdown
 
 USAGE_ERROR = 2
 REGRESSION = 1

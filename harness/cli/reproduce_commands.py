@@ -48,7 +48,7 @@ def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, 
     harness.reproduction_of = the original run id.
     """
     from harness import api
-    from harness.reproduction.report import render_outcome, render_plan
+    from harness.reproduction.reproduction_text import render_outcome, render_plan
     from harness.reproduction.reproduce import regressed
 
     try:
@@ -82,7 +82,7 @@ def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: boo
     the same seeds, else Welch). Exit 1 when a primary claim's result changed.
     """
     from harness import api
-    from harness.analysis.compare_report import render_comparison
+    from harness.analysis.compare.comparison_text import render_comparison
 
     try:
         written = api.compare(results_a, results_b, out)

@@ -130,7 +130,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         executor_name, workers, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
     from harness import api
-    from harness.analysis.render import render_arm_table
+    from harness.analysis.present.verdict_tables import render_arm_table
     from harness.cli.outputs import append_step_summary
     from harness.devices import device_name
     from harness.terminal import Console

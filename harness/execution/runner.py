@@ -14,9 +14,9 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from harness.analysis.claims import evaluate_claims
-from harness.analysis.results import load_results
-from harness.analysis.verdicts import UNDETERMINED, evaluate_validity
+from harness.analysis.decide.claims import evaluate_claims
+from harness.analysis.decide.verdicts import UNDETERMINED, evaluate_validity
+from harness.analysis.run_results import load_results
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.loop import JobSettings, run_trials
@@ -26,6 +26,7 @@ from harness.record import TrialRecord
 from harness.store import EXPANSION_KEY, REPORT_DIR, RunFolder, clean_stray_tmp, stale_note
 from harness.suite.model import Suite
 from harness.suite.points import sweep_points
+from harness.suite.stored import SCHEMA_VERSION
 from harness.tasks import Task
 from harness.terminal import Console
 from harness.tracking.environment import environment, save_diff, task_environment
@@ -57,7 +58,7 @@ def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
             "labels": [arm_label(arm, p) for p in sweep_points(arm.sweep)],
         }
     meta = suite.describe()
-    meta.update(schema=1, arms=arms, design=suite.locked_design(), **task_declarations(suite.task),
+    meta.update(schema=SCHEMA_VERSION, arms=arms, design=suite.locked_design(), **task_declarations(suite.task),
                 **device_description(device))
     meta[EXPANSION_KEY] = [t.trial_id for t in expand_trials(suite)]
     return meta

@@ -6,7 +6,8 @@ What is compared, and how, follows what is stable across runs of the same code:
   SPREAD_Z standard errors of the difference between the baseline's and this run's means, the
   standard errors measured over seeds and stored with the baseline; with one seed there is no
   spread, and the suite's tolerance applies (``gate.tolerances`` by key or family, else
-  ``gate.default_tolerance``), absolute, in the metric's unit; improvements always pass;
+  ``gate.default_tolerance``; defaults in ``suite.schema.GateSpec``), absolute, in the metric's unit;
+  improvements always pass;
 - claims: each claim's result (pass, fail, inconclusive, ...) must not change; a claim on a speed
   metric is gated only where speed is, and where it is not, speed claims also leave the Holm family
   of the claims the gate reads (else timing noise moves their adjusted p-values, and their results);
@@ -14,7 +15,7 @@ What is compared, and how, follows what is stable across runs of the same code:
 - speed metrics: never absolute (timings move with machine load), only as the ratio of a
   contrast's treatment mean to its control's mean measured in the same run, allowed to worsen by
   a relative tolerance (the suite's tolerance when it names the key or family, else the suite's
-  ``gate.speed_tolerance``, else ``SPEED_RATIO_TOLERANCE``); a profile whose timings are too small
+  ``gate.speed_tolerance``); a profile whose timings are too small
   to mean anything (smoke) sets ``gate.speed: false`` and its speed ratios are not gated; neither
   are those of a run whose trials ran concurrently (Ray), in the baseline or in the gated run.
 A baseline belongs to one suite, profile, device class, seed set and sweep: gating across them
@@ -31,6 +32,6 @@ from the run's, the gate names the differences as a possible cause instead of le
 suspect the code.
 
 Modules: ``values`` (what is gated, measured the same way in a baseline and in a run), ``baseline``
-(the committed file: save, load, check), ``gate`` (a run against its baseline), ``report`` (the gate's
+(the committed file: save, load, check), ``gate`` (a run against its baseline), ``gate_report`` (the gate's
 result as Markdown and JUnit for CI).
 """

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.analysis.results import RunResults, load_results
+from harness.analysis.run_results import RunResults, load_results
 from harness.gating.values import (
     CHECKS,
     CLAIM,
@@ -44,11 +44,11 @@ def make_baseline(results: RunResults) -> dict[str, Any]:
         "suite": results.suite,
         "profile": results.profile,
         "device_class": results.device_class,
-        "device_name": results.meta.get("device_name"),
-        "task": results.meta.get("task"),
-        "task_version": results.meta.get("task_version"),
-        "seeds": results.meta.get("seeds"),
-        "sweep": results.meta.get("sweep") or {},
+        "device_name": results.stored.device_name,
+        "task": results.stored.task,
+        "task_version": results.stored.task_version,
+        "seeds": results.seeds,
+        "sweep": dict(results.stored.sweep),
         "trials": [{"arm": label, "point": point, "seed": seed} for label, point, seed in declared_trials(results)],
         "git_commit": next((e["git_commit"] for e in environments if e.get("git_commit")), None),
         "environment": numeric_environment(results),

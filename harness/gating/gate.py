@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.analysis.markdown import plain
-from harness.analysis.results import RunResults, load_results
-from harness.analysis.verdicts import contrast_variants
+from harness.analysis.decide.verdicts import contrast_variants
+from harness.analysis.present.markdown_tables import plain
+from harness.analysis.run_results import RunResults, load_results
 from harness.gating.baseline import DEFAULT_BASELINES_DIR, baseline_filename, baseline_trials, load_baseline
 from harness.gating.values import (
     CLAIM,
@@ -31,9 +31,9 @@ from harness.gating.values import (
     trial_name,
     value_identity,
 )
-from harness.metrics import metric_family
+from harness.metrics import better_sign, metric_family
+from harness.suite.schema import GateSpec
 
-SPEED_RATIO_TOLERANCE = 0.25
 SPREAD_Z = 3.0  # a worsening beyond 3 standard errors of the difference of two means is not seed noise
 
 
@@ -137,7 +137,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     baseline = load_baseline(path)
     _refuse_mismatch(baseline, results, path)
     _refuse_other_task_version(baseline, results, path)
-    tolerances = results.meta.get("gate") or {}
+    tolerances = results.stored.gate
     speed = speed_gated(results)
     stored = {value_identity(e): e for e in baseline["values"]}
     not_gated = {identity for identity, e in stored.items() if not speed and _speed_value(results, e)}
@@ -240,7 +240,7 @@ def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Pat
         "seeds": sorted(baseline["seeds"]),
     }
     if "sweep" in baseline:  # baselines written before the sweep was recorded name their points in values
-        ours["sweep"], theirs["sweep"] = results.meta.get("sweep") or {}, baseline["sweep"]
+        ours["sweep"], theirs["sweep"] = dict(results.stored.sweep), baseline["sweep"]
     differing = [f"{k} {theirs[k]!r} vs {ours[k]!r}" for k in ours if theirs[k] != ours[k]]
     if differing:
         raise GateError(
@@ -251,7 +251,7 @@ def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Pat
 
 def _refuse_other_task_version(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
     """A task's version changes when its metrics change meaning: its old values are no yardstick."""
-    theirs, ours = baseline.get("task_version"), results.meta.get("task_version")
+    theirs, ours = baseline.get("task_version"), results.stored.task_version
     if theirs is not None and str(theirs) != str(ours):
         raise GateError(
             f"refusing to gate: baseline {path} was saved with task {baseline.get('task')!r} version {theirs}, these "
@@ -259,10 +259,10 @@ def _refuse_other_task_version(baseline: Mapping[str, Any], results: RunResults,
         )
 
 
-def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str, Any],
+def _check(reference: Mapping[str, Any], current: float, tolerances: GateSpec,
            current_spread: float | None = None) -> GateCheck:
     check, key, value = reference["check"], reference["metric"], float(reference["value"])
-    sign = {"higher": 1, "lower": -1}.get(reference.get("direction", ""), 0)
+    sign = better_sign(reference.get("direction", ""))
     if check == MEMORY:
         passed, rule = current == value, "must be equal"
     elif check in (QUALITY, CONTRAST):
@@ -273,7 +273,7 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str
             tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), round_off(value))
             source = f"{SPREAD_Z:g} standard errors over seeds"
         else:
-            tolerance = _tolerance(tolerances, key, float(tolerances.get("default_tolerance", 0.05)))
+            tolerance = _tolerance(tolerances, key, tolerances.default_tolerance)
             source = "the suite's tolerance (one seed: no spread)"
         passed = sign * (current - value) >= -tolerance
         rule = f"{what}, {reference['direction']} is better, may worsen by {tolerance:.3g} = {source}"
@@ -284,7 +284,7 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: Mapping[str
             rule = (f"{what}, baseline sure of its sign: must keep it and move by at most {tolerance:.3g} "
                     f"either way = {source}")
     else:
-        tolerance = _tolerance(tolerances, key, float(tolerances.get("speed_tolerance", SPEED_RATIO_TOLERANCE)))
+        tolerance = _tolerance(tolerances, key, tolerances.speed_tolerance)
         # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
         passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
         rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
@@ -311,8 +311,8 @@ def round_off(value: float) -> float:
     return 1e-9 * max(1.0, abs(value))
 
 
-def _tolerance(tolerances: Mapping[str, Any], key: str, default: float) -> float:
-    named = tolerances.get("tolerances") or {}
+def _tolerance(tolerances: GateSpec, key: str, default: float) -> float:
+    named = tolerances.tolerances
     if key in named:
         return float(named[key])
     return float(named.get(metric_family(key), default))

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
-from harness.analysis.claims import evaluate_claims
-from harness.analysis.results import RunResults
-from harness.analysis.stats import mean_estimate
-from harness.analysis.verdicts import contrast_variants
+from harness.analysis.decide.claims import evaluate_claims
+from harness.analysis.decide.verdicts import contrast_variants
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.paired_stats import mean_estimate
 from harness.suite.points import point_label, sweep_points
 
 QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM = "quality", "memory", "speed_ratio", "contrast", "claim"
@@ -61,7 +61,7 @@ def paired_differences(results: RunResults, treatment: str, control: str, point:
 
 def speed_gated(results: RunResults) -> bool:
     """Whether this run's timings are gated: the profile asks for it and no trials ran concurrently."""
-    return bool((results.meta.get("gate") or {}).get("speed", True)) and not results.speed_under_load
+    return results.stored.gate.speed and not results.speed_under_load
 
 
 def baseline_values(results: RunResults) -> list[dict[str, Any]]:
@@ -120,10 +120,8 @@ def speed_ratio(results: RunResults, treatment: str, control: str, point: str, k
 
 def declared_trials(results: RunResults) -> list[TrialKey]:
     """Every trial the run's suite.json declares: arm label x sweep point x seed."""
-    labels: list[str] = []
-    for name, entry in (results.meta.get("arms") or {}).items():
-        labels.extend((entry or {}).get("labels") or [name])
-    points = [point_label(p) for p in sweep_points(results.meta.get("sweep") or {})]
+    labels = results.stored.arm_labels()
+    points = [point_label(p) for p in sweep_points(results.stored.sweep)]
     return [(label, point, seed) for seed in results.seeds for point in points for label in labels]
 
 

@@ -17,19 +17,14 @@ from typing import Any, Callable
 import torch
 from pydantic import ValidationError
 
-from harness.analysis.differences import (
-    Difference,
-    MetricComparison,
-    compare_metrics,
-    environment_differences,
-    package_differences,
-)
+from harness.analysis.compare.environment_diff import Difference, environment_differences, package_differences
 from harness.devices import device_class, resolve_device
 from harness.execution.executor import SerialExecutor
 from harness.execution.loop import JobSettings, run_trials
 from harness.execution.runner import device_description, task_declarations
 from harness.execution.trials import Trial
 from harness.record import TrialRecord
+from harness.reproduction.metric_checks import MetricComparison, compare_metrics
 from harness.reproduction.mlflow_source import check_store, load_run, looks_like_run_id, parents_of
 from harness.reproduction.sources import Original, ReproduceError, load_path
 from harness.store import RunFolder, write_json_atomic

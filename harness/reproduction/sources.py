@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import RecordError, TrialRecord, from_json
-from harness.store import SUITE_FILE, TRIALS_DIR, in_expansion, iter_runs, iter_trial_files, read_json
+from harness.store import SUITE_FILE, TRIALS_DIR, iter_runs, iter_trial_files, read_json
+from harness.suite.stored import StoredSuite, StoredSuiteError
 from harness.tracking.mlflow_tracker import marker_path
 
 
@@ -77,11 +78,12 @@ def load_path(path: Path) -> Original:
     if not files:
         raise ReproduceError(f"{run_dir}: no trial records under {TRIALS_DIR}/")
     meta = _read(run_dir / SUITE_FILE)
-    if not isinstance(meta, dict):
-        raise ReproduceError(f"{run_dir / SUITE_FILE}: not a suite record")
+    try:
+        suite = StoredSuite.read(run_dir / SUITE_FILE, meta)
+    except StoredSuiteError as exc:
+        raise ReproduceError(str(exc)) from None
     stored = [check_record(_read(p), str(p)) for p in files]
-    belongs = in_expansion(meta)
-    records = sorted((r for r in stored if belongs(r)), key=_run_order)
+    records = sorted((r for r in stored if suite.includes(r.trial_id, r.seed)), key=_run_order)
     if not records:
         raise ReproduceError(f"{run_dir}: none of its {len(stored)} trial record(s) is of the suite's expansion and seeds")
     suites = {(r.suite, r.profile) for r in records}

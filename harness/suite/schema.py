@@ -101,7 +101,7 @@ class ClaimSpec(Strict):
 
 class SequentialSpec(Strict):
     """Look after the suite's seeds and after every ``batch`` more, up to ``max_seeds``, stopping once
-    every claim is decided (group-sequential design; harness/analysis/sequential.py)."""
+    every claim is decided (group-sequential design; harness/analysis/stats/sequential_design.py)."""
 
     max_seeds: int = Field(ge=2, le=1000)
     batch: int = Field(1, ge=1)
@@ -119,7 +119,7 @@ class ValiditySpec(Strict):
 class PremiseSpec(Strict):
     """A fact about the testbed the claims rely on (the mechanism's regime is present, the arms got
     equal budgets): a bound on one arm's metric or on a contrast's paired difference, checked at
-    every sweep point before the claims it names can be read (harness/analysis/premises.py)."""
+    every sweep point before the claims it names can be read (harness/analysis/decide/premises.py)."""
 
     name: str
     arm: str | None = None

@@ -25,12 +25,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from harness.analysis.stats import METHOD
-from harness.analysis.verdicts import INFO
+from harness.analysis.decide.verdicts import INFO
+from harness.analysis.stats.paired_stats import METHOD
 from harness.tracking.mlflow_tracker import mlflow_key
 
 if TYPE_CHECKING:
-    from harness.analysis.decisions import RunAnalysis
+    from harness.analysis.decide.run_decisions import RunAnalysis
 
 CLAIM_PREFIX = "claim"
 CONTRAST_PREFIX = "contrast"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from harness.analysis.history import ClaimPoint
+from harness.analysis.present.claim_history import ClaimPoint
 from harness.tracking.claim_metrics import CLAIM_PREFIX, CLAIM_TAG_PREFIX
 from harness.tracking.mlflow_tracker import MlflowTracker
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from harness.analysis.results import load_results
+from harness.analysis.run_results import load_results
 from harness.store import write_atomic
 
 if TYPE_CHECKING:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.analysis.claims import ClaimResult, run_design
-from harness.analysis.results import RunResults
-from harness.analysis.sequential import Design, fixed_seeds_for_power, operating_characteristics
+from harness.analysis.decide.claims import ClaimResult, run_design
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.sequential_design import Design, fixed_seeds_for_power, operating_characteristics
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from harness.analysis.claims import ClaimResult
-from harness.analysis.plots import _file_stem, axis_label
-from harness.analysis.verdicts import INFO
+from harness.analysis.decide.claims import ClaimResult
+from harness.analysis.decide.verdicts import INFO
+from harness.analysis.present.run_plots import _file_stem, axis_label
 
 if TYPE_CHECKING:  # report.py draws these plots, so it cannot be imported from here at run time
-    from harness.analysis.decisions import RunAnalysis
+    from harness.analysis.decide.run_decisions import RunAnalysis
 
 FOREST_STEM = "0-forest"  # sorts first among a report's files and a parent run's MLflow artifacts
 COLOURS = {
@@ -72,7 +72,7 @@ def forest_panels(analysis: RunAnalysis, point: str = "") -> list[ForestPanel]:
     for claim in analysis.claims:
         if claim.point != point or claim.estimate is None:
             continue
-        ratio = claim.claim["test"] == "ratio"
+        ratio = claim.claim.test == "ratio"
         spec = results.spec_for(claim.key)
         panels.append(ForestPanel(
             metric=claim.key, xlabel=_xlabel(claim.key, spec.unit, spec.direction, ratio), null=1.0 if ratio else 0.0,
@@ -107,7 +107,7 @@ def _xlabel(key: str, unit: str, direction: str, ratio: bool) -> str:
 def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
     """The claim's row, with its margin on the worse side (non-inferiority), +-margin (equivalence)
     or [min, max] (ratio); then its reference effect, the evidence that the control works here."""
-    test = claim.claim["test"]
+    test = claim.claim.test
     interval = claim.interval
     bounds: tuple[float, ...] = ()
     reference = claim.reference
@@ -117,7 +117,7 @@ def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
     elif test == "equivalent" and margin is not None:
         bounds = (-margin, margin)
     elif test == "ratio":
-        bounds = tuple(float(claim.claim[k]) for k in ("min", "max") if claim.claim.get(k) is not None)
+        bounds = tuple(float(bound) for bound in (claim.claim.min, claim.claim.max) if bound is not None)
     premise = f"; VACUOUS: premise {claim.premise.name} {'not met' if claim.premise.status == 'fails' else 'open'}" \
         if claim.premise is not None else ""
     rows = [ForestRow(f"{claim.contrast} {claim.key} ({test}{premise})", claim.estimate,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from harness.analysis.numbers import fmt
-from harness.analysis.results import RunResults
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.number_format import fmt
 
 BUDGET_PREFIX = "budget/"
 AT_BOUND_PREFIX = "at_bound/"

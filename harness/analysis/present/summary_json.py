@@ -6,11 +6,11 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from harness.analysis.claims import claim_alpha
-from harness.analysis.decisions import RunAnalysis
-from harness.analysis.premises import PremiseResult
-from harness.analysis.results import RunResults
-from harness.analysis.stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
+from harness.analysis.decide.claims import claim_alpha
+from harness.analysis.decide.premises import PremiseResult
+from harness.analysis.decide.run_decisions import RunAnalysis
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.paired_stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
 
 
 def statistics_summary(confidence: float) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def statistics_summary(confidence: float) -> dict[str, Any]:
     }
 
 
-def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] = ()) -> dict[str, Any]:
+def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] = ()) -> dict[str, Any]:
     """The machine-readable report: every contrast row (informational ones too), claims, arms."""
     results = analysis.results
     validity = analysis.validity
@@ -43,12 +43,12 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
         "schema": 2,
         "suite": results.suite,
         "profile": results.profile,
-        "task": results.meta.get("task"),
+        "task": results.stored.task,
         "device_class": results.device_class,
-        "device_name": results.meta.get("device_name"),
+        "device_name": results.stored.device_name,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "seeds": results.seeds,
-        **({"tuned": results.meta["tuned"]} if results.meta.get("tuned") else {}),
+        **({"tuned": results.stored.tuned} if results.stored.tuned else {}),
         "sequential": None if analysis.cost is None else _cost_json(analysis),
         "statistics": statistics_summary(results.confidence),
         "valid": validity.valid,
@@ -71,7 +71,7 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
         "incomplete": bool(results.incomplete),  # the last run ended before every trial was stored
         "claims": [
             {
-                **dict(claim.claim),
+                **claim.claim.model_dump(exclude_none=True),
                 "role": "primary",
                 "variant": claim.contrast,
                 "point": claim.point,
@@ -134,8 +134,8 @@ def summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[str] =
 
 def premise_json(premise: PremiseResult) -> dict[str, Any]:
     """One premise at one point on one arm label or contrast variant, with the figures that decided it."""
-    return {"name": premise.name, **{k: premise.premise.get(k) for k in ("arm", "contrast", "at_least", "at_most")},
-            "claims": premise.premise.get("claims"), "point": premise.point, "subject": premise.subject,
+    return {"name": premise.name, **premise.premise.model_dump(include={"arm", "contrast", "at_least", "at_most"}),
+            "claims": premise.premise.claims, "point": premise.point, "subject": premise.subject,
             "key": premise.key, "status": premise.status, "n": premise.n, "estimate": premise.estimate,
             "low": premise.low, "high": premise.high, "exact": premise.exact, "text": premise.text()}
 

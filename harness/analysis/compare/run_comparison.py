@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.analysis.decisions import RunAnalysis, analyse
-from harness.analysis.results import ResultsError, RunResults, load_results, metric_order
-from harness.analysis.stats import Interval, paired_difference, welch_difference
+from harness.analysis.decide.run_decisions import RunAnalysis, analyse
+from harness.analysis.run_results import ResultsError, RunResults, load_results, metric_order
+from harness.analysis.stats.paired_stats import Interval, paired_difference, welch_difference
 from harness.store import SUITE_FILE, iter_runs, read_json
+from harness.suite.stored import StoredSuite, StoredSuiteError
 
 PAIRED = "paired"
 UNPAIRED = "Welch"
@@ -141,9 +142,9 @@ def pair_runs(a: Path, b: Path) -> list[tuple[Path, Path]]:
 
 def compare_runs(a: RunResults, b: RunResults) -> Comparison:
     """Shifts of every metric both runs report, and every decision that changed."""
-    if a.suite != b.suite or a.meta.get("task") != b.meta.get("task"):
-        raise CompareError(f"{a.run_dir} ({a.suite}, task {a.meta.get('task')}) and {b.run_dir} ({b.suite}, task "
-                           f"{b.meta.get('task')}) are not runs of the same suite")
+    if a.suite != b.suite or a.stored.task != b.stored.task:
+        raise CompareError(f"{a.run_dir} ({a.suite}, task {a.stored.task}) and {b.run_dir} ({b.suite}, task "
+                           f"{b.stored.task}) are not runs of the same suite")
     method = PAIRED if set(a.seeds) == set(b.seeds) else UNPAIRED
     return Comparison(a, b, method, tuple(_changes(analyse(a), analyse(b))), tuple(_shifts(a, b, method)))
 
@@ -228,10 +229,12 @@ def _runs(path: Path) -> dict[tuple[str, str], Path]:
     found = {}
     for run_dir in iter_runs(path):
         try:
-            meta = read_json(run_dir / SUITE_FILE)
+            stored = StoredSuite.read(run_dir / SUITE_FILE, read_json(run_dir / SUITE_FILE))
+        except StoredSuiteError as exc:
+            raise ResultsError(str(exc)) from None
         except (OSError, ValueError) as exc:
             raise ResultsError(f"{run_dir / SUITE_FILE}: cannot be read ({exc})") from None
-        found[(str(meta.get("suite", run_dir.parent.name)), str(meta.get("profile", run_dir.name)))] = run_dir
+        found[(stored.suite or run_dir.parent.name, stored.profile or run_dir.name)] = run_dir
     if not found:
         raise CompareError(f"no stored results under {path} (expected <suite>/<profile>/{SUITE_FILE})")
     return found

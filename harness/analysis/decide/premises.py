@@ -22,13 +22,14 @@ sequential design adds seeds for. A premise that holds changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Iterator, Sequence
 
-from harness.analysis.numbers import fmt
-from harness.analysis.results import RunResults, metric_order
-from harness.analysis.stats import mean_estimate
-from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, variants_named
+from harness.analysis.decide.verdicts import ContrastVariant, compare, contrast_variants, variants_named
+from harness.analysis.run_results import RunResults, metric_order
+from harness.analysis.stats.number_format import fmt
+from harness.analysis.stats.paired_stats import mean_estimate
 from harness.metrics import Metric, metric_family
+from harness.suite.schema import PremiseSpec
 
 HOLDS, FAILS, OPEN = "holds", "fails", "open"
 SEVERITY = {HOLDS: 0, OPEN: 1, FAILS: 2}
@@ -41,7 +42,7 @@ EXACT_NAMESPACES = ("budget/",)
 class PremiseResult:
     """One premise at one sweep point, on one arm label or contrast variant and one metric key."""
 
-    premise: Mapping[str, Any]
+    premise: PremiseSpec
     point: str
     subject: str  # the arm label or contrast variant it read
     key: str
@@ -55,17 +56,17 @@ class PremiseResult:
 
     @property
     def name(self) -> str:
-        return str(self.premise["name"])
+        return str(self.premise.name)
 
     def needed_by(self, contrast: str) -> bool:
         """Whether claims on ``contrast`` (as the suite names it) rely on this premise."""
-        named = self.premise.get("claims")
+        named = self.premise.claims
         return not named or contrast in named
 
     @property
     def requirement(self) -> str:
         """'needs >= 0.9', 'needs <= 0', 'needs in [0, 0]'."""
-        low, high = self.premise.get("at_least"), self.premise.get("at_most")
+        low, high = self.premise.at_least, self.premise.at_most
         if low is not None and high is not None:
             return f"needs in [{fmt(low)}, {fmt(high)}]"
         return f"needs >= {fmt(low)}" if low is not None else f"needs <= {fmt(high)}"
@@ -98,13 +99,13 @@ def evaluate_premises(results: RunResults) -> list[PremiseResult]:
     """Every declared premise at every sweep point, per arm label or contrast variant and metric key."""
     out: list[PremiseResult] = []
     variants = contrast_variants(results)
-    for premise in results.meta.get("premises") or []:
+    for premise in results.stored.premises:
         for point in results.point_labels():
             subjects = list(_subjects(results, variants, premise, point))
             if not subjects:
-                what = premise.get("arm") or premise.get("contrast")
-                out.append(PremiseResult(premise, point, str(what), premise["metric"], OPEN, 0, None, None, None,
-                                         False, f"{what} has no finished trials reporting {premise['metric']}"))
+                what = premise.arm or premise.contrast
+                out.append(PremiseResult(premise, point, str(what), premise.metric, OPEN, 0, None, None, None,
+                                         False, f"{what} has no finished trials reporting {premise.metric}"))
             for subject, key, values in subjects:
                 out.append(_check(results, premise, point, subject, key, values))
     return out
@@ -117,18 +118,18 @@ def worst_needed(premises: Sequence[PremiseResult], contrast: str, point: str) -
     return max(needed, key=lambda p: SEVERITY[p.status], default=None)
 
 
-def _subjects(results: RunResults, variants: list[ContrastVariant], premise: Mapping[str, Any], point: str
+def _subjects(results: RunResults, variants: list[ContrastVariant], premise: PremiseSpec, point: str
               ) -> Iterator[tuple[str, str, list[float]]]:
     """(arm label or contrast variant, metric key, values) for each thing the premise reads at a point."""
-    if premise.get("arm"):
-        for label in results.arm_labels(premise["arm"]):
-            for key in _keys(premise["metric"], results.metric_keys(label, point)):
+    if premise.arm:
+        for label in results.arm_labels(premise.arm):
+            for key in _keys(premise.metric, results.metric_keys(label, point)):
                 yield label, key, list(results.values(label, point, key).values())
         return
-    for variant in variants_named(variants, premise["contrast"]):
+    for variant in variants_named(variants, premise.contrast):
         reported = set(results.metric_keys(variant.treatment_label, point)) & set(
             results.metric_keys(variant.control_label, point))
-        for key in _keys(premise["metric"], reported):
+        for key in _keys(premise.metric, reported):
             difference = compare(results, variant.treatment_label, variant.control_label, point, key)
             yield variant.name, key, [] if difference is None else list(difference.differences)
 
@@ -141,9 +142,9 @@ def _keys(wanted: str, reported) -> list[str]:
     return sorted((k for k in reported if "@" not in wanted and metric_family(k) == wanted), key=metric_order)
 
 
-def _check(results: RunResults, premise: Mapping[str, Any], point: str, subject: str, key: str,
+def _check(results: RunResults, premise: PremiseSpec, point: str, subject: str, key: str,
            values: list[float]) -> PremiseResult:
-    at_least, at_most = premise.get("at_least"), premise.get("at_most")
+    at_least, at_most = premise.at_least, premise.at_most
     common = dict(premise=premise, point=point, subject=subject, key=key, n=len(values))
     if not values:
         return PremiseResult(**common, status=OPEN, estimate=None, low=None, high=None, exact=False,

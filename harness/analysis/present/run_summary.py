@@ -13,14 +13,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.analysis.claims import IDENTICAL_ARMS, ClaimResult
-from harness.analysis.decisions import RunAnalysis
-from harness.analysis.markdown import escape, inline, plain, table
-from harness.analysis.numbers import fmt
-from harness.analysis.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
+from harness.analysis.decide.claims import IDENTICAL_ARMS, ClaimResult
+from harness.analysis.decide.run_decisions import RunAnalysis
+from harness.analysis.decide.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
+from harness.analysis.present.markdown_tables import escape, inline, plain, table
+from harness.analysis.stats.number_format import fmt
 
 TITLE = "## harness summary"
-SUMMARY_FILE = "summary.md"  # in the results folder, beside the suites
+SUMMARY_MARKDOWN_FILE = "summary.md"  # in the results folder, beside the suites
 RESULT_ORDER = ("pass", "fail", "inconclusive", "vacuous", "futile", "insufficient pairs")
 CLAIM_HEADER = ("contrast", "metric", "point", "test", "estimate [{confidence:g}% CI]", "result", "seeds")
 
@@ -100,7 +100,7 @@ def estimate_text(claim: ClaimResult) -> str:
     """'+0.03 [+0.01, +0.05]' in the metric's units (a ratio for ratio claims)."""
     if claim.estimate is None:
         return "-"
-    signed = claim.claim["test"] != "ratio"
+    signed = claim.claim.test != "ratio"
     if claim.interval is None:
         return f"{fmt(claim.estimate, signed)} (no CI)"
     low, high = fmt(claim.interval.low, signed), fmt(claim.interval.high, signed)

@@ -9,16 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.analysis.decisions import RunAnalysis, analyse
-from harness.analysis.forest import write_forest_plots
-from harness.analysis.plots import write_plots
-from harness.analysis.render import render_report
-from harness.analysis.results import load_results
-from harness.analysis.summary_json import summary
+from harness.analysis.decide.run_decisions import RunAnalysis, analyse
+from harness.analysis.present.forest_plots import write_forest_plots
+from harness.analysis.present.run_plots import write_plots
+from harness.analysis.present.summary_json import summary_document
+from harness.analysis.present.verdict_tables import render_report
+from harness.analysis.run_results import load_results
 from harness.store import REPORT_DIR, SUITE_FILE, iter_trial_files, write_json_atomic, write_text_atomic
 
 PLOTS_DIR = "plots"
-SUMMARY_FILE = "summary.json"
+SUMMARY_JSON_FILE = "summary.json"
 TEXT_FILE = "verdicts.txt"
 
 
@@ -61,7 +61,7 @@ def build_report(run_dir: Path) -> RunReport:
     for folder in (report_dir, report_dir / PLOTS_DIR):
         if folder.is_symlink():  # a received folder's report/ may point anywhere: never written through
             folder.unlink()
-    summary_path = report_dir / SUMMARY_FILE
+    summary_path = report_dir / SUMMARY_JSON_FILE
     text_path = report_dir / TEXT_FILE
     text_path.unlink(missing_ok=True)  # written last: a report killed while drawing is then redrawn by the next run
     forest_paths = write_forest_plots(analysis, report_dir)
@@ -69,7 +69,7 @@ def build_report(run_dir: Path) -> RunReport:
     text = render_report(analysis)
     full_text = render_report(analysis, full=True)
     relative = [p.relative_to(report_dir).as_posix() for p in plot_paths]
-    write_json_atomic(summary_path, summary(analysis, relative, [p.name for p in forest_paths]))
+    write_json_atomic(summary_path, summary_document(analysis, relative, [p.name for p in forest_paths]))
     write_text_atomic(text_path, full_text + "\n")
     return RunReport(
         run_dir=results.run_dir,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 from xml.etree import ElementTree
 
-from harness.analysis.markdown import inline, plain, printable, table
+from harness.analysis.present.markdown_tables import inline, plain, printable, table
 from harness.gating.gate import GateCheck, GateResult, round_off
 from harness.gating.values import CLAIM
 

@@ -13,9 +13,14 @@ from typing import Any, Sequence
 
 import scipy.stats
 
-from harness.analysis.claims import ClaimResult, claim_alpha, in_holm_family
-from harness.analysis.sequential import Design, OperatingCharacteristics, fixed_seeds_for_power, operating_characteristics
-from harness.analysis.stats import POWER
+from harness.analysis.decide.claims import ClaimResult, claim_alpha, in_holm_family
+from harness.analysis.stats.paired_stats import POWER
+from harness.analysis.stats.sequential_design import (
+    Design,
+    OperatingCharacteristics,
+    fixed_seeds_for_power,
+    operating_characteristics,
+)
 from harness.metrics import Metric, metric_family
 
 ASSUMED_EFFECTS = (0.5, 0.8, 1.2, 2.0)  # mean difference / sd of the paired differences

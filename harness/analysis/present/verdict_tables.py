@@ -6,14 +6,11 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.analysis.claims import IDENTICAL_ARMS, ClaimResult, claim_alpha
-from harness.analysis.decisions import RunAnalysis
-from harness.analysis.fairness import AT_BOUND_PREFIX
-from harness.analysis.numbers import fmt
-from harness.analysis.premises import PremiseResult
-from harness.analysis.results import RunResults
-from harness.analysis.stats import METHOD, Interval, PairedDifference
-from harness.analysis.verdicts import (
+from harness.analysis.decide.claims import IDENTICAL_ARMS, ClaimResult, claim_alpha
+from harness.analysis.decide.fairness import AT_BOUND_PREFIX
+from harness.analysis.decide.premises import PremiseResult
+from harness.analysis.decide.run_decisions import RunAnalysis
+from harness.analysis.decide.verdicts import (
     BETTER,
     INVALID,
     UNDECLARED,
@@ -22,6 +19,9 @@ from harness.analysis.verdicts import (
     WORSE,
     Validity,
 )
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.number_format import fmt
+from harness.analysis.stats.paired_stats import METHOD, Interval, PairedDifference
 from harness.terminal import format_table, format_value
 
 ARM_TABLE_COLUMNS = 6
@@ -68,7 +68,7 @@ def render_report(analysis: RunAnalysis, full: bool = False) -> str:
     on key metrics; ``full``: every row)."""
     results = analysis.results
     parts = [
-        f"== {results.suite} / {results.profile}  ({results.meta.get('device_name') or results.device_class})",
+        f"== {results.suite} / {results.profile}  ({results.stored.device_name or results.device_class})",
         results.incomplete,
         render_validity(analysis.validity),
     ]
@@ -167,7 +167,7 @@ def render_validity(validity: Validity) -> str:
 def render_premises(premises: Sequence[PremiseResult]) -> str:
     """What the claims rest on: each premise at each point, held, failed or still open."""
     rows = [[p.name, p.point or "-", p.subject, p.key, p.requirement.removeprefix("needs "), p.figures,
-             p.status.upper(), ", ".join(p.premise.get("claims") or ["all claims"])] for p in premises]
+             p.status.upper(), ", ".join(p.premise.claims or ["all claims"])] for p in premises]
     title = "premises (a claim whose premise is not met, or not yet established, is VACUOUS)\n"
     return title + format_table(["premise", "point", "on", "metric", "needs", "estimate", "status", "for"], rows)
 
@@ -184,7 +184,7 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
     sequential = any(c.sequential for c in claims)
     lines = []
     for claim in claims:
-        signed = claim.claim["test"] != "ratio"
+        signed = claim.claim.test != "ratio"
         head = [claim.contrast, claim.point or "-", claim.key, claim.statement,
                 str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else "")]
         if sequential:

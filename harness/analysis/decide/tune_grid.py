@@ -11,6 +11,7 @@ from typing import Any, Iterable
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from harness.metrics import better_sign
 from harness.record import TrialRecord
 from harness.store import write_atomic
 from harness.suite.points import point_label
@@ -61,7 +62,7 @@ def score_grid(arm: str, points: list[dict[str, Any]], records: Iterable[TrialRe
         if not point.failed and len(point.values) == len(seeds):
             point.mean = fmean(point.values.values())
     scored = [p for p in grid if p.mean is not None]
-    sign = 1.0 if direction == "higher" else -1.0
+    sign = better_sign(direction)  # a tuned metric has a direction (suite.tuning refuses "none")
     chosen = max(scored, key=lambda p: sign * p.mean, default=None)  # max keeps the first of equals
     return ArmGrid(arm, grid, chosen)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.analysis.forest import COLOURS, UNDECIDED_COLOUR
+from harness.analysis.present.forest_plots import COLOURS, UNDECIDED_COLOUR
 from harness.store import write_atomic
 from harness.terminal import format_table, format_value
 

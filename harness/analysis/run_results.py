@@ -7,24 +7,16 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.analysis.stats import CONFIDENCE
+from harness.analysis.stats.paired_stats import CONFIDENCE
 from harness.metrics import Metric, metric_family
 from harness.record import TrialRecord, trial_title
-from harness.store import (
-    SUITE_FILE,
-    CorruptTrial,
-    in_expansion,
-    incomplete_note,
-    iter_trial_files,
-    read_json,
-    read_trial,
-    stale_note,
-)
+from harness.store import SUITE_FILE, CorruptTrial, incomplete_note, iter_trial_files, read_json, read_trial, stale_note
 from harness.suite.points import point_label, sweep_points
+from harness.suite.stored import StoredSuite, StoredSuiteError
 
 
 class ResultsError(ValueError):
@@ -60,13 +52,13 @@ class FailedTrial:
 
 @dataclass
 class RunResults:
-    """One ``<suite>/<profile>`` run: its suite metadata and its finished trials, indexed."""
+    """One ``<suite>/<profile>`` run: its stored suite and its finished trials, indexed."""
 
     run_dir: Path
-    meta: dict[str, Any]
+    stored: StoredSuite
     finished: list[TrialRecord]
     failed: list[FailedTrial]
-    stale: int = 0  # stored trials outside the suite's expansion and seeds, set aside (``in_expansion``)
+    stale: int = 0  # stored trials outside the suite's expansion and seeds, set aside (``StoredSuite.includes``)
     incomplete: str = ""  # the note on a folder whose last run ended before every trial was stored
     metric_specs: dict[str, Metric] = field(init=False)
     _cells: dict[tuple[str, str], list[TrialRecord]] = field(init=False, repr=False)
@@ -75,9 +67,7 @@ class RunResults:
         self._cells = {}
         for trial in self.finished:  # one pass: analysis asks per (arm label, point) thousands of times
             self._cells.setdefault((trial.arm_label, trial.point_label), []).append(trial)
-        self.metric_specs = {
-            name: Metric.from_stored(name, spec) for name, spec in (self.meta.get("metrics") or {}).items()
-        }
+        self.metric_specs = dict(self.stored.metrics)
 
     @property
     def stale_note(self) -> str:
@@ -86,26 +76,26 @@ class RunResults:
 
     @property
     def suite(self) -> str:
-        return str(self.meta.get("suite", self.run_dir.parent.name))
+        return self.stored.suite or self.run_dir.parent.name
 
     @property
     def profile(self) -> str:
-        return str(self.meta.get("profile", self.run_dir.name))
+        return self.stored.profile or self.run_dir.name
 
     @property
     def confidence(self) -> float:
         """The suite's declared confidence level (results written before it was declared: 0.95)."""
-        return float(self.meta.get("confidence") or CONFIDENCE)
+        return float(self.stored.confidence or CONFIDENCE)
 
     @property
     def seeds(self) -> list[int]:
         """The seeds the run was meant to have: a missing one is a dropped pair, not a smaller n."""
-        return [s for s in self.meta.get("seeds") or [] if isinstance(s, int)]
+        return list(self.stored.seeds)
 
     def first_seeds(self, n: int) -> RunResults:
         """The run as it stood after its first n seeds: what a sequential design saw at that look."""
         keep = self.seeds[:n]
-        return RunResults(self.run_dir, {**self.meta, "seeds": keep},
+        return RunResults(self.run_dir, replace(self.stored, seeds=tuple(keep)),
                           [t for t in self.finished if t.seed in keep], [f for f in self.failed if f.seed in keep])
 
     @property
@@ -116,7 +106,7 @@ class RunResults:
 
     @property
     def device_class(self) -> str:
-        return str(self.meta.get("device_class", "cpu"))
+        return self.stored.device_class or "cpu"
 
     def spec_for(self, key: str) -> Metric:
         """The declared family of a key; an undeclared key is informational (no verdict)."""
@@ -129,17 +119,14 @@ class RunResults:
         spec = self.spec_for(key)
         if spec.direction == "none" or spec.kind == "info":
             return False
-        named = {c["metric"] for c in self.meta.get("claims") or []} | {(self.meta.get("validity") or {}).get("metric")}
+        named = self.stored.named_metrics
         if key in named or spec.name in named:
             return True
         return spec.key or not any(s.key for s in self.metric_specs.values())
 
     def arm_labels(self, arm: str | None = None) -> list[str]:
         """Labels in suite order (then any only seen in trials), optionally of one arm."""
-        labels: list[str] = []
-        for name, entry in (self.meta.get("arms") or {}).items():
-            if arm is None or name == arm:
-                labels.extend((entry or {}).get("labels") or [name])
+        labels = self.stored.arm_labels(arm)
         for trial in self.finished:
             if (arm is None or trial.arm == arm) and trial.arm_label not in labels:
                 labels.append(trial.arm_label)
@@ -149,7 +136,7 @@ class RunResults:
         """Sweep points in declaration order, labelled as the trials label them (the stored suite
         may list the axes of a multi-axis sweep in another order); without a sweep the single ''."""
         trial_labels = {_point_key(t.point): t.point_label for t in self.finished}
-        declared = sweep_points(self.meta.get("sweep") or {})
+        declared = sweep_points(self.stored.sweep)
         labels = [trial_labels.get(_point_key(p), point_label(p)) for p in declared]
         seen = set(labels)
         for _, point in self._cells:
@@ -159,7 +146,7 @@ class RunResults:
         return labels
 
     def point_of(self, label: str) -> dict[str, Any]:
-        for point in sweep_points(self.meta.get("sweep") or {}):
+        for point in sweep_points(self.stored.sweep):
             if point_label(point) == label:
                 return point
         for trial in self.finished:
@@ -209,7 +196,7 @@ def metric_order(key: str) -> tuple[str, int, float, str]:
     return (family, 0, value, qualifier) if math.isfinite(value) else (family, 1, 0.0, qualifier)
 
 
-def index_results(run_dir: Path, meta: dict[str, Any], trials: list[TrialRecord | FailedTrial],
+def index_results(run_dir: Path, stored: StoredSuite, trials: list[TrialRecord | FailedTrial],
                   stale: int = 0, incomplete: str = "") -> RunResults:
     """Split trial records into finished ones and failures to report (a file that could not be read
     comes as a FailedTrial); ``stale`` counts the stored trials set aside as not of the current
@@ -223,7 +210,7 @@ def index_results(run_dir: Path, meta: dict[str, Any], trials: list[TrialRecord 
             finished.append(trial)
         else:
             failed.append(FailedTrial.of(trial))
-    return RunResults(Path(run_dir), meta, finished, failed, stale=stale, incomplete=incomplete)
+    return RunResults(Path(run_dir), stored, finished, failed, stale=stale, incomplete=incomplete)
 
 
 def load_results(run_dir: Path) -> RunResults:
@@ -235,24 +222,23 @@ def load_results(run_dir: Path) -> RunResults:
         raise ResultsError(f"{run_dir}: no results here ({SUITE_FILE} is missing)") from exc
     except (OSError, json.JSONDecodeError) as exc:
         raise ResultsError(f"{run_dir / SUITE_FILE}: cannot be read ({exc})") from exc
-    if not isinstance(meta, dict):
-        raise ResultsError(f"{run_dir / SUITE_FILE}: not a suite record")
+    try:
+        stored = StoredSuite.read(run_dir / SUITE_FILE, meta)
+    except StoredSuiteError as exc:
+        raise ResultsError(str(exc)) from None
     trials: list[TrialRecord | FailedTrial] = []
-    belongs, stale = in_expansion(meta), 0
+    stale = 0
     for path in iter_trial_files(run_dir):
         try:
             trial = read_trial(path)
         except (OSError, CorruptTrial) as exc:
             trials.append(FailedTrial("?", None, "", f"{path.name}: {exc}", "unreadable"))
             continue
-        if belongs(trial):
+        if stored.includes(trial.trial_id, trial.seed):
             trials.append(trial)
         else:
             stale += 1
-    try:
-        return index_results(run_dir, meta, trials, stale, incomplete_note(run_dir))
-    except ValueError as exc:  # a metric declaration in suite.json that is not one (a hand-edited kind)
-        raise ResultsError(f"{run_dir / SUITE_FILE}: {exc}") from None
+    return index_results(run_dir, stored, trials, stale, incomplete_note(run_dir))
 
 
 def _point_key(point: Mapping[str, Any]) -> str:

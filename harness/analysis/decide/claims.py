@@ -51,23 +51,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
-from harness.analysis.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
-from harness.analysis.results import ResultsError, RunResults, metric_order
-from harness.analysis.sequential import Design, conditional_power, critical_t, nominal_levels
-from harness.analysis.stats import (
+from harness.analysis.decide.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
+from harness.analysis.decide.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named
+from harness.analysis.run_results import ResultsError, RunResults, metric_order
+from harness.analysis.stats.paired_stats import (
     Interval,
     MeanEstimate,
     holm_adjust,
     mean_estimate,
     minimum_detectable_effect,
 )
-from harness.analysis.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named
+from harness.analysis.stats.sequential_design import Design, conditional_power, critical_t, nominal_levels
 from harness.metrics import Metric, metric_family
 from harness.store import SUITE_FILE
+from harness.suite.schema import ClaimSpec
 
 PASS = "pass"
 FAIL = "fail"
@@ -95,7 +96,7 @@ class ReferenceEffect:
 
 @dataclass(frozen=True)
 class ClaimResult:
-    claim: Mapping[str, Any]
+    claim: ClaimSpec
     contrast: str
     point: str
     key: str
@@ -134,13 +135,13 @@ class ClaimResult:
     @property
     def statement(self) -> str:
         claim = self.claim
-        if claim["test"] in ("non_inferior", "equivalent"):
-            if claim.get("relative_margin") is not None:
-                return f"{claim['test']} (margin {claim['relative_margin']:g} x {claim.get('reference')})"
-            return f"{claim['test']} (margin {claim['margin']:g})"
-        if claim["test"] == "ratio":
-            return f"ratio in [{_bound(claim.get('min'))}, {_bound(claim.get('max'))}]"
-        return str(claim["test"])
+        if claim.test in ("non_inferior", "equivalent"):
+            if claim.relative_margin is not None:
+                return f"{claim.test} (margin {claim.relative_margin:g} x {claim.reference})"
+            return f"{claim.test} (margin {claim.margin:g})"
+        if claim.test == "ratio":
+            return f"ratio in [{_bound(claim.min)}, {_bound(claim.max)}]"
+        return str(claim.test)
 
     @property
     def open(self) -> bool:
@@ -177,7 +178,7 @@ def claim_alpha(confidence: float) -> float:
 def run_design(results: RunResults) -> Design:
     """The design the run declared (suite.json ``sequential``), fixed at its seeds otherwise."""
     try:
-        return Design.from_stored(results.meta.get("sequential"), len(results.seeds))
+        return Design.from_stored(results.stored.sequential, len(results.seeds))
     except ValueError as exc:
         raise ResultsError(f"{results.run_dir / SUITE_FILE}: {exc}") from None
 
@@ -225,7 +226,7 @@ def evaluate_claims(results: RunResults, include_speed: bool = True,
 def _under_premises(claim: ClaimResult, premises: list[PremiseResult]) -> ClaimResult:
     """VACUOUS when a premise the claim needs failed at its point (or is still open); unchanged when
     every one holds. The claim keeps its place in the Holm family, so the others stay as they were."""
-    premise = worst_needed(premises, claim.claim["contrast"], claim.point)
+    premise = worst_needed(premises, claim.claim.contrast, claim.point)
     if premise is None:
         return claim
     return replace(claim, status=VACUOUS, premise=premise)
@@ -235,12 +236,12 @@ def _tested(results: RunResults, include_speed: bool, reference_level: float) ->
     """Every claim's test at one look, before multiplicity."""
     variants = contrast_variants(results)
     out: list[ClaimResult] = []
-    for claim in results.meta.get("claims") or []:
-        if not include_speed and results.spec_for(claim["metric"]).kind == "speed":
+    for claim in results.stored.claims:
+        if not include_speed and results.spec_for(claim.metric).kind == "speed":
             continue
-        matching = variants_named(variants, claim["contrast"])
+        matching = variants_named(variants, claim.contrast)
         if not matching:
-            out.append(_undecided(claim, claim["contrast"], "", claim["metric"], "no such contrast in this run"))
+            out.append(_undecided(claim, claim.contrast, "", claim.metric, "no such contrast in this run"))
         for variant in matching:
             for point in results.point_labels():
                 out.extend(_evaluate_at(results, variants, claim, variant, point, reference_level))
@@ -248,13 +249,13 @@ def _tested(results: RunResults, include_speed: bool, reference_level: float) ->
 
 
 def _evaluate_at(
-    results: RunResults, variants: list[ContrastVariant], claim: Mapping[str, Any], variant: ContrastVariant,
+    results: RunResults, variants: list[ContrastVariant], claim: ClaimSpec, variant: ContrastVariant,
     point: str, reference_level: float,
 ) -> list[ClaimResult]:
     reported = set(results.metric_keys(variant.treatment_label, point)) & set(
         results.metric_keys(variant.control_label, point)
     )
-    wanted = claim["metric"]
+    wanted = claim.metric
     family_keys = (k for k in reported if "@" not in wanted and metric_family(k) == wanted)
     keys = [wanted] if wanted in reported else sorted(family_keys, key=metric_order)
     if not keys:
@@ -265,11 +266,11 @@ def _evaluate_at(
 
 
 def _evaluate_key(
-    results: RunResults, variants: list[ContrastVariant], claim: Mapping[str, Any], variant: ContrastVariant,
+    results: RunResults, variants: list[ContrastVariant], claim: ClaimSpec, variant: ContrastVariant,
     point: str, key: str, reference_level: float,
 ) -> ClaimResult:
     """The claim's test before multiplicity: p-values for passing and for failing, or why there are none."""
-    test = claim["test"]
+    test = claim.test
     spec = results.spec_for(key)
     in_family = in_holm_family(test, spec)
     if test == "ratio":
@@ -292,7 +293,7 @@ def _evaluate_key(
     if sign == 0 and test != "equivalent":
         return ClaimResult(**common, status=INCONCLUSIVE, detail="metric has no direction")
     reference = None
-    margin = float(claim.get("margin") or 0.0)
+    margin = float(claim.margin or 0.0)
     if test in ("non_inferior", "equivalent"):
         reference = _reference_effect(results, variants, claim, variant, point, key, sign or 1, reference_level)
         margin = reference.margin if reference.margin is not None else math.nan
@@ -344,16 +345,16 @@ def _strict(estimate: MeanEstimate, bound: float, side: int) -> float:
 
 
 def _reference_effect(
-    results: RunResults, variants: list[ContrastVariant], claim: Mapping[str, Any], variant: ContrastVariant,
+    results: RunResults, variants: list[ContrastVariant], claim: ClaimSpec, variant: ContrastVariant,
     point: str, key: str, sign: int, level: float,
 ) -> ReferenceEffect:
     """Does the claim's control really work here? Its reference contrast at the same point and key,
     read through its two-sided interval at one-sided ``level`` (the look's nominal level)."""
-    name = str(claim.get("reference") or "")
+    name = str(claim.reference or "")
     candidates = variants_named(variants, name) if name else []
     chosen = [v for v in candidates if v.treatment_label == variant.control_label] or candidates[:1]
-    relative = claim.get("relative_margin")
-    absolute = None if relative is not None else float(claim.get("margin") or 0.0)
+    relative = claim.relative_margin
+    absolute = None if relative is not None else float(claim.margin or 0.0)
     if not chosen:
         why = "no reference contrast declared" if not name else f"reference {name!r} has no variant in this run"
         return ReferenceEffect(name, None, None, 0, absolute, False, f"vacuous: {why}, so nothing shows the control works")
@@ -386,7 +387,7 @@ def _interval_at(estimate: MeanEstimate, level: float) -> Interval:
     return Interval(estimate.mean - half, estimate.mean + half)
 
 
-def _ratio(results: RunResults, claim: Mapping[str, Any], variant: ContrastVariant, point: str, key: str) -> ClaimResult:
+def _ratio(results: RunResults, claim: ClaimSpec, variant: ContrastVariant, point: str, key: str) -> ClaimResult:
     difference = compare(results, variant.treatment_label, variant.control_label, point, key)
     controlled = np.asarray(difference.control if difference else ())
     usable = controlled != 0
@@ -394,8 +395,8 @@ def _ratio(results: RunResults, claim: Mapping[str, Any], variant: ContrastVaria
         return _undecided(claim, variant.name, point, key, "no pair with a non-zero control value")
     ratios = np.asarray(difference.treatment)[usable] / controlled[usable]
     estimate = mean_estimate(ratios, results.confidence)
-    lower = -math.inf if claim.get("min") is None else float(claim["min"])
-    upper = math.inf if claim.get("max") is None else float(claim["max"])
+    lower = -math.inf if claim.min is None else float(claim.min)
+    upper = math.inf if claim.max is None else float(claim.max)
     common = dict(claim=claim, contrast=variant.name, point=point, key=key, n=estimate.n, estimate=estimate.mean,
                   interval=estimate.interval, dropped=len(difference.dropped) + int(np.count_nonzero(~usable)),
                   mean_estimate=estimate)
@@ -566,10 +567,10 @@ def _missing_cannot_pass(result: ClaimResult) -> ClaimResult:
     return replace(result, detail=f"{result.detail}; {why}")
 
 
-def _undecided(claim: Mapping[str, Any], contrast: str, point: str, key: str, detail: str) -> ClaimResult:
+def _undecided(claim: ClaimSpec, contrast: str, point: str, key: str, detail: str) -> ClaimResult:
     """A claim that could not be tested: it stays in the Holm family at p = 1 (it does not shrink it)."""
     return ClaimResult(claim, contrast, point, key, INCONCLUSIVE, 0, None, None, detail,
-                       in_family=claim["test"] != "equal")
+                       in_family=claim.test != "equal")
 
 
 def _bound(value: float | None) -> str:

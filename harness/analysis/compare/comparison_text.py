@@ -1,10 +1,10 @@
 """The terminal text of a comparison: what changed first, then how far each metric moved."""
 from __future__ import annotations
 
-from harness.analysis.compare import PAIRED, Comparison, Shift
-from harness.analysis.differences import environment_differences, package_differences
-from harness.analysis.numbers import fmt
-from harness.analysis.results import RunResults
+from harness.analysis.compare.environment_diff import environment_differences, package_differences
+from harness.analysis.compare.run_comparison import PAIRED, Comparison, Shift
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.number_format import fmt
 from harness.terminal import format_table
 
 

@@ -16,11 +16,11 @@ and the claims do not count either.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Mapping
 
-from harness.analysis.results import RunResults, metric_order
-from harness.analysis.stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
-from harness.metrics import Metric, metric_family
+from harness.analysis.run_results import RunResults, metric_order
+from harness.analysis.stats.paired_stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
+from harness.metrics import Metric, better_sign, metric_family
 
 BETTER = "better"
 WORSE = "worse"
@@ -103,7 +103,7 @@ def margin_for(margins: Mapping[str, float], key: str) -> float:
 
 def verdict(difference: PairedDifference, direction: str, margin: float = 0.0) -> str:
     """Better / worse / equivalent (within +-margin) / inconclusive / insufficient pairs, or info."""
-    sign = {"higher": 1, "lower": -1}.get(direction, 0)
+    sign = better_sign(direction)
     if sign == 0:
         return INFO
     if difference.interval is None:
@@ -128,9 +128,8 @@ def beats(difference: PairedDifference, sign: int) -> bool | None:
 def contrast_variants(results: RunResults) -> list[ContrastVariant]:
     """Every declared contrast expanded over the labels of its (possibly swept) arms."""
     variants = []
-    for contrast in results.meta.get("contrasts") or []:
-        treatment, control = contrast["treatment"], contrast["control"]
-        declared = contrast.get("name") or f"{treatment}-vs-{control}"
+    for contrast in results.stored.contrasts:
+        treatment, control, declared = contrast.treatment, contrast.control, contrast.label
         treatment_labels = results.arm_labels(treatment)
         control_labels = results.arm_labels(control)
         plain = treatment_labels == [treatment] and control_labels == [control]
@@ -144,7 +143,7 @@ def contrast_variants(results: RunResults) -> list[ContrastVariant]:
                         control_arm=control,
                         treatment_label=treatment_label,
                         control_label=control_label,
-                        margins=dict(contrast.get("margins") or {}),
+                        margins=dict(contrast.margins),
                     )
                 )
     return variants
@@ -191,10 +190,10 @@ def evaluate_contrasts(results: RunResults) -> list[ContrastRow]:
 
 def evaluate_validity(results: RunResults) -> Validity:
     """Positive control must beat the control at every point; the negative control must not."""
-    section: Mapping[str, Any] | None = results.meta.get("validity")
-    if not section:
+    section = results.stored.validity
+    if section is None:
         return Validity(UNDECLARED, "", "", (), ())
-    metric, control = section["metric"], section["control"]
+    metric, control = section.metric, section.control
     sign = results.spec_for(metric).better_sign
     problems: list[str] = []
     if sign == 0:
@@ -204,8 +203,7 @@ def evaluate_validity(results: RunResults) -> Validity:
         problems.append(f"validity control {control!r} must have exactly one variant, found {control_labels}")
     checks: list[ValidityCheck] = []
     if not problems:
-        for role in ("positive", "negative"):
-            arm = section.get(role)
+        for role, arm in (("positive", section.positive), ("negative", section.negative)):
             if arm:
                 checks.extend(_role_checks(results, role, arm, control_labels[0], metric, sign))
     problems.extend(check.reason for check in checks if check.ok is False)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from harness.analysis.differences import Difference, MetricComparison, geometric_mean
+from harness.analysis.compare.environment_diff import Difference
+from harness.reproduction.metric_checks import MetricComparison, geometric_mean
 from harness.reproduction.reproduce import Outcome, Plan, differing_keys, regressed, result_word
 from harness.terminal import format_table
 from harness.tracking.mlflow_tracker import redacted

@@ -7,9 +7,9 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.analysis.compare import Comparison
-from harness.analysis.plots import Series, axis_label, draw_categorical, summary_series
-from harness.analysis.results import RunResults, metric_order
+from harness.analysis.compare.run_comparison import Comparison
+from harness.analysis.present.run_plots import Series, axis_label, draw_categorical, summary_series
+from harness.analysis.run_results import RunResults, metric_order
 
 MAX_PANELS = 12
 COLUMNS = 3

@@ -33,10 +33,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.analysis.results import RunResults
-from harness.analysis.stats import CONFIDENCE, summarize
-from harness.analysis.verdicts import compare, contrast_variants
-from harness.metrics import DetailScatter, ParetoView, metric_family
+from harness.analysis.decide.verdicts import compare, contrast_variants
+from harness.analysis.run_results import RunResults
+from harness.analysis.stats.paired_stats import CONFIDENCE, summarize
+from harness.metrics import ParetoView, metric_family
 from harness.suite.points import point_label
 
 LOG_AXIS_SPAN = 8.0
@@ -362,7 +362,7 @@ def _paired_vs_axis(results: RunResults, variants, key: str, axis: str, level: s
     if not series:
         return None
     spec = results.spec_for(key)
-    xs = [float(v) for v in (results.meta.get("sweep") or {}).get(axis, [])]
+    xs = [float(v) for v in results.stored.sweep.get(axis, [])]
     return FigureSpec(
         name=f"{key}_paired_differences_vs_{axis}",
         title=_title(results, f"{key} vs {axis}, treatment - control paired by seed, mean and {level}", "", []),
@@ -374,7 +374,7 @@ def _paired_vs_axis(results: RunResults, variants, key: str, axis: str, level: s
 def detail_scatter_figures(results: RunResults) -> list[FigureSpec]:
     figures = []
     points = results.point_labels()
-    for scatter in _detail_scatters(results):
+    for scatter in results.stored.detail_scatters:
         for point in points:
             series = []
             for label in results.arm_labels():
@@ -410,7 +410,7 @@ def pareto_figures(results: RunResults) -> list[FigureSpec]:
     figures = []
     points = results.point_labels()
     qualified = _qualifier_families(results)
-    for view in _pareto_views(results):
+    for view in results.stored.pareto_views:
         if view.y in qualified:
             figures.extend(_pareto_per_qualifier(results, view, qualified[view.y]))
             continue
@@ -480,7 +480,7 @@ def _metric_vs_axis(results: RunResults, key: str, axis: str) -> FigureSpec | No
             series.append(line)
     if not series:
         return None
-    xs = [float(v) for v in (results.meta.get("sweep") or {}).get(axis, [])]
+    xs = [float(v) for v in results.stored.sweep.get(axis, [])]
     return FigureSpec(
         name=f"{key}_vs_{axis}",
         title=_title(results, f"{key} vs {axis}, mean and 95% CI over seeds", "", []),
@@ -565,7 +565,7 @@ def _is_cost(results: RunResults, key: str) -> bool:
 
 
 def _numeric_axes(results: RunResults) -> list[str]:
-    sweep = results.meta.get("sweep") or {}
+    sweep = results.stored.sweep
     return [axis for axis, values in sweep.items() if len(values) >= 2 and all(_is_number(v) for v in values)]
 
 
@@ -600,28 +600,6 @@ def _key_at(results: RunResults, family: str, label: str, point: str, partner_ke
 
 def _qualifier_axis(results: RunResults, family: str) -> str:
     return results.spec_for(family).axis or f"N in '{family}@N'"
-
-
-def _detail_scatters(results: RunResults) -> list[DetailScatter]:
-    """The scatters the task declared (suite.json ``detail_scatters``); malformed entries are skipped."""
-    scatters = []
-    for entry in results.meta.get("detail_scatters") or []:
-        try:
-            scatters.append(DetailScatter(**entry))
-        except TypeError:
-            continue
-    return scatters
-
-
-def _pareto_views(results: RunResults) -> list[ParetoView]:
-    """The Pareto views the task declared (suite.json ``pareto_views``); malformed entries are skipped."""
-    views = []
-    for entry in results.meta.get("pareto_views") or []:
-        try:
-            views.append(ParetoView(**entry))
-        except TypeError:
-            continue
-    return views
 
 
 def _qualifier(key: str) -> float | None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.analysis.claims import ClaimResult, evaluate_claims, last_look_premises
-from harness.analysis.design_cost import DesignCost, design_cost
-from harness.analysis.fairness import UnequalBudget, unequal_budgets
-from harness.analysis.premises import PremiseResult
-from harness.analysis.results import RunResults
-from harness.analysis.verdicts import (
+from harness.analysis.decide.claims import ClaimResult, evaluate_claims, last_look_premises
+from harness.analysis.decide.design_cost import DesignCost, design_cost
+from harness.analysis.decide.fairness import UnequalBudget, unequal_budgets
+from harness.analysis.decide.premises import PremiseResult
+from harness.analysis.decide.verdicts import (
     ContrastRow,
     Validity,
     evaluate_contrasts,
     evaluate_validity,
 )
+from harness.analysis.run_results import RunResults
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,2 @@
+"""How a run's decisions are shown: text and Markdown tables, plots and forest plots, the report
+folder, summary.json, the end-of-run summary, claim histories and the tidy export."""
