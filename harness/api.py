@@ -1,8 +1,9 @@
 """The Python API: what the CLI does, callable in-process (a notebook, a test, another tool).
 
 ``run`` owns a run's whole lifecycle: load and validate the suites, take the writer locks, open the
-results store and the MLflow mirror, start the executor, run each suite, build its report, finish
-its parent MLflow run, write the summary, and release everything, also on Ctrl-C. ``report``,
+results store and the MLflow tracker, start the executor, run each suite through the run loop with its
+MLflow mirror listening, build its report, have the mirror close its parent run, write the summary, and
+release everything, also on Ctrl-C. ``report``,
 ``save_baselines``, ``gate``, ``plan_reproduction``/``reproduce`` and ``compare`` do the same for
 the other commands. The click commands only parse options, call these and print.
 
@@ -41,7 +42,7 @@ from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.execution.trials import planned_trials
-from harness.execution.tuning import TuneOutcome, tune_suite
+from harness.execution.tuning import TUNE_TAGS, TuneOutcome, tune_suite
 from harness.suite.tuning import tuning_suite
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
 from harness.gating.baseline import save_baselines as save_baseline_files
@@ -60,6 +61,7 @@ from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
 from harness.tracking.history import claim_history
+from harness.tracking.mirror import MlflowMirror
 from harness.tracking.mlflow_tracker import (
     MlflowTracker,
     TrackingError,
@@ -211,23 +213,23 @@ def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None])
     return tracker
 
 
-def _finish(suite_run: SuiteOutcome, tracker: MlflowTracker | None) -> SuiteResult:
+def _finish(suite_run: SuiteOutcome, mirror: MlflowMirror | None) -> SuiteResult:
     """Analyse a finished suite, mirror its report to the parent MLflow run and close that run."""
     status = "FAILED" if suite_run.failed else "FINISHED"
     if suite_run.ran == 0 and stored_report_text(suite_run.run_dir) is not None:
         # nothing new ran: the stored verdicts stand, no need to redraw plots; the parent run still
         # carries the claims (a rerun into a new store would otherwise chart nothing)
         analysis = analyse(load_results(suite_run.run_dir))
-        if tracker and suite_run.parent_run_id:
-            tracker.finish_parent(suite_run.parent_run_id, status, parent_metrics(analysis), (),
-                                  {**tracking_tags(analysis), **claim_tags(analysis)})
+        if mirror:
+            mirror.finish(status, parent_metrics(analysis), (), {**tracking_tags(analysis), **claim_tags(analysis)})
         return SuiteResult(suite_run, analysis, None)
     report = build_report(suite_run.run_dir)
-    if tracker and suite_run.parent_run_id:
-        share = suite_run.mlflow_seconds / max(suite_run.wall_seconds, 1e-9)
-        tracker.finish_parent(
-            suite_run.parent_run_id, status,
-            {"harness.wall_seconds": suite_run.wall_seconds, "harness.mlflow_seconds": suite_run.mlflow_seconds,
+    if mirror:
+        mlflow_seconds = mirror.seconds
+        share = mlflow_seconds / max(suite_run.wall_seconds, 1e-9)
+        mirror.finish(
+            status,
+            {"harness.wall_seconds": suite_run.wall_seconds, "harness.mlflow_seconds": mlflow_seconds,
              "harness.mlflow_share": share, "harness.failed_trials": len(suite_run.failed),
              **parent_metrics(report.analysis)},
             report.artifact_paths,
@@ -245,6 +247,10 @@ class _Session:
     tracker: MlflowTracker | None
     executor: Executor
     console: Console
+
+    def mirror(self, tags: dict[str, str] | None = None) -> MlflowMirror | None:
+        """A suite's MLflow mirror (``tags`` on every run it logs), none without MLflow."""
+        return MlflowMirror(self.tracker, tags) if self.tracker else None
 
 
 @contextmanager
@@ -323,18 +329,19 @@ def run(
             session.console.expect(planned_trials(suite))
         try:
             for suite in suites:
-                suite_run = run_suite(suite, session.results, session.device, session.tracker, session.console,
-                                      options.resume, suite_executor(suite, options, session.executor,
-                                                                     session.console),
-                                      options.trial_timeout)
+                mirror = session.mirror()
+                suite_run = run_suite(suite, session.results, session.device, session.console, options.resume,
+                                      suite_executor(suite, options, session.executor, session.console),
+                                      options.trial_timeout, listeners=[mirror] if mirror else [])
+                suite_run.parent_run_id = mirror.run_id if mirror else None
                 if suite_run.interrupted:
                     outcome.exit_code = 130
                     session.console.line(f"interrupted: {suite_run.ran} trial(s) of {suite.name!r} finished and are stored")
-                    if session.tracker and suite_run.parent_run_id:
-                        session.tracker.finish_parent(suite_run.parent_run_id, "KILLED", {})
+                    if mirror:
+                        mirror.finish("KILLED", {})
                     break
                 session.console.unplanned(planned_trials(suite) - len(suite_run.records))
-                result = _finish(suite_run, session.tracker)
+                result = _finish(suite_run, mirror)
                 outcome.suites.append(result)
                 summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
                 if suite_run.failed:
@@ -389,18 +396,19 @@ def tune(
             session.console.expect(planned_trials(tuning_suite(suite, suite.tune)))
         try:
             for suite in suites:
-                tuned = tune_suite(suite, session.results, session.device, session.tracker, session.console,
-                                   options.resume, session.executor, options.trial_timeout)
-                parent = tuned.run.parent_run_id
+                mirror = session.mirror(TUNE_TAGS)
+                tuned = tune_suite(suite, session.results, session.device, session.console, options.resume,
+                                   session.executor, options.trial_timeout, listeners=[mirror] if mirror else [])
+                tuned.run.parent_run_id = mirror.run_id if mirror else None
                 if tuned.run.interrupted:
                     outcome.exit_code = 130
-                    if session.tracker and parent:
-                        session.tracker.finish_parent(parent, "KILLED", {})
+                    if mirror:
+                        mirror.finish("KILLED", {})
                     break
-                if session.tracker and parent:
-                    session.tracker.finish_parent(parent, "FAILED" if tuned.run.failed else "FINISHED",
-                                                  {"harness.wall_seconds": tuned.run.wall_seconds},
-                                                  [p for p in (tuned.lock, tuned.plot) if p is not None])
+                if mirror:
+                    mirror.finish("FAILED" if tuned.run.failed else "FINISHED",
+                                  {"harness.wall_seconds": tuned.run.wall_seconds},
+                                  [p for p in (tuned.lock, tuned.plot) if p is not None])
                 if tuned.run.failed or tuned.lock is None:
                     outcome.exit_code = 1
                 outcome.suites.append(tuned)

@@ -50,7 +50,7 @@ def _run(results: Path, *extra: str) -> None:
 def _run_ending_early(results: Path) -> None:
     (suite,) = load_suites(TOY, RunOptions(profile="smoke"))
     with pytest.raises(ProcessEnded):
-        run_suite(suite, results, torch.device("cpu"), None, Console(io.StringIO()), executor=EndsAfterOneTrial())
+        run_suite(suite, results, torch.device("cpu"), Console(io.StringIO()), executor=EndsAfterOneTrial())
 
 
 def test_a_run_that_ends_early_never_reads_as_a_result_until_it_is_finished(tmp_path: Path) -> None:

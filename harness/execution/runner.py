@@ -1,4 +1,5 @@
-"""One suite, end to end: expand trials, skip finished ones, execute, store, mirror to MLflow.
+"""One suite, end to end: expand trials look by look, skip finished ones, and run the rest through the
+run loop (harness.execution.loop), which stores them and tells the listeners (the MLflow mirror).
 
 The caller holds the suite's writer lock (harness.locks): this process is the only one writing
 the suite's run folder, cache and MLflow runs, so leftovers of a crash (temporary files, RUNNING
@@ -9,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -17,8 +18,10 @@ from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.verdicts import UNDETERMINED, evaluate_validity
 from harness.analysis.run_results import load_results
 from harness.devices import device_class, device_name
-from harness.execution.executor import Executor, SerialExecutor, TrialJob
+from harness.execution.executor import Executor, SerialExecutor
+from harness.execution.loop import JobSettings, run_trials
 from harness.execution.trials import Trial, arm_label, expand_trials
+from harness.listeners import RunListener
 from harness.record import TrialRecord
 from harness.store import EXPANSION_KEY, REPORT_DIR, RunFolder, clean_stray_tmp, stale_note
 from harness.suite.model import Suite
@@ -26,16 +29,7 @@ from harness.suite.points import sweep_points
 from harness.suite.stored import SCHEMA_VERSION
 from harness.tasks import Task
 from harness.terminal import Console
-from harness.tracking.environment import environment, provenance_texts, save_diff, task_environment
-from harness.tracking.mlflow_tracker import (
-    RESULTS_ID_TAG,
-    MlflowTracker,
-    TrialRun,
-    is_mirrored,
-    marker_path,
-    open_parents,
-    results_id,
-)
+from harness.tracking.environment import environment, save_diff, task_environment
 
 
 @dataclass
@@ -46,9 +40,8 @@ class SuiteOutcome:
     ran: int = 0
     skipped: int = 0
     interrupted: bool = False
-    parent_run_id: str | None = None
+    parent_run_id: str | None = None  # the MLflow mirror's parent run, when one was opened
     wall_seconds: float = 0.0
-    mlflow_seconds: float = 0.0
 
     @property
     def failed(self) -> list[TrialRecord]:
@@ -88,17 +81,15 @@ def run_suite(
     suite: Suite,
     results_root: Path,
     device: torch.device,
-    tracker: MlflowTracker | None,
     console: Console,
     resume: bool = True,
     executor: Executor | None = None,
     trial_timeout: float | None = None,
-    tags: dict[str, str] | None = None,
+    listeners: Sequence[RunListener] = (),
 ) -> SuiteOutcome:
-    """Run every unfinished trial of a suite (each failed past ``trial_timeout`` seconds, when given);
-    Ctrl-C stops after storing what finished. ``tags`` go on its MLflow runs (a tuning run's ``tune``)."""
+    """Run every unfinished trial of a suite (each failed past ``trial_timeout`` seconds, when given),
+    look after look of a sequential design; Ctrl-C stops after storing what finished."""
     clock = time.perf_counter()
-    mlflow_before = tracker.seconds if tracker else 0.0
     folder = RunFolder(results_root, suite.name, suite.profile)
     outcome = SuiteOutcome(suite=suite, run_dir=folder.path)
     clean_stray_tmp(folder.path, results_root / "cache" / suite.name, skip=folder.path / REPORT_DIR)
@@ -109,108 +100,41 @@ def run_suite(
     env = environment(device)  # the git state of the harness checkout: a suite's own tree is never read
     env.update(task_environment(suite.task))
     save_diff(folder.path)
-    runner = executor or SerialExecutor()
-    env["executor"] = runner.name
 
     records, corrupt = folder.load_trials()
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
     kept = folder.resumable(records) if resume else {}
-    mirror = _Mirror(tracker, folder, meta, env, suite, tags or {}) if tracker else None
-    seeds = list(suite.seeds)
-    try:
-        while True:
-            look = replace(suite, seeds=seeds)
-            trials = expand_trials(look)
-            _set_aside_superseded(trials, records, kept, folder, env, console)
-            if seeds == list(suite.seeds):  # the first look: trials of its seeds left by another expansion
-                current = {t.trial_id for t in trials}
-                note = stale_note(sum(1 for i, r in records.items() if i not in current and r.seed in seeds),
-                                  folder.path)
-                if note:
-                    console.line(note)
-            if meta["seeds"] != seeds:
-                meta["seeds"], meta[EXPANSION_KEY] = seeds, [t.trial_id for t in trials]
-                folder.save_suite(meta)
-            done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
-            pending = [t for t in trials if t.trial_id not in kept]
-            counted = {r.trial_id for r in outcome.records}
-            found = [r for r in done if r.trial_id not in counted]
-            outcome.records += found
-            console.stored(len(found))
-            if mirror:
-                mirror.stored(done, pending, outcome)
-            jobs = _jobs(look, trials, pending, device, results_root, folder, env, trial_timeout)
-            for record in runner.run(jobs, console):
-                trial_file = folder.save_trial(record)
-                kept[record.trial_id] = record
-                outcome.records.append(record)
-                outcome.ran += 1
-                status = "ok" if record.finished else f"FAILED: {record.error}"
-                index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record.trial_id)
-                console.trial_finished(suite.name, index, len(trials), record.title, status, record.wall_seconds)
-                if mirror:
-                    mirror.finished(record, trial_file, outcome)
-            more = _next_look(look, folder, console)
-            if not more:
-                break
-            seeds = seeds + more
-        if {t.trial_id for t in trials} <= {r.trial_id for r in outcome.records}:
-            folder.mark_complete()  # every trial stored: only now may a reader take the folder for a result
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-    finally:
-        console.close()
-        outcome.skipped = len(outcome.records) - outcome.ran
-        outcome.wall_seconds = time.perf_counter() - clock
-        outcome.mlflow_seconds = (tracker.seconds - mlflow_before) if tracker else 0.0
+    looks = _looks(suite, meta, records, kept, folder, env, console)
+    ran = run_trials(looks, executor or SerialExecutor(), folder, listeners, console,
+                     JobSettings(device, results_root, env, trial_timeout), meta, kept)
+    if ran.complete:
+        folder.mark_complete()  # every trial stored: only now may a reader take the folder for a result
+    outcome.records, outcome.ran, outcome.interrupted = ran.records, ran.ran, ran.interrupted
+    outcome.skipped = len(outcome.records) - outcome.ran
+    outcome.wall_seconds = time.perf_counter() - clock
     return outcome
 
 
-class _Mirror:
-    """MLflow's copy of the run: one parent run for this invocation (started only when something is to
-    be logged) and exactly one complete child run per stored trial."""
-
-    def __init__(self, tracker: MlflowTracker, folder: RunFolder, meta: dict[str, Any], env: dict[str, str],
-                 suite: Suite, tags: dict[str, str]) -> None:
-        self.tracker, self.folder, self.meta, self.env, self.suite = tracker, folder, meta, env, suite
-        self.folder_id = results_id(folder.path)
-        self.tags = {**tags, RESULTS_ID_TAG: self.folder_id}
-        self.unclosed: list[str] | None = None
-        self.present: dict[str, list[TrialRun]] | None = None
-        self.reconciled: set[str] = set()
-
-    def stored(self, done: list[TrialRecord], pending: list[Trial], outcome: SuiteOutcome) -> None:
-        """Before a look runs: mirror its stored trials that MLflow lacks, start the parent if needed."""
-        tracker, folder = self.tracker, self.folder
-        if self.unclosed is None:
-            self.unclosed = open_parents(folder.path, tracker)
-        fresh = [r for r in done if r.trial_id not in self.reconciled]
-        unmirrored = [r for r in fresh if not is_mirrored(folder.path, r.trial_id, tracker)]
-        if not (pending or unmirrored or self.unclosed):  # else MLflow is not even imported
-            self.reconciled.update(r.trial_id for r in fresh)
-            return
-        if self.present is None:
-            tracker.close_parents(self.unclosed)
-            tracker.close_stale_parents(self.suite.name, self.suite.profile, self.folder_id)
-            self.present = tracker.trial_runs(self.suite.name, self.suite.profile, self.folder_id)
-        if outcome.parent_run_id is None and (pending or any(not _mirrored(r, self.present) for r in fresh)):
-            run_name = f"{self.suite.name}/{self.suite.profile} {time.strftime('%Y-%m-%d %H:%M:%S')}"
-            outcome.parent_run_id = tracker.start_parent(self.meta, self.env, run_name, folder.path,
-                                                         extra_tags=self.tags,
-                                                         texts=provenance_texts())
-        _reconcile(tracker, folder, outcome.parent_run_id, fresh, self.present, self.tags)
-        self.reconciled.update(r.trial_id for r in fresh)
-
-    def finished(self, record: TrialRecord, trial_file: Path, outcome: SuiteOutcome) -> None:
-        if outcome.parent_run_id is None:
-            return
-        self.tracker.delete_runs(r.run_id for r in (self.present or {}).pop(record.trial_id, []))  # older attempts
-        self.tracker.log_trial(
-            outcome.parent_run_id, record, trial_file, marker_path(self.folder.path, record.trial_id),
-            work_dir=self.folder.path / "work" / record.trial_id, extra_tags=self.tags,
-        )
-        self.reconciled.add(record.trial_id)
+def _looks(suite: Suite, meta: dict[str, Any], records: dict[str, TrialRecord], kept: dict[str, TrialRecord],
+           folder: RunFolder, env: dict[str, str], console: Console) -> Iterator[list[Trial]]:
+    """The trials of each look: the suite's seeds, then (a sequential design) more seeds while a claim
+    is undecided. Stored trials a look's trials replace are set aside first; suite.json follows the seeds."""
+    look = suite
+    trials = expand_trials(look)
+    _set_aside_superseded(trials, records, kept, folder, env, console)
+    current = {t.trial_id for t in trials}  # trials of its seeds left by another expansion
+    note = stale_note(sum(1 for i, r in records.items() if i not in current and r.seed in look.seeds), folder.path)
+    if note:
+        console.line(note)
+    yield trials
+    while more := _next_look(look, folder, console):
+        look = replace(look, seeds=list(look.seeds) + more)
+        trials = expand_trials(look)
+        _set_aside_superseded(trials, records, kept, folder, env, console)
+        meta["seeds"], meta[EXPANSION_KEY] = list(look.seeds), [t.trial_id for t in trials]
+        folder.save_suite(meta)
+        yield trials
 
 
 def _set_aside_superseded(trials: list[Trial], records: dict[str, TrialRecord], kept: dict[str, TrialRecord],
@@ -260,45 +184,3 @@ def _next_look(look: Suite, folder: RunFolder, console: Console) -> list[int]:
     console.line(f"{look.name}: {len(undecided)} claim(s) undecided{premises}{validity} at {len(look.seeds)} seeds; "
                  f"next look adds seed(s) {', '.join(map(str, more))}")
     return more
-
-
-def _jobs(
-    suite: Suite, trials: list[Trial], pending: list[Trial], device: torch.device, results_root: Path,
-    folder: RunFolder, env: dict[str, str], timeout_s: float | None = None,
-) -> list[TrialJob]:
-    """Pending trials as picklable jobs, seeds outermost: the first trial of a seed builds its
-    cached artifacts while the cache lock holds the others of that seed."""
-    cache_dir = (results_root / "cache" / suite.name).absolute()
-    work_root = (folder.path / "work").absolute()
-    position = {t.trial_id: i for i, t in enumerate(trials, 1)}
-    threads = torch.get_num_threads()
-    return [
-        TrialJob(
-            task=suite.task_name, trial=trial, device=str(device), cache_dir=cache_dir,
-            work_dir=work_root / trial.trial_id, environment=env, torch_threads=threads,
-            index=position[trial.trial_id], total=len(trials), timeout_s=timeout_s,
-        )
-        for trial in pending
-    ]
-
-
-def _mirrored(record: TrialRecord, present: dict[str, list[TrialRun]]) -> bool:
-    return any(run.mirrors(record) for run in present.get(record.trial_id, []))
-
-
-def _reconcile(
-    tracker: MlflowTracker, folder: RunFolder, parent_id: str | None, done: list[dict],
-    present: dict[str, list[TrialRun]], tags: dict[str, str],
-) -> None:
-    """Make MLflow hold exactly one complete run per stored finished trial: keep the first complete
-    run, delete the others (left RUNNING or empty by a crash, or older attempts), log the missing."""
-    for record in done:
-        runs = present.pop(record.trial_id, [])
-        keep = next((run for run in runs if run.mirrors(record)), None)
-        tracker.delete_runs(run.run_id for run in runs if run is not keep)
-        marker = marker_path(folder.path, record.trial_id)
-        if keep is not None:
-            tracker.write_marker(marker, keep.run_id)
-        else:
-            tracker.log_trial(parent_id, record, folder.trial_path(record.trial_id), marker,
-                              extra_tags=tags)

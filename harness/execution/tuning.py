@@ -1,24 +1,25 @@
 """One suite's tuning, end to end: run every tuned arm's grid on the tuning seeds through ``run_suite``
-(content-hashed, resumable, on any executor, mirrored to MLflow with a ``tune`` tag), choose each arm's
+(content-hashed, resumable, on any executor; the caller's MLflow mirror tags its runs ``tune``), choose each arm's
 best grid point, and write the lock beside the suite file with its figure."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
 from harness.analysis.decide.tune_grid import ArmGrid, score_grid, write_grid_plot
 from harness.execution.executor import Executor
 from harness.execution.runner import SuiteOutcome, run_suite
+from harness.listeners import RunListener
 from harness.store import write_json_atomic
 from harness.suite.model import Suite
 from harness.suite.points import sweep_points
 from harness.suite.tuning import LOCK_SCHEMA, ArmTuning, lock_checksum, lock_path, tune_hash, tune_plan, tuning_suite
 from harness.terminal import Console
 from harness.tracking.environment import code_checkout, git_state
-from harness.tracking.mlflow_tracker import MlflowTracker
 
 TUNE_TAGS = {"tune": "true"}
 PLOT_SUFFIX = ".tuned.png"
@@ -38,15 +39,16 @@ class TuneOutcome:
         return [arm for arm, grid in self.grids.items() if grid.chosen is None]
 
 
-def tune_suite(suite: Suite, results_root: Path, device: torch.device, tracker: MlflowTracker | None,
-               console: Console, resume: bool, executor: Executor, trial_timeout: float | None) -> TuneOutcome:
-    """Run the suite's tuning grids and write its lock (and figure) when every tuned arm has a choice."""
+def tune_suite(suite: Suite, results_root: Path, device: torch.device, console: Console, resume: bool,
+               executor: Executor, trial_timeout: float | None, listeners: Sequence[RunListener] = ()) -> TuneOutcome:
+    """Run the suite's tuning grids and write its lock (and figure) when every tuned arm has a choice;
+    ``listeners`` follow the tuning run (its MLflow mirror tags its runs ``TUNE_TAGS``)."""
     spec = suite.tune
     if spec is None:
         raise ValueError(f"suite {suite.name!r} has no tune: block")
     plan = tune_plan(spec, suite.arms)
     tuning = tuning_suite(suite, spec)
-    run = run_suite(tuning, results_root, device, tracker, console, resume, executor, trial_timeout, tags=TUNE_TAGS)
+    run = run_suite(tuning, results_root, device, console, resume, executor, trial_timeout, listeners)
     outcome = TuneOutcome(suite, run, kept={name: t.kept for name, t in plan.items()})
     if run.interrupted:
         return outcome

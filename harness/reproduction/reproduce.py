@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from harness.analysis.compare.environment_diff import Difference, environment_differences, package_differences
 from harness.devices import device_class, resolve_device
-from harness.execution.executor import SerialExecutor, TrialJob
+from harness.execution.executor import SerialExecutor
+from harness.execution.loop import JobSettings, run_trials
 from harness.execution.runner import device_description, task_declarations
 from harness.execution.trials import Trial
 from harness.record import TrialRecord
@@ -29,13 +30,13 @@ from harness.reproduction.sources import Original, ReproduceError, load_path
 from harness.store import RunFolder, write_json_atomic
 from harness.tasks import UnknownTaskError, load_task
 from harness.terminal import Console
-from harness.tracking.environment import environment, package_lock, provenance_texts, task_environment
+from harness.tracking.environment import environment, package_lock, task_environment
+from harness.tracking.mirror import ReproductionMirror
 from harness.tracking.mlflow_tracker import (
     MlflowTracker,
     TrackingError,
     check_reachable,
     default_tracking_uri,
-    marker_path,
     missing_store,
 )
 from harness.tracking.sqlite_store import confined_tracker
@@ -149,52 +150,23 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
     folder = RunFolder(plan.out_root, original.suite, original.profile)
     meta = _suite_meta(plan)
     folder.save_suite(meta)
-    env = {**plan.here, "executor": SerialExecutor.name}
-    tracker, parent_id = plan.tracker, None
-    if tracker is not None:
-        tracker.close_stale_parents(original.suite, original.profile, None, kind="reproduction")  # killed earlier ones
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        parent_id = tracker.start_parent(
-            meta, env, f"reproduce {original.suite}/{original.profile} {stamp}",
-            extra_tags={"harness.kind": "reproduction", "harness.reproduction_of": original.linked_runs,
-                        "harness.reproduction_source": original.description[:5000]},
-            texts=provenance_texts(),
+    mirror = None
+    if plan.tracker is not None:
+        mirror = ReproductionMirror(
+            plan.tracker,
+            {"harness.reproduction_of": original.linked_runs, "harness.reproduction_source": original.description[:5000]},
+            lambda record: {"harness.reproduction_of": original.run_ids.get(record.trial_id, "")},
         )
-    jobs = [
-        TrialJob(
-            task=trial.task, trial=trial, device=str(plan.device), cache_dir=(plan.out_root / "cache" / trial.suite).absolute(),
-            work_dir=(folder.path / "work" / trial.trial_id).absolute(), environment=env,
-            torch_threads=plan.threads[trial.trial_id], index=index, total=len(plan.trials),
-        )
-        for index, trial in enumerate(plan.trials, 1)
-    ]
-    records: list[TrialRecord] = []
-    interrupted = False
-    console.expect(len(jobs))
-    try:
-        for record in SerialExecutor().run(jobs, console):
-            path = folder.save_trial(record)
-            records.append(record)
-            status = "ok" if record.finished else f"FAILED: {record.error}"
-            console.trial_finished(original.suite, len(records), len(jobs), record.title, status, record.wall_seconds)
-            if tracker is not None and parent_id is not None:
-                tracker.log_trial(
-                    parent_id, record, path, marker_path(folder.path, record.trial_id),
-                    work_dir=folder.path / "work" / record.trial_id,
-                    extra_tags={"harness.kind": "reproduction_trial",
-                                "harness.reproduction_of": original.run_ids.get(record.trial_id, "")},
-                )
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        console.close()
-    comparison = compare_metrics(original.records, records, metric_kinds)
-    outcome = Outcome(folder.path, records, comparison, parent_id, time.perf_counter() - clock, interrupted,
-                      plan.out_root / SUMMARY_FILE)
+    console.expect(len(plan.trials))
+    ran = run_trials([plan.trials], SerialExecutor(), folder, [mirror] if mirror else [], console,
+                     JobSettings(plan.device, plan.out_root, plan.here, threads=plan.threads), meta)
+    comparison = compare_metrics(original.records, ran.records, metric_kinds)
+    outcome = Outcome(folder.path, ran.records, comparison, mirror.run_id if mirror else None,
+                      time.perf_counter() - clock, ran.interrupted, plan.out_root / SUMMARY_FILE)
     write_json_atomic(outcome.summary_path, summary(plan, outcome))
-    if tracker is not None and parent_id is not None:
-        tracker.finish_parent(
-            parent_id, _run_status(outcome),
+    if mirror is not None:
+        mirror.finish(
+            _run_status(outcome),
             {"reproduction.compared": len(comparison.exact), "reproduction.differing": len(comparison.differing),
              "reproduction.seconds": outcome.seconds},
             [outcome.summary_path],

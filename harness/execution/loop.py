@@ -1,0 +1,105 @@
+"""The run loop that ``harness run`` (each suite, each tuning grid) and ``harness reproduce`` share:
+trials in, each executed, stored, shown and passed to the listeners (the MLflow mirror) as it lands;
+Ctrl-C stops it with every finished trial stored."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import torch
+
+from harness.execution.executor import Executor, TrialJob
+from harness.execution.trials import Trial
+from harness.listeners import RunListener, RunStart
+from harness.record import TrialRecord
+from harness.store import RunFolder
+from harness.terminal import Console
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """How every trial of a run executes: where, with what recorded environment, its cached artifacts
+    under ``<results_root>/cache/<suite>``."""
+
+    device: torch.device
+    results_root: Path
+    environment: Mapping[str, str]
+    timeout_s: float | None = None
+    threads: Mapping[str, int] = field(default_factory=dict)  # trial id -> torch threads; else this process's
+
+
+@dataclass
+class TrialsRun:
+    """What a run loop did: every trial of its looks now stored (found or run), in that order."""
+
+    records: list[TrialRecord] = field(default_factory=list)
+    ran: int = 0
+    interrupted: bool = False
+    complete: bool = False  # every trial of the last look is stored
+
+
+def run_trials(
+    looks: Iterable[list[Trial]],
+    executor: Executor,
+    folder: RunFolder,
+    listeners: Sequence[RunListener],
+    console: Console,
+    settings: JobSettings,
+    meta: dict[str, Any],
+    stored: dict[str, TrialRecord] | None = None,
+) -> TrialsRun:
+    """Run, look by look (one look, or those of a sequential design, drawn as each is due), every trial
+    not in ``stored`` and store each in ``folder``. ``stored``: the finished trials already in the folder,
+    by id, kept up to date (a look may set some aside before it runs). ``meta``: the folder's suite.json."""
+    kept = stored if stored is not None else {}
+    environment = {**settings.environment, "executor": executor.name}
+    for listener in listeners:
+        listener.started(RunStart(folder, meta, environment))
+    outcome = TrialsRun()
+    trials: list[Trial] = []
+    try:
+        for trials in looks:
+            done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
+            pending = [t for t in trials if t.trial_id not in kept]
+            counted = {r.trial_id for r in outcome.records}
+            found = [r for r in done if r.trial_id not in counted]
+            outcome.records += found
+            console.stored(len(found))
+            for listener in listeners:
+                listener.look(done, len(pending))
+            for record in executor.run(_jobs(trials, pending, folder, settings, environment), console):
+                path = folder.save_trial(record)
+                kept[record.trial_id] = record
+                outcome.records.append(record)
+                outcome.ran += 1
+                status = "ok" if record.finished else f"FAILED: {record.error}"
+                index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record.trial_id)
+                console.trial_finished(record.suite, index, len(trials), record.title, status, record.wall_seconds)
+                for listener in listeners:
+                    listener.trial_stored(record, path)
+        outcome.complete = {t.trial_id for t in trials} <= {r.trial_id for r in outcome.records}
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    finally:
+        console.close()
+    return outcome
+
+
+def _jobs(trials: list[Trial], pending: list[Trial], folder: RunFolder, settings: JobSettings,
+          environment: dict[str, str]) -> list[TrialJob]:
+    """Pending trials as picklable jobs, in the look's order (seeds outermost for a suite: the first
+    trial of a seed builds its cached artifacts while the cache lock holds the others of that seed)."""
+    work_root = (folder.path / "work").absolute()
+    position = {t.trial_id: i for i, t in enumerate(trials, 1)}
+    threads = torch.get_num_threads()
+    return [
+        TrialJob(
+            task=trial.task, trial=trial, device=str(settings.device),
+            cache_dir=(settings.results_root / "cache" / trial.suite).absolute(),
+            work_dir=work_root / trial.trial_id, environment=environment,
+            torch_threads=settings.threads.get(trial.trial_id, threads),
+            index=position[trial.trial_id], total=len(trials), timeout_s=settings.timeout_s,
+        )
+        for trial in pending
+    ]

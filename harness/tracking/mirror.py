@@ -1,0 +1,157 @@
+"""MLflow's copy of a run, as a listener of the run loop (harness.listeners): one parent run per
+invocation and one child run per stored trial. The results store stays the source of truth.
+
+``MlflowMirror`` follows a suite's own results folder, which a run resumes: it opens the parent only
+when something is to be logged and reconciles MLflow with the store (see ``mlflow_tracker``).
+``ReproductionMirror`` follows a reproduction's fresh folder and links its runs to the original's.
+Whoever composes the run closes the parent (``finish``) once it has the run's verdicts or comparison.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+from harness.listeners import RunStart
+from harness.record import TrialRecord
+from harness.tracking.environment import provenance_texts
+from harness.tracking.mlflow_tracker import (
+    RESULTS_ID_TAG,
+    MlflowTracker,
+    TrialRun,
+    is_mirrored,
+    marker_path,
+    open_parents,
+    results_id,
+)
+
+
+class _ParentRun:
+    """The parent run's lifecycle, shared by both mirrors: open, log each trial under it, close."""
+
+    def __init__(self, tracker: MlflowTracker) -> None:
+        self.tracker = tracker
+        self.run_id: str | None = None  # the parent, once opened
+        self.run: RunStart | None = None
+        self._seconds_at_start = 0.0
+
+    @property
+    def seconds(self) -> float:
+        """Time spent in MLflow since the run started."""
+        return self.tracker.seconds - self._seconds_at_start
+
+    def started(self, run: RunStart) -> None:
+        self.run = run
+        self._seconds_at_start = self.tracker.seconds
+
+    def _open(self, run_name: str, tags: Mapping[str, str], marked: bool) -> None:
+        """Start the parent run; ``marked``: a marker in the folder says it is open until ``finish``."""
+        run = self._started()
+        self.run_id = self.tracker.start_parent(
+            run.meta, run.environment, f"{run_name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            run.folder.path if marked else None, extra_tags=tags, texts=provenance_texts(),
+        )
+
+    def _log(self, record: TrialRecord, path: Path, tags: Mapping[str, str]) -> None:
+        folder = self._started().folder.path
+        self.tracker.log_trial(self.run_id, record, path, marker_path(folder, record.trial_id),
+                               work_dir=folder / "work" / record.trial_id, extra_tags=tags)
+
+    def _started(self) -> RunStart:
+        if self.run is None:
+            raise RuntimeError("the mirror has not been told the run started")
+        return self.run
+
+    def finish(self, status: str, metrics: Mapping[str, float], artifacts: Iterable[Path] = (),
+               tags: Mapping[str, str] | None = None) -> None:
+        """Close the parent with ``status`` (FINISHED, FAILED, KILLED) and what the run concluded; nothing
+        when no parent was opened (nothing was to be logged)."""
+        if self.run_id is not None:
+            self.tracker.finish_parent(self.run_id, status, metrics, artifacts, tags)
+
+
+class MlflowMirror(_ParentRun):
+    """A suite's results folder in MLflow: exactly one complete child run per stored trial, under a
+    parent run started only when something is to be logged. ``tags`` go on every run it logs."""
+
+    def __init__(self, tracker: MlflowTracker, tags: Mapping[str, str] | None = None) -> None:
+        super().__init__(tracker)
+        self.extra_tags = dict(tags or {})
+        self.tags: dict[str, str] = {}
+        self.folder_id = ""
+        self.unclosed: list[Path] | None = None
+        self.present: dict[str, list[TrialRun]] | None = None
+        self.reconciled: set[str] = set()
+
+    def started(self, run: RunStart) -> None:
+        super().started(run)
+        self.folder_id = results_id(run.folder.path)
+        self.tags = {**self.extra_tags, RESULTS_ID_TAG: self.folder_id}
+
+    def look(self, done: Sequence[TrialRecord], pending: int) -> None:
+        """Before a look runs: mirror its stored trials that MLflow lacks, start the parent if needed."""
+        run, tracker = self._started(), self.tracker
+        suite, profile = run.meta["suite"], run.meta["profile"]
+        if self.unclosed is None:
+            self.unclosed = open_parents(run.folder.path, tracker)
+        fresh = [r for r in done if r.trial_id not in self.reconciled]
+        unmirrored = [r for r in fresh if not is_mirrored(run.folder.path, r.trial_id, tracker)]
+        if not (pending or unmirrored or self.unclosed):  # else MLflow is not even imported
+            self.reconciled.update(r.trial_id for r in fresh)
+            return
+        if self.present is None:
+            tracker.close_parents(self.unclosed)
+            tracker.close_stale_parents(suite, profile, self.folder_id)
+            self.present = tracker.trial_runs(suite, profile, self.folder_id)
+        if self.run_id is None and (pending or any(not _mirrored(r, self.present) for r in fresh)):
+            self._open(f"{suite}/{profile}", self.tags, marked=True)
+        self._reconcile(fresh, self.present)
+        self.reconciled.update(r.trial_id for r in fresh)
+
+    def trial_stored(self, record: TrialRecord, path: Path) -> None:
+        if self.run_id is None:
+            return
+        self.tracker.delete_runs(r.run_id for r in (self.present or {}).pop(record.trial_id, []))  # older attempts
+        self._log(record, path, self.tags)
+        self.reconciled.add(record.trial_id)
+
+    def _reconcile(self, done: list[TrialRecord], present: dict[str, list[TrialRun]]) -> None:
+        """Make MLflow hold exactly one complete run per stored finished trial: keep the first complete
+        run, delete the others (left RUNNING or empty by a crash, or older attempts), log the missing."""
+        folder = self._started().folder
+        for record in done:
+            runs = present.pop(record.trial_id, [])
+            keep = next((run for run in runs if run.mirrors(record)), None)
+            self.tracker.delete_runs(run.run_id for run in runs if run is not keep)
+            marker = marker_path(folder.path, record.trial_id)
+            if keep is not None:
+                self.tracker.write_marker(marker, keep.run_id)
+            else:
+                self.tracker.log_trial(self.run_id, record, folder.trial_path(record.trial_id), marker,
+                                       extra_tags=self.tags)
+
+
+class ReproductionMirror(_ParentRun):
+    """A reproduction in MLflow: its parent (tagged ``tags``) opened as it starts, closing first the
+    reproductions of this suite whose process died; each rerun trial under it, tagged ``trial_tags``."""
+
+    def __init__(self, tracker: MlflowTracker, tags: Mapping[str, str],
+                 trial_tags: Callable[[TrialRecord], Mapping[str, str]]) -> None:
+        super().__init__(tracker)
+        self.tags, self.trial_tags = dict(tags), trial_tags
+
+    def started(self, run: RunStart) -> None:
+        super().started(run)
+        suite, profile = run.meta["suite"], run.meta["profile"]
+        self.tracker.close_stale_parents(suite, profile, None, kind="reproduction")
+        self._open(f"reproduce {suite}/{profile}", {"harness.kind": "reproduction", **self.tags}, marked=False)
+
+    def look(self, done: Sequence[TrialRecord], pending: int) -> None:
+        """A reproduction's folder is new: nothing stored to reconcile."""
+
+    def trial_stored(self, record: TrialRecord, path: Path) -> None:
+        self._log(record, path, {"harness.kind": "reproduction_trial", **self.trial_tags(record)})
+
+
+def _mirrored(record: TrialRecord, present: dict[str, list[TrialRun]]) -> bool:
+    return any(run.mirrors(record) for run in present.get(record.trial_id, []))
