@@ -496,17 +496,9 @@ def _metric_per_arm(results: RunResults, key: str) -> FigureSpec | None:
     spec = results.spec_for(key)
     series = []
     for point in results.point_labels():
-        labels, means, lows, highs = [], [], [], []
-        for label in results.arm_labels():
-            summary = summarize(list(results.values(label, point, key).values()))
-            if summary is None:
-                continue
-            labels.append(label)
-            means.append(summary.mean)
-            lows.append(summary.interval.low)
-            highs.append(summary.interval.high)
-        if labels:
-            series.append(Series(point, tuple(labels), tuple(means), tuple(lows), tuple(highs)))
+        line = summary_series(((label, results.values(label, point, key)) for label in results.arm_labels()), point)
+        if line is not None:
+            series.append(line)
     if not series:
         return None
     return FigureSpec(
