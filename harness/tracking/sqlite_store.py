@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness.files import open_trusted, private_folder
 from harness.locks import FileLock
-from harness.store import _UMASK, read_json, write_json_atomic
+from harness.store import _UMASK, read_json, write_checksum, write_json_atomic
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, redacted
 
 DB_FILE = "mlflow.db"
@@ -244,9 +245,14 @@ def _build_aside(root: Path, db: Path, source: Path | None) -> None:
     tmp = Path(name)
     try:
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; the store is meant to be shared like the results
+        artifacts = (root / ARTIFACTS_DIR).resolve().as_uri()
         if source is not None:
             _copy_sqlite(source, tmp)
-        _make_schema(f"sqlite:///{tmp}", (root / ARTIFACTS_DIR).resolve().as_uri(), upgrade=source is not None)
+            _make_schema(f"sqlite:///{tmp}", artifacts, upgrade=True)
+        elif (template := _schema_template()) is not None:
+            _new_from_template(template, tmp, artifacts)
+        else:
+            _make_schema(f"sqlite:///{tmp}", artifacts, upgrade=False)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, db)
@@ -254,6 +260,61 @@ def _build_aside(root: Path, db: Path, source: Path | None) -> None:
     finally:
         for suffix in ("", "-journal", "-wal", "-shm"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def _schema_template() -> bytes | None:
+    """An empty store made by the installed MLflow, built once per MLflow version in this user's private
+    temp folder; None where no such folder can be trusted (then each new store runs the migrations).
+
+    Running MLflow's migrations costs seconds per new results folder; copying their result costs nothing.
+    The template is used only when it is ours, writable only by us and hashes to what its build recorded
+    (``files.open_trusted``): a store copied from a planted file would mirror into whatever it says.
+    """
+    try:
+        folder = private_folder("harness-mlflow-schema")
+    except OSError:
+        return None
+    name = f"mlflow-{importlib.metadata.version('mlflow')}.db"
+    template, digest = folder / name, folder / f"{name}.sha256"
+    try:
+        trusted = open_trusted(template, digest)
+        if trusted is None:
+            lock = FileLock(folder / f"{name}.lock")
+            lock.acquire(exclusive=True)  # one builder; the others wait, then read what it built
+            try:
+                trusted = open_trusted(template, digest)
+                if trusted is None:
+                    for stale in folder.glob(f"{name}.*.tmp"):  # left by a build that was killed
+                        stale.unlink(missing_ok=True)
+                    partial = folder / f"{name}.{os.getpid()}.tmp"
+                    _make_schema(f"sqlite:///{partial}", (folder / ARTIFACTS_DIR).as_uri(), upgrade=False)
+                    os.chmod(partial, 0o600)
+                    write_checksum(partial, digest)
+                    os.replace(partial, template)
+                    trusted = open_trusted(template, digest)
+            finally:
+                lock.release()
+    except OSError:
+        return None
+    if trusted is None:
+        return None
+    os.close(trusted[0])
+    return trusted[1]
+
+
+def _new_from_template(template: bytes, target: Path, artifact_root: str) -> None:
+    """A new store in ``target`` from the template's bytes: its Default experiment gets this folder's
+    artifact location and a creation time of now (the store's identity, ``_identity``)."""
+    with open(target, "wb") as handle:
+        handle.write(template)
+    now = int(time.time() * 1000)
+    connection = sqlite3.connect(str(target))
+    try:
+        with connection:
+            connection.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                               "WHERE experiment_id = 0", (f"{artifact_root}/0", now, now))
+    finally:
+        connection.close()
 
 
 def _make_schema(uri: str, artifact_root: str, upgrade: bool) -> None:
