@@ -35,6 +35,7 @@ DB_FILE = "mlflow.db"
 LOCK_FILE = ".mlflow.db.lock"
 SCHEMA_CACHE = ".mlflow-schema.json"  # the installed MLflow's head revision and tables (import-free check)
 ARTIFACTS_DIR = "mlartifacts"
+SCHEMA_FOLDER = "harness-mlflow-schema"  # this user's schema template and facts, per MLflow version (temp dir)
 URI_SPECIAL = "?#%"  # SQLAlchemy reads these in a sqlite:/// URI as query, fragment or escape
 _HEADER = b"SQLite format 3\x00"
 
@@ -169,17 +170,25 @@ def _inspect(root: Path, db: Path) -> _State:
 
 
 def _schema_facts(root: Path, full: bool = False) -> dict:
-    """The installed MLflow's schema head and tables, cached per MLflow version so that a run
-    whose store is fine does not import MLflow at all; ``full`` adds every known revision."""
+    """The installed MLflow's schema head and tables, cached per MLflow version (in the results folder and
+    in this user's private folder) so that a run whose store is fine does not import MLflow's schema code
+    at all; ``full`` adds every known revision."""
     version = importlib.metadata.version("mlflow")
-    cache = root / SCHEMA_CACHE
+    caches = [root / SCHEMA_CACHE]
+    try:
+        caches.append(private_folder(SCHEMA_FOLDER) / f"mlflow-{version}.json")
+    except OSError:
+        pass
     if not full:
-        try:
-            facts = read_json(cache)
+        for cache in caches:
+            try:
+                facts = read_json(cache)
+            except (OSError, ValueError):
+                continue
             if isinstance(facts, dict) and facts.get("mlflow") == version and facts.get("head") and facts.get("tables"):
+                if cache != caches[0]:
+                    _save_facts(caches[:1], facts)
                 return facts
-        except (OSError, ValueError):
-            pass
     _quiet_mlflow()
     from alembic.script import ScriptDirectory
     from mlflow.store.db import utils
@@ -187,13 +196,18 @@ def _schema_facts(root: Path, full: bool = False) -> dict:
 
     script = ScriptDirectory.from_config(utils._get_alembic_config(""))
     facts = {"mlflow": version, "head": utils._get_latest_schema_revision(), "tables": sorted(Base.metadata.tables)}
-    try:
-        write_json_atomic(cache, facts)
-    except OSError:
-        pass  # only a cache
+    _save_facts(caches, facts)
     if full:
         facts["known"] = [r.revision for r in script.walk_revisions()]
     return facts
+
+
+def _save_facts(caches: list[Path], facts: dict) -> None:
+    for cache in caches:
+        try:
+            write_json_atomic(cache, facts)
+        except OSError:
+            pass  # only a cache
 
 
 def _identity(db: Path) -> str:
@@ -271,7 +285,7 @@ def _schema_template() -> bytes | None:
     (``files.open_trusted``): a store copied from a planted file would mirror into whatever it says.
     """
     try:
-        folder = private_folder("harness-mlflow-schema")
+        folder = private_folder(SCHEMA_FOLDER)
     except OSError:
         return None
     name = f"mlflow-{importlib.metadata.version('mlflow')}.db"
