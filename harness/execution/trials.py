@@ -9,6 +9,7 @@ from typing import Any
 from harness.record import trial_title
 from harness.suite.model import Arm, Suite
 from harness.suite.points import point_label, sweep_points
+from harness.tasks.param_paths import layered
 from harness.tasks.source import task_code
 
 
@@ -67,7 +68,7 @@ def expand_trials(suite: Suite) -> list[Trial]:
         for point in sweep_points(suite.sweep):
             for arm in suite.arms.values():
                 for arm_point in sweep_points(arm.sweep):
-                    params = suite.task.validate_params({**suite.params, **arm.params, **arm_point, **point})
+                    params = suite.task.validate_params(layered(suite.params, arm.params, arm_point, point))
                     trials.append(
                         Trial(
                             suite=suite.name,
