@@ -267,7 +267,7 @@ def _check_axes(path: Path, node, loc: list[Any], task: type[Task], axes: SweepA
     for axis in axes:
         _leaves(path, node, loc, task, {axis: None})
         if axis not in leaf_fields(task.Params):
-            inner = ", ".join(f"{axis}.{f}" for f in leaf_fields(task.Params) if f.startswith(f"{axis}."))
+            inner = ", ".join(f for f in leaf_fields(task.Params) if f.startswith(f"{axis}."))
             raise SuiteError(f"{located(path, node, [*loc, axis])}: {'.'.join(map(str, [*loc, axis]))}: {axis!r} is a "
                              f"nested param; sweep its fields one by one ({inner})")
 

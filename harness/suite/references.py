@@ -221,6 +221,8 @@ def _param_message(path: Path, node, suite: Suite, arm: Arm, exc: ValidationErro
         tag = next((p for p in err["loc"][:-1] if isinstance(p, str) and p not in key.split(".")), None)
         owner = f"{key.rpartition('.')[0]!r}" + (f" (kind {tag!r})" if tag else "") if "." in key else "the task"
         problem = f"unknown param {key!r} for task {suite.task_name!r}; {owner} takes: {', '.join(valid)}"
+    elif valid:  # a check across the fields of a nested model (its validator)
+        problem = f"params: {str(err['msg']).removeprefix('Value error, ')}"
     else:
         problem = f"param {key!r}: {str(err['msg']).removeprefix('Value error, ')}"
         if "input" in err and not isinstance(err["input"], dict):

@@ -74,7 +74,7 @@ def _flatten(models: list[type[BaseModel]], params: Mapping[str, Any], path: tup
                 raise ParamPathError(keys, f"{'.'.join(reached)!r} is not a nested param (a plain value): "
                                            f"no {part!r} inside it")
             if part not in fields:
-                where = f"{'.'.join(reached)!r} takes" if reached else "valid params:"
+                where = f"{'.'.join(reached)!r} takes:" if reached else "valid params:"
                 raise ParamPathError(keys, f"unknown param {'.'.join((*reached, part))!r}; {where} "
                                            f"{', '.join(sorted(fields))}")
             reached, current = (*reached, part), submodels(fields[part].annotation)
