@@ -66,11 +66,11 @@ def test_a_nested_sweep_axis_labels_its_points_by_the_dotted_key(tmp_path):
 
 @pytest.mark.parametrize(("old", "new", "fragments"), [
     ("teacher.steps: 50", "teacher.stepz: 50",
-     [":4:", "params.teacher.stepz: unknown param 'teacher.stepz'; 'teacher' takes:", "steps"]),
+     [":4:", "params.teacher.stepz: unknown param 'teacher.stepz' for task 'er2'; 'teacher' takes:", "steps"]),
     ("{measure: false}", "{measure: false, fast: 1}", [":4:", "params.speed.fast: unknown param 'speed.fast'"]),
     ("teacher.lr: 0.01", "steps.lr: 0.01", [":6:", "arms.raw.steps.lr: 'steps' is not a nested param"]),
     ("teacher: {batch: 3}", "teacher: {batch: 3, nope: 1}", [":10:", "profiles.small.params.teacher.nope: unknown param"]),
-    ("none: {teacher.steps: 7}", "none: {tacher.steps: 7}", [":12:", "unknown param 'tacher'; valid params:"]),
+    ("none: {teacher.steps: 7}", "none: {tacher.steps: 7}", [":12:", "unknown param 'tacher' for task 'er2'; valid params:"]),
 ])
 def test_an_unknown_dotted_key_is_one_line_with_file_line_and_what_was_expected(tmp_path, old, new, fragments):
     assert old in ER2

@@ -255,11 +255,10 @@ def _leaves(path: Path, node, loc: list[Any], task: type[Task], values: dict[str
     """A layer of params as dotted leaves, so that layering replaces only the fields it names; a key
     that names no param of the task is refused where it is written."""
     try:
-        return flatten(task.Params, values)
+        return flatten(task.Params, values, owner=f"task {task.name!r}")
     except ParamPathError as exc:
         where = [*loc, *exc.keys]
-        raise SuiteError(f"{located(path, node, where)}: {'.'.join(map(str, where))}: {exc} "
-                         f"(task {task.name!r})") from None
+        raise SuiteError(f"{located(path, node, where)}: {'.'.join(map(str, where))}: {exc}") from None
 
 
 def _check_axes(path: Path, node, loc: list[Any], task: type[Task], axes: SweepAxes) -> None:

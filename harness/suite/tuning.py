@@ -143,9 +143,9 @@ def _check_space(path: Path, node, suite: Suite, loc: list[Any], space: SweepAxe
     for key, values in space.items():
         here = f"{located(path, node, ['tune', *loc, key])}: {dotted}.{key}"
         try:
-            flatten(suite.task.Params, {key: None})
+            flatten(suite.task.Params, {key: None}, owner=f"task {suite.task_name!r}")
         except ParamPathError as exc:
-            raise SuiteError(f"{here}: {exc} (task {suite.task_name!r})") from None
+            raise SuiteError(f"{here}: {exc}") from None
         if key not in leaf_fields(suite.task.Params):
             raise SuiteError(f"{here}: {key!r} is a nested param; tune its fields one by one")
         if not values:

@@ -55,16 +55,17 @@ def leaf_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
     return dict(walk([model], ""))
 
 
-def flatten(model: type[BaseModel], params: Mapping[str, Any], written: tuple[str, ...] = ()) -> dict[str, Any]:
+def flatten(model: type[BaseModel], params: Mapping[str, Any], owner: str = "") -> dict[str, Any]:
     """``params`` as dotted leaves, every key checked against ``model``'s fields.
 
     A mapping given to a sub-model field is spread into its leaves (so it overrides only what it
-    names); a dotted key must reach through sub-model fields only. Raises ``ParamPathError``."""
-    return dict(_flatten([model], params, (), written))
+    names); a dotted key must reach through sub-model fields only. Raises ``ParamPathError``, whose
+    message names ``owner`` (``task 'er2'``) where given."""
+    return dict(_flatten([model], params, (), (), f" for {owner}" if owner else ""))
 
 
 def _flatten(models: list[type[BaseModel]], params: Mapping[str, Any], path: tuple[str, ...],
-             written: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
+             written: tuple[str, ...], owner: str) -> Iterator[tuple[str, Any]]:
     for key, value in params.items():
         keys = (*written, str(key))
         current, reached = models, path
@@ -75,11 +76,11 @@ def _flatten(models: list[type[BaseModel]], params: Mapping[str, Any], path: tup
                                            f"no {part!r} inside it")
             if part not in fields:
                 where = f"{'.'.join(reached)!r} takes:" if reached else "valid params:"
-                raise ParamPathError(keys, f"unknown param {'.'.join((*reached, part))!r}; {where} "
+                raise ParamPathError(keys, f"unknown param {'.'.join((*reached, part))!r}{owner}; {where} "
                                            f"{', '.join(sorted(fields))}")
             reached, current = (*reached, part), submodels(fields[part].annotation)
         if current and isinstance(value, Mapping):
-            yield from _flatten(current, value, reached, keys)
+            yield from _flatten(current, value, reached, keys, owner)
         else:
             yield ".".join(reached), value
 

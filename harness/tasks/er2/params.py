@@ -30,22 +30,25 @@ class TextParams(TaskParams):
 class PasskeyParams(TaskParams):
     """pydoc bytes with a pass key to retrieve from anywhere in the window (a non-local probe layer)."""
     kind: Literal["passkey"] = "passkey"
-    weight: float = Field(20.0, gt=0, description="the teacher's loss weight on the asked digits (text: 1)")
-    short_context: int = Field(64, ge=1, description="every other teacher step trains on windows this long")
+    weight: float = Field(20.0, gt=0, description="passkey: the teacher's loss weight on the asked digits (text: 1)")
+    short_context: int = Field(64, ge=1, description="passkey: every other teacher step trains on windows this long")
 
 
 class RecallParams(TaskParams):
     """Multi-query associative recall."""
     kind: Literal["recall"] = "recall"
-    pairs: int = Field(8, ge=1)
-    keys: int = Field(16, ge=1)  # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
+    pairs: int = Field(8, ge=1, description="recall: bindings per sequence")
+    # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
+    keys: int = Field(16, ge=1, description="recall: keys (and values) to draw from")
     # MQAR under load: the teacher trains on a mixture, each sequence drawing its bindings
     # log-uniformly from (low, high), so one teacher per seed serves every point of a bindings sweep
     # (its cache key names the mixture, not the point). None: the teacher trains at `pairs`.
-    teacher_pairs: tuple[Positive, Positive] | None = None
+    teacher_pairs: tuple[Positive, Positive] | None = Field(
+        None, description="recall: the trained teacher's range of bindings")
     # Constructed teacher: the loads (bindings per sequence) scored within each trial; the arms distil on a
     # log-uniform mixture from the lightest to the heaviest. None: `pairs` alone.
-    loads: tuple[Positive, ...] | None = Field(None, min_length=1)
+    loads: tuple[Positive, ...] | None = Field(
+        None, min_length=1, description="recall, constructed teacher: the loads scored")
 
     @model_validator(mode="after")
     def _consistent(self) -> "RecallParams":
@@ -114,8 +117,9 @@ class TrainedTeacherParams(TaskParams):
 class ConstructedTeacherParams(TaskParams):
     """Recall only: one attention head set by hand to recall exactly at any load (constructed.py)."""
     kind: Literal["constructed"] = "constructed"
-    code_dim: int = Field(32, ge=2, description="the head dim its key and value codes live in")
-    temperature: float = Field(40.0, gt=0, description="softmax temperature, checked against the exact-recall bound")
+    code_dim: int = Field(32, ge=2, description="constructed: the head dim its key and value codes live in")
+    temperature: float = Field(
+        40.0, gt=0, description="constructed: softmax temperature, checked against the exact-recall bound")
 
     @property
     def head_dim(self) -> int:
