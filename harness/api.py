@@ -32,7 +32,7 @@ from harness.analysis.decide.seed_planning import SeedPlan, family_size, plan_su
 from harness.analysis.present.claim_history import ClaimPoint, render_history, write_history_plot
 from harness.analysis.present.run_report import RunReport, build_report, stored_report_text
 from harness.analysis.present.run_summary import SUMMARY_MARKDOWN_FILE, SuiteSummary, render_summary
-from harness.analysis.present.trial_table import FORMATS as EXPORT_FORMATS
+from harness.analysis.present import EXPORT_FORMATS
 from harness.analysis.present.trial_table import export_frame, write_frame
 from harness.analysis.present.verdict_tables import render_report
 from harness.analysis.run_results import ResultsError, load_results

@@ -51,11 +51,15 @@ def one_line_error(proc, exit_code: int = 2) -> str:
 ])
 def test_sigkill_at_a_named_point_then_rerun_repairs_everything(point, tmp_path, toy_suite):
     results = tmp_path / "results"
-    killed = run(toy_suite, results, HARNESS_FAULT=point)
+    own_tmp = {}
+    if point.startswith("schema"):  # a temp dir of its own: MLflow's migrations run (no schema template yet)
+        (tmp_path / "tmp").mkdir(mode=0o700)
+        own_tmp["TMPDIR"] = str(tmp_path / "tmp")
+    killed = run(toy_suite, results, HARNESS_FAULT=point, **own_tmp)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     survivors = {p.name: p.read_bytes() for p in (results / "toy" / "smoke" / "trials").glob("*.json")}
 
-    rerun = run(toy_suite, results)
+    rerun = run(toy_suite, results, **own_tmp)
     assert rerun.returncode == 0, rerun.stderr
     assert "Traceback" not in rerun.stderr
     assert check_results(results) == []

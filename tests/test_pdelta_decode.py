@@ -325,16 +325,16 @@ def test_a_folder_swapped_between_the_check_and_the_load_runs_nothing_of_the_swa
                    check=True)
     (planted / library.with_suffix(".sha256").name).write_text(
         hashlib.sha256((planted / library.name).read_bytes()).hexdigest())
-    checked = fused_decode._open_trusted
+    checked = fused_decode.open_trusted
 
     def check_then_swap(*args):
-        fd = checked(*args)
-        if fd is not None:  # the freshly built library passed its checks: swap the folder now
+        trusted = checked(*args)
+        if trusted is not None:  # the freshly built library passed its checks: swap the folder now
             folder.rename(tmp_path / "moved-away")
             planted.rename(folder)
-        return fd
+        return trusted
 
-    monkeypatch.setattr(fused_decode, "_open_trusted", check_then_swap)
+    monkeypatch.setattr(fused_decode, "open_trusted", check_then_swap)
     kernel = load_kernel()
     assert kernel.er2_decode_step is not None  # the planted library has no such symbol
     assert not marker.exists()

@@ -17,6 +17,7 @@ from test_cli_run import free_port
 
 from harness import api
 from harness.cli import main
+from harness.store import RunFolder, incomplete_note
 from harness.tracking.environment import code_checkout, git_state
 from harness.tracking.mlflow_tracker import default_tracking_uri
 
@@ -224,8 +225,22 @@ def test_a_killed_reproduction_is_closed_by_the_next(toy_run, harness_cmd, cli_e
                             capture_output=True, text=True, timeout=300, check=False)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     (left,) = [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]
+    partial = [p for p in (toy_run / "reproductions").glob("*/toy/smoke") if incomplete_note(p)]
+    assert len(partial) == 1  # the killed reproduction's folder reads as partial
     again = subprocess.run([*harness_cmd, "reproduce", target], env=cli_env, capture_output=True, text=True, timeout=300,
                            check=False)
     assert again.returncode == 0, again.stderr
     assert client(toy_run).get_run(left.info.run_id).info.status == "KILLED"
     assert not [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]
+
+
+def test_an_incomplete_original_is_said_and_the_reproduction_marks_itself_until_done(toy_run, tmp_path):
+    original = tmp_path / "original"
+    shutil.copytree(toy_run / "toy", original / "toy")
+    RunFolder(original, "toy", "smoke").mark_incomplete()  # its last run ended before every trial was stored
+    out = tmp_path / "again"
+    result = invoke("reproduce", original / "toy" / "smoke", "--out", out, "--no-mlflow")
+    assert result.exit_code == 0, result.output
+    assert "INCOMPLETE RUN" in result.output and "only the trials it stored are rerun" in result.output
+    assert json.loads((out / "reproduction.json").read_text())["original"]["incomplete"] is True
+    assert incomplete_note(out / "toy" / "smoke") == ""  # the reproduction stored every trial: complete

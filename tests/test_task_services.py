@@ -214,3 +214,25 @@ def test_fit_stops_at_the_first_non_finite_value(tmp_path: Path) -> None:
     with pytest.raises(NonFiniteLoss, match="energy at step 2"):
         ctx.fit(10, step, name="train", log_every=100)
     assert seen == [0, 1, 2]
+
+
+def test_cpu_trials_run_deterministic_kernels_without_loading_the_compiler_stack() -> None:
+    """The kernels' determinism flag is set as ``torch.use_deterministic_algorithms`` sets it, and a compiler
+    imported afterwards agrees with it; importing that compiler for the flag alone would cost every trial
+    process seconds."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, torch\n"
+        "from harness.services.seeding import seed_everything\n"
+        "seed_everything(0, torch.device('cpu'))\n"
+        "print(torch.are_deterministic_algorithms_enabled(), 'torch._inductor' in sys.modules)\n"
+        "import torch._inductor.config as config\n"
+        "print(config.deterministic)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env.pop("TORCHINDUCTOR_DETERMINISTIC", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "True"]

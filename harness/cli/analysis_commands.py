@@ -11,10 +11,13 @@ from typing import NoReturn
 
 import click
 
-from harness import api
 from harness.cli.outputs import append_step_summary, output_problem, write_output
-from harness.gating.baseline import DEFAULT_BASELINES_DIR
-from harness.gating.gate_report import junit_xml, render_markdown
+from harness.analysis.present import EXPORT_FORMATS
+from harness.gating import DEFAULT_BASELINES_DIR
+from harness.suite.model import DEFAULT_PROFILE
+
+# The analysis stack (torch, scipy, matplotlib: seconds to import) loads only when a command runs, so
+# that `harness --help` and `harness list` answer at once.
 
 USAGE_ERROR = 2
 REGRESSION = 1
@@ -41,6 +44,8 @@ def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
     """Rebuild verdict tables, summary JSON and plots from stored RESULTS (nothing is rerun); exit 1 when
     a run is incomplete (its results are reported, marked partial)."""
     _check_output(markdown_path, "--markdown")
+    from harness import api
+
     try:
         reports = api.report(results)
     except api.UsageError as exc:
@@ -65,10 +70,12 @@ def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
 @click.argument("suite_file", type=click.Path(path_type=Path))
 @click.option("--from", "pilot", type=click.Path(path_type=Path),
               help="A results folder holding a pilot run of the suite: plan at the effects it showed.")
-@click.option("--profile", default=api.DEFAULT_PROFILE, show_default=True, help="Profile to plan.")
+@click.option("--profile", default=DEFAULT_PROFILE, show_default=True, help="Profile to plan.")
 def plan(suite_file: Path, pilot: Path | None, profile: str) -> None:
     """Seeds each primary claim of SUITE_FILE needs: a fixed design's for 80% power, and the sequential
     design's power and expected seeds (nothing is run)."""
+    from harness import api
+
     try:
         plans = api.plan_seeds(suite_file, api.RunOptions(profile=profile), pilot)
     except api.UsageError as exc:
@@ -87,6 +94,8 @@ def baseline() -> None:
               show_default=True, help="Folder for <suite>-<profile>-<device class>.json.")
 def baseline_save(results: Path, out_dir: Path) -> None:
     """Save a baseline from every run under RESULTS (none when one of them is refused)."""
+    from harness import api
+
     try:
         paths = api.save_baselines(results, out_dir)
     except api.UsageError as exc:
@@ -107,6 +116,9 @@ def gate(results: Path, baseline_file: Path | None, baselines_dir: Path, junit_p
     """Exit 1 when RESULTS regress against their baseline (quality, bytes, speed ratios); a Markdown
     table of what moved comes last (and goes to $GITHUB_STEP_SUMMARY when set)."""
     _check_output(junit_path, "--junit")
+    from harness import api
+    from harness.gating import gate_report
+
     try:
         outcomes = api.gate(results, baseline_file, baselines_dir)
     except api.UsageError as exc:
@@ -114,8 +126,8 @@ def gate(results: Path, baseline_file: Path | None, baselines_dir: Path, junit_p
     for outcome in outcomes:
         click.echo(outcome.render())
     if junit_path is not None:
-        write_output(junit_path, junit_xml(outcomes), "--junit")
-    markdown = render_markdown(outcomes)
+        write_output(junit_path, gate_report.junit_xml(outcomes), "--junit")
+    markdown = gate_report.render_markdown(outcomes)
     append_step_summary(markdown)
     click.echo("\n" + markdown.rstrip("\n"))
     if not all(outcome.passed for outcome in outcomes):
@@ -124,7 +136,7 @@ def gate(results: Path, baseline_file: Path | None, baselines_dir: Path, junit_p
 
 @click.command()
 @click.argument("results", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(api.EXPORT_FORMATS), default="csv", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="csv", show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), help="Write the table here [default: CSV on stdout].")
 def export(results: Path, fmt: str, out: Path | None) -> None:
     """Stored RESULTS as one table, a row per trial and metric (suite, profile, point, arm, seed, metric,
@@ -132,6 +144,8 @@ def export(results: Path, fmt: str, out: Path | None) -> None:
     if out is None and fmt != "csv":
         _fail(f"--format {fmt} is binary: give --out FILE")
     _check_output(out, "--out")
+    from harness import api
+
     try:
         frame = api.export(results, fmt, out)
     except api.UsageError as exc:
@@ -144,7 +158,7 @@ def export(results: Path, fmt: str, out: Path | None) -> None:
 
 @click.command()
 @click.argument("suite")
-@click.option("--profile", default=api.DEFAULT_PROFILE, show_default=True)
+@click.option("--profile", default=DEFAULT_PROFILE, show_default=True)
 @click.option("--tracking-uri", help="MLflow tracking URI (default: sqlite:///RESULTS/mlflow.db).")
 @click.option("--results", "results_root", type=click.Path(path_type=Path), default=Path("results"),
               show_default=True, help="Results folder whose embedded MLflow store is read.")
@@ -152,6 +166,8 @@ def export(results: Path, fmt: str, out: Path | None) -> None:
 def history(suite: str, profile: str, tracking_uri: str | None, results_root: Path, out: Path | None) -> None:
     """Each claim of SUITE (its name) across its runs in MLflow: commit, date, estimate, interval, result."""
     _check_output(out, "--out")
+    from harness import api
+
     try:
         found = api.history(suite, profile, tracking_uri, results_root, out)
     except api.UsageError as exc:

@@ -53,6 +53,7 @@ def run_trials(
     not in ``stored`` and store each in ``folder``. ``stored``: the finished trials already in the folder,
     by id, kept up to date (a look may set some aside before it runs). ``meta``: the folder's suite.json."""
     kept = stored if stored is not None else {}
+    folder.mark_incomplete()  # until every trial is stored: a process that ends early leaves a folder read as partial
     environment = {**settings.environment, "executor": executor.name}
     for listener in listeners:
         listener.started(RunStart(folder, meta, environment))
@@ -79,6 +80,8 @@ def run_trials(
                 for listener in listeners:
                     listener.trial_stored(record, path)
         outcome.complete = {t.trial_id for t in trials} <= {r.trial_id for r in outcome.records}
+        if outcome.complete:
+            folder.mark_complete()  # only now may a reader take the folder for a result
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:

@@ -83,7 +83,6 @@ def run_suite(
     stored = stored_suite(suite, device)
     meta = stored.as_stored()
     folder.save_suite(meta)
-    folder.mark_incomplete()
     env = environment(device)  # the git state of the harness checkout: a suite's own tree is never read
     env.update(task_environment(suite.task))
     save_diff(folder.path)
@@ -95,8 +94,6 @@ def run_suite(
     looks = _looks(suite, stored, meta, records, kept, folder, env, console)
     ran = run_trials(looks, executor or SerialExecutor(), folder, listeners, console,
                      JobSettings(device, results_root, env, trial_timeout), meta, kept)
-    if ran.complete:
-        folder.mark_complete()  # every trial stored: only now may a reader take the folder for a result
     outcome.records, outcome.ran, outcome.interrupted = ran.records, ran.ran, ran.interrupted
     outcome.skipped = len(outcome.records) - outcome.ran
     outcome.wall_seconds = time.perf_counter() - clock

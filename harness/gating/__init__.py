@@ -35,3 +35,6 @@ Modules: ``values`` (what is gated, measured the same way in a baseline and in a
 (the committed file: save, load, check), ``gate`` (a run against its baseline), ``gate_report`` (the gate's
 result as Markdown and JUnit for CI).
 """
+from pathlib import Path
+
+DEFAULT_BASELINES_DIR = Path("baselines")  # relative to where a command runs; here so the CLI reads it without the stack

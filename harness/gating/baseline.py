@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.analysis.run_results import RunResults, load_results
+from harness.gating import DEFAULT_BASELINES_DIR
 from harness.gating.values import (
     CHECKS,
     CLAIM,
@@ -28,7 +29,6 @@ from harness.gating.values import (
 from harness.store import clean_stray_tmp, read_json, write_json_atomic
 
 BASELINE_SCHEMA = 1
-DEFAULT_BASELINES_DIR = Path("baselines")
 DIRECTIONS = {QUALITY: ("higher", "lower"), SPEED_RATIO: ("higher", "lower"), MEMORY: ("higher", "lower", "none"),
               CONTRAST: ("higher", "lower"), CLAIM: ("none",)}
 

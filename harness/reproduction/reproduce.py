@@ -207,6 +207,7 @@ def summary(plan: Plan, outcome: Outcome) -> dict[str, Any]:
         "original": {
             "description": original.description, "suite": original.suite, "profile": original.profile,
             "tracking_uri": original.tracking_uri, "runs": original.linked_runs, "trial_runs": original.run_ids,
+            "incomplete": bool(original.incomplete),
         },
         "reproduction": {
             "results": str(outcome.run_dir), "tracking_uri": plan.tracker.uri if plan.tracker else None,

@@ -22,6 +22,8 @@ def render_plan(plan: Plan) -> str:
     if original.stale:
         lines.append(f"  warning: {original.stale} stored trial(s) are not of the suite's expansion and seeds (a param, "
                      "sweep, arm or seed changed since they ran): set aside, not rerun")
+    if original.incomplete:
+        lines.append(f"  warning: {original.incomplete}; only the trials it stored are rerun")
     if original.skipped:
         lines.append(f"  {original.skipped} failed trial(s) in the record are not rerun (they have no result)")
     if plan.device_note:

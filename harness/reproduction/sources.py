@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import RecordError, TrialRecord, from_json
-from harness.store import SUITE_FILE, TRIALS_DIR, iter_runs, iter_trial_files, read_json
+from harness.store import SUITE_FILE, TRIALS_DIR, incomplete_note, iter_runs, iter_trial_files, read_json
 from harness.suite.stored import StoredSuite, StoredSuiteError
 from harness.tracking.mlflow_tracker import marker_path
 
@@ -36,6 +36,7 @@ class Original:
     target_run_id: str | None = None  # the MLflow run named on the command line
     skipped: int = 0  # failed trials of the record: nothing to reproduce
     stale: int = 0  # stored trials outside the suite's expansion and seeds: set aside, not rerun
+    incomplete: str = ""  # store.incomplete_note of the original's folder: its last run ended early
 
     @property
     def linked_runs(self) -> str:
@@ -109,7 +110,9 @@ def _load_trial_file(path: Path) -> Original:
 
 
 def _read_markers(original: Original, run_dir: Path) -> None:
-    """The MLflow runs the results folder says its trials were mirrored to."""
+    """The MLflow runs the results folder says its trials were mirrored to, and whether its last run
+    ended before every trial was stored."""
+    original.incomplete = incomplete_note(run_dir)
     for record in original.records:
         marker = marker_path(run_dir, record.trial_id)
         if not marker.is_file():

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import random
+import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -32,10 +33,25 @@ def seed_everything(seed: int, device: torch.device) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(deterministic_kernels(device))
+    _set_deterministic_algorithms(deterministic_kernels(device))
     if device.type != "cpu":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
         torch.cuda.manual_seed_all(seed)
+
+
+def _set_deterministic_algorithms(mode: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode)`` without importing torch's compiler stack for it.
+
+    The public call also sets inductor's ``deterministic`` option, and importing inductor costs seconds in
+    every trial process. No trial compiles, so the kernels' flag is set directly and inductor, should it
+    ever be imported later, reads the same choice from its environment variable.
+    """
+    set_flag = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if set_flag is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode)
+        return
+    set_flag(mode)
+    os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1" if mode else "0"
 
 
 def determinism_settings(device: torch.device) -> dict[str, str]:

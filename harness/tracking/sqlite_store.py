@@ -26,14 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness.files import open_trusted, private_folder
 from harness.locks import FileLock
-from harness.store import _UMASK, read_json, write_json_atomic
+from harness.store import _UMASK, read_json, write_checksum, write_json_atomic
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, redacted
 
 DB_FILE = "mlflow.db"
 LOCK_FILE = ".mlflow.db.lock"
 SCHEMA_CACHE = ".mlflow-schema.json"  # the installed MLflow's head revision and tables (import-free check)
 ARTIFACTS_DIR = "mlartifacts"
+SCHEMA_FOLDER = "harness-mlflow-schema"  # this user's schema template and facts, per MLflow version (temp dir)
 URI_SPECIAL = "?#%"  # SQLAlchemy reads these in a sqlite:/// URI as query, fragment or escape
 _HEADER = b"SQLite format 3\x00"
 
@@ -168,17 +170,25 @@ def _inspect(root: Path, db: Path) -> _State:
 
 
 def _schema_facts(root: Path, full: bool = False) -> dict:
-    """The installed MLflow's schema head and tables, cached per MLflow version so that a run
-    whose store is fine does not import MLflow at all; ``full`` adds every known revision."""
+    """The installed MLflow's schema head and tables, cached per MLflow version (in the results folder and
+    in this user's private folder) so that a run whose store is fine does not import MLflow's schema code
+    at all; ``full`` adds every known revision."""
     version = importlib.metadata.version("mlflow")
-    cache = root / SCHEMA_CACHE
+    caches = [root / SCHEMA_CACHE]
+    try:
+        caches.append(private_folder(SCHEMA_FOLDER) / f"mlflow-{version}.json")
+    except OSError:
+        pass
     if not full:
-        try:
-            facts = read_json(cache)
+        for cache in caches:
+            try:
+                facts = read_json(cache)
+            except (OSError, ValueError):
+                continue
             if isinstance(facts, dict) and facts.get("mlflow") == version and facts.get("head") and facts.get("tables"):
+                if cache != caches[0]:
+                    _save_facts(caches[:1], facts)
                 return facts
-        except (OSError, ValueError):
-            pass
     _quiet_mlflow()
     from alembic.script import ScriptDirectory
     from mlflow.store.db import utils
@@ -186,13 +196,18 @@ def _schema_facts(root: Path, full: bool = False) -> dict:
 
     script = ScriptDirectory.from_config(utils._get_alembic_config(""))
     facts = {"mlflow": version, "head": utils._get_latest_schema_revision(), "tables": sorted(Base.metadata.tables)}
-    try:
-        write_json_atomic(cache, facts)
-    except OSError:
-        pass  # only a cache
+    _save_facts(caches, facts)
     if full:
         facts["known"] = [r.revision for r in script.walk_revisions()]
     return facts
+
+
+def _save_facts(caches: list[Path], facts: dict) -> None:
+    for cache in caches:
+        try:
+            write_json_atomic(cache, facts)
+        except OSError:
+            pass  # only a cache
 
 
 def _identity(db: Path) -> str:
@@ -244,9 +259,14 @@ def _build_aside(root: Path, db: Path, source: Path | None) -> None:
     tmp = Path(name)
     try:
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; the store is meant to be shared like the results
+        artifacts = (root / ARTIFACTS_DIR).resolve().as_uri()
         if source is not None:
             _copy_sqlite(source, tmp)
-        _make_schema(f"sqlite:///{tmp}", (root / ARTIFACTS_DIR).resolve().as_uri(), upgrade=source is not None)
+            _make_schema(f"sqlite:///{tmp}", artifacts, upgrade=True)
+        elif (template := _schema_template()) is not None:
+            _new_from_template(template, tmp, artifacts)
+        else:
+            _make_schema(f"sqlite:///{tmp}", artifacts, upgrade=False)
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, db)
@@ -254,6 +274,61 @@ def _build_aside(root: Path, db: Path, source: Path | None) -> None:
     finally:
         for suffix in ("", "-journal", "-wal", "-shm"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
+
+
+def _schema_template() -> bytes | None:
+    """An empty store made by the installed MLflow, built once per MLflow version in this user's private
+    temp folder; None where no such folder can be trusted (then each new store runs the migrations).
+
+    Running MLflow's migrations costs seconds per new results folder; copying their result costs nothing.
+    The template is used only when it is ours, writable only by us and hashes to what its build recorded
+    (``files.open_trusted``): a store copied from a planted file would mirror into whatever it says.
+    """
+    try:
+        folder = private_folder(SCHEMA_FOLDER)
+    except OSError:
+        return None
+    name = f"mlflow-{importlib.metadata.version('mlflow')}.db"
+    template, digest = folder / name, folder / f"{name}.sha256"
+    try:
+        trusted = open_trusted(template, digest)
+        if trusted is None:
+            lock = FileLock(folder / f"{name}.lock")
+            lock.acquire(exclusive=True)  # one builder; the others wait, then read what it built
+            try:
+                trusted = open_trusted(template, digest)
+                if trusted is None:
+                    for stale in folder.glob(f"{name}.*.tmp"):  # left by a build that was killed
+                        stale.unlink(missing_ok=True)
+                    partial = folder / f"{name}.{os.getpid()}.tmp"
+                    _make_schema(f"sqlite:///{partial}", (folder / ARTIFACTS_DIR).as_uri(), upgrade=False)
+                    os.chmod(partial, 0o600)
+                    write_checksum(partial, digest)
+                    os.replace(partial, template)
+                    trusted = open_trusted(template, digest)
+            finally:
+                lock.release()
+    except OSError:
+        return None
+    if trusted is None:
+        return None
+    os.close(trusted[0])
+    return trusted[1]
+
+
+def _new_from_template(template: bytes, target: Path, artifact_root: str) -> None:
+    """A new store in ``target`` from the template's bytes: its Default experiment gets this folder's
+    artifact location and a creation time of now (the store's identity, ``_identity``)."""
+    with open(target, "wb") as handle:
+        handle.write(template)
+    now = int(time.time() * 1000)
+    connection = sqlite3.connect(str(target))
+    try:
+        with connection:
+            connection.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                               "WHERE experiment_id = 0", (f"{artifact_root}/0", now, now))
+    finally:
+        connection.close()
 
 
 def _make_schema(uri: str, artifact_root: str, upgrade: bool) -> None:

@@ -15,7 +15,6 @@ from harness.store import write_atomic
 if TYPE_CHECKING:
     import pandas
 
-FORMATS = ("csv", "parquet")
 COLUMNS = ("suite", "profile", "point", "arm", "arm_label", "seed", "metric", "value", "unit", "kind", "trial_id",
            "git_commit", "task", "task_version")
 

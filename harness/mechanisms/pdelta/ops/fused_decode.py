@@ -13,7 +13,6 @@ import ctypes
 import hashlib
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 from functools import lru_cache
@@ -24,6 +23,7 @@ import torch
 from torch import Tensor
 
 from harness.devices import cpu_features
+from harness.files import UnsafeFile, open_trusted, private_folder
 from harness.store import write_checksum
 
 SOURCE = Path(__file__).with_name("kernels") / "er2_decode.c"
@@ -54,53 +54,15 @@ class KernelUnavailable(RuntimeError):
     """The C kernel could not be built here (no compiler, or the build failed)."""
 
 
-def _private_folder() -> Path:
-    """This user's kernel folder in the temp dir, refused unless only this user can write to it.
-
-    The temp dir is shared and the folder name is predictable, so another user could create it first
-    and plant a library there that ``ctypes`` would then run as us.
-    """
-    parent = Path(tempfile.gettempdir())
-    folder = parent / f"harness-kernels-{os.getuid()}"
+def _kernel_folder() -> Path:
+    """This user's kernel folder: ``ctypes`` runs what is in it, so only a folder no one else can write to
+    (``files.private_folder``) is used."""
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info, above = folder.lstat(), parent.stat()
+        return private_folder("harness-kernels")
+    except UnsafeFile as error:
+        raise KernelUnavailable(f"refusing the kernel folder {error.filename}: {error.strerror}") from error
     except OSError as error:
-        raise KernelUnavailable(f"cannot create the kernel folder {folder}: {error}") from error
-    if above.st_mode & 0o022 and not above.st_mode & stat.S_ISVTX:
-        # others could rename the checked folder away and put theirs in its place before it is loaded
-        raise KernelUnavailable(
-            f"refusing the kernel folder {folder}: its parent {parent} is writable by others without the sticky "
-            f"bit (mode {stat.filemode(above.st_mode)}); set TMPDIR to a folder only you can write to")
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
-        raise KernelUnavailable(
-            f"refusing the kernel folder {folder}: it must be a folder owned by uid {os.getuid()} that no one "
-            f"else can write to (found uid {info.st_uid}, mode {stat.filemode(info.st_mode)}); remove it")
-    return folder
-
-
-def _open_trusted(library: Path, digest: Path) -> int | None:
-    """A read-only descriptor of the library, opened without following a link, when the file it names is
-    ours, writable only by us and hashes to what its build recorded; None otherwise.
-
-    The checks are made on the descriptor and the library is loaded through it (``_load``), so what runs is
-    the file that was checked even if a neighbour swaps the path (or a folder above it) in between.
-    """
-    try:
-        fd = os.open(library, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    info = os.fstat(fd)
-    if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
-        try:
-            recorded = digest.read_text(encoding="utf-8").strip()
-            with open(f"/proc/self/fd/{fd}", "rb") as handle:  # a new open description: fd's offset stays put
-                if hashlib.sha256(handle.read()).hexdigest() == recorded:
-                    return fd
-        except OSError:
-            pass
-    os.close(fd)
-    return None
+        raise KernelUnavailable(f"cannot create the kernel folder in {tempfile.gettempdir()}: {error}") from error
 
 
 def _load(fd: int) -> ctypes.CDLL:
@@ -118,7 +80,7 @@ def load_kernel() -> ctypes.CDLL:
 
     The key covers the CPU's model and flags, since ``-march=native`` code may not run on another CPU
     sharing the folder; a library whose owner, mode or recorded hash does not check out is rebuilt, and
-    the one loaded is the file that was checked (``_open_trusted``).
+    the one loaded is the file that was checked (``files.open_trusted``).
     """
     compiler = os.environ.get("CC", "cc")
     if shutil.which(compiler) is None:
@@ -130,10 +92,10 @@ def load_kernel() -> ctypes.CDLL:
     if not Path("/proc/self/fd").is_dir():
         raise KernelUnavailable("the kernel is loaded through a checked descriptor, which needs /proc/self/fd (Linux)")
     key = hashlib.sha256(source + " ".join((compiler, *FLAGS, cpu_features())).encode()).hexdigest()[:16]
-    folder = _private_folder()
+    folder = _kernel_folder()
     library, digest = folder / f"er2_decode-{key}.so", folder / f"er2_decode-{key}.sha256"
-    fd = _open_trusted(library, digest)
-    if fd is None:
+    trusted = open_trusted(library, digest)
+    if trusted is None:
         partial = folder / f"{library.name}.{os.getpid()}.tmp"
         build = subprocess.run([compiler, *FLAGS, "-o", str(partial), str(SOURCE), "-lm"],
                                capture_output=True, text=True)
@@ -143,10 +105,10 @@ def load_kernel() -> ctypes.CDLL:
         partial.chmod(0o700)
         write_checksum(partial, digest)
         os.replace(partial, library)  # atomic: concurrent trials never load a half-written file
-        fd = _open_trusted(library, digest)
-        if fd is None:
+        trusted = open_trusted(library, digest)
+        if trusted is None:
             raise KernelUnavailable(f"the kernel library {library} changed while it was installed")
-    kernel = _load(fd)
+    kernel = _load(trusted[0])
     kernel.er2_decode_step.argtypes = [ctypes.c_void_p] * 3
     kernel.er2_decode_step.restype = ctypes.c_int
     return kernel
