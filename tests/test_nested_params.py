@@ -12,6 +12,7 @@ from harness.cli import main
 from harness.execution.trials import expand_trials
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
+from harness.suite.tuning import tuning_suite
 from harness.tasks.er2.params import ER2Params, TrainedTeacherParams
 from harness.tasks.er2.task import ER2Task
 from harness.tasks.param_paths import flatten, layered, nest
@@ -114,3 +115,24 @@ def test_flatten_and_nest_are_inverse_on_the_canonical_params():
     assert "teacher.model_dim" in leaves and "workload.kind" in leaves and "teacher" not in leaves
     assert nest(leaves) == dumped
     assert ER2Task.validate_params(leaves) == ER2Params()
+
+
+TUNED = ER2.replace("profiles:", "tune:\n  seeds: [90, 91]\n  metric: nmse\n  space: {teacher.lr: [0.001, 0.01]}\n"
+                    "  arms: [none]\nprofiles:")
+
+
+def test_a_tune_axis_may_name_one_nested_field(tmp_path):
+    (suite,) = load_suites(write(tmp_path, TUNED), apply_locks=False)
+    tuning = tuning_suite(suite, suite.tune)
+    trials = expand_trials(tuning)
+    assert {t.params["teacher"]["lr"] for t in trials} == {0.001, 0.01}
+    assert {t.params["teacher"]["steps"] for t in trials} == {50}  # the suite's sibling kept
+
+
+def test_an_unknown_nested_tune_axis_is_one_line_at_its_line(tmp_path):
+    path = write(tmp_path, TUNED.replace("space: {teacher.lr:", "space: {teacher.lrr:"))
+    with pytest.raises(SuiteError) as info:
+        load_suites(path, apply_locks=False)
+    message = str(info.value)
+    assert "\n" not in message and f"{path}:11:" in message
+    assert "tune.space.teacher.lrr: unknown param 'teacher.lrr' for task 'er2'; 'teacher' takes:" in message
