@@ -198,7 +198,6 @@ class RunFolder:
 
 DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to
 DESIGN_KEYS = ("seeds", "sequential", "claims", "premises", "validity", "confidence")
-EXPANSION_KEY = "trial_ids"  # suite.json: the trials of the suite's expansion at its current seeds
 
 
 class DesignChanged(ValueError):

@@ -25,9 +25,12 @@ from harness.tasks.er2.data import RecallLayout, recall_batch
 from harness.tasks.er2.distill import at_answers, budget_metrics, transfer_loss
 from harness.tasks.er2.task import ER2Task
 from harness.tasks.er2.workloads import answer_recall
+from harness.tasks.param_paths import layered
 
 SUITE = Path(__file__).resolve().parents[1] / "suites" / "er2_mqar.yaml"
 PROFILES = ("default", "pilot", "ci", "smoke")
+CONSTRUCTED = {"workload.kind": "recall", "teacher.kind": "constructed", "workload.keys": 1024, "teacher.code_dim": 32,
+               "workload.loads": [8, 64], "train_context": 256}
 CPU = torch.device("cpu")
 
 
@@ -37,10 +40,11 @@ def _constructed(keys: int = 64, loads=(2, 4, 8), dim: int = 16, temperature: fl
 
 
 def test_the_teacher_recalls_every_query_at_every_load_of_the_shipped_profiles():
-    arms = [ER2Task.validate_params({**suite.params, **arm.params})
+    arms = [ER2Task.validate_params(layered(suite.params, arm.params))
             for profile in PROFILES for suite in load_suites(SUITE, profile) for arm in suite.arms.values()]
-    assert all(params.teacher == "constructed" for params in arms)
-    teachers = {(p.loads, p.recall_keys, p.code_dim, p.constructed_temperature, tuple(p.eval_contexts)) for p in arms}
+    assert all(params.teacher.kind == "constructed" for params in arms)
+    teachers = {(p.loads, p.workload.keys, p.teacher.code_dim, p.teacher.temperature, tuple(p.eval_contexts))
+                for p in arms}
     for loads, keys, dim, temperature, contexts in teachers:
         workload = ConstructedRecallWorkload(loads, keys)
         teacher = ConstructedTeacher(workload.layout, dim, temperature)
@@ -54,10 +58,8 @@ def test_below_its_bound_the_temperature_loses_recall_and_is_refused():
     tokens, answers = recall_batch(workload.layout, 16, 256, 64, torch.Generator().manual_seed(1))
     assert sum(answer_recall(cold, tokens, answers, None)) / 16 < 0.5
     with pytest.raises(pydantic.ValidationError, match="too low for exact recall at 64 bindings: it must exceed"):
-        ER2Task.validate_params({"workload": "recall", "teacher": "constructed", "recall_keys": 1024, "code_dim": 32,
-                                 "constructed_temperature": 20.0, "recall_loads": [8, 64], "train_context": 256})
-    ER2Task.validate_params({"workload": "recall", "teacher": "constructed", "recall_keys": 1024, "code_dim": 32,
-                             "constructed_temperature": 25.0, "recall_loads": [8, 64], "train_context": 256})
+        ER2Task.validate_params({**CONSTRUCTED, "teacher.temperature": 20.0})
+    ER2Task.validate_params({**CONSTRUCTED, "teacher.temperature": 25.0})
 
 
 def test_the_bound_follows_the_codebooks_largest_cross_similarity():
@@ -142,24 +144,22 @@ def test_budget_metrics_count_steps_sequences_and_gains_at_the_clamp():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"recall_loads": [8, 2048]}, "recall_loads reaches 2048 bindings, above recall_keys (1024)"),
-    ({"recall_loads": [8, 64], "train_context": 100}, "need a train_context of at least 130 tokens"),
-    ({"workload": "text"}, "exists for the recall workload only"),
+    ({"workload.loads": [8, 2048]}, "workload.loads reaches 2048 bindings, above workload.keys (1024)"),
+    ({"train_context": 100}, "need a train_context of at least 130 tokens"),
+    ({"workload.kind": "text"}, "exists for the recall workload only"),
     ({"qk_positions": "unrotated"}, "qk_positions must stay 'rotated'"),
-    ({"teacher": "trained"}, "recall_loads applies to the constructed teacher only"),
+    ({"teacher.kind": "trained"}, "workload.loads applies to the constructed teacher only"),
 ])
 def test_constructed_params_that_cannot_hold_are_refused(change, message):
-    message = re.escape(message)
-    params = {"workload": "recall", "teacher": "constructed", "recall_keys": 1024, "code_dim": 32,
-              "recall_loads": [8, 64], "train_context": 256, **change}
-    with pytest.raises(pydantic.ValidationError, match=message):
-        ER2Task.validate_params(params)
+    with pytest.raises(pydantic.ValidationError, match=re.escape(message)):
+        ER2Task.validate_params(layered(CONSTRUCTED, change))
 
 
 def test_every_distilled_arm_gets_the_same_budget_and_the_teacher_is_exact(tmp_path: Path):
-    base = dict(workload="recall", teacher="constructed", recall_keys=64, code_dim=16, recall_loads=[2, 8],
-                train_context=32, eval_multiples=[1], feature_dim=8, residual_dim=4, code_rank=2, steps=3, batch=2,
-                train_pool=4, eval_batch=2, eval_documents=4, measure_speed=False)
+    base = {"workload.kind": "recall", "teacher.kind": "constructed", "workload.keys": 64, "teacher.code_dim": 16,
+            "workload.loads": [2, 8], "train_context": 32, "eval_multiples": [1], "feature_dim": 8, "residual_dim": 4,
+            "code_rank": 2, "steps": 3, "batch": 2, "train_pool": 4, "eval_batch": 2, "eval_documents": 4,
+            "speed.measure": False}
     records = {mode: run_single(ER2Task, dict(base, residual_mode=mode), seed=0, work_root=tmp_path / mode)
                for mode in ("none", "raw", "compressed")}
     records["teacher"] = run_single(ER2Task, dict(base, layer="teacher"), seed=0, work_root=tmp_path / "teacher")
@@ -174,8 +174,8 @@ def test_every_distilled_arm_gets_the_same_budget_and_the_teacher_is_exact(tmp_p
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("constructed_temperature: 40.0", "constructed_temperature: 20.0", "too low for exact recall at 64 bindings"),
-    ("recall_keys: 1024", "recall_keys: 32", "recall_loads reaches 64 bindings, above recall_keys (32)"),
+    ("teacher.temperature: 40.0", "teacher.temperature: 20.0", "too low for exact recall at 64 bindings"),
+    ("workload.keys: 1024", "workload.keys: 32", "workload.loads reaches 64 bindings, above workload.keys (32)"),
     ("train_context: 256", "train_context: 100", "need a train_context of at least 130 tokens"),
 ])
 def test_the_shipped_suite_with_a_load_it_cannot_hold_is_refused_in_one_line(tmp_path: Path, old, new, message):

@@ -102,19 +102,21 @@ def test_teacher_weights_answers_and_alternates_short_windows():
 
 
 def test_params_refuse_contexts_that_cannot_hold_the_keys():
-    ER2Task.validate_params({"workload": "passkey", "train_context": PASSKEY_SPAN, "passkey_short_context": PASSKEY_SPAN})
-    for field in ("train_context", "passkey_short_context", "teacher_context"):
+    ER2Task.validate_params({"workload.kind": "passkey", "train_context": PASSKEY_SPAN,
+                             "workload.short_context": PASSKEY_SPAN})
+    for field in ("train_context", "workload.short_context", "teacher.context"):
         with pytest.raises(pydantic.ValidationError, match=f"need contexts of at least {PASSKEY_SPAN} tokens"):
-            ER2Task.validate_params({"workload": "passkey", field: PASSKEY_SPAN - 1})
-    ER2Task.validate_params({"workload": "text", "passkey_short_context": 8})  # other workloads ignore it
+            ER2Task.validate_params({"workload.kind": "passkey", field: PASSKEY_SPAN - 1})
+    with pytest.raises(pydantic.ValidationError, match="Extra inputs"):  # the text workload has no pass key
+        ER2Task.validate_params({"workload.kind": "text", "workload.short_context": 8})
     with pytest.raises(pydantic.ValidationError, match="greater than 0"):
-        ER2Task.validate_params({"workload": "passkey", "passkey_weight": 0})
+        ER2Task.validate_params({"workload.kind": "passkey", "workload.weight": 0})
 
 
 def test_bad_passkey_param_in_a_suite_file_is_one_line_with_file_and_line(tmp_path: Path):
     suite = tmp_path / "passkey.yaml"
-    suite.write_text("suite: pk\ntask: er2\nseeds: [0]\nparams: {workload: passkey}\narms:\n"
-                     "  raw: {residual_mode: raw, passkey_short_context: 20}\n")
+    suite.write_text("suite: pk\ntask: er2\nseeds: [0]\nparams: {workload.kind: passkey}\narms:\n"
+                     "  raw: {residual_mode: raw, workload.short_context: 20}\n")
     result = CliRunner().invoke(main, ["run", str(suite), "--results", str(tmp_path / "results")])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
@@ -127,10 +129,10 @@ def test_passkey_workload_end_to_end(tmp_path: Path):
     """Every arm reports recall on the asked digits beside NLL, per window; the teacher's recall is the
     arms' reference and zeroing the layer is scored on the same windows."""
     params = {
-        "workload": "passkey", "train_context": PASSKEY_SPAN, "eval_multiples": [1, 2], "steps": 3, "batch": 2,
-        "train_pool": 4, "eval_batch": 2, "eval_documents": 5, "teacher_steps": 4, "teacher_dim": 16,
-        "teacher_heads": 2, "teacher_kv_heads": 1, "feature_dim": 8, "residual_dim": 4, "code_rank": 2,
-        "measure_speed": False, "passkey_short_context": PASSKEY_SPAN,
+        "workload.kind": "passkey", "train_context": PASSKEY_SPAN, "eval_multiples": [1, 2], "steps": 3, "batch": 2,
+        "train_pool": 4, "eval_batch": 2, "eval_documents": 5, "teacher.steps": 4, "teacher.model_dim": 16,
+        "teacher.num_heads": 2, "teacher.num_kv_heads": 1, "feature_dim": 8, "residual_dim": 4, "code_rank": 2,
+        "speed.measure": False, "workload.short_context": PASSKEY_SPAN,
     }
     raw = run_single(ER2Task, dict(params, residual_mode="raw"), seed=0, work_root=tmp_path)
     window = run_single(ER2Task, dict(params, layer="window"), seed=0, work_root=tmp_path)

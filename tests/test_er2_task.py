@@ -22,11 +22,11 @@ from harness.tasks.er2.teacher import TeacherConfig, TeacherLM, next_token_nll
 from harness.tasks.er2.workloads import RecallWorkload
 from harness.tasks.er2.task import ER2Task
 
-TINY = dict(
-    train_context=32, eval_multiples=[1, 2], steps=3, batch=2, train_pool=4, eval_batch=2, eval_documents=3,
-    teacher_steps=3, teacher_dim=16, teacher_heads=2, teacher_kv_heads=1, feature_dim=8, residual_dim=4,
-    code_rank=2, measure_speed=False,
-)
+TINY = {
+    "train_context": 32, "eval_multiples": [1, 2], "steps": 3, "batch": 2, "train_pool": 4, "eval_batch": 2,
+    "eval_documents": 3, "teacher.steps": 3, "teacher.model_dim": 16, "teacher.num_heads": 2,
+    "teacher.num_kv_heads": 1, "feature_dim": 8, "residual_dim": 4, "code_rank": 2, "speed.measure": False,
+}
 QUALITY = ("nmse", "cosine", "hard_teacher_nmse", "nll", "nll_delta", "recall")
 
 
@@ -46,7 +46,7 @@ def test_registered_and_params_validated():
 
 @pytest.mark.integration  # the real task end to end
 def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
-    params = dict(TINY, residual_mode="compressed", measure_speed=True, speed_min_time=0.001, speed_contexts=[32, 64])
+    params = {**TINY, "residual_mode": "compressed", "speed.measure": True, "speed.min_time": 0.001, "speed.contexts": [32, 64]}
     first = run_single(ER2Task, params, seed=0, work_root=tmp_path)
     assert first.status == "finished", first.error
     metrics = first.metrics
@@ -157,7 +157,7 @@ def test_control_arms_share_the_teacher_and_bracket_the_range(tmp_path: Path):
 
 @pytest.mark.integration  # the real task end to end
 def test_recall_workload_end_to_end(tmp_path: Path):
-    record = run_single(ER2Task, dict(TINY, workload="recall", recall_pairs=4, residual_mode="raw"), seed=0,
+    record = run_single(ER2Task, {**TINY, "workload.kind": "recall", "workload.pairs": 4, "residual_mode": "raw"}, seed=0,
                         work_root=tmp_path)
     assert record.status == "finished", record.error
     for context in (32, 64):
@@ -165,7 +165,7 @@ def test_recall_workload_end_to_end(tmp_path: Path):
         assert 0.0 <= record.metrics[f"teacher_recall@{context}"] <= 1.0
         assert 0.0 <= record.metrics[f"zero_layer_recall@{context}"] <= 1.0
         assert 1 / 4 <= record.metrics[f"guess_recall@{context}"] <= 1.0  # 4 bindings: at most 4 values
-    guess = run_single(ER2Task, dict(TINY, workload="recall", recall_pairs=4, layer="guess"), seed=0, work_root=tmp_path)
+    guess = run_single(ER2Task, {**TINY, "workload.kind": "recall", "workload.pairs": 4, "layer": "guess"}, seed=0, work_root=tmp_path)
     assert guess.status == "finished", guess.error
     assert guess.metrics["recall@64"] == record.metrics["guess_recall@64"]  # same sequences in every arm
     assert "nll@64" not in guess.metrics
@@ -173,11 +173,11 @@ def test_recall_workload_end_to_end(tmp_path: Path):
 
 @pytest.mark.integration  # the real task end to end
 def test_a_teacher_mixture_is_trained_once_for_every_bindings_point(tmp_path: Path):
-    mixture = dict(TINY, workload="recall", recall_keys=16, recall_teacher_pairs=[2, 8], layer="teacher")
-    light, heavy = (run_single(ER2Task, dict(mixture, recall_pairs=pairs), seed=0, work_root=tmp_path) for pairs in (2, 8))
+    mixture = {**TINY, "workload.kind": "recall", "workload.keys": 16, "workload.teacher_pairs": [2, 8], "layer": "teacher"}
+    light, heavy = (run_single(ER2Task, {**mixture, "workload.pairs": pairs}, seed=0, work_root=tmp_path) for pairs in (2, 8))
     assert light.status == heavy.status == "finished", (light.error, heavy.error)
     assert heavy.details["cache"]["teacher"] == dict(light.details["cache"]["teacher"], loaded=True)
-    alone = run_single(ER2Task, dict(mixture, recall_pairs=8, recall_teacher_pairs=None), seed=0, work_root=tmp_path)
+    alone = run_single(ER2Task, {**mixture, "workload.pairs": 8, "workload.teacher_pairs": None}, seed=0, work_root=tmp_path)
     assert alone.details["cache"]["teacher"]["key"] != light.details["cache"]["teacher"]["key"]
     assert alone.details["cache"]["teacher"]["loaded"] is False
     assert light.metrics["guess_recall@32"] > heavy.metrics["guess_recall@32"]  # the points differ in load
@@ -271,15 +271,16 @@ def test_teacher_cache_identity_names_the_mixture_not_the_point():
     assert len(set(mixed)) == 1 and "4-16" in mixed[0]
     alone = [RecallWorkload(pairs, 64).teacher_data(2, 64)[1] for pairs in (4, 8)]
     assert alone[0] != alone[1] and mixed[0] not in alone  # without a mixture: one teacher per point, as before
-    with pytest.raises(pydantic.ValidationError, match="above recall_keys"):
-        ER2Task.validate_params({"workload": "recall", "recall_keys": 16, "recall_teacher_pairs": [4, 32], "train_context": 128})
+    with pytest.raises(pydantic.ValidationError, match=r"above workload\.keys"):
+        ER2Task.validate_params({"workload.kind": "recall", "workload.keys": 16, "workload.teacher_pairs": [4, 32],
+                                 "train_context": 128})
     with pytest.raises(pydantic.ValidationError, match="teacher context of at least 66"):
-        ER2Task.validate_params({"workload": "recall", "recall_keys": 64, "recall_teacher_pairs": [4, 32], "train_context": 32,
-                                  "eval_multiples": [1]})
-    with pytest.raises(pydantic.ValidationError, match="recall workload only"):
-        ER2Task.validate_params({"recall_teacher_pairs": [4, 8]})
+        ER2Task.validate_params({"workload.kind": "recall", "workload.keys": 64, "workload.teacher_pairs": [4, 32],
+                                 "train_context": 32, "eval_multiples": [1]})
+    with pytest.raises(pydantic.ValidationError, match=r"workload\.text\.teacher_pairs\n.*Extra inputs"):
+        ER2Task.validate_params({"workload.teacher_pairs": [4, 8]})  # the text workload has no teacher mixture
     with pytest.raises(pydantic.ValidationError, match="low exceeds high"):
-        ER2Task.validate_params({"workload": "recall", "recall_teacher_pairs": [8, 4], "train_context": 64})
+        ER2Task.validate_params({"workload.kind": "recall", "workload.teacher_pairs": [8, 4], "train_context": 64})
 
 
 def test_masked_nll_scores_only_the_answers():

@@ -46,7 +46,7 @@ arms:
 # 9 axes x 9 values, all one alias: 9^9 = 387,420,489 arm variants from ~500 bytes of YAML
 SWEEP_BOMB = ER2.replace("  raw: {residual_mode: raw}\n", "  raw:\n    sweep:\n      steps: &v [1, 2, 3, 4, 5, 6, 7, 8, 9]\n" + "".join(
     f"      {axis}: *v\n"
-    for axis in ("batch", "train_pool", "eval_batch", "eval_documents", "teacher_steps", "teacher_batch", "conv_kernel",
+    for axis in ("batch", "train_pool", "eval_batch", "eval_documents", "teacher.steps", "teacher.batch", "conv_kernel",
                  "feature_dim")
 ))
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -121,25 +121,25 @@ def refused(result, *fragments: str) -> str:
                      [":11:", "contrast 'momentum-vs-sgd' is declared twice"], id="duplicate-contrast"),
         pytest.param(ER2.replace("steps: 120", "steps: -5"),
                      [":4:", "arm 'raw': param 'steps': Input should be greater than or equal to 1 (got -5)"], id="er2-negative-steps"),
-        pytest.param(ER2.replace("steps: 120", "steps: 120, teacher_heads: 4, teacher_kv_heads: 3"),
-                     ["teacher_heads (4) must be a multiple of teacher_kv_heads (3)"], id="er2-inconsistent-heads"),
-        pytest.param(ER2.replace("  raw: {residual_mode: raw}", "  raw: {probe_layer: 2}"),
-                     [":6:", "probe_layer (2) must be below teacher_layers (2)"], id="er2-probe-layer"),
+        pytest.param(ER2.replace("steps: 120", "steps: 120, teacher.num_heads: 4, teacher.num_kv_heads: 3"),
+                     [":4:", "teacher.num_heads (4) must be a multiple of teacher.num_kv_heads (3)"], id="er2-inconsistent-heads"),
+        pytest.param(ER2.replace("  raw: {residual_mode: raw}", "  raw: {teacher: {probe_layer: 2}}"),
+                     [":6:", "teacher.probe_layer (2) must be below teacher.num_layers (2)"], id="er2-probe-layer"),
         pytest.param(ER2.replace("  raw: {residual_mode: raw}", "  raw: {qk_positions: roped}"),
                      [":6:", "param 'qk_positions'", "'rotated' or 'unrotated'"], id="er2-qk-positions-unknown"),
-        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 16, train_context: 600}\n"
-                                 "sweep: {recall_pairs: [8, 256]}"),
-                     [":7:", "recall_pairs (256) exceeds recall_keys (16)"], id="er2-recall-bindings-over-keys"),
-        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 1024, train_context: 256}\n"
-                                 "sweep: {recall_pairs: [64, 256]}"),
+        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload.kind: recall, workload.keys: 16, train_context: 600}\n"
+                                 "sweep: {workload.pairs: [8, 256]}"),
+                     [":5:", "workload.pairs (256) exceeds workload.keys (16)"], id="er2-recall-bindings-over-keys"),
+        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload.kind: recall, workload.keys: 1024, train_context: 256}\n"
+                                 "sweep: {workload.pairs: [64, 256]}"),
                      [":7:", "256 recall pairs need contexts of at least 514 tokens"], id="er2-recall-bindings-over-context"),
-        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 64, train_context: 300, "
-                                 "eval_multiples: [1], recall_teacher_pairs: [8, 128]}"),
-                     [":6:", "recall_teacher_pairs reaches 128 bindings, above recall_keys (64)"],
+        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: {kind: recall, keys: 64}, train_context: 300, "
+                                 "eval_multiples: [1], workload.teacher_pairs: [8, 128]}"),
+                     [":4:", "workload.teacher_pairs reaches 128 bindings, above workload.keys (64)"],
                      id="er2-teacher-mixture-over-keys"),
-        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 1024, train_context: 128, "
-                                 "eval_multiples: [1], recall_teacher_pairs: [8, 128]}"),
-                     [":6:", "recall_teacher_pairs reaches 128 bindings, which need a teacher context of at least 258"],
+        pytest.param(ER2.replace("params: {steps: 120}", "params: {workload.kind: recall, workload.keys: 1024, train_context: 128, "
+                                 "eval_multiples: [1], workload.teacher_pairs: [8, 128]}"),
+                     [":6:", "workload.teacher_pairs reaches 128 bindings, which need a teacher context of at least 258"],
                      id="er2-teacher-mixture-over-context"),
         pytest.param(ER2.replace("steps: 120", "steps: 50, schedule: converged, decay_steps: 50"),
                      [":6:", "steps (50), the budget of the converged schedule, must exceed decay_steps (50)"],
@@ -266,16 +266,16 @@ def test_bad_run_options_are_refused_before_anything_runs(tmp_path, args, fragme
 @pytest.mark.parametrize(
     ("profile", "fragments"),
     [
-        ("keys", [":6:", "recall_pairs (256) exceeds recall_keys (64)"]),
+        ("keys", [":9:", "workload.pairs (256) exceeds workload.keys (64)"]),
         ("feeding", [":11:", "param 'qk_positions'", "'rotated' or 'unrotated'"]),
     ],
 )
 def test_an_mqar_size_or_feeding_the_layer_cannot_take_is_refused_by_run(tmp_path, profile, fragments):
     """``harness run`` refuses what ``validate`` does, for the profile asked for, before any trial."""
-    text = ER2.replace("params: {steps: 120}", "params: {workload: recall, recall_keys: 64, train_context: 600}") + (
+    text = ER2.replace("params: {steps: 120}", "params: {workload.kind: recall, workload.keys: 64, train_context: 600}") + (
         "profiles:\n"
         "  keys:\n"
-        "    sweep: {recall_pairs: [8, 256]}\n"
+        "    sweep: {workload.pairs: [8, 256]}\n"
         "  feeding:\n"
         "    params: {qk_positions: sideways}\n"
     )

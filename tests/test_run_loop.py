@@ -52,7 +52,7 @@ def _run(results: Path, executor: SerialExecutor, stored: dict[str, TrialRecord]
     folder = RunFolder(results, suite.name, suite.profile)
     listener = Recorder()
     ran = run_trials([trials], executor, folder, [listener], Console(io.StringIO()),
-                     JobSettings(torch.device("cpu"), results, {"git_commit": "test"}), suite.describe(), stored)
+                     JobSettings(torch.device("cpu"), results, {"git_commit": "test"}), suite.stored().as_stored(), stored)
     return trials, folder, listener, ran
 
 

@@ -14,7 +14,7 @@ from records import make_record
 from harness.analysis.decide.verdicts import contrast_variants
 from harness.analysis.run_results import load_results
 from harness.cli import main
-from harness.execution.runner import suite_metadata
+from harness.execution.runner import stored_suite
 from harness.store import RunFolder, canonical_json
 from harness.suite.loader import load_suites
 from harness.suite.stored import SCHEMA_VERSION, StoredSuite, StoredSuiteError
@@ -25,7 +25,7 @@ SUITES = Path(__file__).parent / "suites"
 @pytest.mark.parametrize("yaml", ["toy.yaml", "toy_tune.yaml"])
 def test_what_the_runner_writes_round_trips_to_the_same_bytes(yaml):
     for suite in load_suites(SUITES / yaml, "smoke"):
-        written = suite_metadata(suite, torch.device("cpu"))
+        written = stored_suite(suite, torch.device("cpu")).as_stored()
         stored = StoredSuite.from_stored(json.loads(canonical_json(written)))
         assert canonical_json(stored.as_stored()) == canonical_json(written)
         assert StoredSuite.from_stored(stored.as_stored()) == stored

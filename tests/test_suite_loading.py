@@ -155,7 +155,7 @@ def test_confidence_outside_zero_one_is_refused(tmp_path, level):
 def test_a_claim_with_an_established_reference_loads(tmp_path):
     claim = "claims:\n  - {contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, relative_margin: 0.5, reference: sgd-vs-slow}\n"
     (suite,) = load_suites(write(tmp_path, "s.yaml", WITH_REFERENCE + claim + "confidence: 0.9\n"))
-    assert suite.confidence == 0.9 and suite.describe()["claims"][0]["reference"] == "sgd-vs-slow"
+    assert suite.confidence == 0.9 and suite.stored().claims[0].reference == "sgd-vs-slow"
 
 
 def test_bad_param_value_is_reported(tmp_path):

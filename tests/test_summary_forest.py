@@ -21,7 +21,7 @@ from harness.analysis.present.run_summary import SuiteSummary, render_summary
 from harness.analysis.present.verdict_tables import render_report
 from harness.analysis.run_results import load_results
 from harness.cli import main
-from harness.execution.runner import suite_metadata
+from harness.execution.runner import stored_suite
 from harness.execution.trials import expand_trials
 from harness.record import from_json
 from harness.store import RunFolder
@@ -38,7 +38,7 @@ def toy_run(root: Path, accuracy: dict[str, float] = ACCURACY) -> Path:
     """The toy suite's default profile (3 seeds x 2 sweep points x 3 arms) with constructed metrics."""
     suite = load_suites(TOY)[0]
     folder = RunFolder(root, suite.name, suite.profile)
-    folder.save_suite(suite_metadata(suite, torch.device("cpu")))
+    folder.save_suite(stored_suite(suite, torch.device("cpu")).as_stored())
     for trial in expand_trials(suite):
         features = trial.point["features"]
         metrics = {
@@ -158,8 +158,7 @@ def test_metric_names_are_stable_and_valid_mlflow_keys():
 
 def test_claims_and_key_contrasts_are_read_back_from_a_real_store(tmp_path, toy_analysis):
     tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_root=tmp_path / "mlartifacts")
-    meta = toy_analysis.results.stored.as_stored()
-    run_id = tracker.start_parent(meta, {"git_commit": "0" * 40}, "toy/default test")
+    run_id = tracker.start_parent(toy_analysis.results.stored, {"git_commit": "0" * 40}, "toy/default test")
     forest = write_forest_plots(toy_analysis, tmp_path / "report")
     tracker.finish_parent(run_id, "FINISHED", parent_metrics(toy_analysis), forest, claim_tags(toy_analysis))
 

@@ -105,10 +105,10 @@ def test_a_lock_gives_tuned_arms_its_params_and_new_trial_ids(tmp_path):
         return {t.trial_id for t in expand_trials(suite) if t.arm == arm}
 
     assert ids(locked, "sgd").isdisjoint(ids(hand_set, "sgd")) and ids(locked, "slow_lr") == ids(hand_set, "slow_lr")
-    assert locked.describe()["tuned"] == {"lock": "toy_tune.tuned.json", "tune_hash": tune_hash(locked.tune),
+    assert locked.stored().tuned == {"lock": "toy_tune.tuned.json", "tune_hash": tune_hash(locked.tune),
                                           "arms": {"sgd": {"params": {"lr": 1.0}, "kept": {}},
                                                    "momentum": {"params": {"lr": 0.1}, "kept": {}}}}
-    assert "tuned" not in hand_set.describe()  # suites without a lock store what they stored before
+    assert "tuned" not in hand_set.stored().as_stored()  # suites without a lock store what they stored before
     (filtered,) = load_suites(path, arms=["sgd", "slow_lr"])
     assert list(filtered.tuned["arms"]) == ["sgd"]
 

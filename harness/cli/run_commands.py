@@ -239,6 +239,7 @@ def list_tasks() -> None:
     """Registered tasks with their params (defaults) and metrics (direction, unit, kind)."""
     from harness.tasks import UnknownTaskError, load_task, registered_tasks
     from harness.tasks.base import param_bounds
+    from harness.tasks.param_paths import leaf_fields
 
     for name in sorted(registered_tasks()):
         try:
@@ -249,7 +250,7 @@ def list_tasks() -> None:
         click.echo(f"{name}  (v{task.version})  {task.description}")
         click.echo("  params:")
         bounds = param_bounds(task.Params)
-        for key, info in task.Params.model_fields.items():
+        for key, info in leaf_fields(task.Params).items():
             default = "required" if info.is_required() else repr(info.get_default(call_default_factory=True))
             bound = f"  [{bounds[key]}]" if bounds.get(key) else ""
             click.echo(f"    {key} = {default}{bound}" + (f"  # {info.description}" if info.description else ""))

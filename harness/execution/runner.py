@@ -8,7 +8,7 @@ runs, a corrupt trial file) are safe to clean up here.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -20,13 +20,12 @@ from harness.analysis.run_results import load_results
 from harness.devices import device_class, device_name
 from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.loop import JobSettings, run_trials
-from harness.execution.trials import Trial, arm_label, expand_trials
+from harness.execution.trials import Trial, expand_trials
 from harness.listeners import RunListener
 from harness.record import TrialRecord
-from harness.store import EXPANSION_KEY, REPORT_DIR, RunFolder, clean_stray_tmp, stale_note
+from harness.store import REPORT_DIR, RunFolder, clean_stray_tmp, stale_note
 from harness.suite.model import Suite
-from harness.suite.points import sweep_points
-from harness.suite.stored import SCHEMA_VERSION
+from harness.suite.stored import StoredSuite
 from harness.tasks import Task
 from harness.terminal import Console
 from harness.tracking.environment import environment, save_diff, task_environment
@@ -48,33 +47,20 @@ class SuiteOutcome:
         return [r for r in self.records if not r.finished]
 
 
-def suite_metadata(suite: Suite, device: torch.device) -> dict[str, Any]:
+def stored_suite(suite: Suite, device: torch.device) -> StoredSuite:
     """suite.json: the resolved suite plus the task's metric and plot declarations and the device."""
-    arms = {}
-    for arm in suite.arms.values():
-        arms[arm.name] = {
-            "params": arm.params,
-            "sweep": arm.sweep,
-            "labels": [arm_label(arm, p) for p in sweep_points(arm.sweep)],
-        }
-    meta = suite.describe()
-    meta.update(schema=SCHEMA_VERSION, arms=arms, design=suite.locked_design(), **task_declarations(suite.task),
-                **device_description(device))
-    meta[EXPANSION_KEY] = [t.trial_id for t in expand_trials(suite)]
-    return meta
+    stored = replace(suite.stored(), design=suite.locked_design(), trial_ids=tuple(t.trial_id for t in expand_trials(suite)))
+    return on_device(with_declarations(stored, suite.task), device)
 
 
-def task_declarations(task: type[Task]) -> dict[str, Any]:
-    """What suite.json says about the task's metrics and plots (analysis reads nothing else)."""
-    return {
-        "metrics": {m.name: m.as_stored() for m in task.metrics},
-        "detail_scatters": [asdict(scatter) for scatter in task.detail_scatters],
-        "pareto_views": [asdict(view) for view in task.pareto_views],
-    }
+def with_declarations(stored: StoredSuite, task: type[Task]) -> StoredSuite:
+    """``stored`` with the task's metric and plot declarations (analysis reads nothing else of the task)."""
+    return replace(stored, metrics={m.name: m for m in task.metrics}, detail_scatters=tuple(task.detail_scatters),
+                   pareto_views=tuple(task.pareto_views))
 
 
-def device_description(device: torch.device) -> dict[str, str]:
-    return {"device": str(device), "device_class": device_class(device), "device_name": device_name(device)}
+def on_device(stored: StoredSuite, device: torch.device) -> StoredSuite:
+    return replace(stored, device=str(device), device_class=device_class(device), device_name=device_name(device))
 
 
 def run_suite(
@@ -94,7 +80,8 @@ def run_suite(
     outcome = SuiteOutcome(suite=suite, run_dir=folder.path)
     clean_stray_tmp(folder.path, results_root / "cache" / suite.name, skip=folder.path / REPORT_DIR)
     clean_stray_tmp(folder.path / REPORT_DIR, min_age=300)
-    meta = suite_metadata(suite, device)
+    stored = stored_suite(suite, device)
+    meta = stored.as_stored()
     folder.save_suite(meta)
     env = environment(device)  # the git state of the harness checkout: a suite's own tree is never read
     env.update(task_environment(suite.task))
@@ -104,7 +91,7 @@ def run_suite(
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
     kept = folder.resumable(records) if resume else {}
-    looks = _looks(suite, meta, records, kept, folder, env, console)
+    looks = _looks(suite, stored, meta, records, kept, folder, env, console)
     ran = run_trials(looks, executor or SerialExecutor(), folder, listeners, console,
                      JobSettings(device, results_root, env, trial_timeout), meta, kept)
     outcome.records, outcome.ran, outcome.interrupted = ran.records, ran.ran, ran.interrupted
@@ -113,8 +100,8 @@ def run_suite(
     return outcome
 
 
-def _looks(suite: Suite, meta: dict[str, Any], records: dict[str, TrialRecord], kept: dict[str, TrialRecord],
-           folder: RunFolder, env: dict[str, str], console: Console) -> Iterator[list[Trial]]:
+def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dict[str, TrialRecord],
+           kept: dict[str, TrialRecord], folder: RunFolder, env: dict[str, str], console: Console) -> Iterator[list[Trial]]:
     """The trials of each look: the suite's seeds, then (a sequential design) more seeds while a claim
     is undecided. Stored trials a look's trials replace are set aside first; suite.json follows the seeds."""
     look = suite
@@ -129,7 +116,8 @@ def _looks(suite: Suite, meta: dict[str, Any], records: dict[str, TrialRecord], 
         look = replace(look, seeds=list(look.seeds) + more)
         trials = expand_trials(look)
         _set_aside_superseded(trials, records, kept, folder, env, console)
-        meta["seeds"], meta[EXPANSION_KEY] = list(look.seeds), [t.trial_id for t in trials]
+        stored = replace(stored, seeds=tuple(look.seeds), trial_ids=tuple(t.trial_id for t in trials))
+        meta.update(stored.as_stored())  # in place: the listeners hold it
         folder.save_suite(meta)
         yield trials
 

@@ -7,13 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.record import trial_title
-from harness.suite.model import Arm, Suite
-from harness.suite.points import point_label, sweep_points
+from harness.suite.model import Suite
+from harness.suite.points import arm_label, point_label, sweep_points
+from harness.tasks.param_paths import layered
 from harness.tasks.source import task_code
-
-
-def arm_label(arm: Arm, point: dict[str, Any]) -> str:
-    return f"{arm.name}[{point_label(point)}]" if point else arm.name
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -67,7 +64,7 @@ def expand_trials(suite: Suite) -> list[Trial]:
         for point in sweep_points(suite.sweep):
             for arm in suite.arms.values():
                 for arm_point in sweep_points(arm.sweep):
-                    params = suite.task.validate_params({**suite.params, **arm.params, **arm_point, **point})
+                    params = suite.task.validate_params(layered(suite.params, arm.params, arm_point, point))
                     trials.append(
                         Trial(
                             suite=suite.name,
@@ -75,7 +72,7 @@ def expand_trials(suite: Suite) -> list[Trial]:
                             task=suite.task_name,
                             task_version=suite.task.version,
                             arm=arm.name,
-                            arm_label=arm_label(arm, arm_point),
+                            arm_label=arm_label(arm.name, arm_point),
                             seed=seed,
                             point=point,
                             params=params.model_dump(mode="json"),

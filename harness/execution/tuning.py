@@ -18,6 +18,7 @@ from harness.store import write_json_atomic
 from harness.suite.model import Suite
 from harness.suite.points import sweep_points
 from harness.suite.tuning import LOCK_SCHEMA, ArmTuning, lock_checksum, lock_path, tune_hash, tune_plan, tuning_suite
+from harness.tasks.param_paths import layered
 from harness.terminal import Console
 from harness.tracking.environment import code_checkout, git_state
 
@@ -71,11 +72,11 @@ def tune_suite(suite: Suite, results_root: Path, device: torch.device, console: 
 
 def _grid(suite: Suite, arm: str, tuning: ArmTuning) -> list[dict]:
     """The arm's grid points as the task validates them (``1`` -> ``1.0``), as its trials record them."""
-    base = {**suite.params, **suite.arms[arm].params}
+    base = layered(suite.params, suite.arms[arm].params)
     points = []
     variant, sweep = sweep_points(suite.arms[arm].sweep)[0], sweep_points(suite.sweep)[0]  # the grid's keys are not swept
     for point in sweep_points(tuning.space):
-        validated = suite.task.validate_params({**base, **variant, **point, **sweep}).model_dump(mode="json")
+        validated = suite.task.validate_params(layered(base, variant, point, sweep)).model_dump(mode="json")
         points.append({key: validated[key] for key in point})
     return points
 

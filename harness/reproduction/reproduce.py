@@ -21,13 +21,14 @@ from harness.analysis.compare.environment_diff import Difference, environment_di
 from harness.devices import device_class, resolve_device
 from harness.execution.executor import SerialExecutor
 from harness.execution.loop import JobSettings, run_trials
-from harness.execution.runner import device_description, task_declarations
+from harness.execution.runner import on_device, with_declarations
 from harness.execution.trials import Trial
 from harness.record import TrialRecord
 from harness.reproduction.metric_checks import MetricComparison, compare_metrics
 from harness.reproduction.mlflow_source import check_store, load_run, looks_like_run_id, parents_of
 from harness.reproduction.sources import Original, ReproduceError, load_path
 from harness.store import RunFolder, write_json_atomic
+from harness.suite.stored import StoredArm, StoredSuite
 from harness.tasks import UnknownTaskError, load_task
 from harness.terminal import Console
 from harness.tracking.environment import environment, package_lock, task_environment
@@ -302,22 +303,19 @@ def _fresh_folder(parent: Path, stem: str) -> Path:
 def _suite_meta(plan: Plan) -> dict[str, Any]:
     """The original suite.json with this device, or (a lone trial JSON) what the records tell."""
     meta = plan.original.suite_meta
-    if meta is None:
-        records = plan.original.records
-        first = records[0]
-        labels: dict[str, list[str]] = {}
-        for record in records:
-            labels.setdefault(record.arm, [])
-            if record.arm_label not in labels[record.arm]:
-                labels[record.arm].append(record.arm_label)
-        meta = {
-            "schema": 1, "suite": first.suite, "profile": first.profile, "task": first.task,
-            "task_version": first.task_version, "seeds": sorted({r.seed for r in records}),
-            "params": {}, "sweep": {}, "contrasts": [], "claims": [], "validity": None,
-            "arms": {arm: {"params": {}, "sweep": {}, "labels": names} for arm, names in labels.items()},
-            **task_declarations(load_task(first.task)),
-        }
-    return {**meta, **device_description(plan.device)}
+    if meta is not None:
+        return on_device(StoredSuite.from_stored(meta), plan.device).as_stored()
+    records = plan.original.records
+    first = records[0]
+    labels: dict[str, list[str]] = {}
+    for record in records:
+        labels.setdefault(record.arm, [])
+        if record.arm_label not in labels[record.arm]:
+            labels[record.arm].append(record.arm_label)
+    stored = StoredSuite(suite=first.suite, profile=first.profile, task=first.task, task_version=first.task_version,
+                         seeds=tuple(sorted({r.seed for r in records})),
+                         arms={arm: StoredArm(tuple(names)) for arm, names in labels.items()})
+    return on_device(with_declarations(stored, load_task(first.task)), plan.device).as_stored()
 
 
 def _run_status(outcome: Outcome) -> str:

@@ -29,6 +29,8 @@ from harness.suite.schema import (
 )
 from harness.suite.yaml_safety import MAX_SUITE_NODES, located, read_yaml, validation_message
 from harness.tasks import UnknownTaskError, load_task
+from harness.tasks.base import Task
+from harness.tasks.param_paths import ParamPathError, flatten, layered, leaf_fields
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -154,25 +156,29 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
     except UnknownTaskError as exc:
         raise SuiteError(f"{located(path, node, ['task'])}: task: {exc}") from None
 
-    params, sweep, arm_specs, run_seeds = dict(spec.params), dict(spec.sweep), dict(spec.arms), list(spec.seeds)
+    def leaves(loc: list[Any], values: dict[str, Any]) -> dict[str, Any]:
+        return _leaves(path, node, loc, task, values)
+
+    params, sweep, arm_specs, run_seeds = leaves(["params"], spec.params), dict(spec.sweep), dict(spec.arms), list(spec.seeds)
     gate = spec.gate
     sequential, sequential_loc = spec.sequential, ["sequential"]
-    arm_params = {name: a.params for name, a in arm_specs.items()}
+    arm_params = {name: leaves(["arms", name], a.params) for name, a in arm_specs.items()}
     arm_sweeps = {
         name: _axes(path, node, ["arms", name, "sweep"], (a.model_extra or {}).get("sweep"))
         for name, a in arm_specs.items()
     }
     # where each sweep was written, for messages about its values
     sweep_locs: dict[str | None, list[Any]] = {None: ["sweep"], **{n: ["arms", n, "sweep"] for n in arm_specs}}
-    layers = [ParamLayer("suite params", None, dict(spec.params))]  # lowest precedence first
+    layers = [ParamLayer("suite params", None, dict(params))]  # lowest precedence first
     arm_layers = [ParamLayer("arm", name, dict(p)) for name, p in arm_params.items()]
     if profile != DEFAULT_PROFILE:
         if profile not in spec.profiles:
             valid = ", ".join([DEFAULT_PROFILE, *sorted(spec.profiles)])
             raise SuiteError(f"{path}: unknown profile {profile!r} for suite {spec.suite!r}; valid profiles: {valid}")
         chosen = spec.profiles[profile]
-        params = _deep_merge(params, chosen.params)
-        layers.append(ParamLayer(f"profile {profile} params", None, dict(chosen.params)))
+        profile_params = leaves(["profiles", profile, "params"], chosen.params)
+        params = layered(params, profile_params)
+        layers.append(ParamLayer(f"profile {profile} params", None, profile_params))
         if chosen.sweep is not None:
             sweep = dict(chosen.sweep)
             sweep_locs[None] = ["profiles", profile, "sweep"]
@@ -196,7 +202,8 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
             if "sweep" in override:
                 sweep_locs[name] = ["profiles", profile, "arms", name, "sweep"]
                 arm_sweeps[name] = _axes(path, node, sweep_locs[name], override.pop("sweep"))
-            arm_params[name] = _deep_merge(arm_params[name], override)
+            override = leaves(["profiles", profile, "arms", name], override)
+            arm_params[name] = layered(arm_params[name], override)
             arm_layers.append(ParamLayer(f"profile {profile} arms.{name}", name, override))
     if seeds is not None:
         run_seeds, sequential = list(seeds), None  # --seeds: exactly these, a fixed design
@@ -229,6 +236,8 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
                 f"{located(path, node, loc)}: {'.'.join(map(str, loc))}: {shadowed!r} is also swept by the suite's sweep, "
                 "which would override every value of this one; sweep it in one place"
             )
+    for name, axes in (("", suite.sweep), *((a.name, a.sweep) for a in arms.values())):
+        _check_axes(path, node, sweep_locs[name or None], task, axes)
     check_references(path, node, spec, suite)
     check_params(path, node, suite, sweep_locs)
     if spec.tune is not None:  # with every arm: the tuning budget is the same however a run filters arms
@@ -240,6 +249,26 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
             check_params(path, node, locked, sweep_locs)
         suite = locked
     return suite
+
+
+def _leaves(path: Path, node, loc: list[Any], task: type[Task], values: dict[str, Any]) -> dict[str, Any]:
+    """A layer of params as dotted leaves, so that layering replaces only the fields it names; a key
+    that names no param of the task is refused where it is written."""
+    try:
+        return flatten(task.Params, values, owner=f"task {task.name!r}")
+    except ParamPathError as exc:
+        where = [*loc, *exc.keys]
+        raise SuiteError(f"{located(path, node, where)}: {'.'.join(map(str, where))}: {exc}") from None
+
+
+def _check_axes(path: Path, node, loc: list[Any], task: type[Task], axes: SweepAxes) -> None:
+    """Each sweep axis names one param a value can be given to (a nested model is swept field by field)."""
+    for axis in axes:
+        _leaves(path, node, loc, task, {axis: None})
+        if axis not in leaf_fields(task.Params):
+            inner = ", ".join(f for f in leaf_fields(task.Params) if f.startswith(f"{axis}."))
+            raise SuiteError(f"{located(path, node, [*loc, axis])}: {'.'.join(map(str, [*loc, axis]))}: {axis!r} is a "
+                             f"nested param; sweep its fields one by one ({inner})")
 
 
 def _check_design(path: Path, node, loc: list[Any], seeds: list[int], design: SequentialSpec) -> None:

@@ -16,6 +16,8 @@ from harness.suite.schema import (
     TuneSpec,
     ValiditySpec,
 )
+from harness.suite.points import arm_label, sweep_points
+from harness.suite.stored import StoredArm, StoredSuite
 from harness.tasks import Task
 
 DEFAULT_PROFILE = "default"
@@ -90,29 +92,19 @@ class Suite:
         """What a results folder's trials are analysed under and may not change once they exist: the
         first look's seeds, the sequential schedule, the claims, premises, validity and confidence
         (the fields of ``harness.store.DESIGN_KEYS``)."""
-        described = self.describe()
-        return {"seeds": list(self.seeds), **{k: described[k] for k in
-                                               ("sequential", "claims", "premises", "validity", "confidence")}}
+        stored = self.stored().as_stored()
+        return {"seeds": list(self.seeds), **{k: stored[k] for k in
+                                              ("sequential", "claims", "premises", "validity", "confidence")}}
 
-    def describe(self) -> dict[str, Any]:
-        """The resolved suite as plain data (stored with the results and logged to MLflow)."""
-        return {
-            "suite": self.name,
-            "description": self.description,
-            "source": str(self.source),
-            "profile": self.profile,
-            "task": self.task_name,
-            "task_version": self.task.version,
-            "seeds": self.seeds,
-            "params": self.params,
-            "sweep": self.sweep,
-            "arms": {a.name: {"params": a.params, "sweep": a.sweep} for a in self.arms.values()},
-            "contrasts": [c.model_dump() | {"name": c.label} for c in self.contrasts],
-            "validity": self.validity.model_dump() if self.validity else None,
-            "claims": [c.model_dump(exclude_none=True) for c in self.claims],
-            "premises": [p.model_dump(exclude_none=True) for p in self.premises],
-            "confidence": self.confidence,
-            "gate": self.gate.model_dump(),
-            "sequential": self.design(),
-            **({"tuned": self.tuned} if self.tuned else {}),
-        }
+    def stored(self) -> StoredSuite:
+        """The resolved suite as a results folder stores it (suite.json); the runner adds the task's
+        declarations, the device, the locked design and the expansion."""
+        return StoredSuite(
+            suite=self.name, description=self.description, source=str(self.source), profile=self.profile,
+            task=self.task_name, task_version=self.task.version, seeds=tuple(self.seeds), params=self.params,
+            sweep=self.sweep, arms={a.name: StoredArm(tuple(arm_label(a.name, p) for p in sweep_points(a.sweep)),
+                                                      a.params, a.sweep) for a in self.arms.values()},
+            contrasts=tuple(self.contrasts), validity=self.validity, claims=tuple(self.claims),
+            premises=tuple(self.premises), confidence=self.confidence, gate=self.gate, sequential=self.design(),
+            tuned=self.tuned or None,
+        )

@@ -16,3 +16,8 @@ def sweep_points(axes: SweepAxes) -> list[dict[str, Any]]:
 
 def point_label(point: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in point.items())
+
+
+def arm_label(arm_name: str, point: dict[str, Any]) -> str:
+    """An arm's label at one point of its own sweep: ``name[axis=value]``, or the name without a sweep."""
+    return f"{arm_name}[{point_label(point)}]" if point else arm_name

@@ -21,6 +21,7 @@ from harness.suite.schema import (
 )
 from harness.suite.yaml_safety import exists, located
 from harness.tasks import metric_family
+from harness.tasks.param_paths import error_key, layered
 
 MAX_TRIALS = 10_000
 
@@ -161,9 +162,9 @@ def check_params(path: Path, node, suite: Suite, sweep_locs: dict[str | None, li
         seen: dict[str, tuple[int, int]] = {}
         arm_points, arm_index = sweep_points(arm.sweep), _indexes(arm.sweep)
         for i, arm_point in enumerate(arm_points):
-            variant_params = {**arm.params, **arm_point}
+            variant_params = layered(arm.params, arm_point)
             for j, point in enumerate(points):
-                merged = {**suite.params, **variant_params, **point}
+                merged = layered(suite.params, variant_params, point)
                 try:
                     validated = suite.task.validate_params(merged)
                 except ValidationError as exc:
@@ -199,22 +200,36 @@ def _param_message(path: Path, node, suite: Suite, arm: Arm, exc: ValidationErro
         loc = ["arms", arm.name] if arm.params or arm.sweep else ["params"]
         problem = str(err["msg"]).removeprefix("Value error, ")
         return f"{located(path, node, loc)}: arm {arm.name!r}: params: {problem}"
-    key = str(err["loc"][0])
+    extra = err["type"] == "extra_forbidden"
+    key, valid = error_key(suite.task.Params, err["loc"][:-1] if extra else err["loc"])
+    if extra:
+        key = ".".join(filter(None, (key, str(err["loc"][-1]))))
     profile = ["profiles", suite.profile]
-    if key in arm_point:
-        candidates = [[*sweep_locs[arm.name], key]]
-    elif key in point:
-        candidates = [[*sweep_locs[None], key]]
-    elif key in arm.params:
-        candidates = [[*profile, "arms", arm.name, key], ["arms", arm.name, key]]
+    if _written(key, arm_point):
+        bases = [sweep_locs[arm.name]]
+    elif _written(key, point):
+        bases = [sweep_locs[None]]
+    elif _written(key, arm.params):
+        bases = [[*profile, "arms", arm.name], ["arms", arm.name]]
     else:
-        candidates = [[*profile, "params", key], ["params", key]]
-    loc = next((c for c in candidates if exists(node, c)), candidates[-1])
-    if err["type"] == "extra_forbidden":
-        valid = ", ".join(sorted(suite.task.Params.model_fields))
-        problem = f"unknown param {key!r} for task {suite.task_name!r}; valid params: {valid}"
+        bases = [[*profile, "params"], ["params"]]
+    written = [_written(key, layer) for layer in (arm_point, point, arm.params, suite.params)]
+    shown = next((w for w in written if w), key)
+    candidates = [[*base, *parts] for base in bases for parts in (shown.split("."), [shown])]
+    loc = next((c for c in candidates if exists(node, c)), [*bases[-1], shown])
+    if extra:
+        tag = next((p for p in err["loc"][:-1] if isinstance(p, str) and p not in key.split(".")), None)
+        owner = f"{key.rpartition('.')[0]!r}" + (f" (kind {tag!r})" if tag else "") if "." in key else "the task"
+        problem = f"unknown param {key!r} for task {suite.task_name!r}; {owner} takes: {', '.join(valid)}"
+    elif valid:  # a check across the fields of a nested model (its validator)
+        problem = f"params: {str(err['msg']).removeprefix('Value error, ')}"
     else:
-        problem = f"param {key!r}: {err['msg']}"
-        if "input" in err and err["loc"]:
+        problem = f"param {key!r}: {str(err['msg']).removeprefix('Value error, ')}"
+        if "input" in err and not isinstance(err["input"], dict):
             problem += f" (got {err['input']!r})"
     return f"{located(path, node, loc)}: arm {arm.name!r}: {problem}"
+
+
+def _written(key: str, params: dict[str, Any]) -> str | None:
+    """The key of ``params`` that sets ``key`` or a field inside it (``workload.kind`` for ``workload``)."""
+    return next((k for k in params if k == key or k.startswith(f"{key}.")), None)

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.suite.model import Suite
 from harness.suite.points import sweep_points
+from harness.tasks.param_paths import flatten, layered
 
 TASK_DEFAULT = "task default"
 
@@ -35,7 +36,8 @@ def resolved_params(suite: Suite) -> dict[str, list[ResolvedParam]]:
         swept = {**{k: ("suite sweep", v) for k, v in suite.sweep.items()},
                  **{k: ("arm sweep", v) for k, v in arm.sweep.items()}}
         first = {**next(iter(sweep_points(arm.sweep))), **next(iter(sweep_points(suite.sweep)))}
-        values = suite.task.validate_params({**suite.params, **arm.params, **first}).model_dump(mode="json")
+        validated = suite.task.validate_params(layered(suite.params, arm.params, first)).model_dump(mode="json")
+        values = flatten(suite.task.Params, validated)
         out[arm.name] = [
             ResolvedParam(key, swept[key][1], swept[key][0]) if key in swept
             else ResolvedParam(key, value, sources.get(key, TASK_DEFAULT))

@@ -19,6 +19,7 @@ from harness.suite.model import Arm, ParamLayer, Suite, SuiteError
 from harness.suite.references import check_params, check_size
 from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
 from harness.suite.yaml_safety import located
+from harness.tasks.param_paths import ParamPathError, flatten, layered, leaf_fields
 
 LOCK_SUFFIX = ".tuned.json"
 LOCK_SCHEMA = 1
@@ -141,9 +142,12 @@ def _check_space(path: Path, node, suite: Suite, loc: list[Any], space: SweepAxe
                          "non-empty list of values, got an empty grid")
     for key, values in space.items():
         here = f"{located(path, node, ['tune', *loc, key])}: {dotted}.{key}"
-        if key not in suite.task.Params.model_fields:
-            valid = ", ".join(sorted(suite.task.Params.model_fields))
-            raise SuiteError(f"{here}: unknown param {key!r} for task {suite.task_name!r}; valid params: {valid}")
+        try:
+            flatten(suite.task.Params, {key: None}, owner=f"task {suite.task_name!r}")
+        except ParamPathError as exc:
+            raise SuiteError(f"{here}: {exc}") from None
+        if key not in leaf_fields(suite.task.Params):
+            raise SuiteError(f"{here}: {key!r} is a nested param; tune its fields one by one")
         if not values:
             raise SuiteError(f"{here}: expected a non-empty list of values (an empty grid tunes nothing)")
         swept_by = "the suite's sweep" if key in suite.sweep else next(
@@ -180,7 +184,7 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
             raise SuiteError(f"{located(path, node, ['arms', name])}: arms.{name}: the arm now sets "
                              f"{', '.join(sorted(tuning.kept)) or 'no tuned key'} itself, but {lock.name} was tuned "
                              f"with {', '.join(sorted(entry.get('kept', {}))) or 'none'} kept; rerun `harness tune {path}`")
-        arms[name] = replace(arms[name], params={**arms[name].params, **entry["chosen"]})
+        arms[name] = replace(arms[name], params=layered(arms[name].params, entry["chosen"]))
         tuned[name] = {"params": entry["chosen"], "kept": entry["kept"]}
     layers = tuple(ParamLayer(f"lock {lock.name}", name, dict(entry["params"])) for name, entry in tuned.items())
     return replace(suite, arms=arms, param_layers=(*suite.param_layers, *layers),

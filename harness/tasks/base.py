@@ -25,6 +25,7 @@ from harness.metrics import DetailScatter, Metric, ParetoView, metric_family
 from harness.services.cache import artifact_key, artifact_path, load_or_build
 from harness.services.loop import StepResult, StopRule, TrialLogger, fit
 from harness.services.seeding import forked_rng, numpy_stream, torch_stream
+from harness.tasks.param_paths import leaf_fields, nest
 
 T = TypeVar("T")
 
@@ -70,7 +71,7 @@ def _numbers(annotation: Any, metadata: list[Any]) -> Iterator[list[Any]]:
 def param_bounds(params: type[BaseModel]) -> dict[str, str]:
     """Declared bounds of each numeric param (``">= 1"``, ``"> 0, <= 1"``; ``""`` for none)."""
     out: dict[str, str] = {}
-    for name, info in params.model_fields.items():
+    for name, info in leaf_fields(params).items():
         texts: list[str] = []
         for constraints in _numbers(info.annotation, _constraints(info.metadata)):
             text = ", ".join(f"{symbol} {getattr(c, attr)}" for kind, attr, symbol in _BOUNDS
@@ -97,7 +98,7 @@ def training_budget_metrics(steps: str, examples: str) -> tuple[Metric, Metric]:
 def unbounded_params(params: type[BaseModel]) -> list[str]:
     """Numeric params (or tuple items) without a lower bound: every task must declare one."""
     unbounded = []
-    for name, info in params.model_fields.items():
+    for name, info in leaf_fields(params).items():
         for constraints in _numbers(info.annotation, _constraints(info.metadata)):
             if not any(isinstance(c, (annotated_types.Gt, annotated_types.Ge)) for c in constraints):
                 unbounded.append(name)
@@ -192,7 +193,8 @@ class Task(ABC):
 
     @classmethod
     def validate_params(cls, params: Mapping[str, Any]) -> TaskParams:
-        return cls.Params.model_validate(dict(params))
+        """Params as dotted leaves (``teacher.steps``) or nested mappings -> the validated model."""
+        return cls.Params.model_validate(nest(params))
 
     @abstractmethod
     def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:

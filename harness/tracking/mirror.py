@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from harness.listeners import RunStart
 from harness.record import TrialRecord
+from harness.suite.stored import StoredSuite
 from harness.tracking.environment import provenance_texts
 from harness.tracking.mlflow_tracker import (
     RESULTS_ID_TAG,
@@ -48,7 +49,7 @@ class _ParentRun:
         """Start the parent run; ``marked``: a marker in the folder says it is open until ``finish``."""
         run = self._started()
         self.run_id = self.tracker.start_parent(
-            run.meta, run.environment, f"{run_name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            StoredSuite.from_stored(run.meta), run.environment, f"{run_name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
             run.folder.path if marked else None, extra_tags=tags, texts=provenance_texts(),
         )
 
@@ -91,7 +92,8 @@ class MlflowMirror(_ParentRun):
     def look(self, done: Sequence[TrialRecord], pending: int) -> None:
         """Before a look runs: mirror its stored trials that MLflow lacks, start the parent if needed."""
         run, tracker = self._started(), self.tracker
-        suite, profile = run.meta["suite"], run.meta["profile"]
+        stored = StoredSuite.from_stored(run.meta)
+        suite, profile = stored.suite, stored.profile
         if self.unclosed is None:
             self.unclosed = open_parents(run.folder.path, tracker)
         fresh = [r for r in done if r.trial_id not in self.reconciled]
@@ -142,7 +144,8 @@ class ReproductionMirror(_ParentRun):
 
     def started(self, run: RunStart) -> None:
         super().started(run)
-        suite, profile = run.meta["suite"], run.meta["profile"]
+        stored = StoredSuite.from_stored(run.meta)
+        suite, profile = stored.suite, stored.profile
         self.tracker.close_stale_parents(suite, profile, None, kind="reproduction")
         self._open(f"reproduce {suite}/{profile}", {"harness.kind": "reproduction", **self.tags}, marked=False)
 

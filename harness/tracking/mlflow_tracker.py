@@ -30,6 +30,7 @@ from harness.faults import fault
 from harness.metrics import tracking_name
 from harness.record import TrialRecord
 from harness.store import read_json, write_atomic, write_json_atomic
+from harness.suite.stored import StoredSuite
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
@@ -212,16 +213,16 @@ class MlflowTracker:
 
     # -- suite (parent) runs --------------------------------------------------------------
     def start_parent(
-        self, suite_meta: Mapping[str, Any], environment: Mapping[str, str], run_name: str,
+        self, suite: StoredSuite, environment: Mapping[str, str], run_name: str,
         run_dir: Path | None = None, extra_tags: Mapping[str, str] | None = None,
         texts: Mapping[str, str] | None = None,
     ) -> str:
         """The suite's parent run; while it is open a marker under run_dir says so (see open_parents).
         ``extra_tags`` add to (or override) the standard tags, ``texts`` become files of the run."""
-        experiment_id = self.experiment_id(suite_meta["suite"])
+        experiment_id = self.experiment_id(suite.suite)
 
         def start() -> str:
-            description = str(suite_meta.get("description") or "")
+            description = suite.description or ""
             if description and self.client.get_experiment(experiment_id).tags.get(NOTE_TAG) != description:
                 self.client.set_experiment_tag(experiment_id, NOTE_TAG, description)
             tags = {
@@ -229,9 +230,9 @@ class MlflowTracker:
                 "harness.kind": "suite",
                 "harness.pid": os.getpid(),
                 "harness.host": socket.gethostname(),
-                "harness.suite": suite_meta["suite"],
-                "harness.profile": suite_meta["profile"],
-                "harness.task": suite_meta["task"],
+                "harness.suite": suite.suite,
+                "harness.profile": suite.profile,
+                "harness.task": suite.task,
                 **{f"harness.{k}": v for k, v in environment.items()},
                 **(extra_tags or {}),
             }
@@ -242,9 +243,9 @@ class MlflowTracker:
                 self._parent_markers[run.info.run_id] = marker
             self._log_batch(
                 run.info.run_id,
-                params=flatten("", {"seeds": suite_meta["seeds"], "sweep": suite_meta["sweep"], "params": suite_meta["params"]}),
+                params=flatten("", {"seeds": list(suite.seeds), "sweep": dict(suite.sweep), "params": dict(suite.params)}),
             )
-            self.client.log_dict(run.info.run_id, dict(suite_meta), "suite.json")
+            self.client.log_dict(run.info.run_id, suite.as_stored(), "suite.json")
             self.client.log_dict(run.info.run_id, dict(environment), "environment.json")
             for name, text in (texts or {}).items():
                 self.client.log_text(run.info.run_id, text, name)

@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Annotated, Literal, Mapping
+from typing import Mapping
 
 import torch
-from pydantic import Field, model_validator
 from torch import Tensor
 
 from harness.measure.memory import tensor_bytes
-from harness.mechanisms.pdelta.er2 import GAIN_LIMIT, GATE_MODES, SelectiveCompressedPDelta2Layer
+from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
 from harness.mechanisms.pdelta.ops.attention import local_window_attention
-from harness.mechanisms.pdelta.ops.common import MAX_CHUNK
-from harness.tasks.base import Metric, ParetoView, Task, TaskParams, TrialContext, training_budget_metrics
+from harness.tasks.base import Metric, ParetoView, Task, TrialContext, training_budget_metrics
 from harness.tasks.er2.consistency import decode_prefill_agreement
-from harness.tasks.er2.constructed import ConstructedRecallWorkload, ConstructedTeacher, load_metrics, temperature_problem
-from harness.tasks.er2.data import PASSKEY_SPAN
+from harness.tasks.er2.constructed import ConstructedRecallWorkload, ConstructedTeacher, load_metrics
 from harness.tasks.er2.distill import budget_metrics, cosine, distil_step, fidelity, output_fidelity
 from harness.tasks.er2.positions import fed_capture, fed_mixer
-from harness.tasks.er2.recipe import WATCHABLE, Convergence
+from harness.tasks.er2.params import ConstructedTeacherParams, ER2Params
+from harness.tasks.er2.recipe import Convergence
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
-from harness.tasks.er2.teacher import Mixer, TeacherConfig, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
+from harness.tasks.er2.teacher import Mixer, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
 from harness.tasks.er2.workloads import Workload, capture, make_workload
 
 CONTEXT = "context (tokens)"
@@ -45,170 +43,6 @@ def zero_layer(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     return torch.zeros_like(q)
 
 
-class ER2Params(TaskParams):
-    # text: pydoc bytes; passkey: pydoc bytes with a pass key to retrieve from anywhere in the window
-    # (a non-local probe layer); recall: multi-query associative recall
-    workload: Literal["text", "passkey", "recall"] = "text"
-    # er2: the distilled layer; teacher: the probe layer unchanged (upper bound); window: sliding-window
-    # attention with the ER2 state's bytes of KV cache; zero: the layer removed; guess (recall only):
-    # answer with a value drawn from the context.
-    layer: Literal["er2", "teacher", "window", "zero", "guess"] = "er2"
-    residual_mode: Literal["none", "raw", "compressed"] = "compressed"
-    # the query gate on the correction: None: the mode's own (compressed learned, raw one); the ablations
-    # compressed_gate1 (one) and raw_gated (learned) cross them
-    residual_gate: Literal[GATE_MODES] | None = None
-    gain_limit: float = Field(GAIN_LIMIT, gt=0, allow_inf_nan=False,
-                              description="the clamp on |residual gain| (the seed's 1.5)")
-    state_dtype: Literal["fp16", "fp32"] = "fp16"
-    feature_dim: int = Field(32, ge=1)
-    residual_dim: int = Field(8, ge=0)
-    code_rank: int = Field(4, ge=1, description="rank of the residual code (compressed mode), at most the head dim")
-    conv_kernel: int = Field(4, ge=1)
-    chunk_size: int = Field(32, ge=1, le=MAX_CHUNK)
-    # converged: warm-up, constant rate until the values in stop_on converge (window means over
-    # stop_window steps change by less than stop_tolerance, relative), then decay_steps of linear decay;
-    # steps is the cap. fixed: the same warm-up / constant / decay schedule over exactly `steps` steps,
-    # the same budget for every arm. cosine: the original study's fixed count of steps under a cosine.
-    schedule: Literal["converged", "fixed", "cosine"] = "cosine"
-    steps: int = Field(120, ge=1)
-    stop_on: tuple[Literal[WATCHABLE], ...] = Field(("loss", "gain"), min_length=1,
-                                                    description="converged schedule: the values its stop rule watches")
-    stop_window: int = Field(50, ge=1)
-    stop_tolerance: float = Field(0.01, gt=0)
-    decay_steps: int = Field(50, ge=1)
-    batch: int = Field(8, ge=1)
-    train_pool: int = Field(64, ge=1)
-    lr: float = Field(2e-3, gt=0)
-    gain_lr_scale: float = Field(1.0, gt=0, description="the residual gain's learning rate / lr")
-    # rotated: the layer gets q/k as the probe's attention uses them (after RoPE); unrotated: before RoPE
-    qk_positions: Literal["rotated", "unrotated"] = "rotated"
-    train_context: int = Field(128, ge=2)
-    eval_multiples: tuple[Annotated[int, Field(ge=1)], ...] = Field((1, 2, 4), min_length=1)
-    eval_batch: int = Field(8, ge=1)
-    eval_documents: int = Field(16, ge=1)
-    teacher_steps: int = Field(200, ge=1)
-    teacher_batch: int = Field(2, ge=1)
-    teacher_lr: float = Field(3e-3, gt=0)
-    # None: the teacher trains at the longest evaluation context. Recall teachers learn the
-    # induction circuit far faster on short sequences (fewer distractors per answer) and are
-    # then asked to extrapolate, like the arms.
-    teacher_context: int | None = Field(None, ge=2)
-    teacher_dim: int = Field(64, ge=2)
-    teacher_layers: int = Field(2, ge=1)
-    teacher_heads: int = Field(4, ge=1)
-    teacher_kv_heads: int = Field(2, ge=1)
-    probe_layer: int = Field(1, ge=0, description="the teacher layer distilled, below teacher_layers")
-    passkey_weight: float = Field(
-        20.0, gt=0, description="passkey workload: the teacher's loss weight on the asked digits (text: 1)")
-    passkey_short_context: int = Field(
-        64, ge=1, description="passkey workload: every other teacher step trains on windows this long")
-    recall_pairs: int = Field(8, ge=1)
-    recall_keys: int = Field(16, ge=1)  # keys and values each; small, as in MQAR, so the teacher learns in ~1k steps
-    # MQAR under load: the teacher trains on a mixture, each sequence drawing its bindings
-    # log-uniformly from (low, high), so one teacher per seed serves every point of a bindings sweep
-    # (its cache key names the mixture, not the point). None: the teacher trains at recall_pairs.
-    recall_teacher_pairs: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]] | None = None
-    # trained: a small LM trained on the workload; constructed (recall only): one attention head set by hand
-    # to recall exactly at any load (constructed.py), with code_dim-dimensional key and value codes
-    teacher: Literal["trained", "constructed"] = "trained"
-    code_dim: int = Field(32, ge=2, description="constructed teacher: the head dim its key and value codes live in")
-    constructed_temperature: float = Field(
-        40.0, gt=0, description="constructed teacher: softmax temperature, checked against the exact-recall bound")
-    # Constructed teacher: the loads (bindings per sequence) scored within each trial; the arms distil on a
-    # log-uniform mixture from the lightest to the heaviest. None: recall_pairs alone.
-    recall_loads: tuple[Annotated[int, Field(ge=1)], ...] | None = Field(None, min_length=1)
-    measure_speed: bool = True
-    speed_min_time: float = Field(0.1, gt=0)
-    # prefill and decode against SDPA
-    speed_contexts: tuple[Annotated[int, Field(ge=1)], ...] = Field((512, 2048, 8192), min_length=1)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "ER2Params":
-        if self.teacher_heads % self.teacher_kv_heads:
-            raise ValueError(f"teacher_heads ({self.teacher_heads}) must be a multiple of teacher_kv_heads "
-                             f"({self.teacher_kv_heads})")
-        if self.teacher_dim % self.teacher_heads or (self.teacher_dim // self.teacher_heads) % 2:
-            raise ValueError(f"teacher_dim ({self.teacher_dim}) must be teacher_heads ({self.teacher_heads}) times an "
-                             "even head dim (rotary embeddings pair the head dims)")
-        if self.schedule != "cosine" and self.steps <= self.decay_steps:
-            raise ValueError(f"steps ({self.steps}), the budget of the {self.schedule} schedule, must exceed decay_steps "
-                             f"({self.decay_steps})")
-        if self.residual_gate is not None and self.residual_mode == "none":
-            raise ValueError(f"residual_gate {self.residual_gate!r} needs a residual memory; residual_mode 'none' has "
-                             "no correction to gate")
-        if self.probe_layer >= self.teacher_layers:
-            raise ValueError(f"probe_layer ({self.probe_layer}) must be below teacher_layers ({self.teacher_layers})")
-        if self.residual_mode == "compressed" and self.code_rank > self.head_dim:
-            raise ValueError(f"code_rank ({self.code_rank}) exceeds the head dim ({self.head_dim})")
-        if self.workload == "passkey":
-            shortest = min(self.train_context, self.teacher_context or self.train_context, self.passkey_short_context)
-            if shortest < PASSKEY_SPAN:
-                raise ValueError(f"a pass key and its question need contexts of at least {PASSKEY_SPAN} tokens "
-                                 f"(train_context {self.train_context}, teacher_context {self.teacher_context}, "
-                                 f"passkey_short_context {self.passkey_short_context})")
-        if self.workload == "recall":
-            if self.recall_pairs > self.recall_keys:
-                raise ValueError(f"recall_pairs ({self.recall_pairs}) exceeds recall_keys ({self.recall_keys})")
-            shortest = min(self.train_context, self.teacher_context or self.train_context)
-            if 2 * self.recall_pairs + 2 > shortest:
-                raise ValueError(f"{self.recall_pairs} recall pairs need contexts of at least {2 * self.recall_pairs + 2} "
-                                 f"tokens (train_context {self.train_context}, teacher_context {self.teacher_context})")
-            heaviest = max(self.recall_loads or [0])
-            if heaviest > self.recall_keys:
-                raise ValueError(f"recall_loads reaches {heaviest} bindings, above recall_keys ({self.recall_keys})")
-            if 2 * heaviest + 2 > self.train_context:
-                raise ValueError(f"recall_loads reaches {heaviest} bindings, which need a train_context of at least "
-                                 f"{2 * heaviest + 2} tokens (it is {self.train_context})")
-            if self.recall_teacher_pairs is not None:
-                self._check_teacher_mixture()
-        elif self.recall_teacher_pairs is not None:
-            raise ValueError("recall_teacher_pairs applies to the recall workload only")
-        if self.teacher == "constructed":
-            self._check_constructed()
-        elif self.recall_loads is not None:
-            raise ValueError("recall_loads applies to the constructed teacher only (teacher: constructed)")
-        return self
-
-    def _check_constructed(self) -> None:
-        """Recall only, nothing to train or un-rotate, and a temperature that recalls the heaviest load exactly."""
-        if self.workload != "recall":
-            raise ValueError(f"teacher: constructed exists for the recall workload only (workload is {self.workload})")
-        if self.recall_teacher_pairs is not None:
-            raise ValueError("recall_teacher_pairs trains a teacher: the constructed teacher is set by hand")
-        if self.qk_positions != "rotated":
-            raise ValueError("the constructed teacher's q/k carry no rotation: qk_positions must stay 'rotated' "
-                             "(the q/k the probe attends with)")
-        problem = temperature_problem(self.constructed_temperature, max(self.loads), self.recall_keys, self.code_dim)
-        if problem:
-            raise ValueError(problem)
-
-    @property
-    def loads(self) -> tuple[int, ...]:
-        """The bindings per sequence the arms are scored at (recall)."""
-        return tuple(self.recall_loads) if self.recall_loads is not None else (self.recall_pairs,)
-
-    @property
-    def head_dim(self) -> int:
-        """The probe layer's head dim: the constructed teacher's code dim, or the trained teacher's."""
-        return self.code_dim if self.teacher == "constructed" else self.teacher_dim // self.teacher_heads
-
-    def _check_teacher_mixture(self) -> None:
-        """The teacher's range must be drawable: ordered, within the keys, fitting the teacher's context."""
-        low, high = self.recall_teacher_pairs
-        if low > high:
-            raise ValueError(f"recall_teacher_pairs ({low}, {high}): low exceeds high")
-        if high > self.recall_keys:
-            raise ValueError(f"recall_teacher_pairs reaches {high} bindings, above recall_keys ({self.recall_keys})")
-        context = self.teacher_context or max(self.eval_contexts)
-        if 2 * high + 2 > context:
-            raise ValueError(f"recall_teacher_pairs reaches {high} bindings, which need a teacher context of at least "
-                             f"{2 * high + 2} tokens (it is {context})")
-
-    @property
-    def eval_contexts(self) -> list[int]:
-        return [self.train_context * m for m in self.eval_multiples]
-
-
 class ER2Task(Task):
     name = "er2"
     # 5: decode runs the fused C kernel where it builds (decode_fused), eager latency beside it
@@ -216,7 +50,8 @@ class ER2Task(Task):
     # 7: the constructed MQAR teacher, scored per load; budget/* and at_bound/gain on every distilled arm
     # 8: the fixed-budget schedule and stop_on; the gain kept inside its clamp after every update; a gate
     #    per residual_gate (the compressed_gate1 and raw_gated ablations); gate_auroc, effective gain
-    version = "8"
+    # 9: params nested (teacher, workload, speed); values and defaults as in 8
+    version = "9"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
@@ -324,17 +159,17 @@ class ER2Task(Task):
                     ParetoView("state_bytes", "load_recall", "recall per load against state bytes"))
     smoke_params = {
         "train_context": 32, "eval_multiples": [1, 2], "steps": 3, "batch": 2, "train_pool": 4, "eval_batch": 2,
-        "eval_documents": 3, "teacher_steps": 3, "teacher_dim": 16, "teacher_heads": 2, "teacher_kv_heads": 1,
-        "feature_dim": 8, "residual_dim": 4, "code_rank": 2, "speed_min_time": 0.001,
-        "speed_contexts": [64, 128],
+        "eval_documents": 3, "teacher.steps": 3, "teacher.model_dim": 16, "teacher.num_heads": 2,
+        "teacher.num_kv_heads": 1, "feature_dim": 8, "residual_dim": 4, "code_rank": 2, "speed.min_time": 0.001,
+        "speed.contexts": [64, 128],
     }
 
     def run(self, params: ER2Params, ctx: TrialContext) -> Mapping[str, float]:
-        if params.layer == "guess" and params.workload != "recall":
+        if params.layer == "guess" and params.workload.kind != "recall":
             raise ValueError("the guess-from-context baseline exists only on the recall workload")
         device = ctx.device
-        workload = ConstructedRecallWorkload(params.loads, params.recall_keys) if params.teacher == "constructed" \
-            else make_workload(params)
+        workload = ConstructedRecallWorkload(params.loads, params.workload.keys) if params.teacher.kind == "constructed" \
+            else make_workload(params.workload)
         teacher = self._teacher(params, workload, ctx)
         # Built in every arm: the window arm's cache gets exactly this layer's state bytes.
         layer = SelectiveCompressedPDelta2Layer(
@@ -350,12 +185,12 @@ class ER2Task(Task):
         metrics.update(self._quality(params, workload, teacher, fed_mixer(layer, params.qk_positions, teacher.config.rope_base),
                                      ctx, er2=layer))
         metrics.update(self._memory(params, layer, device))
-        if params.measure_speed:
-            contexts = list(params.speed_contexts)
-            metrics.update(prefill_speeds(layer, contexts, device, params.speed_min_time, ctx.stream("speed", "prefill")))
-            metrics.update(decode_latencies(layer, contexts, device, params.speed_min_time, ctx.stream("speed", "decode")))
+        if params.speed.measure:
+            contexts, min_time = list(params.speed.contexts), params.speed.min_time
+            metrics.update(prefill_speeds(layer, contexts, device, min_time, ctx.stream("speed", "prefill")))
+            metrics.update(decode_latencies(layer, contexts, device, min_time, ctx.stream("speed", "decode")))
             metrics["train_tokens_per_s"] = training_speed(
-                layer, params.batch, params.train_context, device, params.speed_min_time, ctx.stream("speed", "train")
+                layer, params.batch, params.train_context, device, min_time, ctx.stream("speed", "train")
             )
         stats = layer.retention_statistics()
         ctx.logger.record("retention", stats)
@@ -386,18 +221,14 @@ class ER2Task(Task):
 
     def _teacher(self, params: ER2Params, workload: Workload, ctx: TrialContext) -> TeacherLM | ConstructedTeacher:
         """Trained once per seed and shared by the arms (cached); or constructed, nothing to train."""
-        if params.teacher == "constructed":
-            return ConstructedTeacher(workload.layout, params.code_dim, params.constructed_temperature).to(ctx.device)
-        config = TeacherConfig(
-            vocab_size=workload.vocab_size, model_dim=params.teacher_dim, num_layers=params.teacher_layers,
-            num_heads=params.teacher_heads, num_kv_heads=params.teacher_kv_heads, probe_layer=params.probe_layer,
-        )
-        context = params.teacher_context or max(params.eval_contexts)
-        batches, data_id = workload.teacher_data(params.teacher_batch, context)
-        recipe = TeacherRecipe(
-            config=config, steps=params.teacher_steps, batch=params.teacher_batch, context=context,
-            lr=params.teacher_lr, data_id=data_id,
-        )
+        spec = params.teacher
+        if isinstance(spec, ConstructedTeacherParams):
+            return ConstructedTeacher(workload.layout, spec.code_dim, spec.temperature).to(ctx.device)
+        config = spec.config(workload.vocab_size)
+        context = spec.context or max(params.eval_contexts)
+        batches, data_id = workload.teacher_data(spec.batch, context)
+        recipe = TeacherRecipe(config=config, steps=spec.steps, batch=spec.batch, context=context, lr=spec.lr,
+                               data_id=data_id)
         return ctx.cached(
             "teacher", asdict(recipe),
             build=lambda: train_teacher(recipe, batches, ctx),
@@ -473,7 +304,7 @@ class ER2Task(Task):
             metrics.update({f"{key}@{context}": value for key, value in summary.items()})
             if context == params.train_context and "recall" in summary:
                 metrics["train_context_recall"] = summary["recall"]
-        if params.teacher == "constructed":
+        if params.teacher.kind == "constructed":
             metrics.update(load_metrics(workload, teacher, mixer, guess, params.train_context, params.eval_documents,
                                         ctx.device, ctx.stream("load-eval")))
         return metrics

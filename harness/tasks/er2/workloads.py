@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import Tensor
@@ -21,6 +21,9 @@ from harness.tasks.er2.data import (
 )
 from harness.tasks.er2.distill import Capture
 from harness.tasks.er2.teacher import Batches, Mixer, TeacherLM, next_token_nll
+
+if TYPE_CHECKING:  # params.py reaches this module through constructed.py
+    from harness.tasks.er2.params import PasskeyParams, RecallParams, TextParams
 
 
 @dataclass
@@ -226,9 +229,10 @@ class PasskeyWorkload(TextWorkload):
         )
 
 
-def make_workload(params) -> TextWorkload | PasskeyWorkload | RecallWorkload:
-    if params.workload == "text":
-        return TextWorkload()
-    if params.workload == "passkey":
-        return PasskeyWorkload(params.passkey_weight, params.passkey_short_context)
-    return RecallWorkload(params.recall_pairs, params.recall_keys, params.recall_teacher_pairs)
+def make_workload(spec: TextParams | PasskeyParams | RecallParams) -> TextWorkload | PasskeyWorkload | RecallWorkload:
+    """The workload its params describe."""
+    if spec.kind == "passkey":
+        return PasskeyWorkload(spec.weight, spec.short_context)
+    if spec.kind == "recall":
+        return RecallWorkload(spec.pairs, spec.keys, spec.teacher_pairs)
+    return TextWorkload()
