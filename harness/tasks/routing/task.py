@@ -64,6 +64,31 @@ DEFAULT_ENTITY_TOKENS = 128
 HELD_OUT_ROOM = 4096
 
 
+class BackboneParams(TaskParams):
+    """The backbone's training, shared by every arm of a seed."""
+    steps: int = Field(1200, ge=1)
+    batch: int = Field(64, ge=2)
+    lr: float = Field(3e-3, gt=0)
+    docs: int = Field(4096, ge=2, description="training documents (names disjoint from the held-out bank)")
+
+
+class RouterTrainingParams(TaskParams):
+    """The learned routers' keys and their contrastive training (``router`` names the arm's router)."""
+    dim: int = Field(64, ge=1, description="routing key dim")
+    heads: int = Field(4, ge=1, description="routing heads")
+    steps: int = Field(150, ge=1)
+    batch: int = Field(32, ge=1)
+    lr: float = Field(1e-2, gt=0)
+    temperature: float = Field(0.05, gt=0, description="of the contrastive routing loss (and the slot-retrieval loss)")
+    negatives: int = Field(256, ge=1)
+
+
+class ProbeParams(TaskParams):
+    """The asked-slot linear probe."""
+    queries: int = Field(2048, ge=2, description="training queries of the asked-slot linear probe")
+    steps: int = Field(200, ge=1, description="full-batch Adam steps of the asked-slot linear probe")
+
+
 class RoutingParams(TaskParams):
     router: Arm = "router_projector"
     regime: Regime = Field(
@@ -97,29 +122,19 @@ class RoutingParams(TaskParams):
     n_settling_steps: int = Field(2, ge=0)
     msa_from_layer: int = Field(1, ge=0, description="first MSA layer (the routing layer) is max(this, n_layers // 2); "
                                 "below n_layers")
-    backbone_steps: int = Field(1200, ge=1)
-    backbone_batch: int = Field(64, ge=2)
-    backbone_lr: float = Field(3e-3, gt=0)
-    backbone_docs: int = Field(4096, ge=2)
+    backbone: BackboneParams = BackboneParams()
     energy_weight: float = Field(0.1, ge=0)
     gold_rate: float = Field(0.9, ge=0.0, le=1.0, description="chance the backbone's memory holds the gold document")
     slot_retrieval_weight: float = Field(
         0.0, ge=0, description="weight of the backbone's slot-retrieval loss: MSA's contrastive routing loss of a "
-        "training-only router that pools only the asked slots (temperature router_temperature); 0 leaves it out"
+        "training-only router that pools only the asked slots (temperature router_training.temperature); 0 leaves it out"
     )
     # router
-    router_dim: int = Field(64, ge=1)
-    n_router_heads: int = Field(4, ge=1)
+    router_training: RouterTrainingParams = RouterTrainingParams()
     top_k: int = Field(4, ge=1)
-    router_steps: int = Field(150, ge=1)
-    router_batch: int = Field(32, ge=1)
-    router_lr: float = Field(1e-2, gt=0)
-    router_temperature: float = Field(0.05, gt=0)
-    router_negatives: int = Field(256, ge=1)
     # evaluation
     eval_queries: int = Field(256, ge=2)
-    probe_queries: int = Field(2048, ge=2, description="training queries of the asked-slot linear probe")
-    probe_steps: int = Field(200, ge=1, description="full-batch Adam steps of the asked-slot linear probe")
+    probe: ProbeParams = ProbeParams()
     measure_speed: bool = True
     score_bank_chunks: tuple[Annotated[int, Field(ge=1)], ...] = Field((10_000, 100_000, 1_000_000), min_length=1)
     score_batch: int = Field(1, ge=1, description="queries per scoring call in the throughput figure")
@@ -135,23 +150,23 @@ class RoutingParams(TaskParams):
 
     @model_validator(mode="after")
     def _consistent(self) -> "RoutingParams":
-        if self.top_k >= self.backbone_batch:
+        if self.top_k >= self.backbone.batch:
             raise ValueError(
                 f"top_k ({self.top_k}) documents of memory per query while training the backbone must be fewer "
-                f"than backbone_batch ({self.backbone_batch})"
+                f"than backbone.batch ({self.backbone.batch})"
             )
         names = self.entity_tokens**self.entity_len
-        if self.bank_size + self.backbone_docs > names:
+        if self.bank_size + self.backbone.docs > names:
             raise ValueError(
-                f"bank_size ({self.bank_size}) + backbone_docs ({self.backbone_docs}) documents with disjoint names "
+                f"bank_size ({self.bank_size}) + backbone.docs ({self.backbone.docs}) documents with disjoint names "
                 f"exceed the {names} distinct entity names (n_entities ** entity_len)"
             )
         if self.top_k > self.bank_size:
             raise ValueError(f"top_k ({self.top_k}) exceeds bank_size ({self.bank_size})")
-        if self.regime == "uncertain_key" and min(self.bank_size, self.backbone_docs) <= self.segments:
+        if self.regime == "uncertain_key" and min(self.bank_size, self.backbone.docs) <= self.segments:
             raise ValueError(
                 f"uncertain_key queries hold {self.segments} facts of distinct documents: bank_size ({self.bank_size}) "
-                f"and backbone_docs ({self.backbone_docs}) must exceed segments"
+                f"and backbone.docs ({self.backbone.docs}) must exceed segments"
             )
         return self
 
@@ -160,7 +175,7 @@ class RoutingParams(TaskParams):
         """``n_entities``, or the rule its description states."""
         if self.n_entities is not None:
             return self.n_entities
-        return max(DEFAULT_ENTITY_TOKENS, math.ceil((self.backbone_docs + HELD_OUT_ROOM) ** (1 / self.entity_len)))
+        return max(DEFAULT_ENTITY_TOKENS, math.ceil((self.backbone.docs + HELD_OUT_ROOM) ** (1 / self.entity_len)))
 
 
 def _metrics() -> tuple[Metric, ...]:
@@ -241,7 +256,8 @@ def _metrics() -> tuple[Metric, ...]:
 
 class RoutingTask(Task):
     name = "routing"
-    version = "6"  # 6: the spec's energy on each token's own error, oracle_masked, premise signals (5: regimes)
+    # 7: the backbone's training, the routers' keys and training, and the probe as nested params
+    version = "7"  # 6: the spec's energy on each token's own error, oracle_masked, premise signals (5: regimes)
     description = (
         "precision-guided router vs its mean-pooling ablation and MSA RouterProjector on an entity attribute=value "
         "memory, evaluated on a held-out bank (PC-SHO-DLM backbone)"
@@ -250,22 +266,23 @@ class RoutingTask(Task):
     metrics = _metrics()
     smoke_params = {
         "bank_size": 16, "d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 2, "msa_from_layer": 1,
-        "router_dim": 8, "n_router_heads": 2, "top_k": 2, "backbone_steps": 6, "backbone_batch": 8,
-        "backbone_docs": 32, "router_steps": 4, "router_batch": 8, "router_negatives": 8, "eval_queries": 16,
-        "score_bank_chunks": [400], "n_entities": 8, "router": "precision", "probe_queries": 32, "probe_steps": 5,
+        "router_training.dim": 8, "router_training.heads": 2, "top_k": 2, "backbone.steps": 6, "backbone.batch": 8,
+        "backbone.docs": 32, "router_training.steps": 4, "router_training.batch": 8, "router_training.negatives": 8,
+        "eval_queries": 16, "score_bank_chunks": [400], "n_entities": 8, "router": "precision", "probe.queries": 32,
+        "probe.steps": 5,
     }
 
     def run(self, params: RoutingParams, ctx: TrialContext) -> Mapping[str, float]:
         device = ctx.device
         layout = layout_of(params)
         spec = backbone_spec(params, layout)
-        training_names, bank_names = split_names(layout, [params.backbone_docs, params.bank_size], ctx.stream("names"))
-        training_docs = make_documents(layout, params.backbone_docs, ctx.stream("backbone-docs"), names=training_names)
+        training_names, bank_names = split_names(layout, [params.backbone.docs, params.bank_size], ctx.stream("names"))
+        training_docs = make_documents(layout, params.backbone.docs, ctx.stream("backbone-docs"), names=training_names)
         backbone = ctx.cached("backbone", asdict(spec), build=lambda: train_backbone(spec, training_docs, ctx),
                               restore=lambda payload: trained_backbone(spec, payload, ctx))
         documents = make_documents(layout, params.bank_size, ctx.stream("bank", params.bank_size), names=bank_names)
         documents = documents.to(device)
-        widths = 2 * params.d_model * len(backbone.msa_layers) + params.router_dim + params.d_model
+        widths = 2 * params.d_model * len(backbone.msa_layers) + params.router_training.dim + params.d_model
         ensure_bank_fits(params.bank_size * layout.chunks_per_doc, widths, device)
         encoded, pooled = encode_bank(backbone.model, backbone.msa, documents)
 
@@ -284,14 +301,14 @@ class RoutingTask(Task):
             metrics.update(evaluate(params, backbone, router, bank, queries, ctx))
             hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
             metrics["probe_doc_acc"] = probe_accuracy(probe, *slot_states(hidden, queries, documents, layout))
-        steps = params.router_steps if router is not None else 0
-        metrics.update(training_budget(steps, params.router_batch))
+        steps = params.router_training.steps if router is not None else 0
+        metrics.update(training_budget(steps, params.router_training.batch))
         metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
-        metrics["key_bytes_per_doc"] = float(layout.chunks_per_doc * params.router_dim * 4) if router is not None else 0.0
+        metrics["key_bytes_per_doc"] = float(layout.chunks_per_doc * params.router_training.dim * 4) if router is not None else 0.0
         if router is not None and params.measure_speed:
             # synthetic banks, independent of bank_size: measured once per seed and arm
-            identity = {"arm": params.router, "layout": asdict(layout), "router_dim": params.router_dim,
-                        "heads": params.n_router_heads, "top_k": params.top_k, "score_batch": params.score_batch,
+            identity = {"arm": params.router, "layout": asdict(layout), "router_dim": params.router_training.dim,
+                        "heads": params.router_training.heads, "top_k": params.top_k, "score_batch": params.score_batch,
                         "score_bank_chunks": list(params.score_bank_chunks)}
             metrics.update(ctx.cached("scoring-speed", identity,
                                       build=lambda: scoring_speed(params, router, layout, device, ctx.stream("speed"))))
@@ -305,8 +322,8 @@ def fit_router(
     """Train the installed router on the training documents, once per seed and arm (cached: every
     bank size evaluates the same router); returns its training tokens/s."""
     training = RouterTraining(
-        steps=params.router_steps, batch=params.router_batch, lr=params.router_lr,
-        temperature=params.router_temperature, negatives=params.router_negatives,
+        steps=params.router_training.steps, batch=params.router_training.batch, lr=params.router_training.lr,
+        temperature=params.router_training.temperature, negatives=params.router_training.negatives,
         max_noise_step=max_noise_step(params),
     )
 
@@ -327,7 +344,7 @@ def fit_probe(params: RoutingParams, spec: BackboneSpec, backbone: Backbone, tra
               ctx: TrialContext) -> dict[str, torch.Tensor]:
     """The asked-slot probe, trained once per seed on the training documents (cached: every arm and
     bank size reads the same probe)."""
-    training = ProbeTraining(queries=params.probe_queries, steps=params.probe_steps, lr=1e-2,
+    training = ProbeTraining(queries=params.probe.queries, steps=params.probe.steps, lr=1e-2,
                              max_noise_step=max_noise_step(params))
     return ctx.cached("probe", {"backbone": asdict(spec), "training": asdict(training)},
                       build=lambda: train_probe(backbone, training_docs, spec.layout, training, ctx.stream("probe"), ctx.device))
@@ -349,14 +366,14 @@ def backbone_spec(params: RoutingParams, layout: Layout) -> BackboneSpec:
         d_model=params.d_model, n_heads=params.n_heads, n_layers=params.n_layers, d_ff=params.d_ff,
         n_diffusion_steps=params.n_diffusion_steps, n_settling_steps=params.n_settling_steps,
     )
-    msa = MSAConfig(chunk_size=params.chunk_size, top_k=params.top_k, router_dim=params.router_dim,
-                    n_router_heads=params.n_router_heads, apply_from_layer=params.msa_from_layer)
+    msa = MSAConfig(chunk_size=params.chunk_size, top_k=params.top_k, router_dim=params.router_training.dim,
+                    n_router_heads=params.router_training.heads, apply_from_layer=params.msa_from_layer)
     return BackboneSpec(
-        model=model, msa=msa, layout=layout, steps=params.backbone_steps, batch=params.backbone_batch,
-        lr=params.backbone_lr, energy_weight=params.energy_weight, gold_rate=params.gold_rate,
+        model=model, msa=msa, layout=layout, steps=params.backbone.steps, batch=params.backbone.batch,
+        lr=params.backbone.lr, energy_weight=params.energy_weight, gold_rate=params.gold_rate,
         memory_docs=params.top_k,
-        pool_docs=params.backbone_docs, max_noise_step=max_noise_step(params),
-        slot_retrieval_weight=params.slot_retrieval_weight, slot_retrieval_temperature=params.router_temperature,
+        pool_docs=params.backbone.docs, max_noise_step=max_noise_step(params),
+        slot_retrieval_weight=params.slot_retrieval_weight, slot_retrieval_temperature=params.router_training.temperature,
     )
 
 
@@ -457,14 +474,14 @@ def scoring_speed(
     the bandwidth of the memory level (cache or DRAM) the bank lives in."""
     per_doc = layout.chunks_per_doc
     largest = max(params.score_bank_chunks) // per_doc * per_doc
-    keys = random_keys(largest, params.router_dim, device, generator)
+    keys = random_keys(largest, params.router_training.dim, device, generator)
     per_token = not isinstance(router, PrecisionGuidedRouter)
     heads = router.n_heads if per_token else 1
-    queries = torch.randn(params.score_batch, layout.query_len if per_token else 1, params.router_dim, generator=generator).to(device)
+    queries = torch.randn(params.score_batch, layout.query_len if per_token else 1, params.router_training.dim, generator=generator).to(device)
     out = {}
     for n_chunks in params.score_bank_chunks:
         n_chunks = n_chunks // per_doc * per_doc
-        key_bytes = n_chunks * params.router_dim * keys.element_size()
+        key_bytes = n_chunks * params.router_training.dim * keys.element_size()
         index = RoutingIndex(keys[:n_chunks], heads, per_doc)
         bandwidth = read_bandwidth(device, key_bytes, min_run_time=0.05)
         seconds = seconds_per_call(lambda: index.top_documents(queries, params.top_k), min_run_time=0.1)

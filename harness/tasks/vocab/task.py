@@ -7,12 +7,12 @@ trains, cached per seed and shared by arms.
 """
 from __future__ import annotations
 
-from typing import Literal, Mapping
+from typing import Annotated, Literal, Mapping, Union
 
 import numpy as np
 import torch
 from scipy.stats import rankdata
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from harness.measure.memory import tensor_bytes
 from harness.mechanisms.vocab.diagnostics import effective_vocabularies, openness, relative_drift, rows_in_use
@@ -30,6 +30,7 @@ from harness.tasks.base import (
     training_budget,
     training_budget_metrics,
 )
+from harness.tasks.param_paths import kind_or
 from harness.tasks.vocab.alignment import misalignment
 from harness.tasks.vocab.cldr import CATEGORIES, MIN_LOCALES, cldr_corpus, display_names
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
@@ -42,18 +43,9 @@ from harness.tasks.vocab.synthetic import SyntheticSpec, synthetic_corpus
 from harness.tasks.vocab.throughput import embedding_throughput
 from harness.tasks.vocab.training import TrainConfig, batches, encode, initial_table, train
 
-WORKLOAD_FIELDS = {
-    "synthetic": ("n_languages", "n_concepts", "cognate_rate", "false_friend_rate", "false_friend_boost",
-                  "frequency_spread", "min_length", "max_length", "train_pairs", "test_pairs", "twin_fraction",
-                  "partial_false_friend_rate", "synonym_rate", "alignment_noise"),
-    "cldr": ("locales", "categories", "test_fraction"),
-    "gettext": ("locales", "test_fraction"),
-}
-
-
-class VocabParams(TaskParams):
-    workload: Literal["synthetic", "cldr", "gettext"] = "synthetic"
-    # synthetic languages
+class SyntheticWorkload(TaskParams):
+    """Generated languages with planted cognates and false friends (the truth is known)."""
+    kind: Literal["synthetic"] = "synthetic"
     n_languages: int = Field(4, ge=2)
     n_concepts: int = Field(300, ge=10)
     cognate_rate: float = Field(0.2, ge=0.0, le=1.0)
@@ -72,10 +64,86 @@ class VocabParams(TaskParams):
                                 "of a cognate in a share of its uses drawn uniformly from [0, synonym_rate]")
     alignment_noise: float = Field(0.2, ge=0.0, le=1.0, description="chance that a training target's concept "
                                    "slot is a random concept (loose translations)")
-    # CLDR display names and gettext catalogs ("en": the msgid)
-    locales: tuple[str, ...] = ("en", "de", "fr", "es", "it", "nl")
+
+    @model_validator(mode="after")
+    def _lengths_ordered(self) -> "SyntheticWorkload":
+        if self.min_length > self.max_length:
+            raise ValueError(f"workload.min_length {self.min_length} exceeds workload.max_length {self.max_length}")
+        return self
+
+
+def _known_locales(value: tuple[str, ...]) -> tuple[str, ...]:
+    from babel.localedata import locale_identifiers
+
+    refuse_unknown("locales", value, locale_identifiers())
+    return value
+
+
+Locales = Annotated[tuple[str, ...], AfterValidator(_known_locales)]
+
+
+class CldrWorkload(TaskParams):
+    """CLDR display names (babel) of territories, languages, scripts, ... in each locale."""
+    kind: Literal["cldr"] = "cldr"
+    locales: Locales = ("en", "de", "fr", "es", "it", "nl")
     categories: tuple[str, ...] = CATEGORIES
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+
+    @field_validator("categories")
+    @classmethod
+    def _known_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        refuse_unknown("categories", value, CATEGORIES)
+        return value
+
+    @model_validator(mode="after")
+    def _enough_locales(self) -> "CldrWorkload":
+        if len(self.locales) < MIN_LOCALES:
+            raise ValueError(f"the cldr workload needs at least {MIN_LOCALES} locales, got {list(self.locales)}")
+        return self
+
+
+class GettextWorkload(TaskParams):
+    """Django's packaged gettext catalogs ("en": the msgid)."""
+    kind: Literal["gettext"] = "gettext"
+    locales: Locales = ("en", "de", "fr", "es", "it", "nl")
+    test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _catalogs_readable(self) -> "GettextWorkload":
+        if len(self.locales) < 2:
+            raise ValueError(f"the gettext workload needs at least 2 locales, got {list(self.locales)}")
+        refuse_unknown("gettext locales", self.locales, catalog_locales(catalog_root()))
+        catalog_texts(tuple(self.locales), catalog_root())  # a corrupt catalog is refused here, not mid-run
+        return self
+
+
+WorkloadParams = Annotated[
+    Union[Annotated[SyntheticWorkload, Tag("synthetic")], Annotated[CldrWorkload, Tag("cldr")],
+          Annotated[GettextWorkload, Tag("gettext")]],
+    Discriminator(kind_or("synthetic")),
+]
+
+
+class ThroughputParams(TaskParams):
+    """Lookup throughput against EmbeddingBag on a synthetic vocabulary of its own."""
+    measure: bool = True
+    vocab: int = Field(50_000, ge=2)
+    tokens: int = Field(4096, ge=1)
+    dim: int = Field(256, ge=1)
+    min_time: float = Field(0.2, gt=0.0)
+
+
+# the sentence length of the throughput batches where the workload has no max_length of its own
+REAL_DATA_SENTENCE_LENGTH = 4
+
+
+def sentence_length(workload: SyntheticWorkload | CldrWorkload | GettextWorkload) -> int:
+    """Tokens per sentence of the throughput batches: the synthetic workload's longest sentence."""
+    return workload.max_length if isinstance(workload, SyntheticWorkload) else REAL_DATA_SENTENCE_LENGTH
+
+
+class VocabParams(TaskParams):
+    workload: WorkloadParams = SyntheticWorkload()
     # model and training
     dim: int = Field(64, ge=2)
     steps: int = Field(300, ge=1)
@@ -100,66 +168,41 @@ class VocabParams(TaskParams):
     interference_batches: int = Field(256, ge=1)
     # diagnostics and throughput
     merge_tolerance: float = Field(0.1, gt=0.0, description="relative distance below which rows count as one")
-    measure_throughput: bool = True
-    throughput_vocab: int = Field(50_000, ge=2)
-    throughput_tokens: int = Field(4096, ge=1)
-    throughput_dim: int = Field(256, ge=1)
-    throughput_min_time: float = Field(0.2, gt=0.0)
+    throughput: ThroughputParams = ThroughputParams()
     log_every: int = Field(25, ge=1)
 
-    @field_validator("locales")
-    @classmethod
-    def _known_locales(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from babel.localedata import locale_identifiers
-
-        refuse_unknown("locales", value, locale_identifiers())
-        return value
-
-    @field_validator("categories")
-    @classmethod
-    def _known_categories(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        refuse_unknown("categories", value, CATEGORIES)
-        return value
-
     @model_validator(mode="after")
-    def _lengths_ordered(self) -> "VocabParams":
-        if self.min_length > self.max_length:
-            raise ValueError(f"min_length {self.min_length} exceeds max_length {self.max_length}")
-        if self.workload == "cldr" and len(self.locales) < MIN_LOCALES:
-            raise ValueError(f"the cldr workload needs at least {MIN_LOCALES} locales, got {list(self.locales)}")
-        if self.workload == "gettext":
-            if len(self.locales) < 2:
-                raise ValueError(f"the gettext workload needs at least 2 locales, got {list(self.locales)}")
-            refuse_unknown("gettext locales", self.locales, catalog_locales(catalog_root()))
-            catalog_texts(tuple(self.locales), catalog_root())  # a corrupt catalog is refused here, not mid-run
-        if self.batch_size > self.train_pairs:
-            raise ValueError(f"batch_size {self.batch_size} exceeds train_pairs {self.train_pairs}")
-        if self.index_size is not None and self.index_size > most_candidates(self):
-            raise ValueError(f"index_size {self.index_size} exceeds the candidate set of the {self.workload} "
-                             f"workload: at most {most_candidates(self)} (language, token) pairs whose token two or "
+    def _consistent(self) -> "VocabParams":
+        workload = self.workload
+        if isinstance(workload, SyntheticWorkload) and self.batch_size > workload.train_pairs:
+            raise ValueError(f"batch_size {self.batch_size} exceeds workload.train_pairs {workload.train_pairs}")
+        if self.index_size is not None and self.index_size > most_candidates(workload):
+            raise ValueError(f"index_size {self.index_size} exceeds the candidate set of the {workload.kind} "
+                             f"workload: at most {most_candidates(workload)} (language, token) pairs whose token two or "
                              f"more languages use")
         return self
 
 
-def most_candidates(params: VocabParams) -> int:
+def most_candidates(workload: SyntheticWorkload | CldrWorkload | GettextWorkload) -> int:
     """The largest candidate set the workload can give any seed: exact for the real-data workloads
     (every split keeps each word in training in its locale), n_languages x shared forms for the
     synthetic one (a seed's forms may have fewer languages, refused when its trial starts)."""
-    if params.workload == "cldr":
-        entities = display_names(params.locales, params.categories)
-        return candidate_count([[entity[code] for code in params.locales] for entity in entities])
-    if params.workload == "gettext":
-        return candidate_count(catalog_texts(tuple(params.locales), catalog_root()))
-    rates = params.cognate_rate + params.false_friend_rate + params.partial_false_friend_rate
-    return params.n_languages * int(round(rates * params.n_concepts))
+    if isinstance(workload, CldrWorkload):
+        entities = display_names(workload.locales, workload.categories)
+        return candidate_count([[entity[code] for code in workload.locales] for entity in entities])
+    if isinstance(workload, GettextWorkload):
+        return candidate_count(catalog_texts(tuple(workload.locales), catalog_root()))
+    rates = workload.cognate_rate + workload.false_friend_rate + workload.partial_false_friend_rate
+    return workload.n_languages * int(round(rates * workload.n_concepts))
 
 
 class VocabTask(Task):
     name = "vocab"
     # 8: graded contestedness in the synthetic workload (partial false friends, synonyms for
     # cognates, loose training translations), the alignment index, contested minimal-pair pools in
-    # the real-data workloads' tests, budget metrics
-    version = "8"
+    # the real-data workloads' tests, budget metrics; 9: the workload (a union on its kind) and the
+    # throughput measurement as nested params
+    version = "9"
     Params = VocabParams
     description = "split vocabulary vs the shared table: bitext retrieval with a static embedder"
     metrics = (
@@ -236,9 +279,9 @@ class VocabTask(Task):
                       "interference score (gradient conflict, measured on the control)", "final gate g"),
     )
     smoke_params = {
-        "n_concepts": 40, "train_pairs": 300, "test_pairs": 20, "steps": 6, "batch_size": 32, "dim": 8,
-        "interference_steps": 2, "interference_batches": 3, "throughput_vocab": 300, "throughput_tokens": 64,
-        "throughput_dim": 8, "throughput_min_time": 0.002, "index": "interference",
+        "workload.n_concepts": 40, "workload.train_pairs": 300, "workload.test_pairs": 20, "steps": 6,
+        "batch_size": 32, "dim": 8, "interference_steps": 2, "interference_batches": 3, "throughput.vocab": 300,
+        "throughput.tokens": 64, "throughput.dim": 8, "throughput.min_time": 0.002, "index": "interference",
     }
 
     def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:
@@ -277,12 +320,12 @@ class VocabTask(Task):
         if model.split is not None and model.use_gate:  # the scientific question: did gates follow interference?
             ctx.logger.record("gate_vs_interference", {
                 "interference": chosen_scores.tolist(), "gate": model.split.gate().detach().cpu().tolist()})
-        if params.measure_throughput:
+        if params.throughput.measure:
             density = len(chosen) / (corpus.n_languages * corpus.vocab_size) if model.split is not None else None
             metrics.update(embedding_throughput(
-                density, model.use_gate, corpus.n_languages, params.throughput_vocab, params.throughput_dim,
-                params.throughput_tokens, params.max_length, ctx.numpy_stream("throughput"), device,
-                params.throughput_min_time))
+                density, model.use_gate, corpus.n_languages, params.throughput.vocab, params.throughput.dim,
+                params.throughput.tokens, sentence_length(params.workload), ctx.numpy_stream("throughput"), device,
+                params.throughput.min_time))
         return {key: value for key, value in metrics.items() if np.isfinite(value)}
 
     @staticmethod
@@ -303,23 +346,25 @@ def scores_of(chosen: CandidatePairs, candidates: CandidatePairs, scores: np.nda
 
 
 def build_corpus(params: VocabParams, ctx: TrialContext) -> Corpus:
-    if params.workload == "cldr":
-        return cldr_corpus(params.locales, params.categories, params.test_fraction, ctx.numpy_stream("cldr-split"))
-    if params.workload == "gettext":
-        return gettext_corpus(params.locales, params.test_fraction, ctx.numpy_stream("gettext-split"))
-    spec = SyntheticSpec(params.n_languages, params.n_concepts, params.cognate_rate, params.false_friend_rate,
-                         params.false_friend_boost, params.frequency_spread, params.min_length, params.max_length,
-                         params.train_pairs, params.test_pairs, params.twin_fraction,
-                         params.partial_false_friend_rate, params.synonym_rate, params.alignment_noise)
+    workload = params.workload
+    if isinstance(workload, CldrWorkload):
+        return cldr_corpus(workload.locales, workload.categories, workload.test_fraction,
+                           ctx.numpy_stream("cldr-split"))
+    if isinstance(workload, GettextWorkload):
+        return gettext_corpus(workload.locales, workload.test_fraction, ctx.numpy_stream("gettext-split"))
+    spec = SyntheticSpec(workload.n_languages, workload.n_concepts, workload.cognate_rate, workload.false_friend_rate,
+                         workload.false_friend_boost, workload.frequency_spread, workload.min_length,
+                         workload.max_length, workload.train_pairs, workload.test_pairs, workload.twin_fraction,
+                         workload.partial_false_friend_rate, workload.synonym_rate, workload.alignment_noise)
     return synthetic_corpus(spec, ctx.numpy_stream)
 
 
 def interference_identity(params: VocabParams) -> dict[str, object]:
     """Everything besides the seed the interference scores depend on (and nothing arm-specific)."""
-    fields = WORKLOAD_FIELDS[params.workload] + ("dim", "batch_size", "lr", "scale", "interference_steps",
-                                                 "interference_batches")
-    identity: dict[str, object] = {name: getattr(params, name) for name in fields}
-    identity.update(workload=params.workload)
+    identity: dict[str, object] = params.workload.model_dump(exclude={"kind"})
+    identity.update({name: getattr(params, name) for name in ("dim", "batch_size", "lr", "scale",
+                                                              "interference_steps", "interference_batches")})
+    identity.update(workload=params.workload.kind)
     return identity
 
 
@@ -370,7 +415,7 @@ def choose_index(params: VocabParams, candidates: CandidatePairs, scores: np.nda
     if params.index == "alignment":
         return top_pairs(candidates, ranked_with_ties_by(unaligned, counts), size)
     if truth is None:
-        raise ValueError(f"the oracle index needs a workload with a known contested set, not {params.workload}")
+        raise ValueError(f"the oracle index needs a workload with a known contested set, not {params.workload.kind}")
     # Contested first (a key above any count), then by count; ties by position (stable).
     return top_pairs(candidates, counts.astype(np.float64) + truth * (float(counts.max(initial=0)) + 1.0), size)
 
