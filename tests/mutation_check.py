@@ -119,9 +119,9 @@ BREAKS = (
           '        f"recall@{k}": float((ranks < k).double().mean()),\n', ("routing",),
           "recall@k counts the top k - 1 documents"),
     Break("routing-bank-names-leak", "routing", "harness/tasks/routing/task.py",
-          '        training_names, bank_names = split_names(layout, [params.backbone_docs, params.bank_size], '
+          '        training_names, bank_names = split_names(layout, [params.backbone.docs, params.bank_size], '
           'ctx.stream("names"))\n',
-          '        training_names = split_names(layout, [params.backbone_docs], ctx.stream("names"))[0]\n'
+          '        training_names = split_names(layout, [params.backbone.docs], ctx.stream("names"))[0]\n'
           '        bank_names = split_names(layout, [params.bank_size], ctx.stream("names"))[0]\n', ("routing",),
           "the held-out bank's entity names are drawn apart from the training names, from the same stream "
           "(the bank reuses training names)"),

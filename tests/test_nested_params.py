@@ -1,5 +1,6 @@
 """Nested task params in suites: dotted keys set one nested field and leave its siblings, and a key
-that names no param is one line with the file and line (ER2's teacher, workload and speed)."""
+that names no param is one line with the file and line (ER2's teacher, workload and speed; vocab's
+workload; routing's backbone and router training)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +17,7 @@ from harness.suite.tuning import tuning_suite
 from harness.tasks.er2.params import ER2Params, TrainedTeacherParams
 from harness.tasks.er2.task import ER2Task
 from harness.tasks.param_paths import flatten, layered, nest
+from harness.tasks.routing.task import BackboneParams, RouterTrainingParams
 
 ER2 = """\
 suite: nested
@@ -136,3 +138,46 @@ def test_an_unknown_nested_tune_axis_is_one_line_at_its_line(tmp_path):
     message = str(info.value)
     assert "\n" not in message and f"{path}:11:" in message
     assert "tune.space.teacher.lrr: unknown param 'teacher.lrr' for task 'er2'; 'teacher' takes:" in message
+
+
+VOCAB = """\
+suite: nested_vocab
+task: vocab
+seeds: [0]
+params: {workload.kind: synthetic, throughput.measure: false}
+arms:
+  shared: {index: none, workload.n_concepts: 40}
+"""
+
+
+def test_a_cldr_only_field_on_the_synthetic_workload_is_refused_at_its_line(tmp_path):
+    path = write(tmp_path, VOCAB.replace("workload.n_concepts: 40", "workload.locales: [en, de, fr]"))
+    message = refusal(path)
+    assert f"{path}:6:" in message
+    assert "unknown param 'workload.locales'" in message and "'workload' (kind 'synthetic') takes: " in message
+    assert "n_concepts" in message
+    cldr = load_suites(write(tmp_path, VOCAB.replace("kind: synthetic", "kind: cldr").replace(
+        "workload.n_concepts: 40", "workload.locales: [en, de, fr]")))
+    assert [t.params["workload"]["locales"] for t in expand_trials(cldr[0])] == [["en", "de", "fr"]]
+
+
+ROUTING = """\
+suite: nested_routing
+task: routing
+seeds: [0]
+params: {backbone: {steps: 50, batch: 16}, router_training.steps: 20}
+arms:
+  precision: {router: precision, backbone.steps: 7, router_training.lr: 0.5}
+  projector: {router: router_projector}
+"""
+
+
+def test_a_dotted_override_of_one_routing_field_keeps_its_siblings(tmp_path):
+    (suite,) = load_suites(write(tmp_path, ROUTING))
+    params = {trial.arm: trial.params for trial in expand_trials(suite)}
+    backbone, training = BackboneParams().model_dump(mode="json"), RouterTrainingParams().model_dump(mode="json")
+    assert params["precision"]["backbone"] == {**backbone, "steps": 7, "batch": 16}
+    assert params["projector"]["backbone"] == {**backbone, "steps": 50, "batch": 16}
+    assert params["precision"]["router_training"] == {**training, "steps": 20, "lr": 0.5}
+    assert params["projector"]["router_training"] == {**training, "steps": 20}
+    assert {p["router"] for p in params.values()} == {"precision", "router_projector"}  # the arm's choice

@@ -87,8 +87,8 @@ def test_slot_retrieval_gradient_reaches_only_the_asked_slots_and_repeated_docum
 
 def _tiny_spec(weight: float) -> BackboneSpec:
     params = RoutingParams(regime="uncertain_key", segments=3, d_model=16, d_ff=32, n_heads=2, n_layers=2,
-                           router_dim=8, n_entities=6, n_attributes=4, backbone_docs=24, bank_size=8, top_k=2,
-                           backbone_batch=8, slot_retrieval_weight=weight)
+                           router_training={"dim": 8}, n_entities=6, n_attributes=4,
+                           backbone={"docs": 24, "batch": 8}, bank_size=8, top_k=2, slot_retrieval_weight=weight)
     return backbone_spec(params, layout_of(params))
 
 
@@ -111,7 +111,8 @@ def test_without_its_weight_the_backbone_loss_is_denoising_plus_energy_and_compu
 
 
 def test_the_spec_takes_the_weight_and_the_routers_temperature_from_the_params() -> None:
-    params = RoutingParams(regime="uncertain_key", slot_retrieval_weight=0.7, router_temperature=0.2)
+    params = RoutingParams(regime="uncertain_key", slot_retrieval_weight=0.7,
+                           router_training={"temperature": 0.2})
     spec = backbone_spec(params, layout_of(params))
     assert spec.slot_retrieval_weight == 0.7 and spec.slot_retrieval_temperature == 0.2
     assert backbone_spec(RoutingParams(), layout_of(RoutingParams())).slot_retrieval_weight == 0.0

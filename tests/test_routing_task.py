@@ -16,9 +16,9 @@ from harness.tasks.routing.task import RoutingTask, backbone_spec, layout_of
 
 TINY = {
     "bank_size": 16, "d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 2, "msa_from_layer": 1,
-    "router_dim": 8, "n_router_heads": 2, "top_k": 2, "backbone_steps": 6, "backbone_batch": 8,
-    "backbone_docs": 32, "router_steps": 4, "router_batch": 8, "router_negatives": 8, "eval_queries": 16,
-    "score_bank_chunks": [400], "n_entities": 8, "probe_queries": 32, "probe_steps": 5,
+    "router_training.dim": 8, "router_training.heads": 2, "top_k": 2, "backbone.steps": 6, "backbone.batch": 8,
+    "backbone.docs": 32, "router_training.steps": 4, "router_training.batch": 8, "router_training.negatives": 8,
+    "eval_queries": 16, "score_bank_chunks": [400], "n_entities": 8, "probe.queries": 32, "probe.steps": 5,
 }
 
 
@@ -42,8 +42,8 @@ def test_tiny_trial_reports_sane_metrics_and_reruns_identically(router: str, reg
     assert metrics["uncertainty_spearman"] == metrics["layer_uncertainty_spearman@1"]
     assert -1.0 <= metrics["uncertainty_spearman"] <= 1.0
     trained = router not in ("oracle", "random")
-    assert metrics["budget/steps"] == (TINY["router_steps"] if trained else 0)
-    assert metrics["budget/examples"] == metrics["budget/steps"] * TINY["router_batch"]
+    assert metrics["budget/steps"] == (TINY["router_training.steps"] if trained else 0)
+    assert metrics["budget/examples"] == metrics["budget/steps"] * TINY["router_training.batch"]
     if router == "oracle":
         assert metrics["recall@1"] == 1.0 and metrics["new_params"] == 0.0
     else:

@@ -58,7 +58,7 @@ def test_routers_never_train_on_the_documents_they_are_evaluated_on(tmp_path: Pa
                         work_root=tmp_path)
     assert result.finished, result.error
     trained, evaluated = _names(seen["router"], 2), _names(seen["eval"], 2)
-    assert len(trained) == TINY["backbone_docs"] and len(evaluated) == TINY["bank_size"]
+    assert len(trained) == TINY["backbone.docs"] and len(evaluated) == TINY["bank_size"]
     assert not trained & evaluated
 
 

@@ -76,7 +76,7 @@ def test_index_size_beyond_what_the_workload_can_hold_is_refused_at_validation()
     assert most == 4 * 165
     with pytest.raises(ValidationError, match=f"index_size {most + 1} exceeds the candidate set .* at most {most}"):
         VocabParams(index_size=most + 1)
-    cldr = {"workload": "cldr", "locales": ("en", "de", "fr"), "categories": ("scripts",)}
+    cldr = {"workload": {"kind": "cldr", "locales": ("en", "de", "fr"), "categories": ("scripts",)}}
     exact = most_candidates(VocabParams(**cldr))
     corpus = cldr_corpus(["en", "de", "fr"], ["scripts"], 0.2, np.random.default_rng(0))
     assert exact == len(candidate_pairs(corpus.usage())), "real data: the split's candidate set exactly"

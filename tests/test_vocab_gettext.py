@@ -136,7 +136,7 @@ def test_validate_refuses_a_broken_catalog_in_one_line_exit_2(tmp_path: Path, da
         catalog.unlink()
     suite = tmp_path / "gettext.yaml"
     suite.write_text("suite: gt\ntask: vocab\nseeds: [0]\n"
-                     "params: {workload: gettext,\n         locales: [en, de, fr]}\narms:\n  shared: {index: none}\n")
+                     "params: {workload.kind: gettext,\n         workload.locales: [en, de, fr]}\narms:\n  shared: {index: none}\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "harness", "validate", str(suite)], capture_output=True, text=True,
                           env=env, timeout=300)

@@ -12,9 +12,9 @@ from harness.cli import main
 from harness.execution.executor import run_single
 from harness.tasks.vocab.task import VocabTask
 
-TINY = {"n_concepts": 40, "train_pairs": 300, "test_pairs": 20, "steps": 6, "batch_size": 32, "dim": 8,
-        "interference_steps": 2, "interference_batches": 3, "throughput_vocab": 300, "throughput_tokens": 64,
-        "throughput_dim": 8, "throughput_min_time": 0.002}
+TINY = {"workload.n_concepts": 40, "workload.train_pairs": 300, "workload.test_pairs": 20, "steps": 6,
+        "batch_size": 32, "dim": 8, "interference_steps": 2, "interference_batches": 3, "throughput.vocab": 300,
+        "throughput.tokens": 64, "throughput.dim": 8, "throughput.min_time": 0.002}
 
 
 @pytest.mark.integration  # the real task end to end
@@ -42,8 +42,8 @@ def test_split_arm_runs_and_reruns_identically(tmp_path: Path, arm: dict) -> Non
 
 @pytest.mark.integration  # the real task end to end
 def test_control_and_oracle_share_the_interference_cache(tmp_path: Path) -> None:
-    shared = run_single(VocabTask, {**TINY, "measure_throughput": False}, seed=0, work_root=tmp_path)
-    oracle = run_single(VocabTask, {**TINY, "measure_throughput": False, "index": "oracle"}, seed=0,
+    shared = run_single(VocabTask, {**TINY, "throughput.measure": False}, seed=0, work_root=tmp_path)
+    oracle = run_single(VocabTask, {**TINY, "throughput.measure": False, "index": "oracle"}, seed=0,
                         work_root=tmp_path)
     assert shared.status == oracle.status == "finished", (shared.error, oracle.error)
     assert len(list((tmp_path / "cache").glob("vocab-interference-*.pt"))) == 1
@@ -62,10 +62,10 @@ def test_interference_finds_the_contested_pairs_and_the_index_takes_the_top_scor
     contested pairs high (a permuted or constant score reads ~0.5), and the split index must hold
     exactly the highest-scoring candidates. On the clean workload (whole false friends only, no
     synonyms, exact translations): graded contestedness blurs the truth for every index alike."""
-    params = {"n_concepts": 60, "train_pairs": 2000, "test_pairs": 20, "dim": 16, "steps": 1,
-              "interference_steps": 20, "interference_batches": 32, "measure_throughput": False,
-              "index": "interference", "partial_false_friend_rate": 0.0, "synonym_rate": 0.0,
-              "alignment_noise": 0.0}
+    params = {"workload.n_concepts": 60, "workload.train_pairs": 2000, "workload.test_pairs": 20, "dim": 16,
+              "steps": 1, "interference_steps": 20, "interference_batches": 32, "throughput.measure": False,
+              "index": "interference", "workload.partial_false_friend_rate": 0.0, "workload.synonym_rate": 0.0,
+              "workload.alignment_noise": 0.0}
     trial = run_single(VocabTask, params, seed=0, work_root=tmp_path)
     assert trial.status == "finished", trial.error
     assert trial.metrics["interference_auroc"] > 0.8

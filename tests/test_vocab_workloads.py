@@ -132,7 +132,7 @@ def test_cldr_holds_out_pairs_whose_every_token_training_shows_in_its_locale() -
 
 def test_cldr_refuses_two_locales_at_validation() -> None:
     with pytest.raises(ValidationError, match="at least 3 locales"):
-        VocabTask.validate_params({"workload": "cldr", "locales": ["en", "de"]})
+        VocabTask.validate_params({"workload.kind": "cldr", "workload.locales": ["en", "de"]})
 
 
 def test_unknown_locale_and_category_are_refused_with_the_valid_ones() -> None:
@@ -141,7 +141,7 @@ def test_unknown_locale_and_category_are_refused_with_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="currencies"):
         display_names(["en"], ["planets"])
     with pytest.raises(ValidationError, match="xx_YY"):
-        VocabTask.validate_params({"workload": "cldr", "locales": ["en", "xx_YY"]})
+        VocabTask.validate_params({"workload.kind": "cldr", "workload.locales": ["en", "xx_YY"]})
 
 
 def test_auroc_and_auprc_match_brute_force() -> None:

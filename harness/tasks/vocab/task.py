@@ -258,7 +258,7 @@ class VocabTask(Task):
                key=True),
         Metric(name="embed_throughput", direction="higher", unit="tokens/s", kind="speed",
            description="serving forward of this arm (gates folded into its rows: StaticEmbedder.merged) at "
-           "throughput_vocab / throughput_tokens"),
+           "throughput.vocab / throughput.tokens"),
         Metric(name="bag_throughput", direction="higher", unit="tokens/s", kind="speed",
                description="plain nn.EmbeddingBag mean on the same batch"),
         Metric(name="embed_cost_ratio", direction="lower", unit="ratio", kind="speed",
