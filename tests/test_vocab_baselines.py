@@ -72,12 +72,12 @@ def test_index_size_sets_k_and_is_refused_beyond_the_candidates() -> None:
 
 
 def test_index_size_beyond_what_the_workload_can_hold_is_refused_at_validation() -> None:
-    most = most_candidates(VocabParams())  # 4 languages x round(0.55 x 300) shared forms
+    most = most_candidates(VocabParams().workload)  # 4 languages x round(0.55 x 300) shared forms
     assert most == 4 * 165
     with pytest.raises(ValidationError, match=f"index_size {most + 1} exceeds the candidate set .* at most {most}"):
         VocabParams(index_size=most + 1)
     cldr = {"workload": {"kind": "cldr", "locales": ("en", "de", "fr"), "categories": ("scripts",)}}
-    exact = most_candidates(VocabParams(**cldr))
+    exact = most_candidates(VocabParams(**cldr).workload)
     corpus = cldr_corpus(["en", "de", "fr"], ["scripts"], 0.2, np.random.default_rng(0))
     assert exact == len(candidate_pairs(corpus.usage())), "real data: the split's candidate set exactly"
     assert VocabParams(**cldr, index_size=exact).index_size == exact

@@ -142,6 +142,6 @@ def test_validate_refuses_a_broken_catalog_in_one_line_exit_2(tmp_path: Path, da
                           env=env, timeout=300)
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and f"{suite}:7: arm 'shared'" in lines[0], lines  # the arm whose params fail
+    assert len(lines) == 1 and f"{suite}:4: arm 'shared'" in lines[0], lines  # the workload the arm runs
     assert (f"{catalog}: not a readable gettext catalog" if damage == "corrupt" else "unknown gettext locales ['fr']") \
         in lines[0]
