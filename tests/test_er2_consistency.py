@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.mechanisms.pdelta.decode import ER2Decoder
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.decode import ER2Decoder
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
 from harness.tasks.er2.consistency import AGREEMENT_TOLERANCE, decode_prefill_agreement
 
 SHAPES = dict(num_heads=6, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from harness.execution.executor import run_single
-from harness.mechanisms.pdelta.er2 import GAIN_LIMIT, SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import GAIN_LIMIT, SelectiveCompressedPDelta2Layer
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
 from harness.tasks.er2.constructed import (

@@ -9,7 +9,7 @@ import pydantic
 import pytest
 import torch
 
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
 from harness.metrics import metric_key_problem
 from harness.services.loop import fit
 from harness.suite.loader import load_suites

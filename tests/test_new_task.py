@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from harness import api
 from harness.cli import main
 from harness.scaffold import class_stem
-from harness.tasks import installed_tasks, load_task
+from harness.tasks import load_task, registered_tasks, rescan_tasks
 from harness.tasks.source import task_code
 from harness.terminal import Console
 from harness.testing import check_task_contract
@@ -77,9 +77,9 @@ def test_a_task_registered_by_another_package_is_listed_and_loads(tmp_path: Path
     _dist_info(tmp_path / "other", "er2", "outside_task.task:OutsideTaskTask")  # a built-in name is not taken over
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
     monkeypatch.syspath_prepend(str(tmp_path / "other"))
-    installed_tasks.cache_clear()
+    rescan_tasks()
     try:
-        assert installed_tasks()["outside_task"] == "outside_task.task:OutsideTaskTask"
+        assert registered_tasks()["outside_task"] == "outside_task.task:OutsideTaskTask"
         assert load_task("outside_task").name == "outside_task"
         assert load_task("er2").__module__ == "harness.tasks.er2.task"
         listed = CliRunner().invoke(main, ["list"])
@@ -87,7 +87,7 @@ def test_a_task_registered_by_another_package_is_listed_and_loads(tmp_path: Path
         validated = CliRunner().invoke(main, ["validate", str(tmp_path / "pkg" / "suite.yaml"), "--profile", "smoke"])
         assert validated.exit_code == 0 and "task outside_task v1, 4 arms, 2 seeds, 8 trials" in validated.output
     finally:
-        installed_tasks.cache_clear()
+        rescan_tasks()
 
 
 def test_validate_resolved_names_where_each_param_comes_from(tmp_path: Path) -> None:

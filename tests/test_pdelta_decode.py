@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.mechanisms.pdelta.er import (
+from harness.tasks.er2.mechanism.er import (
     causal_value_conv_step,
     causal_value_conv_stream,
     value_conv_taps,
 )
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
-from harness.mechanisms.pdelta.ops.fused_decode import KernelUnavailable, load_kernel
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.features import PDelta2Core, PDeltaState
+from harness.tasks.er2.mechanism.ops.fused_decode import KernelUnavailable, load_kernel
 
 SMALL = dict(num_heads=6, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
 KINDS = ["fused", "eager"]
@@ -207,7 +207,7 @@ def test_decoder_falls_back_to_eager_where_the_kernel_cannot_be_built(monkeypatc
 
 def test_the_kernel_source_ships_with_the_package():
     """An installed harness must carry er2_decode.c (package data), or every machine decodes eagerly."""
-    from harness.mechanisms.pdelta.ops.fused_decode import SOURCE
+    from harness.tasks.er2.mechanism.ops.fused_decode import SOURCE
 
     assert SOURCE.is_file() and b"er2_decode_step" in SOURCE.read_bytes()
 
@@ -295,7 +295,7 @@ def test_a_tampered_kernel_library_is_rebuilt_not_loaded(kernel_tmp, tmp_path):
 
 def test_the_kernel_cache_key_covers_the_cpu_flags(kernel_tmp, tmp_path, monkeypatch):
     """-march=native code built on one CPU must not be loaded on another sharing the folder."""
-    from harness.mechanisms.pdelta.ops import fused_decode
+    from harness.tasks.er2.mechanism.ops import fused_decode
 
     library = _built_library(kernel_tmp, tmp_path)
     monkeypatch.setattr(fused_decode, "cpu_features", lambda: "x86_64 Another CPU fpu sse sse2")
@@ -311,7 +311,7 @@ def test_a_folder_swapped_between_the_check_and_the_load_runs_nothing_of_the_swa
     import hashlib
     import subprocess
 
-    from harness.mechanisms.pdelta.ops import fused_decode
+    from harness.tasks.er2.mechanism.ops import fused_decode
 
     name = _built_library(kernel_tmp, tmp_path / "first").name  # skips where nothing builds the kernel
     folder = kernel_tmp(tmp_path / "tmp") / f"harness-kernels-{os.getuid()}"

@@ -18,8 +18,8 @@ import pytest
 import torch
 from test_pdelta_decode import SMALL, _decoder, _perturb, _qkv
 
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.ops.fused_decode import FLAGS, SOURCE
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.ops.fused_decode import FLAGS, SOURCE
 
 pytestmark = [
     pytest.mark.integration,  # builds the kernel twice

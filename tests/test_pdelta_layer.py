@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from harness.measure.memory import tensor_bytes
-from harness.mechanisms.pdelta.er import (
+from harness.tasks.er2.mechanism.er import (
     causal_value_conv_stream,
     initialize_retention_spectrum,
     retention_half_lives,
 )
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.features import PDelta2Core
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.features import PDelta2Core
 
 SMALL = dict(num_heads=4, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
 

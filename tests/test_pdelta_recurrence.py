@@ -7,13 +7,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.pdelta.features import PDelta2Core
-from harness.mechanisms.pdelta.ops.attention import (
+from harness.tasks.er2.mechanism.features import PDelta2Core
+from harness.tasks.er2.mechanism.ops.attention import (
     local_window_attention,
     softmax_reference,
 )
-from harness.mechanisms.pdelta.ops.chunk import delta_recurrence, precondition_chunked
-from harness.mechanisms.pdelta.ops.naive import (
+from harness.tasks.er2.mechanism.ops.chunk import delta_recurrence, precondition_chunked
+from harness.tasks.er2.mechanism.ops.naive import (
     delta_token_reference,
     precondition_reference,
 )

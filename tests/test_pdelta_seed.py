@@ -9,11 +9,11 @@ import torch
 from seed_files import seed_module
 
 from harness.measure.memory import tensor_bytes
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
 
 IMPORT_REWRITES = {
-    "from tinycenn_lm.pdelta2_er import (": "from harness.mechanisms.pdelta.er import (",
-    "from tinycenn_lm.pdelta2_features import": "from harness.mechanisms.pdelta.features import",
+    "from tinycenn_lm.pdelta2_er import (": "from harness.tasks.er2.mechanism.er import (",
+    "from tinycenn_lm.pdelta2_features import": "from harness.tasks.er2.mechanism.features import",
 }
 
 
@@ -94,7 +94,7 @@ def test_seed_and_ours_agree_fp32_storage_and_same_init(seed):
 
 
 def test_seed_helpers_agree(seed):
-    from harness.mechanisms.pdelta.er2 import hard_error_mask, normalized_hard_weights
+    from harness.tasks.er2.mechanism.er2 import hard_error_mask, normalized_hard_weights
 
     gen = torch.Generator().manual_seed(5)
     base, target = torch.randn(2, 3, 40, 4, generator=gen), torch.randn(2, 3, 40, 4, generator=gen)

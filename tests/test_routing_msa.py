@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.routing.model import PrecisionHead
-from harness.mechanisms.routing.msa import (
+from harness.tasks.routing.mechanism.model import PrecisionHead
+from harness.tasks.routing.mechanism.msa import (
     BankTooLargeError,
     MemoryBank,
     RouterProjector,
@@ -17,7 +17,7 @@ from harness.mechanisms.routing.msa import (
     ensure_bank_fits,
     routing_contrastive_loss,
 )
-from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
+from harness.tasks.routing.mechanism.precision_router import PrecisionGuidedRouter
 from harness.tasks.routing.scoring import RoutingIndex, random_keys
 
 

@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 import torch
 
-from harness.mechanisms.routing.model import (
+from harness.tasks.routing.mechanism.model import (
     LOG_PRECISION_BOUND,
     PCSHOConfig,
     PCSHODLM,

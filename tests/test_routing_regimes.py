@@ -10,8 +10,8 @@ import torch
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.mechanisms.routing.model import PrecisionHead
-from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
+from harness.tasks.routing.mechanism.model import PrecisionHead
+from harness.tasks.routing.mechanism.precision_router import PrecisionGuidedRouter
 from harness.tasks.routing.pooling import (
     InversePrecisionRouter,
     OracleMaskedRouter,

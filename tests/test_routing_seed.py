@@ -9,13 +9,13 @@ import pytest
 import torch
 from seed_files import seed_module
 
-from harness.mechanisms.routing import precision_router as ours
-from harness.mechanisms.routing.model import PCSHOConfig, PCSHODLM
-from harness.mechanisms.routing.msa import MemoryBank, MSAConfig, create_msa_layers
+from harness.tasks.routing.mechanism import precision_router as ours
+from harness.tasks.routing.mechanism.model import PCSHOConfig, PCSHODLM
+from harness.tasks.routing.mechanism.msa import MemoryBank, MSAConfig, create_msa_layers
 
 IMPORT_REWRITES = {
-    "from model import ": "from harness.mechanisms.routing.model import ",
-    "from msa import (": "from harness.mechanisms.routing.msa import (",
+    "from model import ": "from harness.tasks.routing.mechanism.model import ",
+    "from msa import (": "from harness.tasks.routing.mechanism.msa import (",
 }
 
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.routing.model import PrecisionHead
-from harness.mechanisms.routing.msa import chunk_mean_pool
+from harness.tasks.routing.mechanism.model import PrecisionHead
+from harness.tasks.routing.mechanism.msa import chunk_mean_pool
 from harness.services.loop import optimizer_step
 from harness.tasks.routing.backbone import (
     BackboneSpec,

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from harness.execution.executor import run_single
-from harness.mechanisms.routing.model import PrecisionHead
-from harness.mechanisms.routing.precision_router import MeanPoolRouter, PrecisionGuidedRouter
+from harness.tasks.routing.mechanism.model import PrecisionHead
+from harness.tasks.routing.mechanism.precision_router import MeanPoolRouter, PrecisionGuidedRouter
 from harness.tasks.routing import routers as routers_module
 from harness.tasks.routing import task as task_module
 from harness.tasks.routing.routers import fixed_document_scores

@@ -8,16 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from feature_gate import FeatureGateTask
 from toy_task import ToyTask
 
 from harness.cli import main
-from harness.tasks import REGISTRY, Task, load_task
+from harness.tasks import Task, builtin_tasks, load_task
+from harness.tasks.source import task_code
 from harness.testing import ContractViolation, check_declarations, check_task_contract
 
-TASKS: list[type[Task]] = [load_task(name) for name in sorted(REGISTRY)] + [ToyTask, FeatureGateTask]
-EXAMPLE_SUITE = Path(__file__).resolve().parents[1] / "examples" / "feature_gate" / "suite.yaml"
+TASKS: list[type[Task]] = [load_task(name) for name in sorted(builtin_tasks())] + [ToyTask, FeatureGateTask]
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE_SUITE = REPO / "examples" / "feature_gate" / "suite.yaml"
 
 
 @pytest.mark.integration  # every real task, run twice
@@ -30,6 +33,23 @@ def test_task_runs_declares_its_metrics_and_reruns_bit_identically(task_cls: typ
 @pytest.mark.parametrize("task_cls", TASKS, ids=lambda cls: cls.name)
 def test_tasks_supply_valid_smoke_params_bounds_and_plot_hints(task_cls: type[Task]) -> None:
     check_declarations(task_cls)
+
+
+@pytest.mark.parametrize("name", sorted(builtin_tasks()))
+def test_a_shipped_mechanism_is_one_folder_under_its_name(name: str) -> None:
+    """Its task, its model (mechanism/) and a README naming every shipped suite that runs it, and the
+    code hashed into its trial ids all inside harness/tasks/<name>/."""
+    module = builtin_tasks()[name].partition(":")[0]
+    assert module == f"harness.tasks.{name}.task"
+    folder = REPO / "harness" / "tasks" / name
+    assert (folder / "mechanism" / "__init__.py").is_file()
+    suites = sorted(path.name for path in (REPO / "suites").glob("*.yaml")
+                    if (yaml.safe_load(path.read_text()) or {}).get("task") == name)
+    readme = (folder / "README.md").read_text()
+    assert suites and all(f"suites/{suite}" in readme for suite in suites), (suites, readme)
+    hashed = task_code(module).files.values()
+    assert any("mechanism" in path.parts for path in hashed)
+    assert all(path.resolve().is_relative_to(folder) for path in hashed)
 
 
 def test_the_contract_names_a_task_that_moves_on_a_rerun_or_reports_undeclared_metrics(tmp_path: Path) -> None:

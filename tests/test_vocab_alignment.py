@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.mechanisms.vocab.interference import candidate_pairs
+from harness.tasks.vocab.mechanism.interference import candidate_pairs
 from harness.tasks.vocab.alignment import misalignment
 from harness.tasks.vocab.corpus import PAD, ParallelSet, pad_sentences
 from harness.tasks.vocab.multiway import minimal_pair_pools, multiway_corpus

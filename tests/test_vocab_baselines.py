@@ -8,12 +8,12 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from harness.mechanisms.vocab.diagnostics import rows_in_use
-from harness.mechanisms.vocab.embedder import StaticEmbedder, symmetric_info_nce
-from harness.mechanisms.vocab.index import save_index
-from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs
-from harness.mechanisms.vocab.pooling import pooled_split, pooled_split_reference
-from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.vocab.mechanism.diagnostics import rows_in_use
+from harness.tasks.vocab.mechanism.embedder import StaticEmbedder, symmetric_info_nce
+from harness.tasks.vocab.mechanism.index import save_index
+from harness.tasks.vocab.mechanism.interference import CandidatePairs, candidate_pairs
+from harness.tasks.vocab.mechanism.pooling import pooled_split, pooled_split_reference
+from harness.tasks.vocab.mechanism.split_vocabulary import SplitVocabulary
 from harness.tasks.vocab.cldr import cldr_corpus
 from harness.tasks.vocab.task import VocabParams, choose_index, index_size, most_candidates, ranked_with_ties_by
 

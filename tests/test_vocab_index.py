@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.vocab.mechanism.split_vocabulary import SplitVocabulary
 
 
 def write(path: Path, **arrays: np.ndarray) -> Path:

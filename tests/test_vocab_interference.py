@@ -5,8 +5,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.vocab.embedder import symmetric_info_nce
-from harness.mechanisms.vocab.interference import (candidate_pairs, conflict_scores, per_language_row_gradients,
+from harness.tasks.vocab.mechanism.embedder import symmetric_info_nce
+from harness.tasks.vocab.mechanism.interference import (candidate_pairs, conflict_scores, per_language_row_gradients,
                                                    top_pairs)
 
 

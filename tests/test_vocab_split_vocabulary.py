@@ -8,10 +8,10 @@ import pytest
 import torch
 from seed_files import seed_module
 
-from harness.mechanisms.vocab.embedder import StaticEmbedder, symmetric_info_nce
-from harness.mechanisms.vocab.index import save_index
-from harness.mechanisms.vocab.pooling import pooled_shared, pooled_split, pooled_split_reference
-from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.vocab.mechanism.embedder import StaticEmbedder, symmetric_info_nce
+from harness.tasks.vocab.mechanism.index import save_index
+from harness.tasks.vocab.mechanism.pooling import pooled_shared, pooled_split, pooled_split_reference
+from harness.tasks.vocab.mechanism.split_vocabulary import SplitVocabulary
 
 VOCAB, DIM, LANGS = 40, 6, 3
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from harness.mechanisms.vocab.interference import candidate_pairs
+from harness.tasks.vocab.mechanism.interference import candidate_pairs
 from harness.services.seeding import numpy_stream
 
 from harness.tasks.vocab.cldr import cldr_corpus, display_names

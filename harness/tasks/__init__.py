@@ -1,10 +1,11 @@
-"""Task registry: registered names map to import paths, loaded on first use.
+"""Task registry: every task, built-in or not, is found through the ``harness.tasks`` entry-point
+group (``name = "package.module:Class"``) and imported on first use.
 
-Lazy loading keeps ``harness validate`` and ``harness list`` fast and means a broken task
-module only breaks suites that use it. Built-in tasks are listed in ``REGISTRY``; an installed
-package registers its own under the ``harness.tasks`` entry-point group (``name =
-"package.module:Class"``, what ``harness new-task`` writes), and a task anywhere on the path can
-be named ``package.module:Class`` directly.
+One discovery path for all tasks: the harness registers its own mechanisms (``harness/tasks/<name>/``)
+in its pyproject exactly as an installed package registers one (what ``harness new-task`` writes),
+so an outside task is listed, runs and gates like a built-in. Lazy loading keeps ``harness validate``
+and ``harness list`` fast and means a broken task module only breaks suites that use it. A task
+anywhere on the path can also be named ``package.module:Class`` directly.
 """
 from __future__ import annotations
 
@@ -14,29 +15,45 @@ from functools import lru_cache
 
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext, metric_family
 
-REGISTRY: dict[str, str] = {
-    "routing": "harness.tasks.routing.task:RoutingTask",
-    "vocab": "harness.tasks.vocab.task:VocabTask",
-    "er2": "harness.tasks.er2.task:ER2Task",
-}
 ENTRY_POINT_GROUP = "harness.tasks"
+HARNESS_DISTRIBUTION = "harness"
 
 
 class UnknownTaskError(LookupError):
     pass
 
 
+def _distribution(entry_point: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(entry_point, "dist", None)
+    return (dist.metadata["Name"] or "").lower() if dist is not None else ""
+
+
 @lru_cache(maxsize=1)
-def installed_tasks() -> dict[str, str]:
-    """Tasks that installed packages register under the ``harness.tasks`` entry-point group; a
-    built-in name cannot be taken over."""
-    return {ep.name: ep.value for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-            if ep.name not in REGISTRY}
+def _entry_points() -> tuple[dict[str, str], dict[str, str]]:
+    """(the harness's own tasks, other packages' tasks), each name -> ``package.module:Class``."""
+    builtin: dict[str, str] = {}
+    outside: dict[str, str] = {}
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        mine = _distribution(entry_point) == HARNESS_DISTRIBUTION
+        (builtin if mine else outside).setdefault(entry_point.name, entry_point.value)
+    return builtin, outside
+
+
+def builtin_tasks() -> dict[str, str]:
+    """The mechanisms the harness ships, as its own pyproject registers them."""
+    return dict(_entry_points()[0])
 
 
 def registered_tasks() -> dict[str, str]:
-    """Every registered name (built-in and installed) with its ``package.module:Class`` path."""
-    return {**installed_tasks(), **REGISTRY}
+    """Every registered name with its ``package.module:Class`` path; a built-in name cannot be taken
+    over by another package."""
+    builtin, outside = _entry_points()
+    return {**outside, **builtin}
+
+
+def rescan_tasks() -> None:
+    """Read the entry points again: a package installed in this process is then found."""
+    _entry_points.cache_clear()
 
 
 def load_task(name: str) -> type[Task]:
@@ -44,9 +61,11 @@ def load_task(name: str) -> type[Task]:
     registered = registered_tasks()
     target = registered.get(name, name)
     if ":" not in target:
+        missing = "" if builtin_tasks() else (
+            "; the harness itself is not installed, so its built-in tasks are not registered (pip install -e .)")
         raise UnknownTaskError(
-            f"unknown task {name!r}; registered tasks: {', '.join(sorted(registered))} "
-            "(or give 'package.module:Class', or install a package that registers it)"
+            f"unknown task {name!r}; registered tasks: {', '.join(sorted(registered)) or 'none'} "
+            f"(or give 'package.module:Class', or install a package that registers it){missing}"
         )
     module_name, _, attr = target.partition(":")
     try:
@@ -61,5 +80,5 @@ def load_task(name: str) -> type[Task]:
     return cls
 
 
-__all__ = ["ENTRY_POINT_GROUP", "REGISTRY", "Metric", "Task", "TaskParams", "TrialContext", "UnknownTaskError",
-           "installed_tasks", "load_task", "metric_family", "registered_tasks"]
+__all__ = ["ENTRY_POINT_GROUP", "Metric", "Task", "TaskParams", "TrialContext", "UnknownTaskError", "builtin_tasks",
+           "load_task", "metric_family", "registered_tasks", "rescan_tasks"]

@@ -6,8 +6,8 @@ from the task class's module along its ``import`` statements (absolute and relat
 modules a researcher edits for a mechanism:
 
 - the task's own package: the top-level package of an installed or outside task (``demo`` for
-  ``demo.task``, the module itself for a single file), or ``harness.tasks.<name>`` for a built-in;
-- every module under ``harness.mechanisms`` it reaches (the mechanisms built-in tasks share);
+  ``demo.task``, the module itself for a single file), or ``harness.tasks.<name>`` for a built-in
+  (its ``mechanism/`` subpackage, the model under test, included);
 - native sources (``.c``, ``.cpp``, ``.cu``, ``.h``) in the folders of the packages reached, which
   a task may compile on first use (the fused ER2 decode kernel).
 
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-SHARED_MECHANISMS = "harness.mechanisms"
 NATIVE_SUFFIXES = (".c", ".cpp", ".cu", ".h")
 
 
@@ -39,17 +38,15 @@ class TaskCode:
     sha256: str
 
 
-def _owned_prefixes(module: str) -> tuple[str, ...]:
+def _owned_package(module: str) -> str:
     parts = module.split(".")
     if parts[0] == "harness":
-        own = ".".join(parts[:3]) if parts[1:2] == ["tasks"] else module
-    else:
-        own = parts[0]
-    return own, SHARED_MECHANISMS
+        return ".".join(parts[:3]) if parts[1:2] == ["tasks"] else module
+    return parts[0]
 
 
-def _is_owned(module: str, prefixes: tuple[str, ...]) -> bool:
-    return any(module == p or module.startswith(p + ".") for p in prefixes)
+def _is_owned(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
 
 
 def _source_file(module: str) -> Path | None:
@@ -83,12 +80,12 @@ def _imports(module: str, path: Path) -> list[str]:
 @lru_cache(maxsize=None)
 def task_code(module: str) -> TaskCode:
     """The source files of the task defined in ``module`` (see the module docstring) and their hash."""
-    prefixes = _owned_prefixes(module)
+    package = _owned_package(module)
     files: dict[str, Path] = {}
     pending = [module]
     while pending:
         name = pending.pop()
-        if name in files or not _is_owned(name, prefixes):
+        if name in files or not _is_owned(name, package):
             continue
         path = _source_file(name)
         if path is None:

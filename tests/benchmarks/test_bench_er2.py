@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.ops.attention import softmax_reference
-from harness.mechanisms.pdelta.ops.chunk import delta_recurrence
-from harness.mechanisms.pdelta.ops.naive import delta_token_reference
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.ops.attention import softmax_reference
+from harness.tasks.er2.mechanism.ops.chunk import delta_recurrence
+from harness.tasks.er2.mechanism.ops.naive import delta_token_reference
 
 STEPS = 2048
 

@@ -26,14 +26,14 @@ import torch.nn.functional as F
 
 from harness.devices import resolve_device
 from harness.measure.memory import read_bandwidth
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.routing.model import PrecisionHead
-from harness.mechanisms.routing.msa import RouterProjector
-from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
-from harness.mechanisms.vocab.embedder import StaticEmbedder
-from harness.mechanisms.vocab.index import save_index
-from harness.mechanisms.vocab.pooling import pooled_shared, pooled_split
-from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.routing.mechanism.model import PrecisionHead
+from harness.tasks.routing.mechanism.msa import RouterProjector
+from harness.tasks.routing.mechanism.precision_router import PrecisionGuidedRouter
+from harness.tasks.vocab.mechanism.embedder import StaticEmbedder
+from harness.tasks.vocab.mechanism.index import save_index
+from harness.tasks.vocab.mechanism.pooling import pooled_shared, pooled_split
+from harness.tasks.vocab.mechanism.split_vocabulary import SplitVocabulary
 from harness.tasks.routing.scoring import RoutingIndex
 
 DEVICE = resolve_device(os.environ.get("HARNESS_BENCH_DEVICE", "auto"))

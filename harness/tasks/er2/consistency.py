@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
 
 # fp32 state on both paths; the unit tests hold random layers to 1e-4 relative.
 AGREEMENT_TOLERANCE = 1e-3

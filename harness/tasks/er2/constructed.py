@@ -25,7 +25,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from harness.mechanisms.pdelta.ops.attention import softmax_reference
+from harness.tasks.er2.mechanism.ops.attention import softmax_reference
 from harness.tasks.er2.data import RecallLayout, recall_batch, recall_mixture_batch
 from harness.tasks.er2.teacher import Mixer, TeacherConfig
 from harness.tasks.er2.workloads import RecallWorkload, SwapComparison

@@ -11,7 +11,7 @@ from torch import Tensor
 from harness.measure.ranks import auroc
 from harness.services.loop import optimizer_step
 from harness.tasks.base import training_budget
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
 
 HARD_FRACTION = 0.25
 HARD_BOOST = 3.0

@@ -10,8 +10,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from harness.mechanisms.pdelta.er2 import GAIN_LIMIT, GATE_MODES
-from harness.mechanisms.pdelta.ops.common import MAX_CHUNK
+from harness.tasks.er2.mechanism.er2 import GAIN_LIMIT, GATE_MODES
+from harness.tasks.er2.mechanism.ops.common import MAX_CHUNK
 from harness.tasks.base import TaskParams
 from harness.tasks.er2.constructed import temperature_problem
 from harness.tasks.er2.data import PASSKEY_SPAN

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.measure.timing import seconds_per_call, throughput
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.ops.attention import softmax_reference
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.ops.attention import softmax_reference
 
 
 def _random_qkv(

@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 
 from harness.measure.memory import tensor_bytes
-from harness.mechanisms.pdelta.er2 import SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.ops.attention import local_window_attention
+from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.ops.attention import local_window_attention
 from harness.tasks.base import Metric, ParetoView, Task, TrialContext, training_budget_metrics
 from harness.tasks.er2.consistency import decode_prefill_agreement
 from harness.tasks.er2.constructed import ConstructedRecallWorkload, ConstructedTeacher, load_metrics

@@ -22,14 +22,14 @@ from typing import Any, Mapping
 
 import torch
 
-from harness.mechanisms.routing.model import (
+from harness.tasks.routing.mechanism.model import (
     PCSHOConfig,
     PCSHODLM,
     denoising_loss,
     precision_energy,
     token_errors,
 )
-from harness.mechanisms.routing.msa import (
+from harness.tasks.routing.mechanism.msa import (
     MSAConfig,
     attach_msa_layers,
     chunk_mean_pool,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from harness.measure import ranks
-from harness.mechanisms.routing.model import PCSHODLM
+from harness.tasks.routing.mechanism.model import PCSHODLM
 from harness.tasks.routing.workload import QueryBatch
 
 

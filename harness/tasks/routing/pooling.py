@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.routing.model import check_hidden
-from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
+from harness.tasks.routing.mechanism.model import check_hidden
+from harness.tasks.routing.mechanism.precision_router import PrecisionGuidedRouter
 from harness.tasks.routing.workload import QueryBatch
 
 

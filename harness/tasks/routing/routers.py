@@ -21,8 +21,8 @@ import torch
 import torch.nn as nn
 
 from harness.services.loop import optimizer_step
-from harness.mechanisms.routing.msa import RouterProjector, routing_contrastive_loss
-from harness.mechanisms.routing.precision_router import (
+from harness.tasks.routing.mechanism.msa import RouterProjector, routing_contrastive_loss
+from harness.tasks.routing.mechanism.precision_router import (
     MeanPoolRouter,
     PrecisionGuidedRouter,
     replace_router_in_msa_layer,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.mechanisms.routing.msa import check_routing_keys, ensure_bank_fits, headwise_normalize
+from harness.tasks.routing.mechanism.msa import check_routing_keys, ensure_bank_fits, headwise_normalize
 
 # A key block of 2 MiB (8,192 chunks of 64 float32) stays in a core's L2 while every query token
 # is scored against it. Measured at 10^6 chunks: blocks of 8k-16k chunks scored 3 or 10 tokens

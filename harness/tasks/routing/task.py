@@ -25,9 +25,9 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.measure.memory import read_bandwidth
 from harness.measure.timing import seconds_per_call
-from harness.mechanisms.routing.model import LOG_PRECISION_BOUND, PCSHOConfig, per_token_loss
-from harness.mechanisms.routing.msa import MemoryBank, MSAConfig, ensure_bank_fits
-from harness.mechanisms.routing.precision_router import PrecisionGuidedRouter
+from harness.tasks.routing.mechanism.model import LOG_PRECISION_BOUND, PCSHOConfig, per_token_loss
+from harness.tasks.routing.mechanism.msa import MemoryBank, MSAConfig, ensure_bank_fits
+from harness.tasks.routing.mechanism.precision_router import PrecisionGuidedRouter
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext, training_budget, training_budget_metrics
 from harness.tasks.routing.backbone import Backbone, BackboneSpec, encode_bank, train_backbone, trained_backbone
 from harness.tasks.routing.evaluation import (

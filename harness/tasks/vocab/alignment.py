@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.mechanisms.vocab.interference import CandidatePairs
+from harness.tasks.vocab.mechanism.interference import CandidatePairs
 from harness.tasks.vocab.corpus import PAD, ParallelSet
 
 

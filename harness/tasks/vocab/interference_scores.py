@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.mechanisms.vocab.embedder import StaticEmbedder
-from harness.mechanisms.vocab.interference import (CandidatePairs, conflict_scores,
+from harness.tasks.vocab.mechanism.embedder import StaticEmbedder
+from harness.tasks.vocab.mechanism.interference import (CandidatePairs, conflict_scores,
                                                    per_language_row_gradients)
 from harness.tasks.base import TrialContext
 from harness.tasks.vocab.corpus import PAD, Corpus

@@ -15,11 +15,11 @@ from scipy.stats import rankdata
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator, model_validator
 
 from harness.measure.memory import tensor_bytes
-from harness.mechanisms.vocab.diagnostics import effective_vocabularies, openness, relative_drift, rows_in_use
-from harness.mechanisms.vocab.embedder import StaticEmbedder
-from harness.mechanisms.vocab.index import save_index
-from harness.mechanisms.vocab.interference import CandidatePairs, candidate_pairs, top_pairs
-from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.vocab.mechanism.diagnostics import effective_vocabularies, openness, relative_drift, rows_in_use
+from harness.tasks.vocab.mechanism.embedder import StaticEmbedder
+from harness.tasks.vocab.mechanism.index import save_index
+from harness.tasks.vocab.mechanism.interference import CandidatePairs, candidate_pairs, top_pairs
+from harness.tasks.vocab.mechanism.split_vocabulary import SplitVocabulary
 from harness.tasks.base import (
     DetailScatter,
     Metric,

@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from harness.measure.timing import throughput
-from harness.mechanisms.vocab.embedder import StaticEmbedder
-from harness.mechanisms.vocab.index import save_index
-from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.vocab.mechanism.embedder import StaticEmbedder
+from harness.tasks.vocab.mechanism.index import save_index
+from harness.tasks.vocab.mechanism.split_vocabulary import SplitVocabulary
 from harness.tasks.vocab.corpus import PAD
 
 

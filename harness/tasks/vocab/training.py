@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from harness.services.loop import optimizer_step
-from harness.mechanisms.vocab.embedder import StaticEmbedder, symmetric_info_nce
+from harness.tasks.vocab.mechanism.embedder import StaticEmbedder, symmetric_info_nce
 from harness.tasks.base import TrialContext
 from harness.tasks.vocab.corpus import ParallelSet
 

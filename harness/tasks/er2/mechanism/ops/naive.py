@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from harness.mechanisms.pdelta.ops.common import (
+from harness.tasks.er2.mechanism.ops.common import (
     check_recurrence_shapes,
     preconditioned_key,
 )

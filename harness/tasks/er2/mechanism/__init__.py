@@ -3,13 +3,13 @@ forms (``naive`` token-by-token references, ``chunk`` chunked forms, ``fused_dec
 step), and the modules here build layers on them: ``features`` (the PDelta2 core), ``er`` (value
 convolution, retention spectra), ``er2`` (the ER2 layer and its training losses), ``decode`` (its
 one-token decoder)."""
-from harness.mechanisms.pdelta.er2 import (
+from harness.tasks.er2.mechanism.er2 import (
     ER2State,
     SelectiveCompressedPDelta2Layer,
     hard_error_mask,
     normalized_hard_weights,
 )
-from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
+from harness.tasks.er2.mechanism.features import PDelta2Core, PDeltaState
 
 __all__ = [
     "ER2State",

@@ -9,7 +9,7 @@ an L1) makes a row earn its keep; in fusion mode (``use_gate=False``) the privat
 the shared one and ``fusion_penalty`` merges rows that need not differ.
 
 ``forward`` is the reference semantics (per-token vectors); ``pooled_split`` in
-``harness.mechanisms.vocab.pooling`` is the fast path used for training and throughput.
+``harness.tasks.vocab.mechanism.pooling`` is the fast path used for training and throughput.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import os
 import torch
 from torch import nn
 
-from harness.mechanisms.vocab.index import load_index
+from harness.tasks.vocab.mechanism.index import load_index
 
 
 class SplitVocabulary(nn.Module):

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.vocab.embedder import symmetric_info_nce
+from harness.tasks.vocab.mechanism.embedder import symmetric_info_nce
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from harness.mechanisms.routing.model import PCSHOConfig, PCSHODLM, TransformerBlock, check_hidden
+from harness.tasks.routing.mechanism.model import PCSHOConfig, PCSHODLM, TransformerBlock, check_hidden
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
  * Decode moves a few kilobytes of state per token, so the eager step (about 85 tensor ops) is
  * bound by per-op dispatch, not arithmetic. This kernel does the same arithmetic in plain loops,
  * in the eager step's order of operations, over float32 with the state read from and written to
- * its storage dtype (fp16 or fp32). harness/mechanisms/pdelta/ops/fused_decode.py builds it with the
+ * its storage dtype (fp16 or fp32). harness/tasks/er2/mechanism/ops/fused_decode.py builds it with the
  * system C compiler and checks nothing else: the tests hold it to the eager step.
  *
  * Shapes (all contiguous): q [B,Hq,D]; k, v [B,Hkv,D]; per core c memory [B,Hkv,F_c,D] and

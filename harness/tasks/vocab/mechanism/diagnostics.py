@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from harness.mechanisms.vocab.embedder import StaticEmbedder
-from harness.mechanisms.vocab.interference import CandidatePairs
+from harness.tasks.vocab.mechanism.embedder import StaticEmbedder
+from harness.tasks.vocab.mechanism.interference import CandidatePairs
 
 
 @torch.no_grad()

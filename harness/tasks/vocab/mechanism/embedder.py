@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.mechanisms.vocab.pooling import language_rows, pooled_shared, pooled_split
-from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.vocab.mechanism.pooling import language_rows, pooled_shared, pooled_split
+from harness.tasks.vocab.mechanism.split_vocabulary import SplitVocabulary
 
 
 class StaticEmbedder(nn.Module):

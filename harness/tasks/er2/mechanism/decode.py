@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from harness.mechanisms.pdelta.er import causal_value_conv_step, value_conv_taps
-from harness.mechanisms.pdelta.er2 import ER2State, SelectiveCompressedPDelta2Layer
-from harness.mechanisms.pdelta.features import CoreDecoder, PDeltaState
-from harness.mechanisms.pdelta.ops.fused_decode import (
+from harness.tasks.er2.mechanism.er import causal_value_conv_step, value_conv_taps
+from harness.tasks.er2.mechanism.er2 import ER2State, SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.features import CoreDecoder, PDeltaState
+from harness.tasks.er2.mechanism.ops.fused_decode import (
     FusedDecodeStep,
     KernelUnavailable,
     load_kernel,

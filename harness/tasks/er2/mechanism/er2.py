@@ -17,15 +17,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.mechanisms.pdelta.er import (
+from harness.tasks.er2.mechanism.er import (
     causal_value_conv_stream,
     initialize_retention_spectrum,
     retention_half_lives,
 )
-from harness.mechanisms.pdelta.features import PDelta2Core, PDeltaState
+from harness.tasks.er2.mechanism.features import PDelta2Core, PDeltaState
 
 if TYPE_CHECKING:
-    from harness.mechanisms.pdelta.decode import ER2Decoder
+    from harness.tasks.er2.mechanism.decode import ER2Decoder
 
 RESIDUAL_MODES = ("none", "raw", "compressed")
 GATE_MODES = ("learned", "one")
@@ -285,7 +285,7 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
 
         ``fused``: None runs the C kernel where it can be built and holds these sizes, else the eager
         step; True requires the kernel; False is the eager step (the reference)."""
-        from harness.mechanisms.pdelta.decode import ER2Decoder  # decode builds on this module: import it late
+        from harness.tasks.er2.mechanism.decode import ER2Decoder  # decode builds on this module: import it late
 
         return ER2Decoder(self, fused)
 

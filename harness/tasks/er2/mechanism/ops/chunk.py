@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.mechanisms.pdelta.ops.common import (
+from harness.tasks.er2.mechanism.ops.common import (
     check_chunk_size,
     check_recurrence_shapes,
     preconditioned_key,

@@ -18,8 +18,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from harness.mechanisms.routing.model import PCSHODLM, PrecisionHead, check_hidden
-from harness.mechanisms.routing.msa import MemoryBank, MSAConfig, MSALayer, check_routing_keys, msa_layer_indices
+from harness.tasks.routing.mechanism.model import PCSHODLM, PrecisionHead, check_hidden
+from harness.tasks.routing.mechanism.msa import MemoryBank, MSAConfig, MSALayer, check_routing_keys, msa_layer_indices
 
 
 class PrecisionGuidedRouter(nn.Module):

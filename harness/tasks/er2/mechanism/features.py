@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from harness.mechanisms.pdelta.ops.chunk import delta_recurrence, precondition_chunked
-from harness.mechanisms.pdelta.ops.common import (
+from harness.tasks.er2.mechanism.ops.chunk import delta_recurrence, precondition_chunked
+from harness.tasks.er2.mechanism.ops.common import (
     DENOMINATOR_FLOOR,
     check_chunk_size,
     curvature_scaling,

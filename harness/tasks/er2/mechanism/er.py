@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.mechanisms.pdelta.features import PDelta2Core
+from harness.tasks.er2.mechanism.features import PDelta2Core
 
 DECAY_SCALE = 0.25  # log_decay = -DECAY_SCALE * sigmoid(forget pre-activation)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness.mechanisms.vocab.split_vocabulary import SplitVocabulary
+from harness.tasks.vocab.mechanism.split_vocabulary import SplitVocabulary
 
 
 def mean_weights(token_ids: torch.Tensor, padding_idx: int, dtype: torch.dtype) -> torch.Tensor:
