@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +25,7 @@ from harness.testing import check_task_contract
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
+EXAMPLE = REPO / "examples" / "feature_gate"
 
 
 def _scaffold(name: str, out: Path) -> None:
@@ -201,19 +204,32 @@ def _layered_venv(path: Path) -> Path:
     return python
 
 
-@pytest.mark.integration  # pip installs the generated package (editable) and runs its smoke profile
-def test_the_scaffold_installs_and_its_smoke_profile_prints_a_verdict(tmp_path: Path, cli_env: dict[str, str]) -> None:
+@pytest.mark.integration  # pip installs two task packages (editable) and runs their smoke profiles
+def test_installed_task_packages_are_listed_and_their_smoke_profiles_print_a_verdict(
+        tmp_path: Path, cli_env: dict[str, str]) -> None:
+    """The path docs/new-task.md walks: the scaffold and the shipped example, each installed as a package
+    into a researcher's venv, found through the harness.tasks entry points with nothing on PYTHONPATH."""
     _scaffold("demo", tmp_path / "demo")
+    example = shutil.copytree(EXAMPLE, tmp_path / "example")  # the build writes its egg-info beside it
     python = _layered_venv(tmp_path / "venv")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-e", str(tmp_path / "demo")], check=True, env=cli_env)
+                    "--no-build-isolation", "-e", str(tmp_path / "demo"), "-e", str(example)],
+                   check=True, env=cli_env)
     harness = [str(python), "-m", "harness"]
-    suite, results = str(tmp_path / "demo" / "suite.yaml"), str(tmp_path / "results")
-    ran = subprocess.run([*harness, "run", suite, "--profile", "smoke", "--threads", "1", "--no-mlflow",
-                          "--results", results], capture_output=True, text=True, env=cli_env, cwd=tmp_path)
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    assert "## harness summary" in ran.stdout and "### demo (smoke): validity" in ran.stdout
-    assert "| treatment-vs-control | accuracy |" in ran.stdout and "**Totals:**" in ran.stdout
+    listed = subprocess.run([*harness, "list"], capture_output=True, text=True, env=cli_env, cwd=tmp_path)
+    headings = [line.split("  (v")[0] for line in listed.stdout.splitlines() if "  (v" in line]
+    assert {"demo", "feature_gate", "er2"} <= set(headings), headings
+    by_name = tmp_path / "feature_gate_by_name.yaml"  # the example's suite naming its task as installed
+    by_name.write_text((example / "suite.yaml").read_text().replace("task: feature_gate:FeatureGateTask",
+                                                                     "task: feature_gate"))
+    for suite, name, row in ((tmp_path / "demo" / "suite.yaml", "demo", r"\| treatment-vs-control +\| accuracy +\|"),
+                             (by_name, "feature_gate", r"\| gated-vs-linear +\| test_mse +\|")):
+        ran = subprocess.run([*harness, "run", str(suite), "--profile", "smoke", "--threads", "1", "--no-mlflow",
+                              "--results", str(tmp_path / "results")], capture_output=True, text=True, env=cli_env,
+                             cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        assert "## harness summary" in ran.stdout and f"### {name} (smoke): validity" in ran.stdout
+        assert re.search(row, ran.stdout) and "**Totals:**" in ran.stdout
 
 
 def test_the_record_names_task_files_git_does_not_track(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

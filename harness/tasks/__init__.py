@@ -75,6 +75,9 @@ def load_task(name: str) -> type[Task]:
     except (TypeError, ValueError) as exc:  # a declaration refused as the module ran (a misspelt metric kind)
         raise UnknownTaskError(f"task {name!r}: module {module_name!r} declares something invalid: {exc}") from exc
     cls = getattr(module, attr, None)
+    if cls is None:
+        where = getattr(module, "__file__", None) or "a folder without __init__.py, shadowing the package"
+        raise UnknownTaskError(f"task {name!r}: module {module_name!r} ({where}) has no {attr!r}")
     if not (isinstance(cls, type) and issubclass(cls, Task)):
         raise UnknownTaskError(f"task {name!r}: {target!r} is not a harness Task subclass")
     return cls
