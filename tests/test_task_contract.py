@@ -5,6 +5,7 @@ metric but speed reruns bit-identically.
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -47,9 +48,11 @@ def test_a_shipped_mechanism_is_one_folder_under_its_name(name: str) -> None:
                     if (yaml.safe_load(path.read_text()) or {}).get("task") == name)
     readme = (folder / "README.md").read_text()
     assert suites and all(f"suites/{suite}" in readme for suite in suites), (suites, readme)
+    installed = Path(importlib.import_module(f"harness.tasks.{name}").__file__).resolve().parent  # tox: site-packages
     hashed = task_code(module).files.values()
     assert any("mechanism" in path.parts for path in hashed)
-    assert all(path.resolve().is_relative_to(folder) for path in hashed)
+    assert all(path.resolve().is_relative_to(installed) for path in hashed)
+    assert (installed / "README.md").is_file()  # shipped with the package
 
 
 def test_the_contract_names_a_task_that_moves_on_a_rerun_or_reports_undeclared_metrics(tmp_path: Path) -> None:
