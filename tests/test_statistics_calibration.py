@@ -23,6 +23,7 @@ from harness.analysis.run_results import index_results
 from harness.suite.stored import StoredSuite
 from harness.analysis.stats.paired_stats import (
     benjamini_hochberg,
+    detectable_shift,
     holm_adjust,
     mean_estimate,
     minimum_detectable_effect,
@@ -73,6 +74,18 @@ def test_minimum_detectable_effect_has_the_stated_power():
     # more seeds detect smaller effects; one-sided at the same alpha detects smaller ones too
     assert minimum_detectable_effect(1.0, 10, ALPHA) < minimum_detectable_effect(1.0, 5, ALPHA)
     assert minimum_detectable_effect(1.0, 5, ALPHA, sided=1) < minimum_detectable_effect(1.0, 5, ALPHA)
+
+
+def test_the_detectable_shift_is_the_designs_so_the_mde_scales_with_the_spread_and_is_found_once():
+    """A sequential run re-analyses its earlier looks at every new one: the design's part of the MDE (its
+    noncentrality) is found once per (df, level), and each spread scales it exactly."""
+    level = 0.0031  # a level no other test asks for
+    first = minimum_detectable_effect(1.0, 7, level, sided=1)
+    hits = detectable_shift.cache_info().hits
+    assert minimum_detectable_effect(3.0, 7, level, sided=1) == pytest.approx(3.0 * first, rel=1e-14)
+    assert detectable_shift.cache_info().hits == hits + 1
+    shift = first * math.sqrt(7)
+    assert t_test_power(shift, 6, t_quantile(1 - level, 6), sided=1) == pytest.approx(0.8, abs=1e-9)
 
 
 def test_sign_flip_p_is_exact_and_bounded_below_by_two_over_two_to_the_n():
