@@ -42,8 +42,10 @@ def test_side_by_side_trials_match_serial_ones_bit_for_bit(tmp_path, toy_suite):
         assert record.curves == b[trial_id].curves  # every training step's loss, bit for bit
         assert b[trial_id].environment["executor"] == "parallel"
         assert b[trial_id].details["concurrent_trials"] == 2 and "concurrent_trials" not in record.details
-    assert [(r.variant.name, r.point, r.key, r.verdict) for r in one.analysis.rows] == \
-        [(r.variant.name, r.point, r.key, r.verdict) for r in two.analysis.rows]
+    # the same verdicts on every quality metric; a speed verdict follows the timings, which differ run to run
+    serial_rows, parallel_rows = ([(r.variant.name, r.point, r.key, r.verdict) for r in side.analysis.rows
+                                   if r.key in QUALITY] for side in (one, two))
+    assert len(serial_rows) >= len(QUALITY) and serial_rows == parallel_rows
     assert [(c.contrast, c.point, c.key, c.status, c.estimate) for c in one.analysis.claims] == \
         [(c.contrast, c.point, c.key, c.status, c.estimate) for c in two.analysis.claims]
     assert not multiprocessing.active_children()  # the workers were stopped with the run

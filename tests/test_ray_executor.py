@@ -67,8 +67,10 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
     for run in ("toy/smoke", "er2/smoke"):  # the same verdicts, claims and validity
         serial_summary, ray_summary = (json.loads((tmp_path / side / run / "report" / "summary.json").read_text())
                                        for side in ("serial", "ray"))
-        for section, field in (("contrasts", "verdict"), ("claims", "result")):
-            assert [r[field] for r in ray_summary[section]] == [r[field] for r in serial_summary[section]]
+        for section, field in (("contrasts", "verdict"), ("claims", "result")):  # a speed verdict follows timings
+            ray_rows, serial_rows = ([r[field] for r in summary[section] if r.get("kind") != "speed"]
+                                     for summary in (ray_summary, serial_summary))
+            assert ray_rows and ray_rows == serial_rows
         assert ray_summary["validity"]["status"] == serial_summary["validity"]["status"]
 
 
