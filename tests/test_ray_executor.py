@@ -34,7 +34,7 @@ def quality(results: Path, record: dict) -> dict[str, float | None]:
 
 def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_suite, harness_cmd, cli_env):
     both = tmp_path / "both.yaml"  # two suites, one cluster: the toy spine and a real task with a per-seed cache
-    both.write_text(f"description: toy and er2\ninclude: [{toy_suite}, {REPO / 'suites' / 'er2.yaml'}]\n")
+    both.write_text(f"description: toy and routing\ninclude: [{toy_suite}, {REPO / 'suites' / 'routing.yaml'}]\n")
     args = ("run", str(both), "--profile", "smoke", "--no-mlflow")
     env = {**cli_env, "OMP_WAIT_POLICY": "PASSIVE"}  # spinning OpenMP threads crawl on a busy shared CPU
     serial = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "serial"), "--executor", "serial")
@@ -42,15 +42,15 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
     assert serial.returncode == 0, serial.stderr
     assert ray.returncode == 0, ray.stderr
     serial_records, ray_records = stored(tmp_path / "serial"), stored(tmp_path / "ray")
-    assert {r["suite"] for r in ray_records.values()} == {"toy", "er2"}
+    assert {r["suite"] for r in ray_records.values()} == {"toy", "routing"}
     assert ray_records.keys() == serial_records.keys()
     curves_compared = 0
     for trial_id, record in ray_records.items():
         expected = serial_records[trial_id]
         assert record["status"] == expected["status"] == "finished"
         assert quality(tmp_path / "ray", record) == quality(tmp_path / "serial", expected)  # exact floats
-        # training curves, and a cache builder's (teacher_loss) where both sides built it; er2's control
-        # arms train nothing, so some trials have none
+        # training curves, and a cache builder's (the backbone's) where both sides built it; routing's
+        # control arms train nothing, so some trials have none
         shared = record["curves"].keys() & expected["curves"].keys()
         assert {k: record["curves"][k] for k in shared} == {k: expected["curves"][k] for k in shared}
         curves_compared += bool(shared)
@@ -59,12 +59,12 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
         assert "speed_measured_under_load" not in expected["details"]
     assert curves_compared >= len(ray_records) // 2
     assert ray.stderr.count("measured under load") == 1
-    finished = [line for line in ray.stderr.splitlines() if line.startswith(("[toy] ", "[er2] "))]
+    finished = [line for line in ray.stderr.splitlines() if line.startswith(("[toy] ", "[routing] "))]
     assert len(finished) == len(ray_records)  # progress from the workers' trials, with the invocation's ETA
     assert all(re.search(r"\| \d+/\d+ trials, elapsed \d+:\d\d, ETA \d+:\d\d$", line) for line in finished)
     assert "compare speed only between serial runs" in ray.stdout
     assert "compare speed only between serial runs" not in serial.stdout
-    for run in ("toy/smoke", "er2/smoke"):  # the same verdicts, claims and validity
+    for run in ("toy/smoke", "routing/smoke"):  # the same verdicts, claims and validity
         serial_summary, ray_summary = (json.loads((tmp_path / side / run / "report" / "summary.json").read_text())
                                        for side in ("serial", "ray"))
         for section, field in (("contrasts", "verdict"), ("claims", "result")):  # a speed verdict follows timings

@@ -285,7 +285,9 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     for experiment in experiments:
         if experiment.name != "Default":
             click.echo(f"{experiment.name}: {base}/#/experiments/{experiment.experiment_id}?{MODEL_TRAINING_VIEW}")
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port)]
+    # One worker: a local browser for one person; MLflow's default of 4 each import MLflow (seconds of CPU).
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port),
+               "--workers", "1"]
     click.echo(f"serving {uri} on {base} (Ctrl-C stops)")
     # The server runs in its own process group (mlflow -> uvicorn -> workers) so that Ctrl-C or a
     # `kill` of this command stops all of it instead of leaving an orphaned server on the port. The
