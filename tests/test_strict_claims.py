@@ -60,6 +60,34 @@ def test_an_arm_identical_to_its_control_never_passes_a_superiority_claim():
     assert all(c.status == FAIL for c in decided), [(c.key, c.status) for c in decided]  # surely not better
 
 
+SPREAD = (0.003, -0.002, 0.004, -0.001, 0.0, -0.004, 0.002, -0.002)
+
+
+@pytest.mark.parametrize("gain, margin, expected", [
+    (0.05, 0.0, PASS),        # a clear gain, no margin
+    (0.05, 0.01, PASS),       # clearly beyond the margin
+    (0.004, 0.0, PASS),       # a small but sure gain passes a plain superiority claim...
+    (0.004, 0.01, FAIL),      # ...and fails one whose margin says it is too small to matter
+    (0.0, 0.01, FAIL),        # nothing at all: decided, not left open
+    (0.01, 0.01, INCONCLUSIVE),  # right at the margin: neither side is sure
+])
+def test_a_superiority_margin_moves_the_boundary_of_both_pass_and_fail(gain, margin, expected):
+    control = {"acc": [0.70 + 0.01 * i for i in range(8)], "loss": [0.4] * 8}
+    treat = {"acc": [c + gain + d for c, d in zip(control["acc"], SPREAD)], "loss": [0.4] * 8}
+    extra = {"margin": margin} if margin else {}
+    (result,) = evaluate_claims(two_arm_run(control, treat, [claim("acc", **extra)]))
+    assert result.status == expected, (result.interval, result.detail)
+    assert result.statement == (f"superior (by more than {margin:g})" if margin else "superior")
+    assert result.mde is not None and result.mde > margin  # what it could find lies beyond the margin
+
+
+def test_a_superiority_margin_is_oriented_by_the_metric_direction():
+    control = {"acc": [0.7] * 8, "loss": [0.40 + 0.01 * i for i in range(8)]}
+    lower = {"acc": [0.7] * 8, "loss": [c - 0.05 + d for c, d in zip(control["loss"], SPREAD)]}  # 0.05 nats lower
+    passes, fails = evaluate_claims(two_arm_run(control, lower, [claim("loss", margin=0.02), claim("loss", margin=0.08)]))
+    assert (passes.status, fails.status) == (PASS, FAIL)
+
+
 def test_an_inclusive_bound_passes_on_an_exact_tie():
     results = two_arm_run(IDENTICAL, dict(IDENTICAL), [claim("param_bytes", "ratio", min=1.0, max=1.0)])
     (ratio,) = evaluate_claims(results)
@@ -131,3 +159,22 @@ def test_aa_false_pass_rate_holds_when_the_design_extends_for_an_open_premise():
     _, high = scipy.stats.binom.interval(0.999, paths, ALPHA)
     assert extended > paths  # the premise did keep runs going
     assert passes <= high
+
+
+def test_a_gain_exactly_at_the_superiority_margin_passes_at_most_at_the_claim_level():
+    """Known truth: the gain equals the margin, so every PASS is false; over 400 simulated runs the rate
+    stays near the one-sided level (2.5%), and a gain of three times the margin usually passes."""
+    rng = np.random.default_rng(11)
+    margin, runs = 0.01, 400
+
+    def pass_rate(gain: float) -> float:
+        passes = 0
+        for _ in range(runs):
+            control = list(0.7 + 0.02 * rng.standard_normal(8))
+            treat = [c + gain + 0.01 * e for c, e in zip(control, rng.standard_normal(8))]
+            (result,) = evaluate_claims(two_arm_run({"acc": control}, {"acc": treat}, [claim("acc", margin=margin)]))
+            passes += result.status == PASS
+        return passes / runs
+
+    assert pass_rate(margin) <= ALPHA + 3 * (ALPHA * (1 - ALPHA) / runs) ** 0.5  # 2.5% + 3 standard errors
+    assert pass_rate(3 * margin) > 0.8

@@ -137,7 +137,11 @@ WITH_REFERENCE = TOY.replace("  - {treatment: momentum, control: sgd}\n",
      "claims.0.margin: Input should be a valid number"),
     ("{contrast: momentum-vs-sgd, metric: accuracy, test: non_inferior, relative_margin: 1.5, reference: sgd-vs-slow}",
      "claims.0.relative_margin: Input should be less than 1"),
-    ("{contrast: momentum-vs-sgd, metric: accuracy, test: superior, margin: 0.05}", "test 'superior' takes no 'margin'"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: superior, relative_margin: 0.5, reference: sgd-vs-slow}",
+     "test 'superior' takes an absolute 'margin' only"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: superior, margin: -0.01}",
+     "claims.0.margin: Input should be greater than or equal to 0"),
+    ("{contrast: momentum-vs-sgd, metric: accuracy, test: ratio, max: 2, margin: 0.05}", "test 'ratio' takes no 'margin'"),
 ])
 def test_bad_claims_are_refused_with_file_key_and_expectation(tmp_path, claim, expected):
     path = write(tmp_path, "s.yaml", WITH_REFERENCE + f"claims:\n  - {claim}\n")

@@ -69,7 +69,9 @@ class ContrastSpec(Strict):
 class ClaimSpec(Strict):
     """A primary hypothesis. Non-inferiority and equivalence name a ``reference`` contrast that shows
     the control works in this run (assay sensitivity); their margin is absolute (``margin``, metric
-    units) or a fraction of the reference effect (``relative_margin``)."""
+    units) or a fraction of the reference effect (``relative_margin``). Superiority may declare an
+    absolute ``margin``, the smallest gain worth having: it passes only above it and fails once the
+    gain is surely below it, so a mechanism that does (almost) nothing is decided, not left open."""
 
     contrast: str
     metric: str
@@ -82,6 +84,9 @@ class ClaimSpec(Strict):
 
     @model_validator(mode="after")
     def _needs(self) -> "ClaimSpec":
+        if self.test == "superior" and (self.relative_margin is not None or self.reference):
+            raise ValueError("test 'superior' takes an absolute 'margin' only (better by more than it), "
+                             "no 'relative_margin' or 'reference'")
         margined = self.test in ("non_inferior", "equivalent")
         if margined and (self.margin is None) == (self.relative_margin is None):
             raise ValueError(f"test {self.test!r} needs exactly one of 'margin' (absolute, >= 0) or "
@@ -92,7 +97,8 @@ class ClaimSpec(Strict):
                 "(e.g. raw-vs-none), showing the control works in this run; without it the claim passes "
                 "even when neither arm works"
             )
-        if not margined and (self.margin is not None or self.relative_margin is not None or self.reference):
+        if not margined and self.test != "superior" and (
+                self.margin is not None or self.relative_margin is not None or self.reference):
             raise ValueError(f"test {self.test!r} takes no 'margin', 'relative_margin' or 'reference'")
         if self.test == "ratio" and self.min is None and self.max is None:
             raise ValueError("test 'ratio' needs 'min' and/or 'max'")

@@ -15,7 +15,9 @@ A strict test's boundary is strict: ``superior`` never passes on an exactly zero
 identical to its control fails it); the bounds of non-inferiority, equivalence and ratio are
 inclusive:
 
-- ``superior``: pass when the treatment is better than the control; fail when it is surely not.
+- ``superior``: pass when the treatment is better than the control by more than its ``margin`` (0 when
+  none is declared); fail when it is surely not (a declared margin is the smallest gain worth having,
+  so a mechanism that helps by less is decided as FAIL instead of staying open for ever).
 - ``non_inferior``: pass when the treatment is worse by less than the margin; fail when it is
   surely worse by more.
 - ``equivalent``: pass when the difference lies within +-margin (two one-sided tests); fail when
@@ -139,6 +141,8 @@ class ClaimResult:
             if claim.relative_margin is not None:
                 return f"{claim.test} (margin {claim.relative_margin:g} x {claim.reference})"
             return f"{claim.test} (margin {claim.margin:g})"
+        if claim.test == "superior" and claim.margin:
+            return f"superior (by more than {claim.margin:g})"
         if claim.test == "ratio":
             return f"ratio in [{_bound(claim.min)}, {_bound(claim.max)}]"
         return str(claim.test)
@@ -304,8 +308,8 @@ def _evaluate_key(
     if reference is not None and not reference.established:
         return ClaimResult(**common, status=VACUOUS, detail=reference.reason)
     if test in ("superior", "non_inferior"):
-        bound = 0.0 if test == "superior" else -margin
-        where = "vs 0 (better side)" if test == "superior" else f"vs -{margin:.4g} (worse side)"
+        bound = margin if test == "superior" else -margin
+        where = (f"vs {margin:.4g} (better side)" if test == "superior" else f"vs -{margin:.4g} (worse side)")
         strict = test == "superior"  # a superiority bound is strict: an exact tie is not better, it fails
         return ClaimResult(**common, status=INCONCLUSIVE, p_value=_p_better(estimate, sign, bound, inclusive=not strict),
                            p_fail=_p_worse(estimate, sign, bound, inclusive=strict), detail=f"one-sided t {where}")
@@ -518,11 +522,13 @@ def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: H
 
 
 def _mde(result: ClaimResult) -> float | None:
-    """What the claim could have found: 80% power at its n, its spread and the level it was tested at."""
+    """What the claim could have found: 80% power at its n, its spread and the level it was tested at
+    (a superiority margin added: the true gain it needs is beyond the margin)."""
     estimate = result.mean_estimate
     if estimate is None or result.nominal_level is None:
         return None
-    return minimum_detectable_effect(estimate.sd or 0.0, estimate.n, result.nominal_level, sided=1)
+    beyond = float(result.claim.margin or 0.0) if result.claim.test == "superior" else 0.0
+    return beyond + minimum_detectable_effect(estimate.sd or 0.0, estimate.n, result.nominal_level, sided=1)
 
 
 def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: int, alpha: float) -> ClaimResult:
