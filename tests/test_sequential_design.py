@@ -139,6 +139,26 @@ def test_a_clear_effect_stops_early_and_a_null_one_is_futile():
     assert kept.status == "inconclusive" and kept.n == 12
 
 
+def test_futility_waits_for_its_share_of_max_seeds_and_is_stored_only_when_set():
+    """An early look's estimate is too noisy to give up on: with futility_from 0.5 a null claim stays
+    open before 6 of 12 seeds and may stop from then on; the operating characteristics follow."""
+    null = np.array([0.3, -0.3, 0.1, -0.1, 0.2, -0.2, 0.0, 0.05] + [0.0] * 4)
+    (early,) = evaluate_claims(sequential_run(null, Design(FIRST, 12)))
+    late = Design(FIRST, 12, futility_from=0.5)
+    (waited,) = evaluate_claims(sequential_run(null, late))
+    assert early.status == FUTILE and early.n < 6
+    assert waited.status == FUTILE and waited.n == 6 and "from 6 seeds" in late.futility_phrase()
+    assert [n for n in late.looks if late.may_stop_futile(n)] == [6, 7, 8, 9, 10, 11]
+    assert Design.from_stored(late.describe(), 3) == late
+    assert "futility_from" not in Design(FIRST, 12).describe()  # designs locked before it existed stay equal
+    for bad in (1.0, -0.1, "half", True):
+        with pytest.raises(ValueError, match="futility_from"):
+            Design(FIRST, 12, futility_from=bad)
+    # fewer stops for futility means more seeds used under the null
+    assert operating_characteristics(late, 0.0, ALPHA, paths=4000).expected_seeds > \
+        operating_characteristics(Design(FIRST, 12), 0.0, ALPHA, paths=4000).expected_seeds
+
+
 # -- planning ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("effect_in_sd", [0.6, 1.0, 2.0])

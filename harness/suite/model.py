@@ -86,7 +86,10 @@ class Suite:
         """The sequential design as stored in suite.json (None: a fixed design)."""
         if self.sequential is None:
             return None
-        return {"first": len(self.seeds), **self.sequential.model_dump()}
+        stored = self.sequential.model_dump()
+        if not stored["futility_from"]:  # stored only when set: designs locked before it existed stay the same
+            del stored["futility_from"]
+        return {"first": len(self.seeds), **stored}
 
     def locked_design(self) -> dict[str, Any]:
         """What a results folder's trials are analysed under and may not change once they exist: the

@@ -113,6 +113,9 @@ class SequentialSpec(Strict):
     batch: int = Field(1, ge=1)
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
     futility: float | None = Field(0.10, ge=0, lt=1, description="conditional power below which a claim stops")
+    futility_from: float = Field(0.0, ge=0, lt=1, description=(
+        "share of max_seeds before which no claim stops as futile (an early look's estimate is too noisy "
+        "to give up on)"))
 
 
 class ValiditySpec(Strict):

@@ -534,7 +534,7 @@ def _mde(result: ClaimResult) -> float | None:
 def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: int, alpha: float) -> ClaimResult:
     """FUTILE when neither a pass nor a fail (nor, for a vacuous claim, its reference) can plausibly be
     reached by the last look: conditional power under the current estimate below the design's threshold."""
-    if design.futility is None or k >= len(schedule) - 1 or not result.open:
+    if k >= len(schedule) - 1 or not design.may_stop_futile(schedule[k]) or not result.open:
         return result
     fraction = schedule[k] / schedule[-1]
     if result.status == VACUOUS and result.reference is not None and result.reference.p_value is not None:

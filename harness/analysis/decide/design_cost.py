@@ -26,9 +26,8 @@ class DesignCost:
 
     def line(self) -> str:
         d = self.design
-        plan = (f"group-sequential design ({d.spending} spending, looks at {', '.join(map(str, d.looks))} seeds, "
-                f"futility below {d.futility:g} conditional power)" if d.futility is not None else
-                f"group-sequential design ({d.spending} spending, looks at {', '.join(map(str, d.looks))} seeds)")
+        futility = f", {d.futility_phrase()}" if d.futility is not None else ""
+        plan = f"group-sequential design ({d.spending} spending, looks at {', '.join(map(str, d.looks))} seeds{futility})"
         used = f"used {self.seeds_used} of {d.max_seeds} seeds in {self.looks} look(s), {self.trial_seconds:.0f} s of trials"
         if self.fixed_seeds is None:
             return f"{plan}: {used}"

@@ -48,7 +48,7 @@ class SeedPlan:
         lines = [f"== {self.suite}: {self.family_size} sampled claim(s) in the Holm family, planned at one-sided "
                  f"{self.level:.4g}; effects {self.source}",
                  f"sequential design: {d.spending}, looks at {', '.join(map(str, d.looks))} seeds"
-                 + (f", futility below {d.futility:g}" if d.futility is not None else "")]
+                 + (f", {d.futility_phrase()}" if d.futility is not None else "")]
         header = f"{'claim':<58} {'effect/sd':>9} {'fixed n (80%)':>13} {'seq power':>9} {'seq E[n]':>8}"
         lines += [header, "-" * len(header)]
         for row in self.rows:

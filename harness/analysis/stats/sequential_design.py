@@ -47,6 +47,7 @@ class Design:
     batch: int = 1
     spending: str = DEFAULT_SPENDING
     futility: float | None = DEFAULT_FUTILITY
+    futility_from: float = 0.0  # share of max_seeds before which no claim stops as futile
 
     def __post_init__(self) -> None:
         if not 1 <= self.first <= self.max_seeds:
@@ -55,6 +56,9 @@ class Design:
             raise ValueError(f"batch must be at least 1, got {self.batch}")
         if self.spending not in SPENDINGS:
             raise ValueError(f"spending {self.spending!r} is not one of {', '.join(SPENDINGS)}")
+        if isinstance(self.futility_from, bool) or not isinstance(self.futility_from, (int, float)) \
+                or not 0 <= self.futility_from < 1:
+            raise ValueError(f"futility_from {self.futility_from!r} is not a fraction in [0, 1)")
 
     @property
     def sequential(self) -> bool:
@@ -66,9 +70,21 @@ class Design:
         counts = list(range(self.first, self.max_seeds, self.batch))
         return (*counts, self.max_seeds)
 
+    def may_stop_futile(self, seeds: int) -> bool:
+        """Whether a look at this many seeds may stop a claim as futile (never at the last look)."""
+        return self.futility is not None and seeds < self.max_seeds and seeds >= self.futility_from * self.max_seeds
+
+    def futility_phrase(self) -> str:
+        """How the design stops a claim for futility, as the reports say it ('' when it never does)."""
+        if self.futility is None:
+            return ""
+        start = math.ceil(self.futility_from * self.max_seeds)
+        return f"futility below {self.futility:g} conditional power" + (f" from {start} seeds" if self.futility_from else "")
+
     def describe(self) -> dict[str, Any]:
-        return {"first": self.first, "max_seeds": self.max_seeds, "batch": self.batch,
-                "spending": self.spending, "futility": self.futility}
+        described = {"first": self.first, "max_seeds": self.max_seeds, "batch": self.batch,
+                     "spending": self.spending, "futility": self.futility}
+        return {**described, "futility_from": self.futility_from} if self.futility_from else described
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any] | None, seeds: int) -> Design:
@@ -77,7 +93,8 @@ class Design:
             return cls(max(seeds, 1), max(seeds, 1))
         try:  # a received suite.json may say anything: a design harness could not have written is refused
             design = cls(_count(stored["first"]), _count(stored["max_seeds"]), _count(stored.get("batch") or 1),
-                         str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"))
+                         str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"),
+                         stored.get("futility_from") or 0.0)
             futility = design.futility
             if futility is not None and not (isinstance(futility, (int, float)) and 0 <= futility < 1):
                 raise ValueError(f"futility {futility!r} is not a fraction in [0, 1)")
@@ -238,7 +255,7 @@ def _simulate_paths(design: Design, draws: np.ndarray, looks: tuple[int, ...],
         up, down = open_ & (p_pass <= level), open_ & (1.0 - p_pass <= level)
         passed |= up
         stop = up | down
-        if design.futility is not None and k < len(looks) - 1:
+        if k < len(looks) - 1 and design.may_stop_futile(n):
             fraction = n / design.max_seeds
             hopeless = np.maximum(conditional_power(p_pass, fraction, levels[-1]),
                                   conditional_power(1.0 - p_pass, fraction, levels[-1])) < design.futility
