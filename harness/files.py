@@ -9,6 +9,7 @@ import hashlib
 import os
 import stat
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 
@@ -73,3 +74,14 @@ def open_trusted(path: Path, digest: Path) -> tuple[int, bytes] | None:
         pass
     os.close(fd)
     return None
+
+
+def unused_path(parent: Path, stem: str) -> Path:
+    """``parent/stem-<UTC time>``, numbered ``-2``, ``-3`` ... when taken: a folder or file set aside
+    twice within a second (a fast rerun) must not replace the first."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    candidate, n = parent / f"{stem}-{stamp}", 1
+    while candidate.exists():
+        n += 1
+        candidate = parent / f"{stem}-{stamp}-{n}"
+    return candidate

@@ -2,7 +2,9 @@
 
 Each interrupt is a real SIGKILL of a real `harness run` (the HARNESS_FAULT hook, harness/faults.py)
 followed by a normal run that must repair everything: nothing lost, nothing duplicated
-(``fault_injection.check_results``).
+(``fault_injection.check_results``). Runs whose process is not what the test is about (setting a
+folder up, repairing it, refusing it) run in this process (``run_here``); kills and concurrent runs are
+real subprocesses (``run``).
 """
 from __future__ import annotations
 
@@ -20,16 +22,20 @@ import pytest
 from harness.locks import LockBusy, lock_writer
 
 from fault_injection import (
-    check_results, cli_env, harness, mlflow_runs, slow_suite, start, trial_records,
+    check_results, cli_env, harness, harness_here, mlflow_runs, slow_suite, start, trial_records,
 )
 
-pytestmark = pytest.mark.integration  # CLI subprocesses
+pytestmark = pytest.mark.integration  # CLI subprocesses, real MLflow stores
 
 SMOKE = ("--profile", "smoke")
 
 
 def run(suite: Path, results: Path, *extra: str, **env: str):
     return harness("run", str(suite), *SMOKE, "--results", str(results), *extra, env=cli_env(**env))
+
+
+def run_here(suite: Path, results: Path, *extra: str):
+    return harness_here("run", str(suite), *SMOKE, "--results", str(results), *extra)
 
 
 def one_line_error(proc, exit_code: int = 2) -> str:
@@ -59,7 +65,7 @@ def test_sigkill_at_a_named_point_then_rerun_repairs_everything(point, tmp_path,
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     survivors = {p.name: p.read_bytes() for p in (results / "toy" / "smoke" / "trials").glob("*.json")}
 
-    rerun = run(toy_suite, results, **own_tmp)
+    rerun = run(toy_suite, results, **own_tmp) if own_tmp else run_here(toy_suite, results)
     assert rerun.returncode == 0, rerun.stderr
     assert "Traceback" not in rerun.stderr
     assert check_results(results) == []
@@ -70,7 +76,7 @@ def test_sigkill_at_a_named_point_then_rerun_repairs_everything(point, tmp_path,
         assert sorted(p.info.status for p in parents) == ["KILLED"]  # closed; nothing left to mirror
 
     if point == "trial-run-created:2":  # the repaired state is stable (once: every point repairs the same way)
-        again = run(toy_suite, results)
+        again = run_here(toy_suite, results)
         assert "0 ran, 3 already finished" in again.stdout
         assert check_results(results) == []
 
@@ -85,7 +91,7 @@ def half_migrated(db: Path) -> None:
 
 def test_broken_or_missing_store_is_rebuilt_and_remirrored(tmp_path, toy_suite):
     results = tmp_path / "results"
-    assert run(toy_suite, results).returncode == 0
+    assert run_here(toy_suite, results).returncode == 0
     db = results / "mlflow.db"
     for damage in ("garbage", "half-migrated", "deleted"):
         db.unlink()
@@ -93,7 +99,7 @@ def test_broken_or_missing_store_is_rebuilt_and_remirrored(tmp_path, toy_suite):
             db.write_bytes(b"this is not a database\n" * 100)
         elif damage == "half-migrated":  # what an interrupt of the old in-place creation left
             half_migrated(db)
-        rerun = run(toy_suite, results)
+        rerun = run_here(toy_suite, results)
         assert rerun.returncode == 0, (damage, rerun.stderr)
         assert "0 ran, 3 already finished" in rerun.stdout
         assert check_results(results) == [], damage  # every trial mirrored again from the JSON store
@@ -124,7 +130,7 @@ def test_older_schema_is_upgraded_aside(tmp_path, toy_suite):
         command.upgrade(config, revisions[3])  # a few migrations behind the installed MLflow
     engine.dispose()
 
-    proc = run(toy_suite, results)
+    proc = run_here(toy_suite, results)
     assert proc.returncode == 0, proc.stderr
     assert "upgraded the schema" in proc.stderr
     assert check_results(results) == []
@@ -132,25 +138,25 @@ def test_older_schema_is_upgraded_aside(tmp_path, toy_suite):
 
 def test_schema_newer_than_mlflow_is_a_one_line_error(tmp_path, toy_suite):
     results = tmp_path / "results"
-    assert run(toy_suite, results, "--arms", "sgd").returncode == 0
+    assert run_here(toy_suite, results, "--arms", "sgd").returncode == 0
     connection = sqlite3.connect(results / "mlflow.db")
     with connection:
         connection.execute("UPDATE alembic_version SET version_num = 'f00dfeedbeef'")
     connection.close()
     before = (results / "mlflow.db").read_bytes()
-    line = one_line_error(run(toy_suite, results))
+    line = one_line_error(run_here(toy_suite, results))
     assert "f00dfeedbeef" in line and "upgrade mlflow" in line
     assert (results / "mlflow.db").read_bytes() == before  # left as it was
 
 
 def test_copied_results_folder_writes_its_own_artifacts(tmp_path, toy_suite):
     original = tmp_path / "original"
-    assert run(toy_suite, original, "--arms", "sgd").returncode == 0
+    assert run_here(toy_suite, original, "--arms", "sgd").returncode == 0
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
     before = sorted(p.relative_to(original) for p in (original / "mlartifacts").rglob("*"))
 
-    proc = run(toy_suite, copy)  # the two other arms' trials, logged into the copy
+    proc = run_here(toy_suite, copy)  # the two other arms' trials, logged into the copy
     assert proc.returncode == 0, proc.stderr
     assert "2 ran, 1 already finished" in proc.stdout
     assert sorted(p.relative_to(original) for p in (original / "mlartifacts").rglob("*")) == before
@@ -164,7 +170,7 @@ def test_copied_results_folder_writes_its_own_artifacts(tmp_path, toy_suite):
 # -- corrupt trial files, stray temporary files --------------------------------------------------
 def test_corrupt_trial_files_and_stray_temporary_files_are_cleaned_up(tmp_path, toy_suite):
     results = tmp_path / "results"
-    assert run(toy_suite, results).returncode == 0
+    assert run_here(toy_suite, results).returncode == 0
     run_dir = results / "toy" / "smoke"
     victims = dict(zip(sorted((run_dir / "trials").glob("*.json")), [b"[]", b"null", b"\xff\xfe\x00garbage"]))
     for path, content in victims.items():
@@ -176,7 +182,7 @@ def test_corrupt_trial_files_and_stray_temporary_files_are_cleaned_up(tmp_path, 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("left by a crash")
 
-    proc = run(toy_suite, results)
+    proc = run_here(toy_suite, results)
     assert proc.returncode == 0, proc.stderr
     assert "3 ran, 0 already finished" in proc.stdout
     warnings = [line for line in proc.stderr.splitlines() if "corrupt" in line]
@@ -192,7 +198,7 @@ def test_hand_edited_records_never_break_the_mirror(tmp_path, toy_suite):
     """A NaN curve point (stored as null) mirrors without it; a record whose metrics are not numbers is
     corrupt (moved aside, its trial reruns) instead of counting as finished and crashing every rerun."""
     results = tmp_path / "results"
-    assert run(toy_suite, results).returncode == 0
+    assert run_here(toy_suite, results).returncode == 0
     nan_point, oops = sorted((results / "toy" / "smoke" / "trials").glob("*.json"))[:2]
     record = json.loads(nan_point.read_text())
     record["curves"]["train/loss"][1][1] = None
@@ -202,7 +208,7 @@ def test_hand_edited_records_never_break_the_mirror(tmp_path, toy_suite):
     oops.write_text(json.dumps(record))
     (results / "mlflow.db").unlink()  # the store moved aside: every trial is mirrored again
 
-    rerun = run(toy_suite, results)
+    rerun = run_here(toy_suite, results)
     assert rerun.returncode == 0, rerun.stderr
     assert "1 ran, 2 already finished" in rerun.stdout
     expected = (f"warning: {oops} is corrupt (not a trial record (metrics must be an object of numbers, not 'oops')): moved to "
@@ -231,7 +237,7 @@ def full_disk(tmp_path):
 @pytest.mark.integration
 @pytest.mark.parametrize("mirror", [(), ("--no-mlflow",)], ids=["mlflow", "no-mlflow"])
 def test_a_full_disk_is_one_line_and_keeps_what_was_stored(full_disk, toy_suite, mirror):
-    proc = run(toy_suite, full_disk / "results", *mirror)
+    proc = run_here(toy_suite, full_disk / "results", *mirror)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if not line.startswith(("[toy] ", "device: "))]  # progress
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
@@ -243,16 +249,16 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_stored(full_disk, toy_suite,
 def test_unusable_results_folder_is_a_one_line_error(tmp_path, toy_suite):
     (tmp_path / "file").write_text("not a folder")
     for target in (tmp_path / "file", tmp_path / "file" / "results", Path("/proc/harness-results")):
-        line = one_line_error(run(toy_suite, target))
+        line = one_line_error(run_here(toy_suite, target))
         assert str(target) in line
 
 
 def test_results_path_special_in_a_uri_is_refused_not_misread(tmp_path, toy_suite):
     for name in ("a?b", "a#b", "50%"):
-        line = one_line_error(run(toy_suite, tmp_path / name))
+        line = one_line_error(run_here(toy_suite, tmp_path / name))
         assert "SQLite URI" in line
     assert list(tmp_path.iterdir()) == []  # nothing written, beside or inside
-    assert run(toy_suite, tmp_path / "a?b", "--no-mlflow").returncode == 0  # without the store it is fine
+    assert run_here(toy_suite, tmp_path / "a?b", "--no-mlflow").returncode == 0  # without the store it is fine
 
 
 # -- concurrent runs -----------------------------------------------------------------------------
@@ -332,14 +338,14 @@ def test_folders_sharing_a_tracking_store_never_touch_each_others_runs(tmp_path,
     def markers(results: Path) -> set[str]:
         return {json.loads(p.read_text())["run_id"] for p in (results / "toy" / "smoke" / "mlflow").glob("*.json")}
 
-    assert run(toy_suite, mine, "--tracking-uri", shared, "--arms", "sgd,momentum").returncode == 0
+    assert run_here(toy_suite, mine, "--tracking-uri", shared, "--arms", "sgd,momentum").returncode == 0
     (my_id,) = trial_runs()
     my_runs = trial_runs()[my_id]
-    assert run(toy_suite, theirs, "--tracking-uri", shared).returncode == 0
+    assert run_here(toy_suite, theirs, "--tracking-uri", shared).returncode == 0
     assert trial_runs()[my_id] == my_runs and len(trial_runs()) == 2  # their run deleted none of mine
     their_runs = next(runs for folder, runs in trial_runs().items() if folder != my_id)
 
-    again = run(toy_suite, mine, "--tracking-uri", shared)  # a new trial (slow_lr): every trial checked
+    again = run_here(toy_suite, mine, "--tracking-uri", shared)  # a new trial (slow_lr): every trial checked
     assert again.returncode == 0, again.stderr
     assert my_runs < trial_runs()[my_id] and markers(mine) == trial_runs()[my_id]
     assert markers(theirs) == their_runs == next(runs for f, runs in trial_runs().items() if f != my_id)
@@ -348,12 +354,12 @@ def test_folders_sharing_a_tracking_store_never_touch_each_others_runs(tmp_path,
 def test_marker_of_a_trial_is_not_trusted_over_mlflow(tmp_path, toy_suite):
     """A marker naming this store, but whose run is gone from MLflow, is repaired when MLflow is touched."""
     results = tmp_path / "results"
-    assert run(toy_suite, results, "--arms", "sgd,momentum").returncode == 0
+    assert run_here(toy_suite, results, "--arms", "sgd,momentum").returncode == 0
     runs, _ = mlflow_runs(results)
     import mlflow
 
     mlflow.MlflowClient(f"sqlite:///{(results / 'mlflow.db').resolve()}").set_terminated(runs[0].info.run_id, "RUNNING")
-    proc = run(toy_suite, results)  # a new trial (slow_lr): MLflow is touched, every trial checked
+    proc = run_here(toy_suite, results)  # a new trial (slow_lr): MLflow is touched, every trial checked
     assert proc.returncode == 0, proc.stderr
     assert check_results(results, trials=3) == []
     marker = json.loads((results / "toy" / "smoke" / "mlflow" / f"{runs[0].data.tags['harness.trial_id']}.json").read_text())

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from harness.files import UnsafeFile, open_regular
+from harness.files import UnsafeFile, open_regular, unused_path
 from harness.locks import FileLock
 from harness.store import read_regular
 
@@ -38,3 +38,13 @@ def test_a_fifo_is_refused_at_once(tmp_path):
         read_regular(fifo)
     with pytest.raises(UnsafeFile, match="not a regular file"):
         FileLock(fifo).acquire()
+
+
+def test_a_path_set_aside_twice_within_a_second_does_not_replace_the_first(tmp_path):
+    first = unused_path(tmp_path, "mlflow.db.broken")
+    first.write_text("first")
+    second = unused_path(tmp_path, "mlflow.db.broken")
+    second.write_text("second")
+    third = unused_path(tmp_path, "mlflow.db.broken")
+    assert len({first, second, third}) == 3 and first.read_text() == "first"
+    assert all(p.name.startswith("mlflow.db.broken-") for p in (first, second, third))

@@ -97,3 +97,19 @@ def test_a_template_folder_others_can_write_is_not_used(private_tmp, tmp_path):
     private_tmp.parent.chmod(0o777)
     db = made(tmp_path / "a")  # the store is made by the migrations instead
     assert db.is_file() and not private_tmp.exists()
+
+
+def test_a_store_made_anew_in_a_running_process_is_the_one_mlflow_writes_to(tmp_path):
+    """MLflow keeps its engine per URI for the whole process: when a run in this process replaces a
+    deleted or broken store, the next client must write to the new file, not to the old one's inode."""
+    import mlflow
+
+    results = tmp_path / "results"
+    db = made(results)
+    uri = sqlite_store.store_uri(results)
+    mlflow.MlflowClient(uri).create_experiment("before")  # MLflow now holds a pooled connection to db
+    db.unlink()
+    assert made(results) == db  # made anew: the template's store, a new file
+    mlflow.MlflowClient(uri).create_experiment("after")  # on the old pool: "attempt to write a readonly database"
+    names = {e.name for e in mlflow.MlflowClient(uri).search_experiments()}
+    assert "after" in names and "before" not in names

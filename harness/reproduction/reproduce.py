@@ -23,6 +23,7 @@ from harness.execution.executor import SerialExecutor
 from harness.execution.loop import JobSettings, run_trials
 from harness.execution.runner import on_device, with_declarations
 from harness.execution.trials import Trial
+from harness.files import unused_path
 from harness.record import TrialRecord
 from harness.reproduction.metric_checks import MetricComparison, compare_metrics
 from harness.reproduction.mlflow_source import check_store, load_run, looks_like_run_id, parents_of
@@ -102,7 +103,7 @@ def plan_reproduction(
     threads = {r.trial_id: _threads(r) for r in original.records}
     if len(set(threads.values())) == 1:  # this process's view (device name, environment) matches the rerun
         torch.set_num_threads(next(iter(threads.values())))
-    out_root = out or _fresh_folder(root / REPRODUCTIONS_DIR, f"{original.suite}-{original.profile}")
+    out_root = out or unused_path(root / REPRODUCTIONS_DIR, f"{original.suite}-{original.profile}")
     if out_root.exists() and any(out_root.iterdir()):
         raise ReproduceError(f"--out {out_root} is not empty; a reproduction never writes over results")
     notes: list[str] = []
@@ -289,15 +290,6 @@ def _threads(record: TrialRecord) -> int:
         return max(1, int(record.environment.get("torch_threads", "")))
     except ValueError:
         return torch.get_num_threads()
-
-
-def _fresh_folder(parent: Path, stem: str) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    candidate, n = parent / f"{stem}-{stamp}", 1
-    while candidate.exists():
-        n += 1
-        candidate = parent / f"{stem}-{stamp}-{n}"
-    return candidate
 
 
 def _suite_meta(plan: Plan) -> dict[str, Any]:

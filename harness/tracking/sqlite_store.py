@@ -20,13 +20,14 @@ import importlib.metadata
 import os
 import random
 import sqlite3
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.files import open_trusted, private_folder
+from harness.files import open_trusted, private_folder, unused_path
 from harness.locks import FileLock
 from harness.store import _UMASK, read_json, write_checksum, write_json_atomic
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, redacted
@@ -229,7 +230,7 @@ def _fix(root: Path, db: Path, state: _State) -> list[str]:
         _build_aside(root, db, source=None)
         return []
     if state.kind == "broken":
-        aside = db.with_name(f"{DB_FILE}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+        aside = unused_path(db.parent, f"{DB_FILE}.broken")
         for suffix in ("", "-journal", "-wal", "-shm"):
             if Path(f"{db}{suffix}").exists():
                 os.replace(f"{db}{suffix}", f"{aside}{suffix}")
@@ -271,6 +272,7 @@ def _build_aside(root: Path, db: Path, source: Path | None) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, db)
         _fsync_dir(root)
+        _reconnect(store_uri(root))
     finally:
         for suffix in ("", "-journal", "-wal", "-shm"):
             Path(f"{tmp}{suffix}").unlink(missing_ok=True)
@@ -329,6 +331,17 @@ def _new_from_template(template: bytes, target: Path, artifact_root: str) -> Non
                                "WHERE experiment_id = 0", (f"{artifact_root}/0", now, now))
     finally:
         connection.close()
+
+
+def _reconnect(uri: str) -> None:
+    """MLflow keeps one engine per database URI for the life of the process (and caches the stores
+    holding it); once the file at that URI is replaced, its pooled connections still write to the old
+    one ("attempt to write a readonly database"). Disposing the pool makes its next connection open the
+    new file, so a second run in one process (the Python API) logs where the first left a new store."""
+    sqlalchemy_store = sys.modules.get("mlflow.store.tracking.sqlalchemy_store")
+    engine = sqlalchemy_store and sqlalchemy_store.SqlAlchemyStore._engine_map.get(uri)
+    if engine is not None:
+        engine.dispose()
 
 
 def _make_schema(uri: str, artifact_root: str, upgrade: bool) -> None:
