@@ -1,4 +1,6 @@
-"""`harness run` end to end through the real CLI, the real results store and a real SQLite MLflow store."""
+"""`harness run` end to end through the real CLI, the real results store and a real SQLite MLflow store.
+Kills, interrupts and the first end-to-end run are real subprocesses; what a command stores and says
+otherwise runs in this process (``harness_here``: the same click command, without a new interpreter)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +15,9 @@ import pytest
 from harness.store import INCOMPLETE_FILE
 from harness.tracking.mlflow_tracker import default_tracking_uri
 
-pytestmark = pytest.mark.integration  # CLI subprocesses
+from fault_injection import harness_here
+
+pytestmark = pytest.mark.integration  # CLI subprocesses, real MLflow stores
 
 
 def run_cli(harness_cmd, cli_env, *args, timeout=300):
@@ -72,11 +76,11 @@ def test_run_stores_logs_and_skips_on_rerun(tmp_path, toy_suite, harness_cmd, cl
     assert len(mlflow_trial_runs(results)[1]) == 3
 
 
-def test_failing_trial_is_recorded_others_finish_exit_nonzero(tmp_path, toy_suite, harness_cmd, cli_env):
+def test_failing_trial_is_recorded_others_finish_exit_nonzero(tmp_path, toy_suite):
     suite = tmp_path / "s.yaml"
     suite.write_text(toy_suite.read_text().replace("slow_lr: {lr: 0.001}", "slow_lr: {fail: true}"))
     results = tmp_path / "results"
-    proc = run_cli(harness_cmd, cli_env, "run", str(suite), "--profile", "smoke", "--results", str(results))
+    proc = harness_here("run", str(suite), "--profile", "smoke", "--results", str(results))
     assert proc.returncode == 1
     records = [json.loads(p.read_text()) for p in trial_files(results)]
     assert sorted(r["status"] for r in records) == ["failed", "finished", "finished"]
@@ -84,7 +88,7 @@ def test_failing_trial_is_recorded_others_finish_exit_nonzero(tmp_path, toy_suit
     assert "Traceback" not in proc.stderr
 
     # resume: the failed trial runs again, the finished ones are kept
-    rerun = run_cli(harness_cmd, cli_env, "run", str(suite), "--profile", "smoke", "--results", str(results))
+    rerun = harness_here("run", str(suite), "--profile", "smoke", "--results", str(results))
     assert rerun.returncode == 1
     assert "1 ran, 2 already finished" in rerun.stdout
 
@@ -104,11 +108,10 @@ def test_sigkill_midway_then_rerun_runs_only_unfinished_without_duplicates(tmp_p
     assert 3 <= len(survivors) < 12
     for text in survivors.values():
         assert json.loads(text)["status"] == "finished"  # never half-written
-    partial = subprocess.run([*harness_cmd, "report", str(results)], env=cli_env, capture_output=True, text=True,
-                             timeout=300)
+    partial = harness_here("report", str(results))
     assert partial.returncode == 1 and "INCOMPLETE RUN" in partial.stderr  # the killed run never reads as a result
 
-    rerun = subprocess.run(args, env=cli_env, capture_output=True, text=True, timeout=300)
+    rerun = harness_here(*args[len(harness_cmd):])
     assert rerun.returncode == 0, rerun.stderr
     assert f"{12 - len(survivors)} ran, {len(survivors)} already finished" in rerun.stdout
     files = trial_files(results, profile="default")
@@ -151,27 +154,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_unreachable_tracking_server_fails_before_training(tmp_path, toy_suite, harness_cmd, cli_env):
+def test_unreachable_tracking_server_fails_before_training(tmp_path, toy_suite):
     results = tmp_path / "results"
-    proc = run_cli(harness_cmd, cli_env, "run", str(toy_suite), "--profile", "smoke", "--results", str(results),
-                   "--tracking-uri", f"http://127.0.0.1:{free_port()}", timeout=60)
+    proc = harness_here("run", str(toy_suite), "--profile", "smoke", "--results", str(results),
+                        "--tracking-uri", f"http://127.0.0.1:{free_port()}")
     assert proc.returncode == 2
     assert "unreachable" in proc.stderr and "Traceback" not in proc.stderr
     assert not trial_files(results)
 
 
-def test_user_mistakes_are_one_line_errors(tmp_path, harness_cmd, cli_env):
+def test_user_mistakes_are_one_line_errors(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("suite: x\ntask: nosuch\nseeds: [0]\narms: {a: {}}\n")
-    proc = run_cli(harness_cmd, cli_env, "validate", str(bad))
+    proc = harness_here("validate", str(bad))
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "unknown task 'nosuch'" in proc.stderr
-    missing = run_cli(harness_cmd, cli_env, "run", str(tmp_path / "none.yaml"))
+    missing = harness_here("run", str(tmp_path / "none.yaml"))
     assert missing.returncode == 2 and "cannot read suite file" in missing.stderr
 
 
-def test_list_shows_tasks_params_and_metrics(harness_cmd, cli_env):
-    proc = run_cli(harness_cmd, cli_env, "list")
+def test_list_shows_tasks_params_and_metrics():
+    proc = harness_here("list")
     assert proc.returncode == 0, proc.stderr
     for task in ("routing", "vocab", "er2"):
         assert f"{task}  (v" in proc.stdout

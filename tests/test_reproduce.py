@@ -13,6 +13,7 @@ import mlflow
 import pytest
 import torch
 from click.testing import CliRunner
+from fault_injection import harness_here
 from test_cli_run import free_port
 
 from harness import api
@@ -227,8 +228,7 @@ def test_a_killed_reproduction_is_closed_by_the_next(toy_run, harness_cmd, cli_e
     (left,) = [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]
     partial = [p for p in (toy_run / "reproductions").glob("*/toy/smoke") if incomplete_note(p)]
     assert len(partial) == 1  # the killed reproduction's folder reads as partial
-    again = subprocess.run([*harness_cmd, "reproduce", target], env=cli_env, capture_output=True, text=True, timeout=300,
-                           check=False)
+    again = harness_here("reproduce", target)
     assert again.returncode == 0, again.stderr
     assert client(toy_run).get_run(left.info.run_id).info.status == "KILLED"
     assert not [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]

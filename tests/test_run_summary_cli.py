@@ -1,21 +1,20 @@
 """`harness run` ends with the summary: the last 40 lines give every suite's validity and claim results."""
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-pytestmark = pytest.mark.integration
+from fault_injection import harness_here
+
+pytestmark = pytest.mark.integration  # whole runs with their reports (in this process: the output is the point)
 
 
 def test_the_last_40_lines_of_a_run_are_the_summary_also_in_summary_md_and_the_job_summary(
-    tmp_path, toy_suite, harness_cmd, cli_env
+    tmp_path, toy_suite
 ):
     results = tmp_path / "results"
     step = tmp_path / "step.md"
-    env = {**cli_env, "GITHUB_STEP_SUMMARY": str(step)}
-    command = [*harness_cmd, "run", str(toy_suite), "--results", str(results), "--no-mlflow"]
-    first = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
+    command = ["run", str(toy_suite), "--results", str(results), "--no-mlflow"]
+    first = harness_here(*command, GITHUB_STEP_SUMMARY=str(step))
     assert first.returncode == 0, first.stderr
     tail = first.stdout.splitlines()[-40:]
     assert tail.count("## harness summary") == 1
@@ -30,8 +29,7 @@ def test_the_last_40_lines_of_a_run_are_the_summary_also_in_summary_md_and_the_j
     assert "samples_per_s" not in first.stdout  # quiet: a non-key metric stays in verdicts.txt
     assert "samples_per_s" in (results / "toy" / "default" / "report" / "verdicts.txt").read_text()
 
-    verbose = subprocess.run([*command, "--verbose"], check=False, env=env, capture_output=True, text=True,
-                             timeout=600)
+    verbose = harness_here(*command, "--verbose", GITHUB_STEP_SUMMARY=str(step))
     assert verbose.returncode == 0, verbose.stderr
     assert "0 ran, 18 already finished" in verbose.stdout and "samples_per_s" in verbose.stdout
     validity = heading.split("; 3 seeds")[0]  # the wall time differs: nothing ran the second time

@@ -3,30 +3,28 @@ trials, `--seeds` gives a fixed design, and the report, summary.json and MLflow 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from calibration_task import sequential_suite
+from fault_injection import Outcome, harness_here
 
 SUITE = sequential_suite("seq", {"b": 2.5, "c": 0.0})
 
 
-def run(harness_cmd, cli_env, suite: Path, results: Path, *extra: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([*harness_cmd, "run", str(suite), "--results", str(results), *extra],
-                          env=cli_env, capture_output=True, text=True, timeout=600)
+def run(suite: Path, results: Path, *extra: str) -> Outcome:
+    done = harness_here("run", str(suite), "--results", str(results), *extra)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
 
 @pytest.mark.integration
-def test_a_sequential_run_stops_when_every_claim_is_decided_and_resumes_from_stored_trials(
-        tmp_path, harness_cmd, cli_env):
+def test_a_sequential_run_stops_when_every_claim_is_decided_and_resumes_from_stored_trials(tmp_path):
     suite = tmp_path / "seq.yaml"
     suite.write_text(SUITE)
     results = tmp_path / "r"
-    first = run(harness_cmd, cli_env, suite, results, "--no-mlflow")
+    first = run(suite, results, "--no-mlflow")
     run_dir = results / "seq" / "default"
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
     design = summary["sequential"]
@@ -44,23 +42,23 @@ def test_a_sequential_run_stops_when_every_claim_is_decided_and_resumes_from_sto
         record = json.loads(path.read_text())
         if record["seed"] == last_seed and record["arm"] != "a":
             path.unlink()
-    again = run(harness_cmd, cli_env, suite, results, "--no-mlflow")
+    again = run(suite, results, "--no-mlflow")
     assert f"2 ran, {3 * used - 2} already finished" in again.stdout
     resumed = json.loads((run_dir / "report" / "summary.json").read_text())
     assert [(c["result"], c["n"]) for c in resumed["claims"]] == [(c["result"], c["n"]) for c in summary["claims"]]
 
 
 @pytest.mark.integration
-def test_seeds_option_gives_a_fixed_design_and_mlflow_records_the_design(tmp_path, harness_cmd, cli_env):
+def test_seeds_option_gives_a_fixed_design_and_mlflow_records_the_design(tmp_path):
     suite = tmp_path / "seq.yaml"
     suite.write_text(SUITE)
-    run(harness_cmd, cli_env, suite, tmp_path / "fixed", "--no-mlflow", "--seeds", "0,1,2,3")
+    run(suite, tmp_path / "fixed", "--no-mlflow", "--seeds", "0,1,2,3")
     summary = json.loads((tmp_path / "fixed" / "seq" / "default" / "report" / "summary.json").read_text())
     assert summary["sequential"] is None and summary["seeds"] == [0, 1, 2, 3]
     assert all(c["n"] == 4 for c in summary["claims"])
 
     results = tmp_path / "tracked"
-    run(harness_cmd, cli_env, suite, results)
+    run(suite, results)
     import mlflow  # the real store the run wrote
 
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")

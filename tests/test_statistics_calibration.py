@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.stats
 
+from fault_injection import harness_here
 from records import make_record
 
 from harness.analysis.decide.run_decisions import analyse
@@ -172,11 +172,10 @@ contrasts:
 
 
 @pytest.mark.integration  # calibration by simulation
-def test_aa_suite_run_end_to_end_reports_nominal_false_rate(tmp_path, harness_cmd, cli_env):
+def test_aa_suite_run_end_to_end_reports_nominal_false_rate(tmp_path):
     suite = tmp_path / "aa.yaml"
     suite.write_text(AA_SUITE % ", ".join(str(i) for i in range(40)))
-    done = subprocess.run([*harness_cmd, "run", str(suite), "--no-mlflow", "--results", str(tmp_path / "r")],
-                          env=cli_env, capture_output=True, text=True, timeout=300)
+    done = harness_here("run", str(suite), "--no-mlflow", "--results", str(tmp_path / "r"))
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((tmp_path / "r" / "aa" / "default" / "report" / "summary.json").read_text())
     rows = [row for row in summary["contrasts"] if row["metric"] == "score"]
