@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fault_injection import harness_here
 from harness.tasks import metric_family
 from test_cli_run import free_port, run_cli, trial_files
 
@@ -37,8 +38,10 @@ def test_ray_gives_the_serial_answers_bit_for_bit_and_flags_speed(tmp_path, toy_
     both.write_text(f"description: toy and routing\ninclude: [{toy_suite}, {REPO / 'suites' / 'routing.yaml'}]\n")
     args = ("run", str(both), "--profile", "smoke", "--no-mlflow")
     env = {**cli_env, "OMP_WAIT_POLICY": "PASSIVE"}  # spinning OpenMP threads crawl on a busy shared CPU
-    serial = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "serial"), "--executor", "serial")
     ray = run_cli(harness_cmd, env, *args, "--results", str(tmp_path / "ray"), *RAY)
+    # the reference in this process (its answers, not its process, are compared), at the workers' threads
+    (threads,) = {r["environment"]["torch_threads"] for r in stored(tmp_path / "ray").values()}
+    serial = harness_here(*args, "--results", str(tmp_path / "serial"), "--executor", "serial", "--threads", str(threads))
     assert serial.returncode == 0, serial.stderr
     assert ray.returncode == 0, ray.stderr
     serial_records, ray_records = stored(tmp_path / "serial"), stored(tmp_path / "ray")
