@@ -97,8 +97,8 @@ def test_sigkill_midway_then_rerun_runs_only_unfinished_without_duplicates(tmp_p
     suite = tmp_path / "slow.yaml"
     suite.write_text(toy_suite.read_text().replace("params: {steps: 60}", "params: {steps: 60, seconds_per_step: 0.01}"))
     results = tmp_path / "results"
-    args = [*harness_cmd, "run", str(suite), "--seeds", "0,1", "--results", str(results)]  # 3 arms x 2 seeds x 2 points
-    proc = subprocess.Popen(args, env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["run", str(suite), "--seeds", "0,1", "--results", str(results)]  # 3 arms x 2 seeds x 2 points
+    proc = subprocess.Popen([*harness_cmd, *args], env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while len(trial_files(results, profile="default")) < 3 and time.time() < deadline:
         time.sleep(0.05)
@@ -111,7 +111,7 @@ def test_sigkill_midway_then_rerun_runs_only_unfinished_without_duplicates(tmp_p
     partial = harness_here("report", str(results))
     assert partial.returncode == 1 and "INCOMPLETE RUN" in partial.stderr  # the killed run never reads as a result
 
-    rerun = harness_here(*args[len(harness_cmd):])
+    rerun = harness_here(*args)
     assert rerun.returncode == 0, rerun.stderr
     assert f"{12 - len(survivors)} ran, {len(survivors)} already finished" in rerun.stdout
     files = trial_files(results, profile="default")

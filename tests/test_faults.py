@@ -65,6 +65,7 @@ def test_sigkill_at_a_named_point_then_rerun_repairs_everything(point, tmp_path,
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     survivors = {p.name: p.read_bytes() for p in (results / "toy" / "smoke" / "trials").glob("*.json")}
 
+    # a temp dir of its own is a process-wide setting (tempfile caches it), so that rerun is a process too
     rerun = run(toy_suite, results, **own_tmp) if own_tmp else run_here(toy_suite, results)
     assert rerun.returncode == 0, rerun.stderr
     assert "Traceback" not in rerun.stderr
