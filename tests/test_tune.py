@@ -81,12 +81,24 @@ def test_the_tuning_suite_runs_each_tuned_arm_over_its_grid_on_the_tuning_seeds(
     assert {t.params["lr"] for t in trials if t.arm == "sgd"} == {0.001, 0.1, 1.0}
 
 
-def write_lock(suite_path: Path, chosen: dict[str, dict], kept: dict[str, dict] | None = None, **changes) -> Path:
-    """A lock as `harness tune` writes it for the suite's current tune block."""
+def grid(chosen: dict, best: float = 0.9, others: float = 0.5) -> list[dict]:
+    """The toy grid as a lock records it, with per-seed values that make ``chosen`` the best point."""
+    if not chosen:
+        return []
+    return [{"params": {"lr": lr}, "failed": 0, "values": {seed: best if chosen == {"lr": lr} else others
+                                                           for seed in ("100", "101")}}
+            for lr in (0.001, 0.1, 1.0)]
+
+
+def write_lock(suite_path: Path, chosen: dict[str, dict], kept: dict[str, dict] | None = None,
+               grids: dict[str, list] | None = None, **changes) -> Path:
+    """A lock as `harness tune` writes it for the suite's current tune block (its checksum recomputed, as a
+    forger would); each arm's grid values make its ``chosen`` params the best unless ``grids`` says otherwise."""
     (suite,) = load_suites(suite_path, apply_locks=False)
     document = {"schema": LOCK_SCHEMA, "suite": suite.name, "tune_hash": tune_hash(suite.tune),
                 "seeds": list(suite.tune.seeds), "task_version": suite.task.version,
-                "arms": {arm: {"chosen": params, "kept": (kept or {}).get(arm, {}), "grid": []}
+                "arms": {arm: {"chosen": params, "kept": (kept or {}).get(arm, {}),
+                               "grid": (grids or {}).get(arm, grid(params))}
                          for arm, params in chosen.items()}, **changes}
     document["checksum"] = lock_checksum(document)
     write_json_atomic(lock_path(suite_path), document)
@@ -141,6 +153,42 @@ def test_a_stale_or_hand_edited_lock_is_refused(tmp_path, change, expected):
     with pytest.raises(SuiteError, match=expected) as caught:
         load_suites(path)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("chosen, grids, expected", [
+    # the control set to its worst grid point, the per-seed values left as they were: the verdict would flip
+    ({"sgd": {"lr": 0.001}, "momentum": {"lr": 0.1}}, {"sgd": grid({"lr": 1.0})},
+     r"arms.sgd: the lock chose \{\"lr\": 0.001\}, but its own per-seed values give \{\"lr\": 1.0\} by the tune "
+     r"block's rule \(the best mean accuracy over tuning seeds 100, 101\); a lock cannot choose for an arm"),
+    ({"sgd": {"lr": 1.0, "steps": 400}, "momentum": {"lr": 0.1}}, {"sgd": grid({"lr": 1.0})},
+     r"arms.sgd: the chosen params \{\"lr\": 1.0, \"steps\": 400\} are not a point of the arm's grid"),
+    ({"sgd": {"lr": 0.5}, "momentum": {"lr": 0.1}}, {"sgd": grid({"lr": 1.0})},
+     r"arms.sgd: the chosen params \{\"lr\": 0.5\} are not a point of the arm's grid"),
+    ({"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}}, {"sgd": grid({"lr": 1.0})[1:]},
+     r"arms.sgd: the lock's grid is not the arm's tuning grid"),
+    ({"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}},
+     {"sgd": [{**point, "values": {"100": "0.99", "101": 0.5}} for point in grid({"lr": 1.0})]},
+     r"arms.sgd: grid point \{\"lr\": 0.001\} has value '0.99' for seed 100, not a finite number"),
+    ({"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}},
+     {"sgd": [{**point, "failed": 1} if point["params"] == {"lr": 1.0} else point for point in grid({"lr": 1.0})]},
+     r"arms.sgd: the lock chose \{\"lr\": 1.0\}, but its own per-seed values give \{\"lr\": 0.001\}"),
+    ({"sgd": {"lr": 1.0}}, {}, r"arms.momentum: the chosen params None are not a point of the arm's grid"),
+])
+def test_a_lock_whose_choice_its_own_values_do_not_give_is_refused(tmp_path, chosen, grids, expected):
+    """The checksum is recomputed (as whoever edits a lock would): the choice is checked against the lock's
+    own per-seed grid values by the tune block's rule, and against the arm's grid."""
+    path = suite_file(tmp_path)
+    write_lock(path, chosen, grids=grids)
+    with pytest.raises(SuiteError, match=expected) as caught:
+        load_suites(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_lock_that_tune_wrote_passes_its_own_check():
+    """The committed locks, made by `harness tune`, agree with their recorded values."""
+    for name in ("er2", "er2_passkey", "vocab"):
+        (suite,) = load_suites(TOY_TUNE.parents[2] / "suites" / f"{name}.yaml")
+        assert suite.tuned is not None and suite.tuned["arms"]
 
 
 def test_a_lock_tuned_on_another_task_version_is_refused(tmp_path):

@@ -16,9 +16,16 @@ from harness.execution.runner import SuiteOutcome, run_suite
 from harness.listeners import RunListener
 from harness.store import write_json_atomic
 from harness.suite.model import Suite
-from harness.suite.points import sweep_points
-from harness.suite.tuning import LOCK_SCHEMA, ArmTuning, lock_checksum, lock_path, tune_hash, tune_plan, tuning_suite
-from harness.tasks.param_paths import layered
+from harness.suite.tuning import (
+    LOCK_SCHEMA,
+    ArmTuning,
+    grid_points,
+    lock_checksum,
+    lock_path,
+    tune_hash,
+    tune_plan,
+    tuning_suite,
+)
 from harness.terminal import Console
 from harness.tracking.environment import code_checkout, git_state
 
@@ -56,7 +63,7 @@ def tune_suite(suite: Suite, results_root: Path, device: torch.device, console: 
     metric = suite.task.metric_for(spec.metric)
     for name, arm_tuning in plan.items():
         if arm_tuning.space:
-            points = _grid(suite, name, arm_tuning)
+            points = grid_points(suite, name, arm_tuning)
             outcome.grids[name] = score_grid(name, points, run.records, spec.metric, metric.direction, spec.seeds)
     if outcome.unchosen:
         return outcome
@@ -68,17 +75,6 @@ def tune_suite(suite: Suite, results_root: Path, device: torch.device, console: 
     write_json_atomic(lock, _lock_document(outcome, plan, run.run_dir))
     outcome.lock = lock
     return outcome
-
-
-def _grid(suite: Suite, arm: str, tuning: ArmTuning) -> list[dict]:
-    """The arm's grid points as the task validates them (``1`` -> ``1.0``), as its trials record them."""
-    base = layered(suite.params, suite.arms[arm].params)
-    points = []
-    variant, sweep = sweep_points(suite.arms[arm].sweep)[0], sweep_points(suite.sweep)[0]  # the grid's keys are not swept
-    for point in sweep_points(tuning.space):
-        validated = suite.task.validate_params(layered(base, variant, point, sweep)).model_dump(mode="json")
-        points.append({key: validated[key] for key in point})
-    return points
 
 
 def _lock_document(outcome: TuneOutcome, plan: dict[str, ArmTuning], run_dir: Path) -> dict:

@@ -12,10 +12,13 @@ import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from statistics import fmean
+from typing import Any, Sequence
 
+from harness.metrics import better_sign
 from harness.store import canonical_json, read_json
 from harness.suite.model import Arm, ParamLayer, Suite, SuiteError
+from harness.suite.points import sweep_points
 from harness.suite.references import check_params, check_size
 from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
 from harness.suite.yaml_safety import located
@@ -180,10 +183,13 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
     arms, tuned = dict(suite.arms), {}
     for name, tuning in tune_plan(spec.tune, suite.arms).items():
         entry = document["arms"].get(name, {})
+        if not isinstance(entry, dict):
+            raise SuiteError(f"{lock}: arms.{name}: not an arm's entry; rerun `harness tune {path}`")
         if sorted(entry.get("kept", {})) != sorted(tuning.kept):
             raise SuiteError(f"{located(path, node, ['arms', name])}: arms.{name}: the arm now sets "
                              f"{', '.join(sorted(tuning.kept)) or 'no tuned key'} itself, but {lock.name} was tuned "
                              f"with {', '.join(sorted(entry.get('kept', {}))) or 'none'} kept; rerun `harness tune {path}`")
+        check_choice(lock, spec.tune, suite, name, tuning, entry)
         arms[name] = replace(arms[name], params=layered(arms[name].params, entry["chosen"]))
         tuned[name] = {"params": entry["chosen"], "kept": entry["kept"]}
     layers = tuple(ParamLayer(f"lock {lock.name}", name, dict(entry["params"])) for name, entry in tuned.items())
@@ -203,3 +209,85 @@ def read_lock(lock: Path, suite_file: Path) -> dict[str, Any]:
         raise SuiteError(f"{lock}: the lock does not match its checksum (edited by hand?); a lock is made only by "
                          f"`harness tune {suite_file}`: rerun it")
     return document
+
+
+def grid_points(suite: Suite, arm: str, tuning: ArmTuning) -> list[dict[str, Any]]:
+    """The arm's grid points as the task validates them (``1`` -> ``1.0``), as its trials record them."""
+    base = layered(suite.params, suite.arms[arm].params)
+    points = []
+    variant, sweep = sweep_points(suite.arms[arm].sweep)[0], sweep_points(suite.sweep)[0]  # the grid's keys are not swept
+    for point in sweep_points(tuning.space):
+        validated = suite.task.validate_params(layered(base, variant, point, sweep)).model_dump(mode="json")
+        points.append({key: validated[key] for key in point})
+    return points
+
+
+def point_mean(values: dict[int, float], failed: int, seeds: Sequence[int]) -> float | None:
+    """A grid point's score: the mean of its per-seed values in the tuning seeds' order, or None unless
+    every trial of the point finished with a value on every tuning seed."""
+    if failed or any(seed not in values for seed in seeds):
+        return None
+    return fmean(values[seed] for seed in seeds)
+
+
+def best_point(means: Sequence[float | None], direction: str) -> int | None:
+    """The index of the best mean by ``direction`` (the first of equals); None when no point has one."""
+    sign = better_sign(direction)
+    scored = [(index, mean) for index, mean in enumerate(means) if mean is not None]
+    return max(scored, key=lambda item: sign * item[1], default=(None, None))[0]  # max keeps the first of equals
+
+
+def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: ArmTuning, entry: dict[str, Any]) -> None:
+    """Refuse a lock whose choice for ``arm`` is not the one its own per-seed grid values give by the tune
+    block's rule, or whose grid is not the arm's grid: the checksum only says the lock was not edited by
+    accident, since whoever edits it can recompute it."""
+    refuse = f"{lock}: arms.{arm}"
+    chosen = entry.get("chosen")
+    expected = grid_points(suite, arm, tuning) if tuning.space else []
+    if not isinstance(chosen, dict) or (expected and chosen not in expected) or (not expected and chosen):
+        raise SuiteError(f"{refuse}: the chosen params {_shown(chosen)} are not a point of the arm's grid; "
+                         f"rerun `harness tune {suite.source}`")
+    grid = entry.get("grid")
+    recorded = [point.get("params") if isinstance(point, dict) else None for point in grid] \
+        if isinstance(grid, list) else None
+    if recorded != expected:
+        raise SuiteError(f"{refuse}: the lock's grid is not the arm's tuning grid; rerun `harness tune {suite.source}`")
+    if not expected:
+        return  # the arm sets every tuned key itself: nothing to choose
+    means = [point_mean(_values(refuse, point, spec.seeds), _failed(refuse, point), spec.seeds) for point in grid]
+    best = best_point(means, suite.task.metric_for(spec.metric).direction)
+    if best is None or expected[best] != chosen:
+        rule = f"the best mean {spec.metric} over tuning seeds {', '.join(map(str, spec.seeds))}"
+        gives = f"give {_shown(expected[best])}" if best is not None else "give no point"
+        raise SuiteError(f"{refuse}: the lock chose {_shown(chosen)}, but its own per-seed values {gives} by "
+                         f"the tune block's rule ({rule}); a lock cannot choose for an arm: rerun "
+                         f"`harness tune {suite.source}`")
+
+
+def _values(refuse: str, point: dict[str, Any], seeds: Sequence[int]) -> dict[int, float]:
+    values = point.get("values")
+    if not isinstance(values, dict):
+        raise SuiteError(f"{refuse}: a grid point's values are not a mapping of seed -> value")
+    out = {}
+    for seed in seeds:
+        value = values.get(str(seed))
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SuiteError(f"{refuse}: grid point {_shown(point.get('params'))} has value {value!r} for seed "
+                             f"{seed}, not a finite number")
+        out[seed] = float(value)
+    return out
+
+
+def _failed(refuse: str, point: dict[str, Any]) -> int:
+    failed = point.get("failed", 0)
+    if isinstance(failed, bool) or not isinstance(failed, int) or failed < 0:
+        raise SuiteError(f"{refuse}: grid point {_shown(point.get('params'))} has failed={failed!r}, not a count")
+    return failed
+
+
+def _shown(params: Any) -> str:
+    """Params as one short line of text (a forged lock may hold anything)."""
+    text = json.dumps(params, sort_keys=True, default=str) if isinstance(params, (dict, list)) else repr(params)
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -11,10 +11,10 @@ from typing import Any, Iterable
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.metrics import better_sign
 from harness.record import TrialRecord
 from harness.store import write_atomic
 from harness.suite.points import point_label
+from harness.suite.tuning import best_point, point_mean
 
 COLUMNS = 3
 
@@ -59,12 +59,9 @@ def score_grid(arm: str, points: list[dict[str, Any]], records: Iterable[TrialRe
         cells.setdefault((index, record.seed), []).append(value)
     for index, point in enumerate(grid):
         point.values = {seed: fmean(cells[index, seed]) for seed in seeds if (index, seed) in cells}
-        if not point.failed and len(point.values) == len(seeds):
-            point.mean = fmean(point.values.values())
-    scored = [p for p in grid if p.mean is not None]
-    sign = better_sign(direction)  # a tuned metric has a direction (suite.tuning refuses "none")
-    chosen = max(scored, key=lambda p: sign * p.mean, default=None)  # max keeps the first of equals
-    return ArmGrid(arm, grid, chosen)
+        point.mean = point_mean(point.values, point.failed, seeds)
+    best = best_point([p.mean for p in grid], direction)  # the rule a run checks a lock's choice by
+    return ArmGrid(arm, grid, grid[best] if best is not None else None)
 
 
 def write_grid_plot(grids: list[ArmGrid], metric: str, direction: str, title: str, path: Path) -> Path:
