@@ -78,7 +78,9 @@ INCONCLUSIVE = "inconclusive"
 VACUOUS = "vacuous"
 INSUFFICIENT = "insufficient pairs"
 FUTILE = "futile"
-DECIDED = (PASS, FAIL, FUTILE)
+SHORT = "short of margin"  # surely better than 0, surely short of a superiority margin: a decided FAIL of the claim
+DECIDED = (PASS, FAIL, SHORT, FUTILE)
+QUALITY_FAMILY, TIMING_FAMILY = "quality", "timing"
 IDENTICAL_ARMS = "treatment and control bit-identical on every seed: is the mechanism on?"
 
 
@@ -124,14 +126,19 @@ class ClaimResult:
     premise: PremiseResult | None = None  # the premise that failed (or is still open) and made it vacuous
     identical_arms: bool = False  # treatment and control reported the same metrics on every seed
     t_only: bool = False  # t and sign-flip disagree on these differences (heavy tails?): flagged, not overruled
+    family: str = QUALITY_FAMILY  # the Holm family it is tested in (timing claims have their own)
+    better_sign: int = 0  # +1 / -1: the metric's better direction (0: none, or a ratio claim)
+    which_way: str = ""  # where the deciding interval lies beside the boundary: "not better", "superior too", ...
 
     @property
     def result_text(self) -> str:
         """The result as every report shows it: 'PASS', or 'VACUOUS (premise <name> not met: ...)'."""
         if self.premise is not None:
             return f"{self.status.upper()} ({self.premise.text()})"
-        if self.t_only and self.status in (PASS, FAIL):
+        if self.t_only and self.status in (PASS, FAIL, SHORT):
             return f"{self.status.upper()} (t only: the sign-flip test disagrees, heavy tails?)"
+        if self.which_way and self.status in (PASS, FAIL, SHORT):
+            return f"{self.status.upper()} ({self.which_way})"
         return self.status.upper()
 
     @property
@@ -167,6 +174,12 @@ def in_holm_family(test: str, spec: Metric) -> bool:
     A testable claim leaves the family only when its observed spread is zero (``_exact``), whatever
     the metric's kind; one that could not be tested stays in it at p = 1."""
     return test != "equal" and (spec.better_sign != 0 or test in ("equivalent", "ratio"))
+
+
+def holm_family(spec: Metric) -> str:
+    """Timing claims form a Holm family of their own: their noise follows the machine's load, so a
+    timing claim must not make a quality claim harder to pass, nor the reverse."""
+    return TIMING_FAMILY if spec.kind == "speed" else QUALITY_FAMILY
 
 
 def _exact(estimate: MeanEstimate) -> bool:
@@ -245,7 +258,8 @@ def _tested(results: RunResults, include_speed: bool, reference_level: float) ->
             continue
         matching = variants_named(variants, claim.contrast)
         if not matching:
-            out.append(_undecided(claim, claim.contrast, "", claim.metric, "no such contrast in this run"))
+            out.append(_undecided(claim, claim.contrast, "", claim.metric, "no such contrast in this run",
+                                  holm_family(results.spec_for(claim.metric))))
         for variant in matching:
             for point in results.point_labels():
                 out.extend(_evaluate_at(results, variants, claim, variant, point, reference_level))
@@ -263,7 +277,8 @@ def _evaluate_at(
     family_keys = (k for k in reported if "@" not in wanted and metric_family(k) == wanted)
     keys = [wanted] if wanted in reported else sorted(family_keys, key=metric_order)
     if not keys:
-        return [_undecided(claim, variant.name, point, wanted, "metric not reported by both arms")]
+        return [_undecided(claim, variant.name, point, wanted, "metric not reported by both arms",
+                           holm_family(results.spec_for(wanted)))]
     identical = results.identical_arms(variant.treatment_label, variant.control_label, point)
     return [replace(_evaluate_key(results, variants, claim, variant, point, key, reference_level), identical_arms=identical)
             for key in keys]
@@ -277,18 +292,20 @@ def _evaluate_key(
     test = claim.test
     spec = results.spec_for(key)
     in_family = in_holm_family(test, spec)
+    family = holm_family(spec)
     if test == "ratio":
         ratio = _ratio(results, claim, variant, point, key)
         exact = ratio.mean_estimate is not None and _exact(ratio.mean_estimate)
-        return replace(ratio, in_family=in_family and not exact)
+        return replace(ratio, in_family=in_family and not exact, family=family)
     difference = compare(results, variant.treatment_label, variant.control_label, point, key)
     if difference is None:
-        return replace(_undecided(claim, variant.name, point, key, "no seed finished on both sides"), in_family=in_family)
+        return replace(_undecided(claim, variant.name, point, key, "no seed finished on both sides", family),
+                       in_family=in_family)
     estimate = difference.estimate
     common = dict(claim=claim, contrast=variant.name, point=point, key=key, n=difference.n,
                   estimate=difference.mean_difference, interval=difference.interval, dropped=len(difference.dropped),
                   in_family=in_family and not _exact(estimate), mean_estimate=estimate,
-                  t_only=difference.t_only)
+                  t_only=difference.t_only, family=family, better_sign=spec.better_sign)
     if test == "equal":
         exact = all(d == 0 for d in difference.differences)
         return ClaimResult(**common, status=PASS if exact else FAIL,
@@ -424,25 +441,27 @@ def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, sch
     A claim keeps the first decision it reaches; FUTILE when it cannot be decided by the last look.
     Looks stop once every claim is decided: later seeds cannot change a decision."""
     history: dict[tuple, list[ClaimResult | None]] = {}
-    family: list[tuple] = []
+    families: dict[str, list[tuple]] = {}
     decided: dict[tuple, ClaimResult] = {}
     for k in range(looks):
         for result in tested_at(k):
             ident = _identity(result)
+            if ident in decided:  # not tested again: a sequential run stops the arms only decided claims read
+                continue
             if ident not in history:
                 history[ident] = [None] * k
                 if result.in_family:
-                    family.append(ident)
+                    families.setdefault(result.family, []).append(ident)
             history[ident].append(result)
         for entries in history.values():
             entries.extend([None] * (k + 1 - len(entries)))
-        passes = _holm(family, alpha, lambda ident, a, k=k: _crossed(history[ident], schedule, design, a, k, "p_value"))
-        fails = _holm(family, alpha, lambda ident, a, k=k: _crossed(history[ident], schedule, design, a, k, "p_fail"))
+        passes = _holm(families, alpha, lambda ident, a, k=k: _crossed(history[ident], schedule, design, a, k, "p_value"))
+        fails = _holm(families, alpha, lambda ident, a, k=k: _crossed(history[ident], schedule, design, a, k, "p_fail"))
         for ident, entries in history.items():
             result = entries[k]
             if result is None or ident in decided:
                 continue
-            chosen = _decide_one(result, ident in family, passes, fails, ident, alpha, schedule, design, k)
+            chosen = _decide_one(result, ident in passes.levels, passes, fails, ident, alpha, schedule, design, k)
             if design.sequential:
                 chosen = _futile(chosen, schedule, design, k, alpha)
             if chosen.status in DECIDED or k == looks - 1:
@@ -450,7 +469,7 @@ def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, sch
         if all(ident in decided for ident in history):
             break
     out = []
-    p_adjusted = _fixed_holm(family, history, alpha) if not design.sequential else {}
+    p_adjusted = _fixed_holm(families, history) if not design.sequential else {}
     for ident, entries in history.items():
         result = decided.get(ident) or next(r for r in reversed(entries) if r is not None)
         out.append(replace(result, looks=len(schedule), sequential=design.sequential, mde=_mde(result),
@@ -481,21 +500,23 @@ class HolmStep:
     rejected: frozenset
 
 
-def _holm(family: list[tuple], alpha: float, crossed: Callable[[tuple, float], bool]) -> HolmStep:
-    """Reject every claim that crosses at alpha / (claims left), repeat with the rest; a rejected
-    claim's level is the one it was rejected at, the others' the last level compared with."""
+def _holm(families: Mapping[str, list[tuple]], alpha: float, crossed: Callable[[tuple, float], bool]) -> HolmStep:
+    """In each family on its own: reject every claim that crosses at alpha / (claims left), repeat
+    with the rest; a rejected claim's level is the one it was rejected at, the others' the last level
+    compared with. Every family member gets a level."""
     levels: dict[tuple, float] = {}
     rejected: set[tuple] = set()
-    remaining = list(family)
-    while remaining:
-        level = alpha / len(remaining)
-        newly = [ident for ident in remaining if crossed(ident, level)]
-        for ident in remaining:
-            levels[ident] = level
-        if not newly:
-            break
-        rejected.update(newly)
-        remaining = [ident for ident in remaining if ident not in rejected]
+    for family in families.values():
+        remaining = list(family)
+        while remaining:
+            level = alpha / len(remaining)
+            newly = [ident for ident in remaining if crossed(ident, level)]
+            for ident in remaining:
+                levels[ident] = level
+            if not newly:
+                break
+            rejected.update(newly)
+            remaining = [ident for ident in remaining if ident not in rejected]
     return HolmStep(levels, frozenset(rejected))
 
 
@@ -518,7 +539,33 @@ def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: H
     nominal = nominal_levels(schedule, level, design.spending)[k]
     estimate = result.mean_estimate
     interval = _interval_at(estimate, nominal) if estimate is not None and estimate.n >= 2 else None
-    return replace(result, status=status, level=level, nominal_level=nominal, decision_interval=interval, look=k + 1)
+    decided = replace(result, status=status, level=level, nominal_level=nominal, decision_interval=interval, look=k + 1)
+    return _which_way(decided)
+
+
+def _which_way(result: ClaimResult) -> ClaimResult:
+    """Say where the deciding interval lies beside 0 as well as beside the claim's boundary, read off
+    that one interval (so no new test and no new level): a superiority claim with a margin that is
+    surely short of it is SHORT OF MARGIN when the interval lies inside (0, margin), a plain FAIL
+    ('not better') when it lies at or below 0; a non-inferiority PASS whose interval lies above 0 is
+    superior too; a non-inferiority FAIL is 'worse by more than the margin'."""
+    test, interval, sign = result.claim.test, result.decision_interval, result.better_sign
+    if interval is None or sign == 0 or result.status not in (PASS, FAIL):
+        return result
+    low, high = oriented(interval, sign)
+    margin = float(result.claim.margin or 0.0)
+    if test == "superior" and result.status == FAIL:
+        if margin > 0 and low > 0:
+            return replace(result, status=SHORT, which_way=f"better, by less than {margin:g}")
+        if high <= 0:
+            return replace(result, which_way="not better")
+        return replace(result, which_way=f"short of {margin:g}, not shown better than 0")
+    if test == "non_inferior":
+        if result.status == PASS and low > 0:
+            return replace(result, which_way="superior too")
+        if result.status == FAIL:
+            return replace(result, which_way="worse by more than the margin")
+    return result
 
 
 def _mde(result: ClaimResult) -> float | None:
@@ -557,11 +604,15 @@ def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: i
     return result
 
 
-def _fixed_holm(family: list[tuple], history: Mapping[tuple, list[ClaimResult | None]], alpha: float) -> dict[tuple, float]:
-    """Holm-adjusted pass p-values of a fixed design (family members without a p-value count as 1)."""
-    finals = [history[ident][-1] for ident in family]
-    ps = [1.0 if r is None or r.p_value is None else r.p_value for r in finals]
-    return dict(zip(family, holm_adjust(ps))) if family else {}
+def _fixed_holm(families: Mapping[str, list[tuple]], history: Mapping[tuple, list[ClaimResult | None]]
+                ) -> dict[tuple, float]:
+    """Holm-adjusted pass p-values of a fixed design, family by family (members without a p-value count as 1)."""
+    adjusted: dict[tuple, float] = {}
+    for family in families.values():
+        finals = [history[ident][-1] for ident in family]
+        ps = [1.0 if r is None or r.p_value is None else r.p_value for r in finals]
+        adjusted.update(zip(family, holm_adjust(ps)))
+    return adjusted
 
 
 def _missing_cannot_pass(result: ClaimResult) -> ClaimResult:
@@ -573,10 +624,10 @@ def _missing_cannot_pass(result: ClaimResult) -> ClaimResult:
     return replace(result, detail=f"{result.detail}; {why}")
 
 
-def _undecided(claim: ClaimSpec, contrast: str, point: str, key: str, detail: str) -> ClaimResult:
-    """A claim that could not be tested: it stays in the Holm family at p = 1 (it does not shrink it)."""
+def _undecided(claim: ClaimSpec, contrast: str, point: str, key: str, detail: str, family: str) -> ClaimResult:
+    """A claim that could not be tested: it stays in its Holm family at p = 1 (it does not shrink it)."""
     return ClaimResult(claim, contrast, point, key, INCONCLUSIVE, 0, None, None, detail,
-                       in_family=claim.test != "equal")
+                       in_family=claim.test != "equal", family=family)
 
 
 def _bound(value: float | None) -> str:

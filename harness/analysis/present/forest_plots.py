@@ -29,6 +29,7 @@ FOREST_STEM = "0-forest"  # sorts first among a report's files and a parent run'
 COLOURS = {
     "pass": "#1a9850", "better": "#1a9850",
     "fail": "#d73027", "worse": "#d73027",
+    "short of margin": "#a6611a",  # better than 0, surely by less than the margin worth having
     "vacuous": "#f28e2b",
     "equivalent": "#4575b4",
     "reference effect": "#000000",
@@ -112,7 +113,9 @@ def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
     bounds: tuple[float, ...] = ()
     reference = claim.reference
     margin = reference.margin if reference is not None else None
-    if test == "non_inferior" and margin is not None:
+    if test == "superior" and claim.claim.margin:
+        bounds = ((sign or 1) * float(claim.claim.margin),)
+    elif test == "non_inferior" and margin is not None:
         bounds = (-(sign or 1) * margin,)
     elif test == "equivalent" and margin is not None:
         bounds = (-margin, margin)
@@ -120,7 +123,8 @@ def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
         bounds = tuple(float(bound) for bound in (claim.claim.min, claim.claim.max) if bound is not None)
     premise = f"; VACUOUS: premise {claim.premise.name} {'not met' if claim.premise.status == 'fails' else 'open'}" \
         if claim.premise is not None else ""
-    rows = [ForestRow(f"{claim.contrast} {claim.key} ({test}{premise})", claim.estimate,
+    which_way = f"; {claim.which_way}" if claim.which_way else ""
+    rows = [ForestRow(f"{claim.contrast} {claim.key} ({test}{premise}{which_way})", claim.estimate,
                       None if interval is None else interval.low, None if interval is None else interval.high,
                       claim.status, bounds)]
     if reference is not None and reference.estimate is not None:

@@ -21,7 +21,8 @@ from harness.analysis.stats.number_format import fmt
 
 TITLE = "## harness summary"
 SUMMARY_MARKDOWN_FILE = "summary.md"  # in the results folder, beside the suites
-RESULT_ORDER = ("pass", "fail", "inconclusive", "vacuous", "futile", "insufficient pairs")
+RESULT_ORDER = ("pass", "fail", "short of margin", "inconclusive", "vacuous", "futile", "insufficient pairs")
+ALWAYS_COUNTED = ("pass", "fail", "inconclusive", "vacuous")  # in the totals line even at 0
 CLAIM_HEADER = ("contrast", "metric", "point", "test", "estimate [{confidence:g}% CI]", "result", "seeds")
 
 
@@ -113,7 +114,7 @@ def totals_line(summaries: Sequence[SuiteSummary]) -> str:
     uncounted = sum(len(s.analysis.claims) for s in summaries if not s.counted)
     order = [*RESULT_ORDER, *sorted(set(counted) - set(RESULT_ORDER))]
     claims = ", ".join(f"{counted[status]} {status.upper()}" for status in order if counted[status] or status in
-                       RESULT_ORDER[:4])
+                       ALWAYS_COUNTED)
     if uncounted:
         claims += f" (+{uncounted} not counted: suite not valid)"
     valid = sum(1 for s in summaries if s.analysis.validity.status in (VALID, UNDECLARED))

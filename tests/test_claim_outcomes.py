@@ -1,0 +1,134 @@
+"""A decided claim says which way it went, and timing claims are a Holm family of their own.
+
+A superiority claim with a margin has three decided outcomes, read off the one interval that decided
+it: beyond the margin (PASS), better than 0 but surely short of the margin (SHORT OF MARGIN) and
+surely not better (FAIL, 'not better'). A non-inferiority PASS whose interval lies above 0 says
+'superior too'. Every surface (terminal table, summary.md, summary.json, forest plot, MLflow tag)
+reads ``status`` and ``result_text``, so these checks cover the labels at their source and in the
+summary and forest plot that render them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from records import make_record
+from test_strict_claims import SPREAD, claim, two_arm_run
+
+from harness.analysis.decide.claims import FAIL, PASS, SHORT, TIMING_FAMILY, evaluate_claims
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.present.forest_plots import COLOURS, forest_panels
+from harness.analysis.present.run_summary import SuiteSummary, totals_line
+from harness.analysis.present.summary_json import summary_document
+from harness.analysis.run_results import index_results
+from harness.suite.stored import StoredSuite
+
+CONTROL = [0.70 + 0.01 * i for i in range(8)]
+
+
+def _superior(gain: float, margin: float):
+    treat = {"acc": [c + gain + d for c, d in zip(CONTROL, SPREAD)], "loss": [0.4] * 8}
+    results = two_arm_run({"acc": CONTROL, "loss": [0.4] * 8}, treat, [claim("acc", margin=margin)])
+    (result,) = evaluate_claims(results)
+    return result, results
+
+
+@pytest.mark.parametrize("gain, status, text", [
+    (0.05, PASS, "PASS"),
+    (0.004, SHORT, "SHORT OF MARGIN (better, by less than 0.01)"),
+    (-0.02, FAIL, "FAIL (not better)"),
+    (0.003, FAIL, "FAIL (short of 0.01, not shown better than 0)"),
+])
+def test_a_superiority_margin_has_three_decided_outcomes(gain, status, text):
+    spread = {0.003: 1.0}.get(gain)
+    if spread:  # a wider spread: the interval reaches 0, yet lies wholly below the margin
+        treat = {"acc": [c + gain + 3 * d for c, d in zip(CONTROL, SPREAD)], "loss": [0.4] * 8}
+        (result,) = evaluate_claims(two_arm_run({"acc": CONTROL, "loss": [0.4] * 8}, treat,
+                                                [claim("acc", margin=0.01)]))
+    else:
+        result, _ = _superior(gain, 0.01)
+    assert (result.status, result.result_text) == (status, text), result.decision_interval
+    low, high = result.decision_interval.low, result.decision_interval.high
+    if status == SHORT:
+        assert 0 < low and high < 0.01  # the deciding interval lies inside (0, margin)
+    if text == "FAIL (not better)":
+        assert high <= 0
+
+
+def test_without_a_margin_a_fail_says_not_better():
+    result, _ = _superior(-0.02, 0.0)
+    assert result.result_text == "FAIL (not better)"
+
+
+def test_short_of_margin_is_oriented_by_the_metric_direction():
+    control = {"acc": [0.7] * 8, "loss": [0.40 + 0.01 * i for i in range(8)]}
+    lower = {"acc": [0.7] * 8, "loss": [c - 0.05 + d for c, d in zip(control["loss"], SPREAD)]}  # 0.05 nats lower
+    worse = {"acc": [0.7] * 8, "loss": [c + 0.05 + d for c, d in zip(control["loss"], SPREAD)]}
+    (short,) = evaluate_claims(two_arm_run(control, lower, [claim("loss", margin=0.08)]))
+    (not_better,) = evaluate_claims(two_arm_run(control, worse, [claim("loss", margin=0.08)]))
+    assert short.status == SHORT and not_better.result_text == "FAIL (not better)"
+
+
+def _non_inferior(gain: float):
+    """treat vs control non-inferior at 0.02, control vs a weak arm as the reference (a 0.2 gain)."""
+    seeds = range(8)
+    weak = [c - 0.2 + d for c, d in zip(CONTROL, reversed(SPREAD))]
+    arms = {"control": CONTROL, "treat": [c + gain + d for c, d in zip(CONTROL, SPREAD)], "weak": weak}
+    trials = [make_record(f"{arm}-{s}", arm, s, metrics={"acc": values[s]}) for arm, values in arms.items()
+              for s in seeds]
+    meta = {"suite": "ni", "profile": "default", "seeds": list(seeds), "sweep": {},
+            "metrics": {"acc": {"direction": "higher", "unit": "fraction", "kind": "quality"}},
+            "arms": {arm: {"labels": [arm]} for arm in arms},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"},
+                          {"treatment": "control", "control": "weak", "name": "control-vs-weak"}],
+            "claims": [claim("acc", "non_inferior", margin=0.02, reference="control-vs-weak")]}
+    (result,) = evaluate_claims(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+    return result
+
+
+def test_non_inferiority_says_when_it_is_superior_too_and_when_it_is_worse():
+    better, level, worse = _non_inferior(0.03), _non_inferior(0.0), _non_inferior(-0.05)
+    assert better.result_text == "PASS (superior too)"
+    assert level.result_text == "PASS"
+    assert worse.result_text == "FAIL (worse by more than the margin)"
+
+
+def test_every_surface_shows_short_of_margin():
+    result, results = _superior(0.004, 0.01)
+    analysis = analyse(results)
+    assert "1 SHORT OF MARGIN" in totals_line([SuiteSummary(analysis)])
+    assert "SHORT OF MARGIN (better, by less than 0.01)" in SuiteSummary(analysis).render()
+    (document_claim,) = summary_document(analysis, ())["claims"]
+    assert (document_claim["result"], document_claim["result_text"]) == (SHORT, result.result_text)
+    (panel,) = [p for p in forest_panels(analysis) if p.metric == "acc"]
+    (row,) = [r for r in panel.rows if r.result == SHORT]
+    assert row.colour == COLOURS[SHORT] and row.bounds == (0.01,)  # the margin is drawn
+
+
+TIMING_METRICS = {"acc": {"direction": "higher", "unit": "fraction", "kind": "quality"},
+                  "loss": {"direction": "lower", "unit": "nats", "kind": "quality"},
+                  "tokens_per_s": {"direction": "higher", "unit": "tokens/s", "kind": "speed"}}
+
+
+def _with_timing(timing_gain: float):
+    seeds = range(6)
+    control = {"acc": [0.7 + 0.01 * s for s in seeds], "loss": [0.5] * 6, "tokens_per_s": [1000.0 + 10 * s for s in seeds]}
+    jitter = (0.004, -0.003, 0.002, -0.001, 0.003, -0.002)
+    treat = {"acc": [control["acc"][s] + 0.012 + jitter[s] for s in seeds], "loss": [0.5] * 6,
+             "tokens_per_s": [control["tokens_per_s"][s] + timing_gain + 40 * jitter[s] / 0.004 for s in seeds]}
+    trials = [make_record(f"{arm}-{s}", arm, s, metrics={k: v[s] for k, v in values.items()})
+              for arm, values in (("control", control), ("treat", treat)) for s in seeds]
+    meta = {"suite": "timed", "profile": "default", "seeds": list(seeds), "sweep": {}, "metrics": TIMING_METRICS,
+            "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [claim("acc"), claim("tokens_per_s")]}
+    return evaluate_claims(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+
+
+def test_timing_claims_are_a_holm_family_of_their_own():
+    acc, speed = _with_timing(0.0)
+    assert speed.family == TIMING_FAMILY and acc.family != TIMING_FAMILY
+    assert acc.level == pytest.approx(0.025) and speed.level == pytest.approx(0.025)  # alone in each family
+    acc_fast, _ = _with_timing(500.0)  # the timing claim's outcome does not move the quality claim
+    assert (acc.status, acc.level, acc.p_adjusted) == (acc_fast.status, acc_fast.level, acc_fast.p_adjusted)
