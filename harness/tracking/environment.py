@@ -63,6 +63,12 @@ def _git(*args: str, cwd: Path) -> str | None:
     return out.stdout.strip()
 
 
+def read_git(*args: str, cwd: Path) -> str | None:
+    """``git ARGS`` in ``cwd`` with every configured program off, as ``git_state`` reads: for a reader of a
+    checkout that may be received (the evidence audit reads a suite file's history); None when git fails."""
+    return _git(*args, cwd=cwd)
+
+
 @lru_cache(maxsize=None)
 def git_state(cwd: Path) -> tuple[str, bool]:
     """(commit, dirty) of the checkout at cwd; ('unknown', False) outside git."""
