@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fault_injection import harness_here
 
 from harness import api
 from harness.analysis.run_results import load_results
@@ -117,3 +118,47 @@ def test_trials_of_an_arm_the_suite_no_longer_has_are_set_aside_by_every_reader(
     rerun, alone = load_results(results / "lock" / "default"), load_results(fresh / "lock" / "default")
     assert rerun.stale == 3 and rerun.arm_labels() == alone.arm_labels() == ["a", "b"]
     assert sorted(t.trial_id for t in rerun.finished) == sorted(t.trial_id for t in alone.finished)
+
+
+def _unreadable(meta: dict, design: dict) -> dict[str, bytes | None]:
+    return {"deleted": None, "emptied": b"", "invalid JSON": b"{", "a list": b"[]",
+            "design.claims = 5": json.dumps({**meta, "design": {**design, "claims": 5}}).encode(),
+            "design = 5": json.dumps({**meta, "design": 5}).encode(),
+            "design.seeds of text": json.dumps({**meta, "design": {**design, "seeds": ["0"]}}).encode()}
+
+
+@pytest.mark.parametrize("case", ["deleted", "emptied", "invalid JSON", "a list", "design.claims = 5", "design = 5",
+                                  "design.seeds of text"])
+def test_trials_without_a_readable_design_are_refused_until_redesign(tmp_path, case):
+    """Fails closed: with suite.json gone or damaged, a rerun under other claims must not reuse the trials
+    and analyse them under the new claims; it is one line (exit 2) until --redesign sets them aside."""
+    suite, results = write_suite(tmp_path), tmp_path / "r"
+    assert run(suite, results).exit_code == 0
+    folder = RunFolder(results, "lock", "default")
+    meta = json.loads((folder.path / SUITE_FILE).read_text())
+    content = _unreadable(meta, meta["design"])[case]
+    (folder.path / SUITE_FILE).unlink()
+    if content is not None:
+        (folder.path / SUITE_FILE).write_bytes(content)
+    trials = sorted(p.name for p in folder.trials_dir.glob("*.json"))
+    changed = write_suite(tmp_path, premises="premises:\n  - {name: regime, arm: b, metric: score, at_least: 1}",
+                          name="changed")
+    args = ["run", str(changed), "--results", str(results), "--no-mlflow", "--threads", "1"]
+    refused = harness_here(*args)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "--redesign" in line and "design" in line
+    assert sorted(p.name for p in folder.trials_dir.glob("*.json")) == trials  # untouched, nothing reran
+    redesigned = harness_here(*args, "--redesign")
+    assert redesigned.returncode == 0, redesigned.stderr
+    assert "--redesign: 6 stored trial(s)" in redesigned.stderr
+    assert sorted(p.name for p in (folder.trials_dir / "superseded").glob("*.json")) == trials
+    assert json.loads((folder.path / SUITE_FILE).read_text())["design"]["premises"]  # the new design is the folder's
+
+
+def test_redesign_leaves_a_folder_of_the_same_design_alone(tmp_path):
+    suite, results = write_suite(tmp_path), tmp_path / "r"
+    assert run(suite, results).exit_code == 0
+    again = harness_here("run", str(suite), "--results", str(results), "--no-mlflow", "--threads", "1", "--redesign")
+    assert again.returncode == 0 and "--redesign" not in again.stderr
+    assert not (results / "lock" / "default" / "trials" / "superseded").exists()

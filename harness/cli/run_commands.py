@@ -126,8 +126,12 @@ def execution_options(command):
 @execution_options
 @click.option("--verbose", is_flag=True, help="Print every metric and every exploratory row (default: key metrics; "
               "the full tables are in report/verdicts.txt either way).")
+@click.option("--redesign", is_flag=True, help="When the results folder's trials belong to another design, or to one "
+              "that cannot be read (suite.json deleted or damaged), set them aside (trials/superseded/) and run this "
+              "design afresh in the folder; without it such a run is refused.")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, workers, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose) -> None:
+        executor_name, workers, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose,
+        redesign) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
     from harness import api
     from harness.analysis.present.verdict_tables import render_arm_table
@@ -139,7 +143,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         profile=profile, seeds=seeds, arms=arms, results=results_root, tracking_uri=tracking_uri,
         mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address,
         ray_workers=ray_workers, threads=threads, trial_timeout=trial_timeout, max_trials=max_trials,
-        max_nodes=max_nodes,
+        max_nodes=max_nodes, redesign=redesign,
     )
     console = Console()
 
