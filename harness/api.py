@@ -38,7 +38,6 @@ from harness.analysis.present.verdict_tables import render_report
 from harness.analysis.run_results import ResultsError, load_results
 from harness.analysis.stats.sequential_design import Design
 from harness.devices import resolve_device
-from harness.execution.allocation import ALLOCATIONS
 from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
 from harness.execution.runner import SuiteOutcome, run_suite
@@ -104,7 +103,6 @@ class RunOptions:
     trial_timeout: float | None = None
     max_trials: int = MAX_TRIALS
     max_nodes: int = MAX_SUITE_NODES
-    allocation: str = "open"  # a sequential suite's later looks: "open" runs the arms an open question reads, "all" every arm
     redesign: bool = False  # set aside a folder's trials of another (or an unreadable) design instead of refusing
 
 
@@ -328,8 +326,6 @@ def run(
     handlers of its own); ``on_suite`` with each suite's result as it is done. Ctrl-C stops the run
     with every finished trial stored (``exit_code`` 130)."""
     started = time.perf_counter()
-    if options.allocation not in ALLOCATIONS:
-        raise UsageError(f"unknown allocation {options.allocation!r}; expected one of: {', '.join(ALLOCATIONS)}")
     suites = load_suites(suite_file, options)
     outcome = RunResult(results=Path(options.results))
     summaries: list[SuiteSummary] = []
@@ -342,8 +338,7 @@ def run(
                 mirror = session.mirror()
                 suite_run = run_suite(suite, session.results, session.device, session.console, options.resume,
                                       suite_executor(suite, options, session.executor, session.console),
-                                      options.trial_timeout, listeners=[mirror] if mirror else [],
-                                      allocation=options.allocation)
+                                      options.trial_timeout, listeners=[mirror] if mirror else [])
                 suite_run.parent_run_id = mirror.run_id if mirror else None
                 if suite_run.interrupted:
                     outcome.exit_code = 130
