@@ -76,7 +76,7 @@ def test_summary_gives_validity_and_every_claim_with_its_numbers(toy_analysis):
     for contrast, metric, point, test, estimate, result, seeds in accuracy:
         assert test == "non_inferior (margin 0.05)"
         assert estimate.startswith("+0.02 [+0.02, +0.02]")  # 0.82 - 0.80 on every seed: no spread
-        assert result == "PASS" and seeds == "3"
+        assert result == "PASS (superior too)" and seeds == "3"  # +0.02 on every seed: above 0 as well
     assert all(c[3] == "equal" and c[5] == "PASS" for c in cells if c[1] == "param_bytes")
     assert "| contrast" in text and "estimate [95% CI]" in text
     assert lines[-1] == ("**Totals:** claims 4 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS; suites valid 1 of 1; "
@@ -107,7 +107,7 @@ def test_forest_plot_draws_claims_reference_margin_and_key_contrasts(toy_analysi
     accuracy, param_bytes, loss, bytes_contrast = figure.axes  # the claims' strips first, then the contrasts
     assert accuracy.get_title(loc="left") == "claims" and loss.get_title(loc="left") == "exploratory contrasts"
     labels = [t.get_text() for t in accuracy.get_yticklabels()]
-    assert labels == ["momentum-vs-sgd accuracy (non_inferior)", "reference sgd-vs-slow_lr"]
+    assert labels == ["momentum-vs-sgd accuracy (non_inferior; superior too)", "reference sgd-vs-slow_lr"]
     claim_bar, reference_bar = accuracy.containers
     assert claim_bar.lines[0].get_xdata()[0] == pytest.approx(0.02)
     assert reference_bar.lines[0].get_xdata()[0] == pytest.approx(0.20)
@@ -171,7 +171,7 @@ def test_claims_and_key_contrasts_are_read_back_from_a_real_store(tmp_path, toy_
     assert f"{claim}/p_holm" not in metrics  # its differences do not vary: outside the Holm family, no adjusted p
     assert metrics["contrast/sgd-vs-slow_lr/loss/features_4/estimate"] == pytest.approx(-0.20)
     assert not any("samples_per_s" in name for name in metrics)  # a non-key metric
-    assert tags["harness.claim/momentum-vs-sgd/accuracy/features_4"] == "PASS"
+    assert tags["harness.claim/momentum-vs-sgd/accuracy/features_4"] == "PASS (superior too)"
     assert tags["harness.claim/momentum-vs-sgd/param_bytes/features_8"] == "PASS"
     assert tracker.client.list_artifacts(run_id)[0].path == "0-forest_features_4.png"  # the first artifact
 
