@@ -16,9 +16,15 @@ MLflow keys allow letters, digits, ``_ - . /`` and spaces (and ``:``), so each p
 (``=`` and ``,`` of a sweep point such as ``bank_size=256``) becomes ``_``, and a ``/`` inside a
 part becomes ``_`` too, so ``/`` only ever separates parts.
 
+MLflow draws a scalar metric as one bar, so an estimate and its bounds would be three unrelated bars.
+Each claimed metric's claims are also one series: ``claims/<metric>/estimate``, ``.../ci_low`` and
+``.../ci_high`` with one step per claim (contrast and point, in the suite's order, named by the tag
+``harness.claims/<metric>/steps``), so a line chart of the three over steps is that metric's forest plot.
+
 ``tracking_tags`` adds what the statistics were (``harness.stats.*``: method, confidence, seeds,
 the primary and secondary procedures) and the run's outcome (``harness.validity``,
-``harness.claims``), so a run in the MLflow UI says how its verdicts were reached.
+``harness.claims``), so a run in the MLflow UI says how its verdicts were reached, and the run's
+description: the summary in Markdown (``run_description``), the first thing its page shows.
 """
 from __future__ import annotations
 
@@ -27,7 +33,8 @@ from typing import TYPE_CHECKING
 
 from harness.analysis.decide.verdicts import INFO
 from harness.analysis.stats.paired_stats import METHOD
-from harness.tracking.mlflow_tracker import mlflow_key
+from harness.tracking.mlflow_tracker import NOTE_TAG, mlflow_key
+from harness.tracking.run_description import run_description
 
 if TYPE_CHECKING:
     from harness.analysis.decide.run_decisions import RunAnalysis
@@ -35,6 +42,8 @@ if TYPE_CHECKING:
 CLAIM_PREFIX = "claim"
 CONTRAST_PREFIX = "contrast"
 CLAIM_TAG_PREFIX = "harness.claim"
+SERIES_PREFIX = "claims"
+SERIES_TAG_PREFIX = "harness.claims"
 
 
 def metric_path(prefix: str, contrast: str, key: str, point: str) -> str:
@@ -43,9 +52,10 @@ def metric_path(prefix: str, contrast: str, key: str, point: str) -> str:
     return "/".join([prefix, *(mlflow_key(part).replace("/", "_") for part in parts)])
 
 
-def parent_metrics(analysis: RunAnalysis) -> dict[str, float]:
-    """Every claim's estimate, interval and p-values, and every key contrast's estimate."""
-    metrics: dict[str, float] = {}
+def parent_metrics(analysis: RunAnalysis) -> dict[str, float | list[float]]:
+    """Every claim's estimate, interval and p-values, every key contrast's estimate, and each claimed
+    metric's series (a list: one value per step)."""
+    metrics: dict[str, float | list[float]] = {}
     for claim in analysis.claims:
         base = metric_path(CLAIM_PREFIX, claim.contrast, claim.key, claim.point)
         interval = claim.interval
@@ -66,7 +76,32 @@ def parent_metrics(analysis: RunAnalysis) -> dict[str, float]:
         if row.verdict != INFO and results.is_key_metric(row.key) and _finite(row.difference.mean_difference):
             name = metric_path(CONTRAST_PREFIX, row.variant.name, row.key, row.point) + "/estimate"
             metrics[name] = float(row.difference.mean_difference)
+    for key, claims in _series_claims(analysis).items():
+        base = f"{SERIES_PREFIX}/{mlflow_key(key).replace('/', '_')}"
+        metrics[f"{base}/estimate"] = [float(c.estimate) for c in claims]
+        metrics[f"{base}/ci_low"] = [float(c.interval.low) for c in claims if c.interval is not None]
+        metrics[f"{base}/ci_high"] = [float(c.interval.high) for c in claims if c.interval is not None]
     return metrics
+
+
+def _series_claims(analysis: RunAnalysis) -> dict[str, list]:
+    """Per claimed metric, its claims with an estimate and a finite interval, in the suite's order (a
+    claim without them would shift every later step)."""
+    series: dict[str, list] = {}
+    for claim in analysis.claims:
+        interval = claim.interval
+        if _finite(claim.estimate) and interval is not None and _finite(interval.low) and _finite(interval.high):
+            series.setdefault(claim.key, []).append(claim)
+    return series
+
+
+def series_tags(analysis: RunAnalysis) -> dict[str, str]:
+    """What each step of each claimed metric's series is: 'step: contrast point'."""
+    return {
+        f"{SERIES_TAG_PREFIX}/{mlflow_key(key).replace('/', '_')}/steps":
+            "; ".join(f"{step}: {c.contrast}" + (f" {c.point}" if c.point else "") for step, c in enumerate(claims))
+        for key, claims in _series_claims(analysis).items()
+    }
 
 
 def claim_tags(analysis: RunAnalysis) -> dict[str, str]:
@@ -96,6 +131,8 @@ def tracking_tags(analysis: RunAnalysis) -> dict[str, str]:
         "harness.validity": analysis.validity.status,
         "harness.claims": ", ".join(f"{n} {status}" for status, n in sorted(outcomes.items())) or "none",
         **_design_tags(analysis),
+        **series_tags(analysis),
+        NOTE_TAG: run_description(analysis),
     }
 
 

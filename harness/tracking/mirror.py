@@ -25,6 +25,7 @@ from harness.tracking.mlflow_tracker import (
     open_parents,
     results_id,
 )
+from harness.tracking.trial_view import TrialView
 
 
 class _ParentRun:
@@ -34,6 +35,7 @@ class _ParentRun:
         self.tracker = tracker
         self.run_id: str | None = None  # the parent, once opened
         self.run: RunStart | None = None
+        self.view = TrialView()
         self._seconds_at_start = 0.0
 
     @property
@@ -43,6 +45,7 @@ class _ParentRun:
 
     def started(self, run: RunStart) -> None:
         self.run = run
+        self.view = TrialView.of(StoredSuite.from_stored(run.meta))
         self._seconds_at_start = self.tracker.seconds
 
     def _open(self, run_name: str, tags: Mapping[str, str], marked: bool) -> None:
@@ -55,7 +58,7 @@ class _ParentRun:
 
     def _log(self, record: TrialRecord, path: Path, tags: Mapping[str, str]) -> None:
         folder = self._started().folder.path
-        self.tracker.log_trial(self.run_id, record, path, marker_path(folder, record.trial_id),
+        self.tracker.log_trial(self.run_id, record, path, marker_path(folder, record.trial_id), view=self.view,
                                work_dir=folder / "work" / record.trial_id, extra_tags=tags)
 
     def _started(self) -> RunStart:
@@ -63,7 +66,7 @@ class _ParentRun:
             raise RuntimeError("the mirror has not been told the run started")
         return self.run
 
-    def finish(self, status: str, metrics: Mapping[str, float], artifacts: Iterable[Path] = (),
+    def finish(self, status: str, metrics: Mapping[str, float | Sequence[float]], artifacts: Iterable[Path] = (),
                tags: Mapping[str, str] | None = None) -> None:
         """Close the parent with ``status`` (FINISHED, FAILED, KILLED) and what the run concluded; nothing
         when no parent was opened (nothing was to be logged)."""
@@ -105,7 +108,7 @@ class MlflowMirror(_ParentRun):
             tracker.close_parents(self.unclosed)
             tracker.close_stale_parents(suite, profile, self.folder_id)
             self.present = tracker.trial_runs(suite, profile, self.folder_id)
-        if self.run_id is None and (pending or any(not _mirrored(r, self.present) for r in fresh)):
+        if self.run_id is None and (pending or any(not _mirrored(r, self.present, self.view) for r in fresh)):
             self._open(f"{suite}/{profile}", self.tags, marked=True)
         self._reconcile(fresh, self.present)
         self.reconciled.update(r.trial_id for r in fresh)
@@ -123,14 +126,14 @@ class MlflowMirror(_ParentRun):
         folder = self._started().folder
         for record in done:
             runs = present.pop(record.trial_id, [])
-            keep = next((run for run in runs if run.mirrors(record)), None)
+            keep = next((run for run in runs if run.mirrors(record, self.view)), None)
             self.tracker.delete_runs(run.run_id for run in runs if run is not keep)
             marker = marker_path(folder.path, record.trial_id)
             if keep is not None:
                 self.tracker.write_marker(marker, keep.run_id)
             else:
                 self.tracker.log_trial(self.run_id, record, folder.trial_path(record.trial_id), marker,
-                                       extra_tags=self.tags)
+                                       view=self.view, extra_tags=self.tags)
 
 
 class ReproductionMirror(_ParentRun):
@@ -156,5 +159,5 @@ class ReproductionMirror(_ParentRun):
         self._log(record, path, {"harness.kind": "reproduction_trial", **self.trial_tags(record)})
 
 
-def _mirrored(record: TrialRecord, present: dict[str, list[TrialRun]]) -> bool:
-    return any(run.mirrors(record) for run in present.get(record.trial_id, []))
+def _mirrored(record: TrialRecord, present: dict[str, list[TrialRun]], view: TrialView) -> bool:
+    return any(run.mirrors(record, view) for run in present.get(record.trial_id, []))

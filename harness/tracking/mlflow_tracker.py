@@ -12,6 +12,7 @@ while open, so an invocation killed at any point is closed (KILLED) by the next.
 """
 from __future__ import annotations
 
+import getpass
 import hashlib
 import json
 import os
@@ -22,8 +23,9 @@ import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 from harness.faults import fault
@@ -31,6 +33,9 @@ from harness.metrics import tracking_name
 from harness.record import TrialRecord
 from harness.store import read_json, write_atomic, write_json_atomic
 from harness.suite.stored import StoredSuite
+
+if TYPE_CHECKING:
+    from harness.tracking.trial_view import TrialView
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
@@ -43,6 +48,7 @@ RESULTS_ID_FILE = "results-id"
 PARENTS_DIR = "parents"
 _BAD_NAME = re.compile(r"[^/\w.\- :]")
 _CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class TrackingError(RuntimeError):
@@ -234,6 +240,7 @@ class MlflowTracker:
                 "harness.profile": suite.profile,
                 "harness.task": suite.task,
                 **{f"harness.{k}": v for k, v in environment.items()},
+                **convention_tags(environment, suite.source or ""),
                 **(extra_tags or {}),
             }
             run = self.client.create_run(experiment_id, tags={k: str(v) for k, v in tags.items()})
@@ -319,12 +326,15 @@ class MlflowTracker:
         return self._timed(search)
 
     def finish_parent(
-        self, run_id: str, status: str, metrics: Mapping[str, float], artifacts: Iterable[Path] = (),
+        self, run_id: str, status: str, metrics: Mapping[str, float | Sequence[float]], artifacts: Iterable[Path] = (),
         tags: Mapping[str, str] | None = None,
     ) -> None:
+        """Log what the run concluded and close it; a metric given as a list is a series, one step per value."""
         def finish() -> None:
             now = int(time.time() * 1000)
-            self._log_batch(run_id, metrics=[(mlflow_key(k), float(v), now, 0) for k, v in metrics.items()], tags=tags)
+            batch = [(mlflow_key(k), float(v), now, step) for k, values in metrics.items()
+                     for step, v in enumerate(values if isinstance(values, Sequence) else [values])]
+            self._log_batch(run_id, metrics=batch, tags=tags)
             for path in artifacts:
                 folder = "plots" if path.parent.name == "plots" else None  # forest plots go first, at the root
                 self.client.log_artifact(run_id, str(path), folder)
@@ -338,16 +348,18 @@ class MlflowTracker:
 
     # -- trial (nested) runs --------------------------------------------------------------
     def log_trial(
-        self, parent_id: str, record: TrialRecord, trial_file: Path, marker: Path, work_dir: Path | None = None,
-        extra_tags: Mapping[str, str] | None = None,
+        self, parent_id: str, record: TrialRecord, trial_file: Path, marker: Path, *, view: TrialView,
+        work_dir: Path | None = None, extra_tags: Mapping[str, str] | None = None,
     ) -> str:
-        """One nested run holding the trial's params, curves, final metrics, tags and files;
+        """One nested run holding the trial's params, curves, final metrics, workload, tags and files,
+        spanning the trial's own start and end; ``view`` says which metrics and what workload it shows,
         ``extra_tags`` add to (or override) the standard ones."""
         experiment_id = self.experiment_id(record.suite)
 
         def log() -> str:
             env = record.environment
             tags = {
+                **convention_tags(env, view.source),
                 "mlflow.parentRunId": parent_id,
                 "mlflow.runName": f"{record.arm_label} s{record.seed}"
                 + (f" {record.point_label}" if record.point_label else ""),
@@ -368,25 +380,25 @@ class MlflowTracker:
             }
             if record.error:
                 tags["harness.error"] = record.error[:8000]
-            run = self.client.create_run(experiment_id, tags={k: str(v) for k, v in tags.items()})
+            start_ms, end_ms = trial_span_ms(record)
+            run = self.client.create_run(experiment_id, start_time=start_ms, tags={k: str(v) for k, v in tags.items()})
             fault("trial-run-created")
-            start_ms = int(time.time() * 1000)
             metrics = [
                 (mlflow_key(key), float(value), start_ms, int(step))
                 for key, points in record.curves.items()
+                if any(value for _, value in points)  # an all-zero (or all-NaN) curve draws an empty chart
                 for step, value in points
                 if value is not None  # a NaN point, stored as null
             ]
-            metrics += [
-                (mlflow_key(k), float(v), start_ms, 0) for k, v in record.metrics.items() if v is not None
-            ]
-            metrics.append(("wall_seconds", record.wall_seconds, start_ms, 0))
+            metrics += [(mlflow_key(k), float(v), end_ms, 0) for k, v in view.shown_metrics(record).items()]
+            metrics.append(("wall_seconds", record.wall_seconds, end_ms, 0))
             self._log_batch(run.info.run_id, metrics=metrics, params=flatten("", record.params))
+            self.client.log_inputs(run.info.run_id, datasets=[view.workload(record).as_input()])
             self.client.log_artifact(run.info.run_id, str(trial_file))
             if work_dir is not None and work_dir.is_dir() and any(work_dir.iterdir()):
                 self.client.log_artifacts(run.info.run_id, str(work_dir), "files")
             fault("trial-run-logged")
-            self.client.set_terminated(run.info.run_id, "FINISHED" if record.finished else "FAILED")
+            self.client.set_terminated(run.info.run_id, "FINISHED" if record.finished else "FAILED", end_time=end_ms)
             fault("trial-mirrored")
             return run.info.run_id
 
@@ -445,11 +457,43 @@ class TrialRun:
     status: str
     metrics: frozenset[str]
 
-    def mirrors(self, record: TrialRecord) -> bool:
-        """Complete: closed with the record's status and carrying every metric it has."""
+    def mirrors(self, record: TrialRecord, view: TrialView) -> bool:
+        """Complete: closed with the record's status and carrying every metric ``view`` shows of it."""
         status = "FINISHED" if record.finished else "FAILED"
-        wanted = {mlflow_key(k) for k, v in record.metrics.items() if v is not None}
+        wanted = {mlflow_key(k) for k in view.shown_metrics(record)}
         return self.status == status and "wall_seconds" in self.metrics and wanted <= self.metrics
+
+
+def convention_tags(environment: Mapping[str, str], source: str) -> dict[str, str]:
+    """MLflow's own tags for the Source and User columns: the commit that ran, the suite file, who ran it."""
+    tags = {"mlflow.source.type": "LOCAL", "mlflow.user": _user()}
+    if source:
+        tags["mlflow.source.name"] = source
+    commit = environment.get("git_commit", "")
+    if _COMMIT.fullmatch(commit):
+        tags["mlflow.source.git.commit"] = commit
+    return tags
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a bare container)
+        return "unknown"
+
+
+def trial_span_ms(record: TrialRecord) -> tuple[int, int]:
+    """The trial's own start and end in epoch milliseconds, from its record, so MLflow's Duration is the
+    trial's; a record without a start (written before it was kept) ends now."""
+    try:
+        started = datetime.fromisoformat(record.started_at)
+    except ValueError:
+        end = int(time.time() * 1000)
+        return end - round(record.wall_seconds * 1000), end
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=timezone.utc)
+    start = round(started.timestamp() * 1000)
+    return start, start + round(record.wall_seconds * 1000)
 
 
 def _alive(pid: int) -> bool:
