@@ -1,8 +1,10 @@
 """Progress over a whole invocation: trials done of trials planned, elapsed time and an ETA.
 
 ``RunClock`` is the arithmetic: trials found already stored count as done but not toward the
-rate, so a resumed run does not promise an early finish; a sequential suite is planned at its
-``max_seeds`` and gives back what it did not run when it stops early. ``LiveBar`` draws it with
+rate, so a resumed run does not promise an early finish. A sequential suite is counted at its
+``max_seeds`` until its first look is drawn; from then on the ETA plans it at the looks drawn so far
+(its first look's seeds, the design's expected stop when no effect is known), each later look adding
+its trials as it is drawn, and the suite gives back what it did not run when it stops. ``LiveBar`` draws it with
 rich on a terminal; ``LogLines`` writes one line per finished trial and a heartbeat line while a
 long trial runs, for CI logs where nothing may print for minutes otherwise.
 """
@@ -36,6 +38,20 @@ class RunClock:
     done: int = 0
     ran: int = 0  # done by this invocation: only these say how long a trial takes
     started: float = field(default_factory=time.monotonic)
+    undrawn: dict[str, int] = field(default_factory=dict)  # a suite's trials of looks not drawn yet, left out of planned
+    per_seed: dict[str, float] = field(default_factory=dict)  # a suite's trials per seed at its first look
+    current: str = ""  # the suite whose look was drawn last (suites run one after another)
+
+    def look(self, suite: str, trials: int, seeds: int, max_seeds: int) -> None:
+        """A look of ``suite`` was drawn: ``trials`` in all, at ``seeds`` of at most ``max_seeds``. Its
+        later looks leave the plan until they are drawn (each suite was expected at its ``max_seeds``)."""
+        self.current = suite
+        per_seed = self.per_seed.setdefault(suite, trials / max(seeds, 1))
+        most = round(per_seed * max(max_seeds, seeds))
+        undrawn = max(most - trials, 0)
+        self.planned += self.undrawn.get(suite, 0) - undrawn
+        self.undrawn[suite] = undrawn
+        self.planned = max(self.planned, self.done)
 
     def expect(self, trials: int) -> None:
         self.planned += trials
@@ -51,7 +67,9 @@ class RunClock:
         self.planned = max(self.planned, self.done)
 
     def unplanned(self, trials: int) -> None:
-        """Trials planned that will not run (a sequential suite decided early, a suite stopped)."""
+        """Trials of the suite that ran last, planned at its ``max_seeds``, that will not run (a sequential
+        suite decided early, a suite stopped); those of undrawn looks already left the plan."""
+        trials -= self.undrawn.pop(self.current, 0)
         self.planned = max(self.planned - trials, self.done)
 
     def elapsed(self, now: float | None = None) -> float:

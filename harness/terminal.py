@@ -43,6 +43,7 @@ class Console:
         self.quiet = quiet
         self.live = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.clock = RunClock()
+        self.looks: dict[str, int] = {}  # suite -> looks drawn, for a suite with more than one possible
         self.display: LiveBar | LogLines = (
             LiveBar(self.stream, self.clock) if self.live else LogLines(self.stream, self.clock, heartbeat_s)
         )
@@ -62,6 +63,13 @@ class Console:
         """Trials this invocation plans to run or find stored (a sequential suite at its max_seeds)."""
         self.clock.expect(trials)
 
+    def look(self, suite: str, trials: int, seeds: int, max_seeds: int) -> None:
+        """A look of ``suite`` was drawn (``trials`` at ``seeds`` of at most ``max_seeds``): the ETA plans the
+        suite at the looks drawn so far, and a sequential suite's trial lines name their look."""
+        if max_seeds > seeds or suite in self.looks:
+            self.looks[suite] = self.looks.get(suite, 0) + 1
+        self.clock.look(suite, trials, seeds, max_seeds)
+
     def stored(self, trials: int) -> None:
         """Trials found finished in the store, counted done."""
         self.clock.stored(trials)
@@ -77,7 +85,9 @@ class Console:
     def trial_finished(self, suite: str, index: int, total: int, title: str, status: str, seconds: float) -> None:
         self.clock.finished()
         if not self.quiet:
-            self.display.finished(f"[{suite}] {title}", f"[{suite}] {index}/{total} {title}: {status} ({seconds:.1f}s)")
+            look = f" look {self.looks[suite]}:" if suite in self.looks else ""
+            self.display.finished(f"[{suite}] {title}",
+                                  f"[{suite}]{look} {index}/{total} {title}: {status} ({seconds:.1f}s)")
 
     def inner(self, description: str, done: int, total: int) -> None:
         if not self.quiet:

@@ -46,6 +46,45 @@ def test_a_sequential_suite_is_planned_at_its_max_seeds(tmp_path):
     assert planned_trials(fixed) == 2 * 2
 
 
+def test_the_eta_plans_a_sequential_suite_at_the_looks_drawn_then_gives_back_the_rest():
+    clock = RunClock(started=0.0)
+    clock.expect(24)  # 2 trials a seed, up to 12 seeds: what a run counts before it draws a look
+    clock.expect(4)  # a fixed suite after it
+    clock.look("seq", trials=6, seeds=3, max_seeds=12)  # the first look: 3 seeds
+    assert clock.planned == 6 + 4
+    for _ in range(6):
+        clock.finished()
+    assert clock.eta(now=60.0) == pytest.approx(10.0 * 4)  # 10 s a trial, the fixed suite's 4 left
+    clock.look("seq", trials=10, seeds=5, max_seeds=12)  # a second look adds its trials as drawn
+    assert clock.planned == 10 + 4
+    clock.look("seq", trials=9, seeds=5, max_seeds=12)  # a look that runs fewer arms plans fewer
+    assert clock.planned == 9 + 4
+    for _ in range(3):
+        clock.finished()
+    clock.unplanned(24 - 9)  # the suite stopped: the rest of its max_seeds leaves the plan once, not twice
+    assert clock.planned == 9 + 4
+    clock.look("fixed", trials=4, seeds=2, max_seeds=0)
+    assert clock.planned == 13
+    clock.unplanned(0)
+    assert clock.planned == 13
+
+
+def test_a_sequential_suites_trial_lines_name_their_look():
+    log = io.StringIO()
+    console = Console(log)
+    console.expect(24)
+    console.look("seq", 6, 3, 12)
+    console.trial_finished("seq", 1, 6, "a seed=0", "ok", 1.0)
+    console.look("seq", 10, 5, 12)
+    console.trial_finished("seq", 7, 10, "a seed=3", "ok", 1.0)
+    console.look("toy", 3, 1, 0)
+    console.trial_finished("toy", 1, 3, "sgd seed=0", "ok", 1.0)
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("[seq] look 1: 1/6 a seed=0: ok (1.0s) | 1/6 trials")
+    assert lines[1].startswith("[seq] look 2: 7/10 a seed=3: ok (1.0s) | 2/10 trials")
+    assert lines[2].startswith("[toy] 1/3 sgd seed=0: ok (1.0s)")  # one look: nothing to name
+
+
 def test_a_run_into_a_log_prints_each_trial_with_elapsed_and_eta_and_a_heartbeat(tmp_path, toy_suite):
     suite_file = tmp_path / "toy.yaml"  # trials of about a second, so a 0.2 s heartbeat must show
     suite_file.write_text(toy_suite.read_text().replace("steps: 20}", "steps: 20, seconds_per_step: 0.05}"))
