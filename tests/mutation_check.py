@@ -177,7 +177,8 @@ BREAKS = (
           "the summary's totals count the claims of a suite whose validity is undetermined"),
     Break("gate-markdown-hides-flipped-claim", "gating", "harness/gating/gate_report.py",
           "    if not check.passed:\n        return True\n",
-          "    if not check.passed and check.check != CLAIM:\n        return True\n", (),
+          "    if check.check == \"claim\":\n        return check.near_boundary\n"
+          "    if not check.passed:\n        return True\n", (),
           "the gate's Markdown leaves out a claim that flipped to FAIL"),
     # what keeps a received folder data and the outputs unforgeable
     Break("gate-contrast-one-sided", "gating", "harness/gating/gate.py",
@@ -188,6 +189,14 @@ BREAKS = (
           "    for identity in [i for i in reference if i not in accounted]:\n",
           "    for identity in []:\n", (),
           "a baseline value the gate made no check of passes quietly"),
+    Break("claim-flip-always-near", "gating", "harness/analysis/compare/claim_moves.py",
+          "    return any(abs(t - edge * c) <= NEAR_T for c in critical)\n",
+          "    return True\n", (),
+          "gate and compare call every claim flip the statistic explains 'near the boundary', however far"),
+    Break("claim-estimate-move-ignored", "gating", "harness/analysis/compare/claim_moves.py",
+          "    beyond = abs(change) > tolerance\n",
+          "    beyond = False\n", (),
+          "a claim whose estimate moved far passes the gate and compare while its label holds"),
     Break("git-reads-the-suite-tree", "provenance", "harness/execution/runner.py",
           "    env = environment(device)  # the git state of the harness checkout: a suite's own tree is never read\n",
           "    env = environment(device)\n    from harness.tracking.environment import git_diff as _gd\n"

@@ -79,7 +79,8 @@ def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: boo
 
     RESULTS_A and RESULTS_B are <suite>/<profile> folders, or results roots holding the same
     suites. Per arm and metric: B - A with its interval over seeds (paired by seed when both ran
-    the same seeds, else Welch). Exit 1 when a primary claim's result changed.
+    the same seeds, else Welch). Exit 1 when a primary claim's result changed (not near its boundary)
+    or its estimate moved beyond its tolerance.
     """
     from harness import api
     from harness.analysis.compare.comparison_text import render_comparison
@@ -94,7 +95,7 @@ def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: boo
         click.echo(f"\nsummary: {summary}" + (f"\nplot: {plot}" if plot else "") + "\n")
         changed = changed or comparison.claim_changed
     if changed:
-        click.echo("a primary claim's result changed from A to B")
+        click.echo("a primary claim changed from A to B (its result, or its estimate beyond its tolerance)")
         raise SystemExit(DIFFERS)
 
 

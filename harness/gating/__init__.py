@@ -8,7 +8,9 @@ What is compared, and how, follows what is stable across runs of the same code:
   spread, and the suite's tolerance applies (``gate.tolerances`` by key or family, else
   ``gate.default_tolerance``; defaults in ``suite.schema.GateSpec``), absolute, in the metric's unit;
   improvements always pass;
-- claims: each claim's result (pass, fail, inconclusive, ...) must not change; a claim on a speed
+- claims: by their evidence (``analysis.compare.claim_moves``): the estimate may move by at most
+  SPREAD_Z standard errors of the difference, and a result may change only near its decision
+  boundary (a warning), where float noise flips it; a claim on a speed
   metric is gated only where speed is, and where it is not, speed claims also leave the Holm family
   of the claims the gate reads (else timing noise moves their adjusted p-values, and their results);
 - memory metrics (bytes and other deterministic sizes): exactly equal;

@@ -157,6 +157,8 @@ def _baseline_problem(baseline: Mapping[str, Any]) -> str | None:
             return f"{where}: spread {spread!r} is not a non-negative number"
         if check == CLAIM and (not isinstance(entry.get("result"), str) or not entry["result"]):
             return f"{where}: a claim entry needs its 'result' (e.g. 'pass')"
+        if check == CLAIM and _evidence_problem(entry):
+            return f"{where}: {_evidence_problem(entry)}"
         entry_seeds = entry.get("seeds", seeds)
         if (not isinstance(entry_seeds, list) or not entry_seeds or not all(_is_int(s) and s in seeds for s in entry_seeds)):
             return f"{where}: 'seeds' must be a non-empty list of the baseline's seeds, not {entry_seeds!r}"
@@ -175,6 +177,18 @@ def _baseline_problem(baseline: Mapping[str, Any]) -> str | None:
     environment = baseline.get("environment", {})
     if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
         return "'environment' must be a mapping of strings"
+    return None
+
+
+def _evidence_problem(entry: Mapping[str, Any]) -> str | None:
+    """What is wrong with a claim entry's evidence (each field optional: older baselines hold none)."""
+    for key, least in (("estimate", -math.inf), ("standard_error", 0.0), ("boundary_t", 0.0)):
+        value = entry.get(key)
+        if value is not None and not (_is_number(value) and value >= least):
+            return f"{key} {value!r} is not a {'finite' if key == 'estimate' else 'non-negative'} number"
+    bounds = entry.get("bounds", [])
+    if not isinstance(bounds, list) or not all(_is_number(b) for b in bounds):
+        return f"'bounds' must be a list of finite numbers, not {bounds!r}"
     return None
 
 

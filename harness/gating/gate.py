@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.analysis.compare.claim_moves import SPREAD_Z, ClaimEvidence, judge, round_off, suite_tolerance
 from harness.analysis.decide.verdicts import contrast_variants
 from harness.analysis.present.markdown_tables import plain
 from harness.analysis.run_results import RunResults, load_results
@@ -31,10 +32,8 @@ from harness.gating.values import (
     trial_name,
     value_identity,
 )
-from harness.metrics import better_sign, metric_family
+from harness.metrics import better_sign
 from harness.suite.schema import GateSpec
-
-SPREAD_Z = 3.0  # a worsening beyond 3 standard errors of the difference of two means is not seed noise
 
 
 @dataclass(frozen=True)
@@ -47,6 +46,7 @@ class GateCheck:
     current: float
     passed: bool
     rule: str
+    near_boundary: bool = False  # a claim whose result changed within the tolerance of its boundary: a warning
 
     def describe(self) -> str:
         """One line; the names come from a results folder, so they are printed plain."""
@@ -81,6 +81,11 @@ class GateResult:
         return tuple(c for c in self.checks if not c.passed)
 
     @property
+    def warnings(self) -> tuple[GateCheck, ...]:
+        """Claims whose result changed near their boundary: reported, not failed."""
+        return tuple(c for c in self.checks if c.near_boundary)
+
+    @property
     def passed(self) -> bool:
         return bool(self.checks) and not (
             self.regressions or self.missing_in_run or self.failed_trials or self.missing_trials or self.dropped_seeds
@@ -91,7 +96,8 @@ class GateResult:
         verdict = "PASS" if self.passed else "FAIL"
         lines = [
             f"gate {plain(f'{self.suite}/{self.profile}/{self.device_class}')} vs {plain(self.baseline_path)}: {verdict} "
-            f"({len(self.checks) - len(self.regressions)} of {len(self.checks)} checks within tolerance)"
+            f"({len(self.checks) - len(self.regressions)} of {len(self.checks)} checks within tolerance"
+            f"{f', {len(self.warnings)} near the boundary' if self.warnings else ''})"
         ]
         if self.stale_note:
             lines.append(f"  {self.stale_note}")
@@ -101,6 +107,7 @@ class GateResult:
             lines.append("  NO CHECKS: nothing in this run could be compared with the baseline; a gate that compares "
                          "nothing fails")
         lines += [f"  REGRESSION {c.describe()}" for c in self.regressions]
+        lines += [f"  NEAR THE BOUNDARY (warning, not a regression) {c.describe()}" for c in self.warnings]
         lines += [f"  FAILED TRIAL {plain(t)}" for t in self.failed_trials]
         lines += [f"  MISSING TRIAL (in the baseline, not in this run): {plain(t)}" for t in self.missing_trials]
         lines += [f"  MISSING in this run (present in the baseline): {plain(m)}" for m in self.missing_in_run]
@@ -153,7 +160,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     ratios = {f"{v.treatment_label}-vs-{v.control_label}": (v.treatment_label, v.control_label)
               for v in contrast_variants(results)}
 
-    claim_results = {(e["subject"], e["point"], e["metric"]): e["result"] for e in entries if e["check"] == CLAIM}
+    claim_entries = {(e["subject"], e["point"], e["metric"]): e for e in entries if e["check"] == CLAIM}
     checks: list[GateCheck] = []
     missing_in_run: list[str] = []
     dropped: list[str] = []
@@ -170,11 +177,11 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     for identity, entry in reference.items():
         check, subject, point, key = identity
         if check == CLAIM:
-            result = claim_results.get((subject, point, key))
-            if result is None:
+            now = claim_entries.get((subject, point, key))
+            if now is None:
                 missing(identity)
             else:
-                checks.append(_claim_check(entry, result))
+                checks.append(_claim_check(entry, now, suite_tolerance(tolerances, key, tolerances.default_tolerance)))
             continue
         seeds = list(entry.get("seeds") or baseline["seeds"])
         labels = ratios.get(subject) if check in (SPEED_RATIO, CONTRAST) else (subject,)
@@ -273,7 +280,7 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: GateSpec,
             tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), round_off(value))
             source = f"{SPREAD_Z:g} standard errors over seeds"
         else:
-            tolerance = _tolerance(tolerances, key, tolerances.default_tolerance)
+            tolerance = suite_tolerance(tolerances, key, tolerances.default_tolerance)
             source = "the suite's tolerance (one seed: no spread)"
         passed = sign * (current - value) >= -tolerance
         rule = f"{what}, {reference['direction']} is better, may worsen by {tolerance:.3g} = {source}"
@@ -284,7 +291,7 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: GateSpec,
             rule = (f"{what}, baseline sure of its sign: must keep it and move by at most {tolerance:.3g} "
                     f"either way = {source}")
     else:
-        tolerance = _tolerance(tolerances, key, tolerances.speed_tolerance)
+        tolerance = suite_tolerance(tolerances, key, tolerances.speed_tolerance)
         # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
         passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
         rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
@@ -297,22 +304,11 @@ def _direction_certain(value: float, spread: float | None) -> bool:
     return spread is not None and value != 0 and abs(value) > SPREAD_Z * spread
 
 
-def _claim_check(reference: Mapping[str, Any], result: str) -> GateCheck:
-    """A claim's result must not change: a headline that flips is what CI exists to catch."""
-    before = reference["result"]
-    rule = f"result {before.upper()} -> {result.upper()}" + ("" if result == before else " (changed)")
-    value = float(reference["value"])
-    return GateCheck(CLAIM, reference["subject"], reference["point"], reference["metric"], value, value,
-                     result == before, rule)
-
-
-def round_off(value: float) -> float:
-    """How far two computations of the same mean may differ by float rounding alone (summation order)."""
-    return 1e-9 * max(1.0, abs(value))
-
-
-def _tolerance(tolerances: GateSpec, key: str, default: float) -> float:
-    named = tolerances.tolerances
-    if key in named:
-        return float(named[key])
-    return float(named.get(metric_family(key), default))
+def _claim_check(reference: Mapping[str, Any], current: Mapping[str, Any], tolerance: float) -> GateCheck:
+    """A claim's evidence against the baseline's (``claim_moves``): a headline that flips far from its
+    boundary, or an estimate that moves beyond its tolerance, is what CI exists to catch; a flip on the
+    boundary is float or seed noise, reported as a warning. A baseline saved before claims stored their
+    evidence compares results only. ``tolerance``: the suite's, where a run measured no spread."""
+    move = judge(ClaimEvidence.from_entry(reference), ClaimEvidence.from_entry(current), tolerance)
+    return GateCheck(CLAIM, reference["subject"], reference["point"], reference["metric"], float(reference["value"]),
+                     float(current["value"]), not move.regression, move.rule, move.near_boundary)

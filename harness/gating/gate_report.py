@@ -4,7 +4,9 @@ The gate's own text (``GateResult.render``) lists every regression for a termina
 two more views of the same ``GateResult`` objects: a Markdown table of every gated value that
 moved or failed (for GitHub's job summary), and JUnit XML with one test case per gated check,
 so that a CI system lists each failed check as a failed test; a failed or missing trial, a value
-missing from the run, a dropped seed and a gate that compared nothing are failed test cases too.
+missing from the run, a dropped seed and a gate that compared nothing are failed test cases too. A
+claim whose result changed near its boundary is a warning: a WARN row, and a passing test case that
+says so in its output.
 """
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ from xml.etree import ElementTree
 
 from harness.analysis.present.markdown_tables import inline, plain, printable, table
 from harness.gating.gate import GateCheck, GateResult, round_off
-from harness.gating.values import CLAIM
 
 TITLE = "## harness gate"
 MOVED_HEADER = ("run", "check", "subject", "point", "metric", "baseline", "current", "change", "result", "rule")
@@ -36,11 +37,12 @@ def problems(outcome: GateResult) -> list[tuple[str, str]]:
 
 
 def moved(check: GateCheck) -> bool:
-    """A check worth a row: it failed, or its value moved by more than float rounding (a claim: its result
-    changed). The same trials give means that differ in the last bit when summed in another order."""
+    """A check worth a row: it failed, it warns (a claim's result changed near its boundary), or its
+    value moved by more than float rounding. The same trials give means that differ in the last bit
+    when summed in another order."""
     if not check.passed:
         return True
-    return check.check != CLAIM and abs(check.current - check.baseline) > round_off(check.baseline)
+    return check.near_boundary or abs(check.current - check.baseline) > round_off(check.baseline)
 
 
 def render_markdown(outcomes: Sequence[GateResult]) -> str:
@@ -65,10 +67,8 @@ def render_markdown(outcomes: Sequence[GateResult]) -> str:
 
 
 def _check_row(outcome: GateResult, check: GateCheck) -> list[str]:
-    result = "PASS" if check.passed else "FAIL"
+    result = "FAIL" if not check.passed else "WARN" if check.near_boundary else "PASS"
     names = [inline(run_name(outcome)), check.check, inline(check.subject), inline(check.point or "-"), inline(check.metric)]
-    if check.check == CLAIM:
-        return [*names, "", "", "", result, check.rule]
     change = check.current - check.baseline
     return [*names, f"{check.baseline:.6g}", f"{check.current:.6g}", f"{change:+.3g}", result, check.rule]
 
@@ -89,6 +89,8 @@ def junit_xml(outcomes: Sequence[GateResult]) -> str:
                 failed += 1
                 failure = ElementTree.SubElement(case, "failure", message=plain(check.rule), type="regression")
                 failure.text = printable(check.describe())
+            elif check.near_boundary:
+                ElementTree.SubElement(case, "system-out").text = printable(f"warning: {check.describe()}")
         for kind, what in problems(outcome):
             case = ElementTree.SubElement(suite, "testcase", classname=classname, name=plain(f"{kind}: {what}"))
             failure = ElementTree.SubElement(case, "failure", message=kind, type=kind.replace(" ", "_"))

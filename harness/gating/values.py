@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
+from harness.analysis.compare.claim_moves import claim_evidence
 from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.verdicts import contrast_variants
 from harness.analysis.run_results import RunResults
@@ -18,7 +19,7 @@ CHECKS = (QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM)
 # vector width torch's kernels dispatch to), the intra-op threads (how reductions are split), the
 # torch build and its kernels' determinism
 NUMERIC_ENVIRONMENT = ("cpu_model", "cpu_capability", "torch_threads", "torch", "deterministic_algorithms",
-                       "machine", "device_name")
+                       "machine", "device_name", "numeric_mode")
 
 
 class GateError(ValueError):
@@ -89,8 +90,9 @@ def baseline_values(results: RunResults) -> list[dict[str, Any]]:
                                           differences, spread=seed_spread(differences.values())))
     for claim in evaluate_claims(results, include_speed=speed_gated(results)):
         estimate = claim.estimate if claim.estimate is not None and math.isfinite(claim.estimate) else 0.0
+        evidence = claim_evidence(claim, results.spec_for(claim.key).better_sign)
         entries.append(_entry(CLAIM, claim.contrast, claim.point, claim.key, "none", estimate,
-                              results.seeds or [], result=claim.status))
+                              results.seeds or [], result=claim.status, **evidence.entry_fields()))
     if results.speed_under_load:  # timings of concurrent trials say nothing about the code
         return entries
     for variant in contrast_variants(results):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from harness.analysis.compare.environment_diff import environment_differences, package_differences
-from harness.analysis.compare.run_comparison import PAIRED, Comparison, Shift
+from harness.analysis.compare.run_comparison import PAIRED, Change, Comparison, Shift
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.number_format import fmt
 from harness.terminal import format_table
@@ -23,11 +23,19 @@ def render_comparison(comparison: Comparison, all_metrics: bool) -> str:
 def _changes(comparison: Comparison) -> str:
     if not comparison.changes:
         return "no verdict, validity status or primary claim changed from A to B"
-    ordered = sorted(comparison.changes, key=lambda c: {"primary claim": 0, "validity": 1}.get(c.what, 2))
-    rows = [[c.what.upper() if c.primary else c.what, c.name, c.a, c.b] for c in ordered]
+    ordered = sorted(comparison.changes, key=lambda c: (not c.primary, {"primary claim": 0, "validity": 1}.get(c.what, 2)))
+    rows = [[_what(c), c.name, c.a, c.b, c.why] for c in ordered]
     claims = sum(c.primary for c in comparison.changes)
+    near = sum(c.near_boundary for c in comparison.changes)
     head = f"{len(comparison.changes)} change(s) from A to B" + (f", {claims} of them PRIMARY CLAIM result(s)" if claims else "")
-    return head + ":\n" + format_table(["what", "name", "A", "B"], rows)
+    head += f", {near} near the boundary (a warning)" if near else ""
+    return head + ":\n" + format_table(["what", "name", "A", "B", "why"], rows)
+
+
+def _what(change: Change) -> str:
+    if change.near_boundary:
+        return f"{change.what}, near the boundary"
+    return change.what.upper() if change.primary else change.what
 
 
 def _shifts(comparison: Comparison, all_metrics: bool) -> str:

@@ -5,7 +5,10 @@ when both runs have the same seeds, each seed's B - A difference is formed first
 same data and initialisation: only the change under test differs) and the interval is the
 Student-t interval of their mean; with different seeds the runs are independent samples and the
 interval is Welch's. Every verdict, validity status and primary claim result that changed comes
-first; a changed primary claim is what a CI job asks about ("does our headline survive?").
+first; a changed primary claim is what a CI job asks about ("does our headline survive?"). A claim
+is judged on its evidence as the gate judges it (``claim_moves``): a result that changed near its
+boundary is listed as such and does not count as changed, an estimate that moved beyond its
+tolerance counts even when the result held.
 """
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.analysis.compare.claim_moves import claim_evidence, judge, suite_tolerance
+from harness.analysis.decide.claims import ClaimResult
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.run_results import ResultsError, RunResults, load_results, metric_order
 from harness.analysis.stats.paired_stats import Interval, paired_difference, welch_difference
@@ -77,10 +82,13 @@ class Change:
     name: str
     a: str
     b: str
+    why: str = ""  # a claim's: how its evidence moved
+    near_boundary: bool = False  # a claim's result changed within the tolerance of its boundary: a warning
 
     @property
     def primary(self) -> bool:
-        return self.what == "primary claim"
+        """A primary claim that changed (exit 1); one that changed near its boundary is only reported."""
+        return self.what == "primary claim" and not self.near_boundary
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,8 @@ class Comparison:
             "method": self.method,
             "confidence": self.confidence,
             "claim_changed": self.claim_changed,
-            "changes": [{"what": c.what, "name": c.name, "a": c.a, "b": c.b} for c in self.changes],
+            "changes": [{"what": c.what, "name": c.name, "a": c.a, "b": c.b, "why": c.why,
+                         "near_boundary": c.near_boundary} for c in self.changes],
             "shifts": [s.as_dict() for s in self.shifts],
         }
 
@@ -163,13 +172,38 @@ def _changes(a: RunAnalysis, b: RunAnalysis) -> list[Change]:
     changes = []
     if a.validity.status != b.validity.status:
         changes.append(Change("validity", a.validity.metric or "controls", a.validity.status, b.validity.status))
-    claims_a = {_claim_name(c): claim_result(c.status, a.validity.status, a.validity.claims_count) for c in a.claims}
-    claims_b = {_claim_name(c): claim_result(c.status, b.validity.status, b.validity.claims_count) for c in b.claims}
-    changes.extend(_changed("primary claim", claims_a, claims_b))
+    claims_a = {_claim_name(c): c for c in a.claims}
+    claims_b = {_claim_name(c): c for c in b.claims}
+    for name in list(claims_a) + [name for name in claims_b if name not in claims_a]:
+        change = _claim_change(name, a, b, claims_a.get(name), claims_b.get(name))
+        if change is not None:
+            changes.append(change)
     rows_a = {_row_name(r): r.verdict for r in a.rows}
     rows_b = {_row_name(r): r.verdict for r in b.rows}
     changes.extend(_changed("verdict", rows_a, rows_b))
     return changes
+
+
+def _claim_change(name: str, a: RunAnalysis, b: RunAnalysis, claim_a: ClaimResult | None,
+                  claim_b: ClaimResult | None) -> Change | None:
+    """A primary claim's change from A to B, judged on its evidence (None: nothing to report)."""
+    label_a = _claim_label(a, claim_a)
+    label_b = _claim_label(b, claim_b)
+    if claim_a is None or claim_b is None:
+        return Change("primary claim", name, label_a, label_b)
+    spec = b.results.spec_for(claim_b.key)
+    gate = b.results.stored.gate
+    move = judge(claim_evidence(claim_a, spec.better_sign, label_a), claim_evidence(claim_b, spec.better_sign, label_b),
+                 suite_tolerance(gate, claim_b.key, gate.default_tolerance))
+    if label_a == label_b and not move.regression:
+        return None
+    return Change("primary claim", name, label_a, label_b, move.rule, move.near_boundary)
+
+
+def _claim_label(run: RunAnalysis, claim: ClaimResult | None) -> str:
+    if claim is None:
+        return "absent"
+    return claim_result(claim.status, run.validity.status, run.validity.claims_count)
 
 
 def _changed(what: str, a: Mapping[str, str], b: Mapping[str, str]) -> list[Change]:
