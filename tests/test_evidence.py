@@ -1,0 +1,298 @@
+"""Evidence bundles: a real run of the toy suite sealed in a scratch git repository passes ``harness audit``;
+each kind of tampering fails it in one line naming its check; a file that is no bundle exits 2; the
+programme lists every sealed design of a claim with an exploratory pooled estimate beside the latest.
+
+The harness records the git state of its own checkout, so the runs here name the scratch repository as
+that checkout (``environment.code_checkout``): its commits, dates and clean tree are the ones audited.
+The tests on real runs are in the integration tier (two toy runs, git and the audit end to end, in
+process); the pooled estimate's tests are fast.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fault_injection import Outcome, harness_here
+from harness.evidence import bundle as bundle_module
+from harness.evidence.bundle import design_hash
+from harness.evidence.programme import pool
+from harness.store import design_label, design_of
+from harness.tracking import environment
+
+TOY = Path(__file__).parent / "suites" / "toy.yaml"
+
+
+def git(repo: Path, *args: str, when: int | None = None) -> str:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    if when is not None:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"@{when} +0000"
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=repo,
+                          check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def run_and_seal(repo: Path, results: str) -> Path:
+    """The toy suite of ``repo`` run at its HEAD (which names the design, committed before) and sealed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(environment, "code_checkout", lambda: repo)
+        environment.git_state.cache_clear()
+        environment.git_diff.cache_clear()
+        ran = harness_here("run", str(repo / "suites" / "toy.yaml"), "--results", str(repo / results),
+                           "--no-mlflow", "--executor", "serial", "--threads", "1")
+        assert ran.returncode == 0, ran.stderr
+        sealed = harness_here("seal", str(repo / results), "toy", "--out", str(repo / "evidence"))
+    environment.git_state.cache_clear()
+    environment.git_diff.cache_clear()
+    assert sealed.returncode == 0, sealed.stderr
+    return Path(sealed.stdout.split("sealed: ")[1].split(" (")[0])
+
+
+@pytest.fixture(scope="module")
+def sealed(tmp_path_factory) -> tuple[Path, Path]:
+    """A scratch repository whose suites/toy.yaml was committed a minute before its run, and the bundle."""
+    repo = tmp_path_factory.mktemp("evidence") / "repo"
+    (repo / "suites").mkdir(parents=True)
+    shutil.copy(TOY, repo / "suites" / "toy.yaml")
+    (repo / ".gitignore").write_text("results*/\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "toy: the design", when=int(time.time()) - 60)
+    return repo, run_and_seal(repo, "results")
+
+
+@pytest.fixture(scope="module")
+def redesigned(sealed, tmp_path_factory) -> tuple[Path, Path, Path]:
+    """The repository after a second design (a tighter margin) ran on the same seeds: both bundles."""
+    repo = tmp_path_factory.mktemp("redesign") / "repo"
+    shutil.copytree(sealed[0], repo, symlinks=True)
+    suite = repo / "suites" / "toy.yaml"
+    suite.write_text(suite.read_text().replace("margin: 0.05", "margin: 0.04"))
+    git(repo, "commit", "-qam", "toy: a tighter margin", when=int(time.time()) - 30)
+    first = repo / "evidence" / "toy" / sealed[1].name
+    return repo, first, run_and_seal(repo, "results2")
+
+
+@pytest.fixture
+def copy(sealed, tmp_path) -> tuple[Path, Path]:
+    """A scratch copy of the sealed repository to tamper with."""
+    repo = tmp_path / "repo"
+    shutil.copytree(sealed[0], repo, symlinks=True)
+    return repo, repo / "evidence" / "toy" / sealed[1].name
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in gzip.decompress(path.read_bytes()).decode().splitlines()]
+
+
+def write_lines(path: Path, lines: list[dict]) -> None:
+    path.write_bytes(gzip.compress("".join(json.dumps(line) + "\n" for line in lines).encode()))
+
+
+def failed_checks(outcome: Outcome) -> list[str]:
+    """The check each FAIL line names (one line per failure)."""
+    return [line.split(": FAIL ")[1].split(":")[0] for line in outcome.stdout.splitlines() if ": FAIL " in line]
+
+
+@pytest.mark.integration
+def test_a_sealed_bundle_passes_audit_and_is_small(sealed):
+    repo, path = sealed
+    assert path.parent == repo / "evidence" / "toy" and path.stat().st_size < 2**20
+    audited = harness_here("audit", str(repo / "evidence"))
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    assert f"{path}: ok (18 trials" in audited.stdout
+
+
+@pytest.mark.integration
+def test_a_bundle_holds_every_trial_the_design_lock_and_the_summary(sealed):
+    repo, path = sealed
+    header, suite, summary, *trials = lines_of(path)
+    stored = json.loads((repo / "results" / "toy" / "default" / "suite.json").read_text())
+    assert header["suite_file"] == "suites/toy.yaml" and suite["suite_json"] == stored
+    assert f"design {header['design']} " in design_label(design_of(stored)) and path.name == f"{header['design']}.jsonl.gz"
+    assert summary["summary"]["claims"] and len(trials) == 18
+    record = trials[0]["record"]
+    assert record["environment"]["git_commit"] == git(repo, "rev-parse", "HEAD")
+    assert record["environment"]["git_dirty"] == "false" and record["environment"]["task_code_sha256"]
+    assert {"params", "metrics", "seed", "arm", "started_at", "wall_seconds"} <= set(record)
+
+
+def _dated_before(lines: list[dict]) -> None:
+    lines[3]["record"]["started_at"] = "2001-01-01T00:00:00+00:00"
+
+
+def _dirty(lines: list[dict]) -> None:
+    lines[4]["record"]["environment"]["git_dirty"] = "true"
+
+
+def _untracked(lines: list[dict]) -> None:
+    lines[5]["record"]["environment"]["task_untracked_files"] = "helper.py"
+
+
+def _metric(lines: list[dict]) -> None:
+    record = next(line["record"] for line in lines[3:] if line["record"]["arm"] == "momentum")
+    record["metrics"]["accuracy"] += 0.25
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("tamper, check", [(_dated_before, "dated"), (_dirty, "clean"), (_untracked, "clean"),
+                                           (_metric, "verdicts")])
+def test_a_tampered_trial_fails_audit_in_one_line_naming_the_check(copy, tamper, check):
+    repo, path = copy
+    lines = lines_of(path)
+    tamper(lines)
+    write_lines(path, lines)
+    audited = harness_here("audit", str(path))
+    assert audited.returncode == 1, audited.stdout + audited.stderr
+    assert failed_checks(audited) == [check], audited.stdout
+
+
+@pytest.mark.integration
+def test_a_changed_design_fails_audit_naming_the_design(copy):
+    """A forger who loosens the margin and re-hashes the bundle still meets the suite file at the commit."""
+    repo, path = copy
+    lines = lines_of(path)
+    stored = lines[1]["suite_json"]
+    for claims in (stored["claims"], stored["design"]["claims"]):
+        claims[0]["margin"] = 0.2
+    lines[0]["design"] = design_hash(design_of(stored))
+    path.unlink()
+    path = path.with_name(f"{lines[0]['design']}.jsonl.gz")
+    write_lines(path, lines)
+    audited = harness_here("audit", str(path))
+    assert audited.returncode == 1
+    assert "design" in failed_checks(audited) and set(failed_checks(audited)) <= {"design", "verdicts"}
+    assert "suites/toy.yaml at " in audited.stdout
+
+
+@pytest.mark.integration
+def test_seeds_of_an_earlier_bundle_of_the_claim_fail_the_later_one(redesigned):
+    repo, first, second = redesigned
+    assert first.name != second.name
+    later = harness_here("audit", str(second))
+    assert later.returncode == 1 and failed_checks(later) == ["seeds"], later.stdout
+    assert f"seed(s) 0,1,2 were used by the earlier bundle toy/{first.name.split('.')[0]}" in later.stdout
+    assert harness_here("audit", str(first)).returncode == 0
+
+
+@pytest.mark.integration
+def test_the_findings_lines_citing_a_bundle_must_give_its_verdicts(copy):
+    repo, path = copy
+    name = f"toy/{path.name.split('.')[0]}"
+    summary = lines_of(path)[2]["summary"]
+    status = summary["validity"]["status"]
+    claim = summary["claims"][0]
+    cited = f"claim/momentum-vs-sgd/accuracy/{claim['point'].replace('=', '_')}"
+    findings = repo / "docs" / "findings"
+    findings.mkdir(parents=True)
+    doc = findings / "toy.md"
+    doc.write_text(f"# toy\n\n- evidence `{name}` `validity` **{status}**\n- evidence `{name}` `{cited}` "
+                   f"**{claim['result']}**\n")
+    assert harness_here("audit", str(path)).returncode == 0
+    doc.write_text(doc.read_text() + f"- evidence `{name}` `{cited}` **PASS-ISH**\n- evidence `{name}` `claim/none` **PASS**\n"
+                   f"- evidence {name} says it all\n")
+    audited = harness_here("audit", str(path))
+    assert failed_checks(audited) == ["findings"] * 3, audited.stdout
+    assert "docs/findings/toy.md:5 says" in audited.stdout and "toy.md:6 cites claim/none" in audited.stdout
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"not a bundle")
+
+
+def _truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-40])
+
+
+def _link(path: Path) -> None:
+    target = path.with_name("elsewhere")
+    path.rename(target)
+    path.symlink_to(target)
+
+
+def _markup(path: Path) -> None:
+    lines = lines_of(path)
+    lines[0]["suite"] = "<img src=x onerror=alert(1)>"
+    write_lines(path, lines)
+
+
+def _misnamed(path: Path) -> None:
+    path.rename(path.with_name("0badc0de.jsonl.gz"))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("spoil, fragment", [
+    (_garbage, "not gzip data"), (_truncated, "truncated"), (_link, "a symbolic link"),
+    (_markup, "is not a plain word"), (_misnamed, "so it is named"),
+])
+def test_a_malformed_or_hostile_bundle_exits_2_in_one_line(copy, spoil, fragment):
+    repo, path = copy
+    spoil(path)
+    audited = harness_here("audit", str(repo / "evidence" / "toy"))
+    assert audited.returncode == 2 and fragment in audited.stderr, audited.stderr
+    assert len(audited.stderr.strip().splitlines()) == 1 and audited.stderr.startswith("error: ")
+    assert "Traceback" not in audited.stderr
+
+
+@pytest.mark.integration
+def test_a_bundle_that_inflates_past_the_cap_is_refused(copy, monkeypatch):
+    repo, path = copy
+    monkeypatch.setattr(bundle_module, "MAX_TEXT_BYTES", 4096)
+    audited = harness_here("audit", str(path))
+    assert audited.returncode == 2 and "inflates to over" in audited.stderr
+
+
+@pytest.mark.integration
+def test_seal_refuses_what_it_cannot_seal_in_one_line(sealed, tmp_path):
+    repo, _ = sealed
+    missing = harness_here("seal", str(repo / "results"), "other", "--out", str(repo / "evidence"))
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no run of suite other")
+    outside = harness_here("seal", str(repo / "results"), "toy", "--out", str(tmp_path / "evidence"))
+    assert outside.returncode == 2 and "not inside a git checkout" in outside.stderr
+
+
+@pytest.mark.integration
+def test_the_programme_lists_every_design_with_the_pooled_estimate_beside_the_latest(redesigned):
+    repo, first, second = redesigned
+    shown = harness_here("programme", str(repo / "evidence"))
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert "## toy: 2 sealed design(s), oldest first" in text
+    section = text.split("claim/momentum-vs-sgd/accuracy/features_4")[1].split("claim/")[0]
+    designs = [first.name.split(".")[0], second.name.split(".")[0]]
+    assert section.index(designs[0]) < section.index(designs[1])
+    latest = next(line for line in section.splitlines() if line.startswith("latest verdict:"))
+    assert f"(design {designs[1]})" in latest and "exploratory" in latest and "DerSimonian-Laird" in latest
+
+
+def test_a_path_that_is_not_there_is_one_line(tmp_path):
+    audited = harness_here("audit", str(tmp_path / "evidence" / "none.jsonl.gz"))
+    assert audited.returncode == 2 and audited.stderr == f"error: {tmp_path}/evidence/none.jsonl.gz does not exist\n"
+    assert harness_here("programme", str(tmp_path / "none")).returncode == 2
+
+
+def test_the_pooled_interval_covers_the_true_effect_at_its_level():
+    """Simulated programmes of 8 designs around a true effect of 0.3 with a between-design spread of 0.1:
+    the DerSimonian-Laird 95% interval covers 0.3 in about 95% of them (it runs a little short at 8 designs)."""
+    rng = random.Random(7)
+    covered, trials = 0, 2000
+    for _ in range(trials):
+        effects = []
+        for _ in range(8):
+            variance = rng.uniform(0.005, 0.05)
+            effects.append((rng.gauss(0.3 + rng.gauss(0, 0.1), variance ** 0.5), variance))
+        pooled = pool(effects)
+        covered += pooled.low <= 0.3 <= pooled.high
+    assert 0.90 <= covered / trials <= 0.975
+
+
+def test_the_pool_of_identical_designs_is_their_estimate_with_no_spread():
+    pooled = pool([(0.5, 0.01), (0.5, 0.04)])
+    assert pooled.estimate == pytest.approx(0.5) and pooled.tau2 == 0
+    assert pool([(0.5, 0.01)]) is None and pool([(0.5, 0.0), (0.4, 0.0)]) is None
