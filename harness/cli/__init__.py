@@ -39,10 +39,18 @@ def main() -> None:
 
 
 def _register() -> None:
-    from harness.cli import analysis_commands, new_task_commands, reproduce_commands, run_commands, tune_commands
+    from harness.cli import (
+        analysis_commands,
+        new_task_commands,
+        publish_commands,
+        reproduce_commands,
+        run_commands,
+        tune_commands,
+    )
 
     for command in (*run_commands.COMMANDS, *tune_commands.COMMANDS, *analysis_commands.COMMANDS,
-                    *reproduce_commands.COMMANDS, *new_task_commands.COMMANDS):
+                    *reproduce_commands.COMMANDS, *new_task_commands.COMMANDS,
+                    *publish_commands.COMMANDS):
         main.add_command(command)
 
 

@@ -1,0 +1,84 @@
+"""The stored runs a report is built from: each ``<suite>/<profile>`` folder analysed, with what names it
+across commits and machines (the commit and machine its trials ran on, when, the task code and design)."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from harness.analysis.decide.run_decisions import RunAnalysis, analyse
+from harness.analysis.run_results import ResultsError, load_results
+from harness.store import SUITE_FILE, design_label, design_of, iter_runs, read_json
+
+
+class PublishError(ValueError):
+    """Nothing to publish, or a folder that cannot be read: one line for the user."""
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One run folder, analysed, and where and when its trials ran."""
+
+    folder: Path
+    analysis: RunAnalysis
+    commit: str  # the commit its trials ran at ("mixed: ..." when they differ)
+    machine: str
+    finished_at: str  # ISO 8601, the last trial's start
+    task_code: str  # sha256 of the task's source
+    design: str  # design_label: the design's hash and what it is
+
+    @property
+    def suite(self) -> str:
+        return self.analysis.results.suite
+
+    @property
+    def profile(self) -> str:
+        return self.analysis.results.profile
+
+    @property
+    def label(self) -> str:
+        """'<commit> on <machine>, <date>': how the claims table heads this run's column."""
+        return f"{self.commit} on {self.machine}, {self.finished_at[:16].replace('T', ' ') or 'no date'}"
+
+
+def _most_common(values: Iterable[str], unknown: str) -> str:
+    counts = Counter(v for v in values if v)
+    if not counts:
+        return unknown
+    if len(counts) == 1:
+        return next(iter(counts))
+    return "mixed: " + ", ".join(value for value, _ in counts.most_common())
+
+
+def published_run(folder: Path) -> PublishedRun:
+    """``folder`` (one ``<suite>/<profile>``) read and analysed; PublishError names it when it cannot be."""
+    try:
+        analysis = analyse(load_results(folder))
+        meta = read_json(folder / SUITE_FILE)
+    except (ResultsError, OSError, ValueError) as exc:
+        raise PublishError(f"{folder}: {exc}") from None
+    records = analysis.results.finished
+    commit = _most_common((r.environment.get("git_commit", "")[:12] + ("+dirty" if r.environment.get("git_dirty") == "true"
+                           else "") for r in records), "unknown commit")
+    machine = _most_common((r.environment.get("device_name") or r.environment.get("cpu_model", "") for r in records),
+                           "unknown machine")
+    return PublishedRun(
+        folder=folder, analysis=analysis, commit=commit, machine=machine,
+        finished_at=max((r.started_at for r in records), default=""),
+        task_code=_most_common((r.environment.get("task_code_sha256", "") for r in records), "unknown"),
+        design=design_label(design_of(meta)),
+    )
+
+
+def collect_runs(roots: Iterable[Path]) -> list[PublishedRun]:
+    """Every run folder under each results root, oldest first; PublishError when a root has none."""
+    runs = []
+    for root in roots:
+        if not Path(root).exists():
+            raise PublishError(f"{root} does not exist")
+        folders = iter_runs(Path(root))
+        if not folders:
+            raise PublishError(f"no stored results under {root} (expected <suite>/<profile>/{SUITE_FILE})")
+        runs += [published_run(folder) for folder in folders]
+    return sorted(runs, key=lambda run: (run.finished_at, str(run.folder)))
