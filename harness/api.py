@@ -30,6 +30,7 @@ from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.decide.seed_planning import SeedPlan, family_size, plan_suite
 from harness.analysis.present.claim_history import ClaimPoint, render_history, write_history_plot
+from harness.analysis.present.run_costs import DriverSeconds, save_driver_seconds
 from harness.analysis.present.run_report import RunReport, build_report, stored_report_text
 from harness.analysis.present.run_summary import SUMMARY_MARKDOWN_FILE, SuiteSummary, render_summary
 from harness.analysis.present import EXPORT_FORMATS
@@ -38,6 +39,7 @@ from harness.analysis.present.verdict_tables import render_report
 from harness.analysis.run_results import ResultsError, load_results
 from harness.analysis.stats.sequential_design import Design
 from harness.devices import resolve_device
+from harness.execution.allocation import ALLOCATIONS
 from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
 from harness.execution.runner import SuiteOutcome, run_suite
@@ -103,6 +105,7 @@ class RunOptions:
     trial_timeout: float | None = None
     max_trials: int = MAX_TRIALS
     max_nodes: int = MAX_SUITE_NODES
+    allocation: str = "open"  # a sequential suite's later looks: "open" runs the arms an open question reads, "all" every arm
     redesign: bool = False  # set aside a folder's trials of another (or an unreadable) design instead of refusing
 
 
@@ -214,8 +217,9 @@ def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None])
     return tracker
 
 
-def _finish(suite_run: SuiteOutcome, mirror: MlflowMirror | None) -> SuiteResult:
-    """Analyse a finished suite, mirror its report to the parent MLflow run and close that run."""
+def _finish(suite_run: SuiteOutcome, mirror: MlflowMirror | None, slots: int) -> SuiteResult:
+    """Analyse a finished suite (its report says where the time went, ``slots`` trials at a time),
+    mirror its report to the parent MLflow run and close that run."""
     status = "FAILED" if suite_run.failed else "FINISHED"
     if suite_run.ran == 0 and stored_report_text(suite_run.run_dir) is not None:
         # nothing new ran: the stored verdicts stand, no need to redraw plots; the parent run still
@@ -224,6 +228,8 @@ def _finish(suite_run: SuiteOutcome, mirror: MlflowMirror | None) -> SuiteResult
         if mirror:
             mirror.finish(status, parent_metrics(analysis), (), {**tracking_tags(analysis), **claim_tags(analysis)})
         return SuiteResult(suite_run, analysis, None)
+    save_driver_seconds(suite_run.run_dir, DriverSeconds(suite_run.wall_seconds, suite_run.analysis_seconds,
+                                                         mirror.seconds if mirror else 0.0, slots))
     report = build_report(suite_run.run_dir)
     if mirror:
         mlflow_seconds = mirror.seconds
@@ -326,6 +332,8 @@ def run(
     handlers of its own); ``on_suite`` with each suite's result as it is done. Ctrl-C stops the run
     with every finished trial stored (``exit_code`` 130)."""
     started = time.perf_counter()
+    if options.allocation not in ALLOCATIONS:
+        raise UsageError(f"unknown allocation {options.allocation!r}; expected one of: {', '.join(ALLOCATIONS)}")
     suites = load_suites(suite_file, options)
     outcome = RunResult(results=Path(options.results))
     summaries: list[SuiteSummary] = []
@@ -336,9 +344,10 @@ def run(
         try:
             for suite in suites:
                 mirror = session.mirror()
-                suite_run = run_suite(suite, session.results, session.device, session.console, options.resume,
-                                      suite_executor(suite, options, session.executor, session.console),
-                                      options.trial_timeout, listeners=[mirror] if mirror else [])
+                executor = suite_executor(suite, options, session.executor, session.console)
+                suite_run = run_suite(suite, session.results, session.device, session.console, options.resume, executor,
+                                      options.trial_timeout, listeners=[mirror] if mirror else [],
+                                      allocation=options.allocation)
                 suite_run.parent_run_id = mirror.run_id if mirror else None
                 if suite_run.interrupted:
                     outcome.exit_code = 130
@@ -347,7 +356,7 @@ def run(
                         mirror.finish("KILLED", {})
                     break
                 session.console.unplanned(planned_trials(suite) - len(suite_run.records))
-                result = _finish(suite_run, mirror)
+                result = _finish(suite_run, mirror, getattr(executor, "workers", None) or 1)
                 outcome.suites.append(result)
                 summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
                 if suite_run.failed:

@@ -129,8 +129,12 @@ def execution_options(command):
 @click.option("--redesign", is_flag=True, help="When the results folder's trials belong to another design, or to one "
               "that cannot be read (suite.json deleted or damaged), set them aside (trials/superseded/) and run this "
               "design afresh in the folder; without it such a run is refused.")
+@click.option("--allocation", type=click.Choice(["open", "all"]), default="open", show_default=True,
+              help="A sequential suite's later looks: open runs only the arms that an open claim, a premise or the "
+              "validity controls read (the same decisions); all runs every arm at every look.")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
         executor_name, workers, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose,
+        allocation,
         redesign) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
     from harness import api
@@ -143,7 +147,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         profile=profile, seeds=seeds, arms=arms, results=results_root, tracking_uri=tracking_uri,
         mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address,
         ray_workers=ray_workers, threads=threads, trial_timeout=trial_timeout, max_trials=max_trials,
-        max_nodes=max_nodes, redesign=redesign,
+        max_nodes=max_nodes, allocation=allocation, redesign=redesign,
     )
     console = Console()
 

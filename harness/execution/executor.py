@@ -24,6 +24,7 @@ import torch
 
 from harness.devices import device_name, resolve_device
 from harness.execution.trials import Trial, config_hash
+from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.record import Status, TrialRecord
 from harness.services.loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
@@ -34,16 +35,26 @@ from harness.tracking.environment import package_lock
 
 
 class _Progress:
+    """A progress bar inside a trial: every task trains inside one, so its span is the trial's training time."""
+
     def __init__(self, console: Console | None, total: int, description: str) -> None:
         self.console, self.total, self.description, self.done = console, total, description, 0
+        self.started = self.last = time.perf_counter()
 
     def advance(self, n: int = 1) -> None:
         self.done += n
+        self.last = time.perf_counter()
         if self.console:
             self.console.inner(self.description, self.done, self.total)
 
     def close(self) -> None:
         self.done = self.total
+        self.last = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        """From the bar's start to its last step (or its close)."""
+        return self.last - self.started
 
 
 class TrialRecorder:
@@ -53,6 +64,7 @@ class TrialRecorder:
         self.console = console
         self.curves: dict[str, list[list[float]]] = {}
         self.details: dict[str, Any] = {}
+        self.bars: list[_Progress] = []
 
     def log_metric(self, key: str, value: float, step: int) -> None:
         value = float(value)
@@ -64,7 +76,14 @@ class TrialRecorder:
         self.details[key] = value
 
     def progress(self, total: int, description: str = "") -> _Progress:
-        return _Progress(self.console, total, description or "steps")
+        bar = _Progress(self.console, total, description or "steps")
+        self.bars.append(bar)
+        return bar
+
+    def phase_seconds(self) -> dict[str, float]:
+        """Training (the spans of the trial's progress bars) and waiting (on another trial's cached
+        artifact): the phase table splits a trial's wall time into these and the rest (data, evaluation)."""
+        return {"train": round(sum(bar.seconds for bar in self.bars), 3), "waiting": round(take_waited(), 3)}
 
 
 def _final_metrics(metrics: Mapping[str, float]) -> dict[str, float | None]:
@@ -147,6 +166,7 @@ def execute_trial(
     """Run one trial and return its record; task errors, exits and a timeout become a failed record,
     Ctrl-C propagates."""
     recorder = TrialRecorder(console)
+    take_waited()  # what this process waited before this trial is not this trial's
     started = datetime.now(timezone.utc)
     clock = time.perf_counter()
     status, error, metrics = Status.FINISHED, None, {}
@@ -164,6 +184,7 @@ def execute_trial(
     except (Exception, SystemExit, TaskExit, TrialTimeout) as exc:  # a failing, exiting or stuck trial must not stop the others
         status, error = Status.FAILED, _reason(exc)
         recorder.details["traceback"] = traceback.format_exc(limit=8)
+    recorder.details[PHASE_DETAIL] = recorder.phase_seconds()
     return trial_record(
         trial, environment, started, time.perf_counter() - clock,
         status=status, error=error, metrics=metrics, curves=recorder.curves, details=recorder.details,

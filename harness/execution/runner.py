@@ -16,8 +16,9 @@ import torch
 
 from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.verdicts import UNDETERMINED, evaluate_validity
-from harness.analysis.run_results import load_results
+from harness.analysis.run_results import RunResults, load_results
 from harness.devices import device_class, device_name
+from harness.execution.allocation import allocate, needed_cells, stopped_arms
 from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.loop import JobSettings, run_trials
 from harness.execution.trials import Trial, expand_trials
@@ -41,6 +42,7 @@ class SuiteOutcome:
     interrupted: bool = False
     parent_run_id: str | None = None  # the MLflow mirror's parent run, when one was opened
     wall_seconds: float = 0.0
+    analysis_seconds: float = 0.0  # deciding each look of a sequential design
 
     @property
     def failed(self) -> list[TrialRecord]:
@@ -72,9 +74,11 @@ def run_suite(
     executor: Executor | None = None,
     trial_timeout: float | None = None,
     listeners: Sequence[RunListener] = (),
+    allocation: str = "open",
 ) -> SuiteOutcome:
     """Run every unfinished trial of a suite (each failed past ``trial_timeout`` seconds, when given),
-    look after look of a sequential design; Ctrl-C stops after storing what finished."""
+    look after look of a sequential design (``allocation``: ``open``, later looks run only the arms an
+    open question reads; ``all``, every arm); Ctrl-C stops after storing what finished."""
     clock = time.perf_counter()
     folder = RunFolder(results_root, suite.name, suite.profile)
     outcome = SuiteOutcome(suite=suite, run_dir=folder.path)
@@ -91,7 +95,7 @@ def run_suite(
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
     kept = folder.resumable(records) if resume else {}
-    looks = _looks(suite, stored, meta, records, kept, folder, env, console)
+    looks = _looks(suite, stored, meta, records, kept, folder, env, console, allocation == "open", outcome)
     ran = run_trials(looks, executor or SerialExecutor(), folder, listeners, console,
                      JobSettings(device, results_root, env, trial_timeout), meta, kept)
     outcome.records, outcome.ran, outcome.interrupted = ran.records, ran.ran, ran.interrupted
@@ -101,9 +105,12 @@ def run_suite(
 
 
 def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dict[str, TrialRecord],
-           kept: dict[str, TrialRecord], folder: RunFolder, env: dict[str, str], console: Console) -> Iterator[list[Trial]]:
+           kept: dict[str, TrialRecord], folder: RunFolder, env: dict[str, str], console: Console,
+           allocate_arms: bool, outcome: SuiteOutcome) -> Iterator[list[Trial]]:
     """The trials of each look: the suite's seeds, then (a sequential design) more seeds while a claim
-    is undecided. Stored trials a look's trials replace are set aside first; suite.json follows the seeds."""
+    is undecided, for every arm or (``allocate_arms``) those an open question reads. Stored trials a
+    look's trials replace are set aside first; suite.json follows the seeds. The time deciding each look
+    adds to ``outcome.analysis_seconds``."""
     look = suite
     trials = expand_trials(look)
     _set_aside_superseded(trials, records, kept, folder, env, console)
@@ -112,11 +119,28 @@ def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dic
     if note:
         console.line(note)
     yield trials
-    while more := _next_look(look, folder, console):
+    batch = list(look.seeds)
+    while look.sequential is not None and len(look.seeds) < look.sequential.max_seeds:
+        clock = time.perf_counter()
+        results = load_results(folder.path)
+        more = _next_look(look, results, console)
+        needed = needed_cells(results) if more and allocate_arms else set()
+        outcome.analysis_seconds += time.perf_counter() - clock
+        if not more:
+            return
         look = replace(look, seeds=list(look.seeds) + more)
-        trials = expand_trials(look)
-        _set_aside_superseded(trials, records, kept, folder, env, console)
-        stored = replace(stored, seeds=tuple(look.seeds), trial_ids=tuple(t.trial_id for t in trials))
+        expanded = expand_trials(look)
+        if allocate_arms:
+            previous, trials = trials, allocate(expanded, trials, more, needed)
+            stopped = stopped_arms(previous, trials, batch, more)
+            if stopped:
+                console.line(f"{look.name}: no open question reads {', '.join(stopped)} any more: "
+                             f"stopped at {len(look.seeds) - len(more)} seeds")
+        else:
+            trials = expanded
+        batch = more
+        _set_aside_superseded(expanded, records, kept, folder, env, console)
+        stored = replace(stored, seeds=tuple(look.seeds), trial_ids=tuple(t.trial_id for t in expanded))
         meta.update(stored.as_stored())  # in place: the listeners hold it
         folder.save_suite(meta)
         yield trials
@@ -152,11 +176,10 @@ def _why_superseded(record: TrialRecord, trial: Trial, env: dict[str, str]) -> s
     return "params"
 
 
-def _next_look(look: Suite, folder: RunFolder, console: Console) -> list[int]:
-    """The seeds of the next look: none when the design is fixed or complete or every claim is decided."""
-    if look.sequential is None or len(look.seeds) >= look.sequential.max_seeds:
-        return []
-    results = load_results(folder.path)
+def _next_look(look: Suite, results: RunResults, console: Console) -> list[int]:
+    """The seeds of the next look of a sequential design, judged on the stored ``results`` of this one:
+    none once every claim is decided."""
+    assert look.sequential is not None
     undecided = [c for c in evaluate_claims(results) if c.open]
     validity_open = evaluate_validity(results).status == UNDETERMINED
     if not undecided and not validity_open:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 
 from harness.locks import FileLock
+from harness.measure.phases import waiting
 from harness.store import read_verified, write_atomic, write_checksum
 
 CACHE_FORMAT = 1  # bump when the key scheme or the file layout changes
@@ -48,7 +49,8 @@ def artifact_path(cache_dir: Path, task: str, kind: str, key: str) -> Path:
 def exclusive(lock_path: Path) -> Iterator[None]:
     """An exclusive flock on lock_path (blocking, never through a link), released on exit or process death."""
     lock = FileLock(lock_path)
-    lock.acquire(exclusive=True)
+    with waiting():  # while another trial builds the artifact: the phase table's waiting
+        lock.acquire(exclusive=True)
     try:
         yield
     finally:

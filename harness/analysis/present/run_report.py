@@ -6,11 +6,13 @@ calls for stored results); it writes everything under ``<run_dir>/report/`` and 
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.present.forest_plots import write_forest_plots
+from harness.analysis.present.run_costs import phases, render_allocation, render_phases
 from harness.analysis.present.run_plots import write_plots
 from harness.analysis.present.summary_json import summary_document
 from harness.analysis.present.verdict_tables import render_report
@@ -54,7 +56,8 @@ class RunReport:
 
 def build_report(run_dir: Path) -> RunReport:
     """Analyse one run folder and write ``report/`` (summary.json, verdicts.txt, forest plots,
-    plots/*.png)."""
+    plots/*.png), with where a sequential run stopped each arm and where the run's time went."""
+    clock = time.perf_counter()
     results = load_results(Path(run_dir))
     analysis = analyse(results)
     report_dir = results.run_dir / REPORT_DIR
@@ -66,8 +69,10 @@ def build_report(run_dir: Path) -> RunReport:
     text_path.unlink(missing_ok=True)  # written last: a report killed while drawing is then redrawn by the next run
     forest_paths = write_forest_plots(analysis, report_dir)
     plot_paths = write_plots(results, report_dir / PLOTS_DIR)
-    text = render_report(analysis)
-    full_text = render_report(analysis, full=True)
+    costs = "\n\n".join(part for part in (render_allocation(results),
+                                          render_phases(phases(results, time.perf_counter() - clock))) if part)
+    text = render_report(analysis) + "\n\n" + costs
+    full_text = render_report(analysis, full=True) + "\n\n" + costs
     relative = [p.relative_to(report_dir).as_posix() for p in plot_paths]
     write_json_atomic(summary_path, summary_document(analysis, relative, [p.name for p in forest_paths]))
     write_text_atomic(text_path, full_text + "\n")

@@ -1,0 +1,123 @@
+"""Where a run's time went, and where a sequential run stopped each arm: two short sections of the report.
+
+The phase table splits a suite's time into training, evaluation (data, evaluation and timing outside
+the training loops) and waiting on another trial's cached artifact, from each trial's record
+(``harness.measure.phases``), and into the driver's analysis and MLflow seconds, from ``phases.json``,
+which the run writes into its folder, so ``harness report`` shows the same table.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from harness.analysis.run_results import RunResults
+from harness.measure.phases import PHASE_DETAIL
+from harness.store import write_json_atomic
+from harness.terminal import format_table
+
+PHASES_FILE = "phases.json"
+
+
+@dataclass(frozen=True)
+class DriverSeconds:
+    """What the driver measured of one suite's run: its wall time, deciding its looks, mirroring to MLflow."""
+
+    wall: float
+    analysis: float
+    mlflow: float
+    slots: int  # trials the executor ran side by side
+
+
+def save_driver_seconds(run_dir: Path, seconds: DriverSeconds) -> None:
+    write_json_atomic(Path(run_dir) / PHASES_FILE, asdict(seconds))
+
+
+def load_driver_seconds(run_dir: Path) -> DriverSeconds | None:
+    """The last run's figures; None for a folder written before they were kept (or unreadable)."""
+    try:
+        data = json.loads((Path(run_dir) / PHASES_FILE).read_text(encoding="utf-8"))
+        return DriverSeconds(float(data["wall"]), float(data["analysis"]), float(data["mlflow"]), int(data["slots"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Phases:
+    """One suite's seconds by phase: trial-seconds for what trials did, wall seconds for the driver."""
+
+    trials: int
+    train: float
+    evaluate: float
+    waiting: float
+    report: float  # building this report
+    driver: DriverSeconds | None
+
+    @property
+    def trial_seconds(self) -> float:
+        return self.train + self.evaluate + self.waiting
+
+
+def phases(results: RunResults, report_seconds: float) -> Phases:
+    """The phases of the trials ``results`` holds (finished ones), with the run's driver figures."""
+    train = waiting = total = 0.0
+    for record in results.finished:
+        split = record.details.get(PHASE_DETAIL) or {}
+        total += record.wall_seconds
+        train += float(split.get("train", 0.0))
+        waiting += float(split.get("waiting", 0.0))
+    return Phases(len(results.finished), train, max(total - train - waiting, 0.0), waiting, report_seconds,
+                  load_driver_seconds(results.run_dir))
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.1f}"
+
+
+def render_phases(found: Phases) -> str:
+    """'where the time went' with one row per phase."""
+    driver = found.driver
+    rows = [
+        ["train", _s(found.train), f"trial-seconds in training loops ({found.trials} trials)"],
+        ["evaluate", _s(found.evaluate), "trial-seconds of data, evaluation and timing outside training"],
+        ["waiting", _s(found.waiting), "trial-seconds blocked on another trial's cached artifact"],
+        ["analysis", _s((driver.analysis if driver else 0.0) + found.report),
+         "seconds deciding the looks and building this report"],
+        ["MLflow", _s(driver.mlflow) if driver else "-", "seconds mirroring trials and runs to MLflow"],
+    ]
+    if driver is not None:
+        busy = found.trial_seconds / max(driver.slots, 1)
+        rows.append(["other", _s(max(driver.wall - busy - driver.analysis - driver.mlflow, 0.0)),
+                     "seconds storing records, starting workers, slots left idle"])
+        rows.append(["wall", _s(driver.wall), f"the suite's trials, {driver.slots} at a time, and its looks"])
+    return "where the time went:\n" + format_table(["phase", "seconds", "of what"], rows)
+
+
+def stopped_arms(results: RunResults) -> dict[str, int]:
+    """Arm label -> the seeds it ran, for each arm of a sequential run that stopped before its last seed
+    (its seeds a prefix of the run's: an arm short of seeds in the middle lost trials, it did not stop)."""
+    if results.stored.sequential is None:
+        return {}
+    seeds = results.seeds
+    ran: dict[str, set[int]] = {}
+    for record in results.finished:
+        ran.setdefault(record.arm_label, set()).add(record.seed)
+    for failed in results.failed:
+        if failed.seed is not None:
+            ran.setdefault(failed.arm_label, set()).add(failed.seed)
+    out = {}
+    for label in results.arm_labels():
+        have = ran.get(label, set())
+        if 0 < len(have) < len(seeds) and have == set(seeds[:len(have)]):
+            out[label] = len(have)
+    return out
+
+
+def render_allocation(results: RunResults) -> str:
+    """One line naming each arm a sequential run stopped early and at how many seeds ('' when none)."""
+    stopped = stopped_arms(results)
+    if not stopped:
+        return ""
+    arms = ", ".join(f"{label} at {n}" for label, n in stopped.items())
+    return (f"arms stopped once no open question read them (seeds run, of {len(results.seeds)}): {arms}. "
+            "Exploratory contrasts with them read the seeds both arms have; their n (-k) counts the seeds not run.")

@@ -1,0 +1,54 @@
+"""Where a trial's time goes: its record splits its wall time into training (its progress bars) and
+waiting on another trial's cached artifact, and the report's phase table adds them up per suite."""
+from __future__ import annotations
+
+import threading
+
+from harness.analysis.present.run_costs import (
+    DriverSeconds,
+    Phases,
+    load_driver_seconds,
+    render_phases,
+    save_driver_seconds,
+)
+from harness.execution.executor import run_single
+from harness.measure.phases import PHASE_DETAIL, take_waited
+from harness.services.cache import exclusive
+from toy_task import ToyParams, ToyTask
+
+
+def test_a_trial_records_its_training_seconds_within_its_wall_time(tmp_path):
+    record = run_single(ToyTask, ToyParams(steps=40).model_dump(), seed=0, work_root=tmp_path)
+    split = record.details[PHASE_DETAIL]
+    assert 0 < split["train"] <= record.wall_seconds and split["waiting"] == 0
+
+
+def test_time_blocked_on_another_trials_cache_lock_counts_as_waiting(tmp_path):
+    lock = tmp_path / "artifact.pt.lock"
+    held, release = threading.Event(), threading.Event()
+
+    def builder() -> None:
+        with exclusive(lock):
+            held.set()
+            release.wait()
+
+    other = threading.Thread(target=builder)
+    other.start()
+    held.wait()
+    take_waited()
+    threading.Timer(0.05, release.set).start()
+    with exclusive(lock):  # blocks until the builder lets go
+        pass
+    other.join()
+    assert take_waited() > 0 and take_waited() == 0
+
+
+def test_the_phase_table_reads_the_runs_driver_seconds_back(tmp_path):
+    save_driver_seconds(tmp_path, DriverSeconds(wall=10.0, analysis=1.0, mlflow=2.0, slots=2))
+    driver = load_driver_seconds(tmp_path)
+    table = render_phases(Phases(trials=4, train=8.0, evaluate=3.0, waiting=1.0, report=0.5, driver=driver))
+    rows = {line.split()[0]: line.split()[1] for line in table.splitlines()[3:]}
+    # other: wall - trial-seconds / slots - analysis - MLflow = 10 - 6 - 1 - 2
+    assert rows == {"train": "8.0", "evaluate": "3.0", "waiting": "1.0", "analysis": "1.5", "MLflow": "2.0",
+                    "other": "1.0", "wall": "10.0"}
+    assert load_driver_seconds(tmp_path / "elsewhere") is None
