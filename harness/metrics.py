@@ -18,6 +18,8 @@ MetricKind = Literal["quality", "speed", "memory", "info"]
 # tables, MLflow names and XML: a plain word, optionally under one namespace of the fair-arm facts
 # (budget/steps, at_bound/gain) and qualified after '@' (nmse@1024, contested_acc1@both).
 METRIC_KEY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_-]{0,31}/)?[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(@[A-Za-z0-9_.-]{1,32})?")
+# Units whose values cannot leave a range: a metric in one has a best value nothing can beat.
+BOUNDED_UNITS = {"fraction": (0.0, 1.0), "accuracy": (0.0, 1.0)}
 METRIC_KEY_RULE = ("a word of A-Z a-z 0-9 _ . - (1-64 characters), optionally after one 'namespace/' (A-Z a-z 0-9 _ -) "
                    "and before '@' and a qualifier of up to 32")
 
@@ -71,6 +73,15 @@ class Metric:
     def better_sign(self) -> int:
         """+1 when larger is better, -1 when smaller is better, 0 when neither."""
         return better_sign(self.direction)
+
+    @property
+    def ceiling(self) -> float | None:
+        """The best value the metric can take, where its unit bounds it (a fraction where higher is
+        better: 1); None where nothing bounds it or it has no direction."""
+        bounds = BOUNDED_UNITS.get(self.unit)
+        if bounds is None or self.better_sign == 0:
+            return None
+        return bounds[1] if self.better_sign > 0 else bounds[0]
 
     def as_stored(self) -> dict[str, Any]:
         """The declaration as suite.json keeps it, under the family's name."""

@@ -225,8 +225,8 @@ def test_harness_validate_lists_premises_and_refuses_a_bad_one_with_exit_2(tmp_p
 
 
 SEQUENTIAL = sequential_suite("seqp", {"b": 2.5})
-# b's score is N(2.5, 1): its lower bound clears 1.5 only after the claim is decided
-REGIME = "premises:\n  - {name: regime, arm: b, metric: score, at_least: 1.5}\n"
+# b's score is N(2.5, 1): its lower bound at the look's spent level clears 1.2 only after the claim is decided
+REGIME = "premises:\n  - {name: regime, arm: b, metric: score, at_least: 1.2}\n"
 
 
 def test_a_sequential_run_adds_seeds_while_a_premise_is_open(tmp_path):
@@ -250,7 +250,7 @@ sequential: {max_seeds: 12}
 arms:
   a: {tag: a, shared_sd: 0.1}
   b: {tag: b, shared_sd: 0.1, effect: 4.0}
-  p: {tag: p, shared_sd: 0.1, effect: 1.5}
+  p: {tag: p, shared_sd: 0.1, effect: 2.0}
 contrasts:
   - {treatment: b, control: a}
   - {treatment: p, control: a}
@@ -261,7 +261,7 @@ claims:
 
 
 def test_a_sequential_run_adds_seeds_while_validity_is_undetermined(tmp_path):
-    """The positive control's effect (1.5 sd) needs more seeds to show than the claim's (4 sd): the run goes
+    """The positive control's effect (2 sd) needs more seeds to show than the claim's (4 sd): the run goes
     on past the claim's decision until the suite is shown valid, instead of stopping INVALID or undetermined."""
     path = tmp_path / "seqv.yaml"
     path.write_text(VALIDITY)

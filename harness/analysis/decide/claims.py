@@ -57,19 +57,20 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from harness.analysis.decide.looks import claim_alpha, looks_taken, run_design, spent_level
 from harness.analysis.decide.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
 from harness.analysis.decide.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named
-from harness.analysis.run_results import ResultsError, RunResults, metric_order
+from harness.analysis.run_results import RunResults, metric_order
 from harness.analysis.stats.paired_stats import (
     Interval,
     MeanEstimate,
+    critical_t,
     holm_adjust,
     mean_estimate,
     minimum_detectable_effect,
 )
-from harness.analysis.stats.sequential_design import Design, conditional_power, critical_t, nominal_levels
+from harness.analysis.stats.sequential_design import Design, conditional_power, nominal_levels
 from harness.metrics import Metric, metric_family
-from harness.store import SUITE_FILE
 from harness.suite.schema import ClaimSpec
 
 PASS = "pass"
@@ -187,32 +188,13 @@ def _exact(estimate: MeanEstimate) -> bool:
     return estimate.sd == 0.0
 
 
-def claim_alpha(confidence: float) -> float:
-    """One-sided level of every claim: the two-sided interval's tail."""
-    return (1.0 - confidence) / 2.0
-
-
-def run_design(results: RunResults) -> Design:
-    """The design the run declared (suite.json ``sequential``), fixed at its seeds otherwise."""
-    try:
-        return Design.from_stored(results.stored.sequential, len(results.seeds))
-    except ValueError as exc:
-        raise ResultsError(f"{results.run_dir / SUITE_FILE}: {exc}") from None
-
-
-def looks_taken(results: RunResults, design: Design) -> tuple[int, ...]:
-    """Seed counts of the looks the stored seeds reach (a fixed design: all its seeds at once)."""
-    if not design.sequential:
-        return (len(results.seeds),)
-    taken = tuple(n for n in design.looks if n <= len(results.seeds))
-    return taken or (len(results.seeds),)
-
-
 def last_look_premises(results: RunResults) -> list[PremiseResult]:
     """The premises on the seeds the claims were last decided on (the last look taken, in a sequential
-    run): the premises table and the claims' VACUOUS reasons read this one evaluation."""
+    run), at that look's spent level: the premises table and the claims' VACUOUS reasons read this one
+    evaluation."""
     design = run_design(results)
-    return evaluate_premises(results.first_seeds(looks_taken(results, design)[-1]) if design.sequential else results)
+    seen = results.first_seeds(looks_taken(results, design)[-1]) if design.sequential else results
+    return evaluate_premises(seen, spent_level(seen))
 
 
 def evaluate_claims(results: RunResults, include_speed: bool = True,
@@ -385,7 +367,7 @@ def _reference_effect(
         return ReferenceEffect(chosen[0].name, None if difference is None else difference.mean_difference, None, n,
                                absolute, False, f"vacuous: reference {chosen[0].name} has {n} pair(s) on {key}")
     estimate = difference.estimate
-    interval = _interval_at(estimate, level)
+    interval = estimate.interval_at(level)
     low, _ = oriented(interval, sign)
     # The fixed-margin method: a fraction of the reference's conservative bound, not of its point estimate.
     margin = absolute if relative is None else float(relative) * max(low, 0.0)
@@ -400,12 +382,6 @@ def _reference_effect(
     if low <= margin:
         return replace(found, reason=f"vacuous: {label} is not surely larger than the margin {margin:.4g}")
     return replace(found, established=True, reason=f"{label} established")
-
-
-def _interval_at(estimate: MeanEstimate, level: float) -> Interval:
-    """The two-sided interval with ``level`` in each tail (a point for a deterministic quantity)."""
-    half = critical_t(level, estimate.n) * (estimate.standard_error or 0.0)
-    return Interval(estimate.mean - half, estimate.mean + half)
 
 
 def _ratio(results: RunResults, claim: ClaimSpec, variant: ContrastVariant, point: str, key: str) -> ClaimResult:
@@ -538,7 +514,7 @@ def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: H
         status = INCONCLUSIVE
     nominal = nominal_levels(schedule, level, design.spending)[k]
     estimate = result.mean_estimate
-    interval = _interval_at(estimate, nominal) if estimate is not None and estimate.n >= 2 else None
+    interval = estimate.interval_at(nominal) if estimate is not None and estimate.n >= 2 else None
     decided = replace(result, status=status, level=level, nominal_level=nominal, decision_interval=interval, look=k + 1)
     return _which_way(decided)
 

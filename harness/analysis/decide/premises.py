@@ -6,8 +6,10 @@ budgets). A premise bounds one arm's metric, or a contrast's paired difference, 
 every sweep point, on every variant of a swept arm or contrast and every reported key of a metric
 family:
 
-- sampled metrics through the one-sided confidence bounds at the suite's claim level (the ends of
-  the two-sided interval at the suite's confidence): a premise **holds** when the bound on the far
+- sampled metrics through the one-sided confidence bounds at the look's spent level (``looks.py``:
+  the suite's claim level in a fixed design, the look's nominal level under the design's alpha
+  spending in a sequential one, so that reading a premise at every look does not make a false hold
+  likelier than the claim level): a premise **holds** when the bound on the far
   side clears it (``at_least``: the lower bound is at least the bound), **fails** when the bound on
   the near side does not reach it (``at_least``: the upper bound is below it), and is **open**
   otherwise, or with fewer than two values;
@@ -27,7 +29,8 @@ from typing import Iterator, Sequence
 from harness.analysis.decide.verdicts import ContrastVariant, compare, contrast_variants, variants_named
 from harness.analysis.run_results import RunResults, metric_order
 from harness.analysis.stats.number_format import fmt
-from harness.analysis.stats.paired_stats import mean_estimate
+from harness.analysis.decide.looks import claim_alpha
+from harness.analysis.stats.paired_stats import MeanEstimate, mean_estimate
 from harness.metrics import Metric, metric_family
 from harness.suite.schema import PremiseSpec
 
@@ -95,8 +98,10 @@ def is_exact(spec: Metric) -> bool:
     return spec.kind == "memory" or spec.unit in EXACT_UNITS or spec.name.startswith(EXACT_NAMESPACES)
 
 
-def evaluate_premises(results: RunResults) -> list[PremiseResult]:
-    """Every declared premise at every sweep point, per arm label or contrast variant and metric key."""
+def evaluate_premises(results: RunResults, level: float | None = None) -> list[PremiseResult]:
+    """Every declared premise at every sweep point, per arm label or contrast variant and metric key,
+    its sampled bounds read at one-sided ``level`` (the claim level when None)."""
+    level = claim_alpha(results.confidence) if level is None else level
     out: list[PremiseResult] = []
     variants = contrast_variants(results)
     for premise in results.stored.premises:
@@ -107,7 +112,7 @@ def evaluate_premises(results: RunResults) -> list[PremiseResult]:
                 out.append(PremiseResult(premise, point, str(what), premise.metric, OPEN, 0, None, None, None,
                                          False, f"{what} has no finished trials reporting {premise.metric}"))
             for subject, key, values in subjects:
-                out.append(_check(results, premise, point, subject, key, values))
+                out.append(_check(results, premise, point, subject, key, values, level))
     return out
 
 
@@ -142,8 +147,19 @@ def _keys(wanted: str, reported) -> list[str]:
     return sorted((k for k in reported if "@" not in wanted and metric_family(k) == wanted), key=metric_order)
 
 
+def bound_status(estimate: MeanEstimate, at_least: float | None, at_most: float | None, level: float
+                 ) -> tuple[str, float, float]:
+    """(holds / fails / open, low, high) of a sampled mean against its bounds, read through the
+    one-sided confidence bounds at ``level`` (two values at least)."""
+    interval = estimate.interval_at(level)
+    low, high = interval.low, interval.high
+    holds = (at_least is None or low >= at_least) and (at_most is None or high <= at_most)
+    fails = (at_least is not None and high < at_least) or (at_most is not None and low > at_most)
+    return (HOLDS if holds else (FAILS if fails else OPEN)), low, high
+
+
 def _check(results: RunResults, premise: PremiseSpec, point: str, subject: str, key: str,
-           values: list[float]) -> PremiseResult:
+           values: list[float], level: float) -> PremiseResult:
     at_least, at_most = premise.at_least, premise.at_most
     common = dict(premise=premise, point=point, subject=subject, key=key, n=len(values))
     if not values:
@@ -159,8 +175,5 @@ def _check(results: RunResults, premise: PremiseSpec, point: str, subject: str, 
     if estimate.interval is None:
         return PremiseResult(**common, status=OPEN, estimate=estimate.mean, low=None, high=None, exact=False,
                              detail="fewer than 2 values: no confidence bound")
-    low, high = estimate.interval.low, estimate.interval.high
-    holds = (at_least is None or low >= at_least) and (at_most is None or high <= at_most)
-    fails = (at_least is not None and high < at_least) or (at_most is not None and low > at_most)
-    status = HOLDS if holds else (FAILS if fails else OPEN)
+    status, low, high = bound_status(estimate, at_least, at_most, level)
     return PremiseResult(**common, status=status, estimate=estimate.mean, low=low, high=high, exact=False)

@@ -11,13 +11,16 @@ A suite whose positive control surely does not beat the control on the declared 
 (its interval lies on the worse side of 0, or at 0), or whose negative control beats it, cannot tell
 mechanisms apart: it is INVALID and its claims do not count. A positive control whose interval still
 reaches both sides leaves validity UNDETERMINED (more seeds can tell; a sequential design adds them),
-and the claims do not count either.
+and the claims do not count either. The controls' intervals are read at the look's spent level
+(``looks.py``): a sequential design reads validity at every look, and an unadjusted reading would
+show a positive control that does nothing as beating its control far more often than the claim level.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Mapping
 
+from harness.analysis.decide.looks import spent_level
 from harness.analysis.run_results import RunResults, metric_order
 from harness.analysis.stats.paired_stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
 from harness.metrics import Metric, better_sign, metric_family
@@ -66,6 +69,7 @@ class ValidityCheck:
     beats_control: bool | None  # None: too few pairs to tell
     ok: bool | None
     reason: str
+    cannot_fail: bool = False  # a positive control at its metric's ceiling on every seed: it shows nothing
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,11 @@ class Validity:
     def valid(self) -> bool | None:
         """True / False when decided; None when undeclared or undetermined."""
         return {VALID: True, INVALID: False}.get(self.status)
+
+    @property
+    def cannot_fail(self) -> tuple[ValidityCheck, ...]:
+        """Positive controls that beat the control by construction (at the metric's ceiling, no spread)."""
+        return tuple(check for check in self.checks if check.cannot_fail)
 
     @property
     def claims_count(self) -> bool:
@@ -118,11 +127,11 @@ def verdict(difference: PairedDifference, direction: str, margin: float = 0.0) -
     return INCONCLUSIVE
 
 
-def beats(difference: PairedDifference, sign: int) -> bool | None:
+def beats(interval: Interval | None, sign: int) -> bool | None:
     """Whole interval on the better side; None with too few pairs to say."""
-    if difference.interval is None:
+    if interval is None:
         return None
-    return sign != 0 and oriented(difference.interval, sign)[0] > 0
+    return sign != 0 and oriented(interval, sign)[0] > 0
 
 
 def contrast_variants(results: RunResults) -> list[ContrastVariant]:
@@ -203,9 +212,10 @@ def evaluate_validity(results: RunResults) -> Validity:
         problems.append(f"validity control {control!r} must have exactly one variant, found {control_labels}")
     checks: list[ValidityCheck] = []
     if not problems:
+        level = spent_level(results)
         for role, arm in (("positive", section.positive), ("negative", section.negative)):
             if arm:
-                checks.extend(_role_checks(results, role, arm, control_labels[0], metric, sign))
+                checks.extend(_role_checks(results, role, arm, control_labels[0], metric, sign, level))
     problems.extend(check.reason for check in checks if check.ok is False)
     if problems:
         status = INVALID
@@ -216,8 +226,16 @@ def evaluate_validity(results: RunResults) -> Validity:
     return Validity(status, metric, control, tuple(checks), tuple(problems))
 
 
+def _at_ceiling(results: RunResults, label: str, point: str, metric: str) -> bool:
+    """Every seed's value sits at the metric's best possible value: a positive control that wins by
+    construction (an oracle that ranks the answer first), so its win proves nothing about the testbed."""
+    ceiling = results.spec_for(metric).ceiling
+    values = list(results.values(label, point, metric).values())
+    return ceiling is not None and len(values) >= 2 and all(v == ceiling for v in values)
+
+
 def _role_checks(
-    results: RunResults, role: str, arm: str, control_label: str, metric: str, sign: int
+    results: RunResults, role: str, arm: str, control_label: str, metric: str, sign: int, level: float
 ) -> list[ValidityCheck]:
     checks = []
     for label in results.arm_labels(arm):
@@ -228,16 +246,21 @@ def _role_checks(
                 reason = f"{role} control {label!r} has no finished pair with {control_label!r} on {metric}{where}"
                 checks.append(ValidityCheck(role, label, point, None, None, False, reason))
                 continue
-            won = beats(difference, sign)
+            interval = None if difference.interval is None else difference.estimate.interval_at(level)
+            won = beats(interval, sign)
             if won is None:
                 ok = None
                 outcome = f"cannot be shown to beat or not beat (n={difference.n}, insufficient pairs)"
-            elif role == "positive" and not won and oriented(difference.interval, sign)[1] > 0:
+            elif role == "positive" and not won and oriented(interval, sign)[1] > 0:
                 ok = None  # not yet shown to beat, nor shown not to: more seeds can tell
                 outcome = f"is not yet shown to beat (n={difference.n}, interval reaches the better side)"
             else:
                 ok = won if role == "positive" else not won
                 outcome = "beats" if won else "does not beat"
             reason = f"{role} control {label!r} {outcome} {control_label!r} on {metric}{where}"
-            checks.append(ValidityCheck(role, label, point, difference, won, ok, reason))
+            stuck = role == "positive" and _at_ceiling(results, label, point, metric)
+            if stuck:
+                reason += (f"; it cannot fail: {metric} is at its ceiling "
+                           f"({results.spec_for(metric).ceiling:g}) on every seed, with no spread")
+            checks.append(ValidityCheck(role, label, point, difference, won, ok, reason, stuck))
     return checks

@@ -76,7 +76,8 @@ class SuiteSummary:
 def validity_text(validity: Validity) -> str:
     """OK, or INVALID naming each control that failed and where, or why it is undetermined."""
     if validity.status == VALID:
-        return "OK"
+        stuck = sorted({check.arm_label for check in validity.cannot_fail})
+        return f"OK (but positive control {', '.join(stuck)} cannot fail)" if stuck else "OK"
     if validity.status == UNDECLARED:
         return "no controls declared"
     if validity.status == UNDETERMINED:

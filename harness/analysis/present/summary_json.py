@@ -57,8 +57,10 @@ def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequen
             "metric": validity.metric,
             "control": validity.control,
             "problems": list(validity.problems),
+            "cannot_fail": [c.arm_label for c in validity.cannot_fail],
             "checks": [
                 {"role": c.role, "arm": c.arm_label, "point": c.point, "beats_control": c.beats_control, "ok": c.ok,
+                 "cannot_fail": c.cannot_fail,
                  "reason": c.reason, **(_difference_json(c.difference) if c.difference else {})}
                 for c in validity.checks
             ],

@@ -40,6 +40,11 @@ def t_sf(t: float, df: float) -> float:
     return float(scipy.stats.t.sf(t, df))
 
 
+def critical_t(level: float, n: int) -> float:
+    """The t value a one-sided test at nominal ``level`` with n pairs must reach."""
+    return float(scipy.stats.t.isf(level, n - 1))
+
+
 @lru_cache(maxsize=1024)
 def t_quantile(p: float, df: float) -> float:
     """The t value with P(T <= t) = p (cached: an analysis asks for the same few thousands of times)."""
@@ -110,6 +115,12 @@ class MeanEstimate:
     @property
     def standard_error(self) -> float | None:
         return None if self.sd is None else self.sd / math.sqrt(self.n)
+
+    def interval_at(self, level: float) -> Interval:
+        """The two-sided interval with ``level`` in each tail (a point for a deterministic quantity):
+        what a one-sided test at ``level`` reads, on either side."""
+        half = critical_t(level, self.n) * (self.standard_error or 0.0)
+        return Interval(self.mean - half, self.mean + half)
 
     def p_above(self, bound: float) -> float | None:
         """One-sided p of H0: true mean <= bound (small when the mean is surely above it)."""

@@ -186,11 +186,6 @@ def nominal_levels(looks: tuple[int, ...], alpha: float, spending: str = DEFAULT
     return tuple(levels)
 
 
-def critical_t(level: float, n: int) -> float:
-    """The t value a one-sided test at nominal ``level`` with n pairs must reach."""
-    return float(scipy.stats.t.isf(level, n - 1))
-
-
 def conditional_power(p_now: Any, fraction: float, final_level: float) -> Any:
     """Chance of reaching the final look's level if the current estimate is the truth (B-value,
     Lan & Wittes 1988), from the current one-sided p (a float or an array) and information fraction."""

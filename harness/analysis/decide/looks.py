@@ -1,0 +1,44 @@
+"""The looks a run's design takes, and the level each look reads a bound at.
+
+Claims, premises and validity are all read again at every look of a sequential design. A premise or
+a positive control read at the unadjusted claim level at every look "holds" by chance far more often
+than that level (a premise exactly at its bound held in 10.6% of runs over looks 3-16, against 2.5%),
+so every look reads them at the level the design's alpha spending gives that look: over all looks
+together, the chance of a false hold is the claim level.
+"""
+from __future__ import annotations
+
+from harness.analysis.run_results import ResultsError, RunResults
+from harness.analysis.stats.sequential_design import Design, nominal_levels
+from harness.store import SUITE_FILE
+
+
+def claim_alpha(confidence: float) -> float:
+    """One-sided level of every claim: the two-sided interval's tail."""
+    return (1.0 - confidence) / 2.0
+
+
+def run_design(results: RunResults) -> Design:
+    """The design the run declared (suite.json ``sequential``), fixed at its seeds otherwise."""
+    try:
+        return Design.from_stored(results.stored.sequential, len(results.seeds))
+    except ValueError as exc:
+        raise ResultsError(f"{results.run_dir / SUITE_FILE}: {exc}") from None
+
+
+def looks_taken(results: RunResults, design: Design) -> tuple[int, ...]:
+    """Seed counts of the looks the stored seeds reach (a fixed design: all its seeds at once)."""
+    if not design.sequential:
+        return (len(results.seeds),)
+    taken = tuple(n for n in design.looks if n <= len(results.seeds))
+    return taken or (len(results.seeds),)
+
+
+def spent_level(results: RunResults) -> float:
+    """The one-sided level at which the latest look reads premises and validity: the claim level for a
+    fixed design, the look's nominal level under the design's spending for a sequential one."""
+    design = run_design(results)
+    alpha = claim_alpha(results.confidence)
+    if not design.sequential:
+        return alpha
+    return nominal_levels(design.looks, alpha, design.spending)[len(looks_taken(results, design)) - 1]
