@@ -54,7 +54,8 @@ def render_markdown(outcomes: Sequence[GateResult]) -> str:
         path = plain(outcome.baseline_path).replace("`", "'")  # a code span: only a backtick could end it
         lines.append(f"- {inline(run_name(outcome))} vs `{path}`: "
                      f"**{'PASS' if outcome.passed else 'FAIL'}** "
-                     f"({within} of {len(outcome.checks)} checks within tolerance)")
+                     f"({within} of {len(outcome.checks)} checks within tolerance"
+                     f"{f', {len(outcome.warnings)} near the boundary' if outcome.warnings else ''})")
     rows = []
     for outcome in outcomes:
         checks = sorted((c for c in outcome.checks if moved(c)), key=lambda c: c.passed)
