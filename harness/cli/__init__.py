@@ -41,6 +41,7 @@ def main() -> None:
 def _register() -> None:
     from harness.cli import (
         analysis_commands,
+        evidence_commands,
         new_task_commands,
         publish_commands,
         reproduce_commands,
@@ -49,7 +50,7 @@ def _register() -> None:
     )
 
     for command in (*run_commands.COMMANDS, *tune_commands.COMMANDS, *analysis_commands.COMMANDS,
-                    *reproduce_commands.COMMANDS, *new_task_commands.COMMANDS,
+                    *evidence_commands.COMMANDS, *reproduce_commands.COMMANDS, *new_task_commands.COMMANDS,
                     *publish_commands.COMMANDS):
         main.add_command(command)
 

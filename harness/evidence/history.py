@@ -1,0 +1,101 @@
+"""A suite file's history in the repository that holds a bundle: its design at a commit, and the commit
+that introduced that design.
+
+The repository may be a received clone, so git is read as ``tracking.environment`` reads it: with every
+configured program (fsmonitor, hooks, filters, textconv, pager) off. A design is what the project's own
+loader makes of the suite file at that commit (``Suite.locked_design``), so two files that differ only in
+comments, order or params outside the design have the same one.
+"""
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from harness.store import canonical_json
+from harness.suite.loader import load_suites
+from harness.suite.model import SuiteError
+from harness.tracking.environment import read_git
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    time: int  # the later of its author and committer dates (seconds since the epoch)
+
+
+class DesignUnreadable(ValueError):
+    """The suite file at a commit is missing or does not load: the message says which and why."""
+
+
+@dataclass
+class Repository:
+    """The git checkout at ``root``, with what it has loaded kept (a bundle's trials share a few commits)."""
+
+    root: Path
+    _designs: dict[tuple[str, str, str, str], str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def containing(cls, path: Path) -> Repository | None:
+        """The checkout that holds ``path`` (a file or folder); None outside git."""
+        folder = Path(path) if Path(path).is_dir() else Path(path).parent
+        top = read_git("rev-parse", "--show-toplevel", cwd=folder.resolve())
+        return cls(Path(top)) if top else None
+
+    def commit(self, sha: str) -> Commit | None:
+        """The commit ``sha`` (40 hex digits) names, when this repository has it."""
+        if not _COMMIT.fullmatch(sha):
+            return None
+        line = read_git("log", "-1", "--format=%H %at %ct", f"{sha}^{{commit}}", "--", cwd=self.root)
+        return _commit(line) if line else None
+
+    def file_commits(self, sha: str, path: str) -> list[Commit]:
+        """The commits up to ``sha`` that changed ``path``, newest first."""
+        out = read_git("log", "--format=%H %at %ct", "--no-renames", sha, "--", path, cwd=self.root)
+        return [_commit(line) for line in (out or "").splitlines() if line.strip()]
+
+    def design_at(self, sha: str, path: str, suite: str, profile: str) -> str:
+        """The canonical JSON of the design ``path`` declares for ``suite`` at ``profile`` at commit ``sha``."""
+        key = (sha, path, suite, profile)
+        if key not in self._designs:
+            self._designs[key] = canonical_json(self._load(sha, path, suite, profile))
+        return self._designs[key]
+
+    def _load(self, sha: str, path: str, suite: str, profile: str) -> dict[str, Any]:
+        text = read_git("cat-file", "blob", f"{sha}:{path}", cwd=self.root)
+        if text is None:
+            raise DesignUnreadable(f"{path} is not in commit {sha[:12]}")
+        with tempfile.TemporaryDirectory(prefix="harness-design-") as scratch:
+            copy = Path(scratch) / PurePosixPath(path).name
+            copy.write_text(text + "\n", encoding="utf-8")
+            try:
+                found = [s for s in load_suites(copy, profile, apply_locks=False) if s.name == suite]
+            except (SuiteError, ValueError, OSError) as exc:
+                message = str(exc).replace(str(copy), f"{path}@{sha[:12]}")
+                raise DesignUnreadable(f"{path} at {sha[:12]} does not load with this harness ({message})") from None
+        if not found:
+            raise DesignUnreadable(f"{path} at {sha[:12]} declares no suite {suite}")
+        return found[0].locked_design()
+
+    def introduced(self, sha: str, path: str, suite: str, profile: str) -> Commit | None:
+        """The oldest commit up to ``sha`` from which ``path`` has declared the design it declares at ``sha``
+        without a change in between; None when ``path`` has no history up to ``sha``."""
+        design = self.design_at(sha, path, suite, profile)
+        introducing = None
+        for commit in self.file_commits(sha, path):
+            try:
+                if self.design_at(commit.sha, path, suite, profile) != design:
+                    break
+            except DesignUnreadable:
+                break
+            introducing = commit
+        return introducing
+
+
+def _commit(line: str) -> Commit:
+    sha, author, committer = line.split()
+    return Commit(sha, max(int(author), int(committer)))

@@ -1,0 +1,126 @@
+"""``harness programme``: each claim across its sealed designs, in the order they ran, with its verdicts.
+
+A claim redesigned after each undecided or unwelcome result gets more chances at a false PASS, so the
+programme shows every design, not only the latest. Beside the latest verdict (never in its place) comes
+an exploratory pooled estimate over all sealed seed sets: the mean paired difference with a random
+effect per design (DerSimonian-Laird), whose interval is a normal one at the suite's confidence. Designs
+differ in margins, looks and sometimes in what they measure, so the pooled figure decides nothing.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from scipy import stats
+
+from harness.analysis.present.markdown_tables import plain
+from harness.evidence.bundle import SUFFIX, Bundle, read_bundle
+from harness.evidence.verdicts import Verdict, verdicts_of
+from harness.terminal import format_table, format_value
+from harness.tracking.claim_metrics import CLAIM_PREFIX, metric_path
+
+
+@dataclass(frozen=True)
+class Sealing:
+    """One claim in one sealed design: its verdict and the seed-level differences behind it."""
+
+    bundle: Bundle
+    verdict: Verdict
+    differences: tuple[float, ...]  # treatment - control per seed (empty for a ratio claim)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    estimate: float
+    low: float
+    high: float
+    tau2: float  # between-design variance
+    designs: int
+
+
+def pool(effects: Sequence[tuple[float, float]], confidence: float = 0.95) -> Pooled | None:
+    """DerSimonian-Laird random-effects mean of (estimate, variance) pairs; None without two designs of
+    positive variance."""
+    usable = [(y, v) for y, v in effects if v > 0 and math.isfinite(y) and math.isfinite(v)]
+    if len(usable) < 2:
+        return None
+    weights = [1 / v for _, v in usable]
+    total = sum(weights)
+    fixed = sum(w * y for w, (y, _) in zip(weights, usable)) / total
+    q = sum(w * (y - fixed) ** 2 for w, (y, _) in zip(weights, usable))
+    scale = total - sum(w * w for w in weights) / total
+    tau2 = max(0.0, (q - (len(usable) - 1)) / scale)
+    random = [1 / (v + tau2) for _, v in usable]
+    estimate = sum(w * y for w, (y, _) in zip(random, usable)) / sum(random)
+    half = stats.norm.ppf(0.5 + confidence / 2) / math.sqrt(sum(random))
+    return Pooled(estimate, estimate - half, estimate + half, tau2, len(usable))
+
+
+def bundles_under(root: Path) -> dict[str, list[Bundle]]:
+    """Every bundle under ``root`` (``<suite>/<hash>.jsonl.gz``) by suite, each suite's in the order they ran."""
+    by_suite: dict[str, list[Bundle]] = {}
+    for path in sorted(Path(root).glob(f"*/*{SUFFIX}")):
+        bundle = read_bundle(path)
+        by_suite.setdefault(bundle.suite, []).append(bundle)
+    return {suite: sorted(found, key=lambda b: (b.first_start, b.design)) for suite, found in sorted(by_suite.items())}
+
+
+def claim_sealings(bundles: Sequence[Bundle]) -> dict[str, list[Sealing]]:
+    """Each claim name of a suite's bundles: its sealing in every design that decides it, in order."""
+    found: dict[str, list[Sealing]] = {}
+    for bundle in bundles:
+        verdicts = verdicts_of(bundle.summary)
+        rows = {metric_path(CLAIM_PREFIX, r.get("contrast", ""), r.get("metric", ""), r.get("point", "")): r
+                for r in bundle.summary.get("contrasts", []) if isinstance(r, dict)}
+        for claim in bundle.summary["claims"]:
+            name = metric_path(CLAIM_PREFIX, claim["variant"], claim["key"], claim["point"])
+            found.setdefault(name, []).append(Sealing(bundle, verdicts[name], _differences(claim, rows.get(name))))
+    return found
+
+
+def _differences(claim: dict[str, Any], row: dict[str, Any] | None) -> tuple[float, ...]:
+    if claim.get("test") == "ratio" or row is None:
+        return ()
+    values = row.get("differences")
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return ()
+    return tuple(float(v) for v in values)
+
+
+def _effect(differences: Sequence[float]) -> tuple[float, float] | None:
+    """The mean difference and its variance (sd^2 / n); None under two seeds."""
+    n = len(differences)
+    if n < 2:
+        return None
+    mean = sum(differences) / n
+    return mean, sum((d - mean) ** 2 for d in differences) / (n - 1) / n
+
+
+def render(root: Path) -> str:
+    """The programme of every suite with bundles under ``root``."""
+    sections = []
+    for suite, bundles in bundles_under(root).items():
+        confidence = float(bundles[-1].stored.confidence or 0.95)
+        lines = [f"## {suite}: {len(bundles)} sealed design(s), oldest first"]
+        for name, sealings in claim_sealings(bundles).items():
+            rows = [[s.bundle.design, s.bundle.first_start, _seed_text(s.bundle.seeds), plain(s.verdict.text())]
+                    for s in sealings]
+            lines += ["", plain(name), format_table(["design", "first trial", "seeds", "verdict"], rows)]
+            latest = sealings[-1]
+            pooled = pool([e for s in sealings if (e := _effect(s.differences)) is not None], confidence)
+            pooled_text = ("pooled: not computed (needs two designs with seed-level differences)" if pooled is None else
+                           f"pooled over {pooled.designs} designs (exploratory; DerSimonian-Laird, a random effect per "
+                           f"design): {format_value(pooled.estimate)} [{format_value(pooled.low)}, "
+                           f"{format_value(pooled.high)}], tau^2 {format_value(pooled.tau2)}")
+            lines.append(f"latest verdict: {plain(latest.verdict.result)} (design {latest.bundle.design}) | {pooled_text}")
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections) if sections else f"no sealed bundles under {root}"
+
+
+def _seed_text(seeds: set[int]) -> str:
+    ordered = sorted(seeds)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"{ordered[0]}-{ordered[-1]}"
+    return ",".join(map(str, ordered))
