@@ -1,4 +1,25 @@
-"""`python -m harness` is the same as the `harness` command."""
-from harness.cli import main
+"""`python -m harness` is the same as the `harness` command, except that the current folder is taken off
+the import path before anything else is imported: ``python -m`` puts it first (as does an empty entry in
+``PYTHONPATH``, a stray colon), and a folder someone sent you (a results folder, a suite's tree) may hold
+a module named like one a task or the harness imports. A folder named in ``PYTHONPATH`` stays. The
+harness package itself is already imported by then, from wherever Python found it."""
+import os
+import sys
+
+
+def _without_current_folder(path: list[str]) -> list[str]:
+    try:
+        here = os.getcwd()
+    except OSError:  # the folder was removed: nothing can be imported from it
+        return path
+    chosen = {os.path.abspath(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry}
+    if here in chosen:
+        return path
+    return [entry for entry in path if os.path.abspath(entry or os.curdir) != here]
+
+
+sys.path[:] = _without_current_folder(sys.path)
+
+from harness.cli import main  # noqa: E402  (after the path is fixed)
 
 main()

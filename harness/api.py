@@ -19,7 +19,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import torch
 
@@ -566,11 +566,13 @@ def history(suite: str, profile: str = DEFAULT_PROFILE, tracking_uri: str | None
 
 
 def plan_reproduction(target: str, tracking_uri: str | None = None, results: Path | None = None,
-                      out: Path | None = None, device: str = "recorded", mlflow: bool = True) -> Plan:
+                      out: Path | None = None, device: str = "recorded", mlflow: bool = True,
+                      task_paths: Sequence[str] = ()) -> Plan:
     """What reproducing ``target`` (an MLflow run id, a results folder or a trial JSON) will rerun, where,
-    and where it will log; nothing runs yet."""
+    and where it will log; nothing runs yet. The records' tasks are imported only when registered or
+    named in ``task_paths`` (``package.module:Class`` paths the caller trusts)."""
     try:
-        return plan(target, tracking_uri, results, out, device, mlflow)
+        return plan(target, tracking_uri, results, out, device, mlflow, task_paths)
     except (ReproduceError, TrackingError) as exc:
         raise UsageError(str(exc)) from None
 

@@ -169,7 +169,7 @@ def test_a_received_store_never_sends_artifacts_outside_the_folder(toy_results, 
     point_store_at(results, url if where == "server" else neighbour.as_uri())
 
     if command == "reproduce":
-        result = CliRunner().invoke(main, ["reproduce", str(results / "toy" / "smoke")])
+        result = CliRunner().invoke(main, ["reproduce", str(results / "toy" / "smoke"), "--task-path", "toy_task:ToyTask"])
     else:
         next((results / "toy" / "smoke" / "trials").glob("*.json")).unlink()  # one trial reruns and is logged
         result = CliRunner().invoke(main, ["run", str(SUITES / "toy.yaml"), "--profile", "smoke",

@@ -59,8 +59,11 @@ def keep_sigterm():
     signal.signal(signal.SIGTERM, handler)
 
 
+TRUST_TOY = ("--task-path", "toy_task:ToyTask")  # the toy task is on the path, not registered: trusted by name
+
+
 def invoke(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
+    return CliRunner().invoke(main, [str(a) for a in args] + list(TRUST_TOY if args[0] == "reproduce" else ()))
 
 
 def client(root: Path) -> mlflow.MlflowClient:
@@ -151,7 +154,7 @@ def test_a_changed_task_fails_reproduction_naming_each_metric(toy_run, tmp_path,
     assert TOY_NOISE_LINE in source
     (changed / "toy_task.py").write_text(source.replace(TOY_NOISE_LINE, TOY_NOISE_LINE.replace("0.5", "0.6")))
     env = {**cli_env, "PYTHONPATH": f"{changed}:{cli_env['PYTHONPATH']}"}
-    proc = subprocess.run([*harness_cmd, "reproduce", str(toy_run / "toy" / "smoke"), "--no-mlflow"], env=env,
+    proc = subprocess.run([*harness_cmd, "reproduce", str(toy_run / "toy" / "smoke"), "--no-mlflow", *TRUST_TOY], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     verdict = proc.stdout.strip().splitlines()[-1]
@@ -222,13 +225,13 @@ def test_a_folder_someone_sent_is_reproduced_into_its_own_store_not_the_server_i
 @pytest.mark.integration
 def test_a_killed_reproduction_is_closed_by_the_next(toy_run, harness_cmd, cli_env):
     target = str(toy_run / "toy" / "smoke")
-    killed = subprocess.run([*harness_cmd, "reproduce", target], env={**cli_env, "HARNESS_FAULT": "trial-run-created:1"},
+    killed = subprocess.run([*harness_cmd, "reproduce", target, *TRUST_TOY], env={**cli_env, "HARNESS_FAULT": "trial-run-created:1"},
                             capture_output=True, text=True, timeout=300, check=False)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     (left,) = [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]
     partial = [p for p in (toy_run / "reproductions").glob("*/toy/smoke") if incomplete_note(p)]
     assert len(partial) == 1  # the killed reproduction's folder reads as partial
-    again = harness_here("reproduce", target)
+    again = harness_here("reproduce", target, *TRUST_TOY)
     assert again.returncode == 0, again.stderr
     assert client(toy_run).get_run(left.info.run_id).info.status == "KILLED"
     assert not [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]

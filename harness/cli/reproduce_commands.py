@@ -36,8 +36,12 @@ def _interrupt(_signum, _frame) -> None:
 @click.option("--device", "device_choice", type=click.Choice(["recorded", "auto", "cpu", "cuda"]), default="recorded",
               show_default=True, help="recorded: the device type the original ran on.")
 @click.option("--no-mlflow", is_flag=True, help="Do not log the reproduction to MLflow.")
+@click.option("--task-path", "task_paths", multiple=True, metavar="MODULE:CLASS",
+              help="Trust this task path when the records name it (repeatable). Without it, only tasks registered by "
+              "installed packages are imported: a record's task is never imported from TARGET's folder or the "
+              "current one.")
 def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, out: Path | None,
-              device_choice: str, no_mlflow: bool) -> None:
+              device_choice: str, no_mlflow: bool, task_paths: tuple[str, ...]) -> None:
     """Rerun a recorded result and check it bit for bit.
 
     TARGET is an MLflow run id (a suite run or one trial run, from the MLflow UI), a
@@ -52,7 +56,7 @@ def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, 
     from harness.reproduction.reproduce import regressed
 
     try:
-        plan = api.plan_reproduction(target, tracking_uri, results_root, out, device_choice, not no_mlflow)
+        plan = api.plan_reproduction(target, tracking_uri, results_root, out, device_choice, not no_mlflow, task_paths)
     except api.UsageError as exc:
         _fail(str(exc))
     click.echo(render_plan(plan))

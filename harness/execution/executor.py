@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import posix
 import signal
 import tempfile
 import threading
@@ -127,8 +128,8 @@ class TaskExit(BaseException):
 
 @contextmanager
 def _contained() -> Iterator[None]:
-    """Around a task: ``os._exit`` in this very process fails the trial instead of ending the run
-    (a forked child still exits), and a task's ``os.chdir`` is undone."""
+    """Around a task: ``os._exit`` (or ``posix._exit``, the same function) in this very process fails the
+    trial instead of ending the run (a forked child still exits), and a task's ``os.chdir`` is undone."""
     owner, real_exit, cwd = os.getpid(), os._exit, os.getcwd()
 
     def refuse_exit(code: int) -> None:
@@ -136,11 +137,11 @@ def _contained() -> Iterator[None]:
             real_exit(code)
         raise TaskExit(code)
 
-    os._exit = refuse_exit
+    os._exit = posix._exit = refuse_exit
     try:
         yield
     finally:
-        os._exit = real_exit
+        os._exit = posix._exit = real_exit
         if os.getcwd() != cwd:
             os.chdir(cwd)
 

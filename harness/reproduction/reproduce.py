@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import torch
 from pydantic import ValidationError
@@ -30,7 +30,7 @@ from harness.reproduction.mlflow_source import check_store, load_run, looks_like
 from harness.reproduction.sources import Original, ReproduceError, load_path
 from harness.store import RunFolder, write_json_atomic
 from harness.suite.stored import StoredArm, StoredSuite
-from harness.tasks import UnknownTaskError, load_task
+from harness.tasks import Task, UnknownTaskError, load_received_task
 from harness.terminal import Console
 from harness.tracking.environment import environment, package_lock, task_environment
 from harness.tracking.mirror import ReproductionMirror
@@ -53,6 +53,7 @@ class Plan:
     """Everything decided before the first trial runs."""
 
     original: Original
+    tasks: dict[str, type[Task]]  # each recorded task name -> its class here (registered, or a --task-path)
     trials: list[Trial]
     threads: dict[str, int]  # trial id -> torch threads to run it with (the recorded count)
     device: torch.device
@@ -87,16 +88,20 @@ class Outcome:
 
 
 def plan_reproduction(
-    target: str, tracking_uri: str | None, results: Path | None, out: Path | None, device_choice: str, mlflow: bool
+    target: str, tracking_uri: str | None, results: Path | None, out: Path | None, device_choice: str, mlflow: bool,
+    task_paths: Collection[str] = (),
 ) -> Plan:
-    """Resolve the target and everything the rerun needs; raises ReproduceError, writes nothing."""
+    """Resolve the target and everything the rerun needs; raises ReproduceError, writes nothing. The records'
+    tasks are resolved only as registered tasks or ``task_paths`` (``--task-path``): a received folder's
+    records are text someone else wrote, and nothing they name is imported otherwise."""
     original = _load(target, tracking_uri, results)
+    tasks = received_tasks(original.records, task_paths)
     finished = [r for r in original.records if r.finished]
     if not finished:
         raise ReproduceError(f"{original.description}: no finished trial to reproduce (failed trials have no result)")
     original.skipped = len(original.records) - len(finished)
     original.records = finished
-    trials = rebuild_trials(original.records)
+    trials = rebuild_trials(original.records, tasks)
     root = results or original.results_root or RESULTS_DEFAULT
     recorded_device = original.records[0].environment.get("device", "cpu")
     device, note = _choose_device(device_choice, recorded_device)
@@ -110,25 +115,34 @@ def plan_reproduction(
     tracker = _tracker(original, tracking_uri, root, notes) if mlflow else None
     here = environment(device)
     for task in sorted({r.task for r in original.records}):
-        here.update(task_environment(load_task(task)))
-    versions = {r.task: load_task(r.task).version for r in original.records}
+        here.update(task_environment(tasks[task]))
+    versions = {r.task: tasks[r.task].version for r in original.records}
     return Plan(
-        original=original, trials=trials, threads=threads, device=device, recorded_device=recorded_device,
+        original=original, tasks=tasks, trials=trials, threads=threads, device=device, recorded_device=recorded_device,
         device_note=note, out_root=out_root, tracker=tracker, here=here,
         environment_differences=environment_differences(original.records, here, versions),
         package_differences=package_differences(original.records, package_lock()), notes=notes,
     )
 
 
-def rebuild_trials(records: list[TrialRecord]) -> list[Trial]:
-    """The recorded trials, each checked against the task as it is here."""
+def received_tasks(records: list[TrialRecord], task_paths: Collection[str]) -> dict[str, type[Task]]:
+    """Each task the records name, resolved as a registered task or a trusted path, before any trial is rebuilt."""
+    tasks = {}
+    for record in records:
+        if record.task not in tasks:
+            try:
+                tasks[record.task] = load_received_task(record.task, task_paths)
+            except UnknownTaskError as exc:
+                raise ReproduceError(f"trial {record.title}: {exc}") from None
+    return tasks
+
+
+def rebuild_trials(records: list[TrialRecord], tasks: dict[str, type[Task]]) -> list[Trial]:
+    """The recorded trials, each checked against its task as it is here (``received_tasks``)."""
     trials = []
     for record in records:
         try:
-            task = load_task(record.task)
-            task.validate_params(record.params)
-        except UnknownTaskError as exc:
-            raise ReproduceError(f"trial {record.title}: {exc}") from None
+            tasks[record.task].validate_params(record.params)
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(p) for p in error["loc"]) or "params"
@@ -162,7 +176,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
     console.expect(len(plan.trials))
     ran = run_trials([plan.trials], SerialExecutor(), folder, [mirror] if mirror else [], console,
                      JobSettings(plan.device, plan.out_root, plan.here, threads=plan.threads), meta)
-    comparison = compare_metrics(original.records, ran.records, metric_kinds)
+    comparison = compare_metrics(original.records, ran.records, lambda task: metric_kinds(plan.tasks.get(task)))
     outcome = Outcome(folder.path, ran.records, comparison, mirror.run_id if mirror else None,
                       time.perf_counter() - clock, ran.interrupted, plan.out_root / SUMMARY_FILE)
     write_json_atomic(outcome.summary_path, summary(plan, outcome))
@@ -307,7 +321,7 @@ def _suite_meta(plan: Plan) -> dict[str, Any]:
     stored = StoredSuite(suite=first.suite, profile=first.profile, task=first.task, task_version=first.task_version,
                          seeds=tuple(sorted({r.seed for r in records})),
                          arms={arm: StoredArm(tuple(names)) for arm, names in labels.items()})
-    return on_device(with_declarations(stored, load_task(first.task)), plan.device).as_stored()
+    return on_device(with_declarations(stored, plan.tasks[first.task]), plan.device).as_stored()
 
 
 def _run_status(outcome: Outcome) -> str:
@@ -320,11 +334,9 @@ def _difference(difference: Difference) -> dict[str, str]:
     return {"key": difference.key, "recorded": difference.recorded, "here": difference.here}
 
 
-def metric_kinds(task: str) -> Callable[[str], str]:
-    """key -> declared kind; an undeclared key (or an unloadable task) must match exactly."""
-    try:
-        declared = load_task(task)
-    except UnknownTaskError:
+def metric_kinds(declared: type[Task] | None) -> Callable[[str], str]:
+    """key -> declared kind; an undeclared key (or a task the plan did not resolve) must match exactly."""
+    if declared is None:
         return lambda key: "undeclared"
 
     def kind(key: str) -> str:

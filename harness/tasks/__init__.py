@@ -4,16 +4,21 @@ group (``name = "package.module:Class"``) and imported on first use.
 One discovery path for all tasks: the harness registers its own mechanisms (``harness/tasks/<name>/``)
 in its pyproject exactly as an installed package registers one (what ``harness new-task`` writes),
 so an outside task is listed, runs and gates like a built-in. Lazy loading keeps ``harness validate``
-and ``harness list`` fast and means a broken task module only breaks suites that use it. A task
-anywhere on the path can also be named ``package.module:Class`` directly.
+and ``harness list`` fast and means a broken task module only breaks suites that use it; a module that
+raises, exits or prints at import is named in one line (``harness.tasks.plugins``). Two packages that
+register one name are refused, naming both. A suite file may also name a task anywhere on the path as
+``package.module:Class``; a task named by a stored record (a received folder, a logged run) is imported
+only when it is registered or the user passed its path (``load_received_task``).
 """
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
+import sys
 from functools import lru_cache
+from typing import Collection
 
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext, metric_family
+from harness.tasks.plugins import PluginFailed, guarded_import
 
 ENTRY_POINT_GROUP = "harness.tasks"
 HARNESS_DISTRIBUTION = "harness"
@@ -29,14 +34,22 @@ def _distribution(entry_point: importlib.metadata.EntryPoint) -> str:
 
 
 @lru_cache(maxsize=1)
-def _entry_points() -> tuple[dict[str, str], dict[str, str]]:
-    """(the harness's own tasks, other packages' tasks), each name -> ``package.module:Class``."""
+def _entry_points() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(the harness's own tasks, other packages' tasks), each name -> ``package.module:Class``, and the
+    names two other packages register, each -> who registers it."""
     builtin: dict[str, str] = {}
-    outside: dict[str, str] = {}
+    by_package: dict[str, dict[str, str]] = {}
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        mine = _distribution(entry_point) == HARNESS_DISTRIBUTION
-        (builtin if mine else outside).setdefault(entry_point.name, entry_point.value)
-    return builtin, outside
+        package = _distribution(entry_point)
+        if package == HARNESS_DISTRIBUTION:
+            builtin.setdefault(entry_point.name, entry_point.value)
+        else:
+            by_package.setdefault(entry_point.name, {}).setdefault(package, entry_point.value)
+    outside = {name: next(iter(packages.values())) for name, packages in by_package.items()}
+    clashes = {name: " and ".join(f"{package or 'a package without metadata'} ({value})"
+                                  for package, value in sorted(packages.items()))
+               for name, packages in by_package.items() if len(packages) > 1 and name not in builtin}
+    return builtin, outside, clashes
 
 
 def builtin_tasks() -> dict[str, str]:
@@ -46,8 +59,8 @@ def builtin_tasks() -> dict[str, str]:
 
 def registered_tasks() -> dict[str, str]:
     """Every registered name with its ``package.module:Class`` path; a built-in name cannot be taken
-    over by another package."""
-    builtin, outside = _entry_points()
+    over by another package (and a name two packages register is listed, but refused by ``load_task``)."""
+    builtin, outside, _ = _entry_points()
     return {**outside, **builtin}
 
 
@@ -59,6 +72,10 @@ def rescan_tasks() -> None:
 def load_task(name: str) -> type[Task]:
     """Resolve a registered name or a ``package.module:Class`` path to a Task class."""
     registered = registered_tasks()
+    clash = _entry_points()[2].get(name)
+    if clash:
+        raise UnknownTaskError(f"task {name!r} is registered by two packages: {clash}; uninstall one of them "
+                               "(which one runs would depend on the order of the path)")
     target = registered.get(name, name)
     if ":" not in target:
         missing = "" if builtin_tasks() else (
@@ -69,11 +86,12 @@ def load_task(name: str) -> type[Task]:
         )
     module_name, _, attr = target.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UnknownTaskError(f"task {name!r}: cannot import module {module_name!r} ({exc})") from exc
-    except (TypeError, ValueError) as exc:  # a declaration refused as the module ran (a misspelt metric kind)
-        raise UnknownTaskError(f"task {name!r}: module {module_name!r} declares something invalid: {exc}") from exc
+        module, printed = guarded_import(module_name)
+    except PluginFailed as exc:
+        raise UnknownTaskError(f"task {name!r}: {exc}") from exc
+    if printed:
+        print(f"warning: task {name!r}: module {module_name!r} printed {len(printed)} character(s) at import "
+              "(not shown)", file=sys.stderr)
     cls = getattr(module, attr, None)
     if cls is None:
         where = getattr(module, "__file__", None) or "a folder without __init__.py, shadowing the package"
@@ -83,5 +101,20 @@ def load_task(name: str) -> type[Task]:
     return cls
 
 
+def load_received_task(name: str, trusted: Collection[str] = ()) -> type[Task]:
+    """The task a stored record names (a received folder, a logged run: text someone else wrote): a registered
+    name or the path of a registered task, or a ``package.module:Class`` path the user passed in ``trusted``
+    (``--task-path``). Anything else is refused before anything is imported."""
+    registered = registered_tasks()
+    if name in registered or name in registered.values() or name in trusted:
+        return load_task(name)
+    shown = " ".join(str(name).split())[:200]
+    raise UnknownTaskError(
+        f"task {shown!r} is not a registered task, and a task named by a stored record is never imported from "
+        f"where the record lies or the current folder: install the package that registers it, or pass "
+        f"--task-path {shown} to trust that module"
+    )
+
+
 __all__ = ["ENTRY_POINT_GROUP", "Metric", "Task", "TaskParams", "TrialContext", "UnknownTaskError", "builtin_tasks",
-           "load_task", "metric_family", "registered_tasks", "rescan_tasks"]
+           "load_received_task", "load_task", "metric_family", "registered_tasks", "rescan_tasks"]
