@@ -185,6 +185,10 @@ def execute_trial(
     except (Exception, SystemExit, TaskExit, TrialTimeout) as exc:  # a failing, exiting or stuck trial must not stop the others
         status, error = Status.FAILED, _reason(exc)
         recorder.details["traceback"] = traceback.format_exc(limit=8)
+    elapsed = time.perf_counter() - clock
+    if status is Status.FINISHED and timeout_s is not None and elapsed > timeout_s:  # it caught or ignored the alarm
+        status, error, metrics = Status.FAILED, (f"TrialTimeout: the trial ran past --trial-timeout {timeout_s:g}s "
+                                                 f"(it caught or ignored the alarm and ended after {elapsed:.1f}s)"), {}
     recorder.details[PHASE_DETAIL] = recorder.phase_seconds()
     return trial_record(
         trial, environment, started, time.perf_counter() - clock,

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from harness.execution.executor import Executor, TrialJob
+from harness.execution.parallel import bounded
 from harness.execution.trials import Trial
 from harness.listeners import RunListener, RunStart
 from harness.record import TrialRecord
@@ -53,6 +54,7 @@ def run_trials(
     not in ``stored`` and store each in ``folder``. ``stored``: the finished trials already in the folder,
     by id, kept up to date (a look may set some aside before it runs). ``meta``: the folder's suite.json."""
     kept = stored if stored is not None else {}
+    given, executor = executor, bounded(executor, settings.timeout_s)  # a trial past its timeout is killed
     folder.mark_incomplete()  # until every trial is stored: a process that ends early leaves a folder read as partial
     environment = {**settings.environment, "executor": executor.name}
     for listener in listeners:
@@ -89,6 +91,8 @@ def run_trials(
         outcome.interrupted = True
     finally:
         console.close()
+        if executor is not given:
+            executor.close()
     return outcome
 
 

@@ -1,4 +1,5 @@
-"""Independent trials side by side in worker processes on this machine.
+"""Independent trials side by side in worker processes on this machine, and every trial of a run with
+``--trial-timeout`` in one (a process can be killed; a task can ignore or catch an in-process alarm).
 
 Small models rarely keep two intra-op threads busy, so on a machine with more cores than a trial
 uses, trials running side by side (each process pinned to the same thread count a serial run
@@ -17,11 +18,12 @@ from datetime import datetime, timezone
 from multiprocessing.connection import Connection, wait
 from typing import Any, ClassVar, Iterator, Sequence
 
-from harness.execution.executor import ThrottledSteps, TrialJob, execute_job, trial_record
+from harness.execution.executor import Executor, ThrottledSteps, TrialJob, execute_job, trial_record
 from harness.record import Status, TrialRecord
 from harness.terminal import Console
 
 WORTH_WORKERS_S = 5.0  # a trial of this much CPU time repays starting worker processes (a few seconds each)
+KILL_GRACE_S = 2.0  # past --trial-timeout, the worker's own alarm gets this long to fail the trial before the kill
 
 
 def usable_cores() -> int:
@@ -132,9 +134,9 @@ class ProcessExecutor:
                 busy = [w for w in self._pool if w.job is not None]
                 if not busy:
                     break
-                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+                ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=_next_kill(busy))
                 for worker in busy:
-                    record = self._collect(worker, ready, console)
+                    record = self._collect(worker, ready, console) or self._kill_if_overdue(worker)
                     if record is not None:
                         if concurrent > 1:
                             record = record.with_details(speed_measured_under_load=True, concurrent_trials=concurrent)
@@ -171,6 +173,21 @@ class ProcessExecutor:
             error=f"the worker process died (exit code {code}) while running this trial",
         )
 
+    def _kill_if_overdue(self, worker: _Worker) -> TrialRecord | None:
+        """A failed record for a trial past its --trial-timeout (and the grace its own alarm had), its worker
+        killed; None while it has time left."""
+        job = worker.job
+        if job is None or job.timeout_s is None or time.perf_counter() - worker.clock < job.timeout_s + KILL_GRACE_S:
+            return None
+        worker.stop(kill=True)
+        self._pool.remove(worker)
+        return trial_record(
+            job.trial, job.environment, worker.started or datetime.now(timezone.utc),
+            time.perf_counter() - worker.clock, status=Status.FAILED,
+            error=f"TrialTimeout: the trial ran past --trial-timeout {job.timeout_s:g}s and did not stop (it ignored "
+                  "or caught the alarm): its process was killed",
+        )
+
     def _stop(self, kill: bool) -> None:
         for worker in self._pool:
             worker.stop(kill)
@@ -179,3 +196,22 @@ class ProcessExecutor:
     def close(self) -> None:
         """Stop the worker processes."""
         self._stop(kill=False)
+
+
+def _next_kill(busy: list[_Worker]) -> float | None:
+    """Seconds until the first busy worker's trial is overdue (see ``_kill_if_overdue``); None: no limit."""
+    now = time.perf_counter()
+    due = [w.clock + w.job.timeout_s + KILL_GRACE_S - now for w in busy if w.job and w.job.timeout_s is not None]
+    return max(0.0, min(due)) if due else None
+
+
+def bounded(executor: Executor, timeout_s: float | None) -> Executor:
+    """The executor of a run with ``--trial-timeout``: every trial in a worker process that is killed once the
+    trial runs past the limit, since a task can ignore or catch the in-process alarm but cannot outlive its
+    process. The executor itself without a limit, or when it already runs every trial in a worker; Ray's
+    workers keep the alarm (and a trial finished past the limit is failed, ``execute_trial``)."""
+    if timeout_s is None or executor.name == "ray":
+        return executor
+    if isinstance(executor, ProcessExecutor) and executor.inline_below_s is None:
+        return executor
+    return ProcessExecutor(executor.workers if isinstance(executor, ProcessExecutor) else 1)
