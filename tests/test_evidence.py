@@ -23,6 +23,7 @@ import pytest
 from fault_injection import Outcome, harness_here
 from harness.evidence import bundle as bundle_module
 from harness.evidence.bundle import design_hash
+from harness.evidence.history import Commit, DesignUnreadable, Repository
 from harness.evidence.programme import pool
 from harness.store import design_label, design_of
 from harness.tracking import environment
@@ -269,6 +270,30 @@ def test_the_programme_lists_every_design_with_the_pooled_estimate_beside_the_la
     assert section.index(designs[0]) < section.index(designs[1])
     latest = next(line for line in section.splitlines() if line.startswith("latest verdict:"))
     assert f"(design {designs[1]})" in latest and "exploratory" in latest and "DerSimonian-Laird" in latest
+
+
+def test_a_design_is_introduced_by_its_oldest_commit_not_by_edits_that_keep_it(tmp_path):
+    """A comment edit keeps the design (the loader's reading is compared, not the text); a margin edit
+    starts a new one. The times are each commit's later date."""
+    repo = tmp_path / "repo"
+    (repo / "suites").mkdir(parents=True)
+    suite = repo / "suites" / "toy.yaml"
+    suite.write_text(TOY.read_text())
+    git(repo, "init", "-q")
+    shas = []
+    for n, edit in enumerate([lambda t: t, lambda t: "# a comment\n" + t, lambda t: t.replace("margin: 0.05", "margin: 0.04"),
+                              lambda t: t + "# another comment\n"]):
+        suite.write_text(edit(suite.read_text()))
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", f"edit {n}", when=1_700_000_000 + 100 * n)
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    history = Repository.containing(repo)
+    assert history.introduced(shas[1], "suites/toy.yaml", "toy", "default") == Commit(shas[0], 1_700_000_000)
+    assert history.introduced(shas[3], "suites/toy.yaml", "toy", "default") == Commit(shas[2], 1_700_000_200)
+    assert history.design_at(shas[0], "suites/toy.yaml", "toy", "default") == history.design_at(
+        shas[1], "suites/toy.yaml", "toy", "default")
+    with pytest.raises(DesignUnreadable, match="declares no suite other"):
+        history.design_at(shas[0], "suites/toy.yaml", "other", "default")
 
 
 def test_a_path_that_is_not_there_is_one_line(tmp_path):
