@@ -242,11 +242,13 @@ def test_a_malformed_or_hostile_bundle_exits_2_in_one_line(copy, spoil, fragment
 
 
 @pytest.mark.integration
-def test_a_bundle_that_inflates_past_the_cap_is_refused(copy, monkeypatch):
+@pytest.mark.parametrize("cap, value, fragment", [("MAX_TEXT_BYTES", 4096, "inflates to over"),
+                                                  ("MAX_TRIALS", 5, "18 trials, over the 5")])
+def test_a_bundle_past_a_cap_is_refused_before_its_trials_are_read(copy, monkeypatch, cap, value, fragment):
     repo, path = copy
-    monkeypatch.setattr(bundle_module, "MAX_TEXT_BYTES", 4096)
+    monkeypatch.setattr(bundle_module, cap, value)
     audited = harness_here("audit", str(path))
-    assert audited.returncode == 2 and "inflates to over" in audited.stderr
+    assert audited.returncode == 2 and fragment in audited.stderr
 
 
 @pytest.mark.integration

@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from harness.files import UnsafeFile
 from harness.record import RecordError, TrialRecord, from_json, to_json
 from harness.store import canonical_json, design_of, read_regular
+from harness.suite.references import MAX_TRIALS
 from harness.suite.schema import check_name
 from harness.suite.stored import StoredSuite, StoredSuiteError
 
@@ -141,6 +142,8 @@ def parse(raw: bytes, path: Path) -> Bundle:
     summary = _part(lines[2], "summary", path, 3).get("summary")
     if not isinstance(summary, dict) or (summary.get("suite"), summary.get("profile")) != (suite, profile):
         raise BundleError(f"{path}: line 3: not the summary of {suite}/{profile}")
+    if len(lines) - 3 > MAX_TRIALS:
+        raise BundleError(f"{path}: refused: {len(lines) - 3} trials, over the {MAX_TRIALS} one suite may expand to")
     trials = tuple(_trial(line, path, n, stored) for n, line in enumerate(lines[3:], start=4))
     ids = [record.trial_id for record in trials]
     if len(set(ids)) != len(ids):
