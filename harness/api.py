@@ -190,14 +190,15 @@ def _executor(options: RunOptions, workers: int) -> Executor:
         raise UsageError(str(exc)) from None
 
 
-def suite_executor(suite: Suite, options: RunOptions, executor: Executor, console: Console) -> Executor:
-    """The session's executor, except that under ``auto`` a suite that claims a speed metric runs its
-    trials one at a time: a claim on timings taken beside another trial would read the machine's load."""
-    if options.executor != "auto" or executor.name == SerialExecutor.name or not suite.speed_claims:
+def suite_executor(suite: Suite, executor: Executor, console: Console) -> Executor:
+    """The session's executor. A suite that claims a speed metric keeps its trials side by side but takes
+    every timing alone (the run loop's quiet room): a claim on timings taken beside another trial's
+    training would read the machine's load; Ray's workers, on machines of their own, are left as they are."""
+    if executor.name == SerialExecutor.name or executor.name == "ray" or not suite.speed_claims:
         return executor
-    console.line(f"serial: {suite.name} claims a speed metric ({', '.join(sorted(set(suite.speed_claims)))}): "
-                 "its trials run one at a time, so that no timing is taken beside another trial")
-    return SerialExecutor()
+    console.line(f"timing: {suite.name} claims a speed metric ({', '.join(sorted(set(suite.speed_claims)))}): "
+                 "its trials run side by side and each timing is taken alone, the others waiting at their next step")
+    return executor
 
 
 def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None]) -> MlflowTracker | None:
@@ -344,7 +345,7 @@ def run(
         try:
             for suite in suites:
                 mirror = session.mirror()
-                executor = suite_executor(suite, options, session.executor, session.console)
+                executor = suite_executor(suite, session.executor, session.console)
                 suite_run = run_suite(suite, session.results, session.device, session.console, options.resume, executor,
                                       options.trial_timeout, listeners=[mirror] if mirror else [],
                                       allocation=options.allocation)

@@ -26,6 +26,7 @@ import torch
 from harness.devices import device_name, resolve_device
 from harness.execution.trials import Trial, config_hash
 from harness.measure.phases import PHASE_DETAIL, take_waited
+from harness.measure.quiet import pause, quiet_room
 from harness.record import Status, TrialRecord
 from harness.services.loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
@@ -45,6 +46,7 @@ class _Progress:
     def advance(self, n: int = 1) -> None:
         self.done += n
         self.last = time.perf_counter()
+        pause()  # a timing of another trial of the run may be waiting to be taken alone
         if self.console:
             self.console.inner(self.description, self.done, self.total)
 
@@ -264,15 +266,17 @@ class TrialJob:
     index: int  # 1-based position among the suite's trials, for progress lines
     total: int
     timeout_s: float | None = None  # --trial-timeout
+    quiet_dir: Path | None = None  # the run's room: its timings are taken alone (harness.measure.quiet)
 
 
 def execute_job(job: TrialJob, console: Console | None = None) -> TrialRecord:
     """Run a job wherever it lands with the driver's thread count, so results match a serial run."""
     torch.set_num_threads(job.torch_threads)
-    return execute_trial(
-        load_task(job.task), job.trial, torch.device(job.device), job.cache_dir, job.work_dir, job.environment, console,
-        job.timeout_s,
-    )
+    with quiet_room(job.quiet_dir):
+        return execute_trial(
+            load_task(job.task), job.trial, torch.device(job.device), job.cache_dir, job.work_dir, job.environment,
+            console, job.timeout_s,
+        )
 
 
 class Executor(Protocol):

@@ -28,6 +28,7 @@ class JobSettings:
     environment: Mapping[str, str]
     timeout_s: float | None = None
     threads: Mapping[str, int] = field(default_factory=dict)  # trial id -> torch threads; else this process's
+    quiet_timing: bool = False  # every timing alone, the trials side by side (a suite that claims a speed metric)
 
 
 @dataclass
@@ -110,6 +111,7 @@ def _jobs(trials: list[Trial], pending: list[Trial], folder: RunFolder, settings
             work_dir=work_root / trial.trial_id, environment=environment,
             torch_threads=settings.threads.get(trial.trial_id, threads),
             index=position[trial.trial_id], total=len(trials), timeout_s=settings.timeout_s,
+            quiet_dir=work_root if settings.quiet_timing else None,
         )
         for trial in pending
     ]

@@ -115,7 +115,8 @@ class ProcessExecutor:
         if not waiting:
             return
         concurrent = min(len(waiting), self.workers)
-        if concurrent > 1 and not self._warned:
+        loaded = concurrent > 1 and jobs[0].quiet_dir is None  # in a quiet room every timing is taken alone
+        if loaded and not self._warned:
             self._warned = True
             console.line(f"parallel: {concurrent} trials at a time, {jobs[0].torch_threads} torch thread(s) each; "
                          "speed figures are measured under load")
@@ -138,7 +139,7 @@ class ProcessExecutor:
                 for worker in busy:
                     record = self._collect(worker, ready, console) or self._kill_if_overdue(worker)
                     if record is not None:
-                        if concurrent > 1:
+                        if loaded:
                             record = record.with_details(speed_measured_under_load=True, concurrent_trials=concurrent)
                         yield record
             finished_cleanly = True

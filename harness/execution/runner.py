@@ -97,11 +97,18 @@ def run_suite(
     kept = folder.resumable(records) if resume else {}
     looks = _looks(suite, stored, meta, records, kept, folder, env, console, allocation == "open", outcome)
     ran = run_trials(looks, executor or SerialExecutor(), folder, listeners, console,
-                     JobSettings(device, results_root, env, trial_timeout), meta, kept)
+                     JobSettings(device, results_root, env, trial_timeout, quiet_timing=_quiet(suite, executor)),
+                     meta, kept)
     outcome.records, outcome.ran, outcome.interrupted = ran.records, ran.ran, ran.interrupted
     outcome.skipped = len(outcome.records) - outcome.ran
     outcome.wall_seconds = time.perf_counter() - clock
     return outcome
+
+
+def _quiet(suite: Suite, executor: Executor | None) -> bool:
+    """Whether the trials take every timing alone: a suite that claims a speed metric, on this machine
+    (Ray's workers are on machines of their own)."""
+    return bool(suite.speed_claims) and (executor is None or executor.name != "ray")
 
 
 def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dict[str, TrialRecord],
