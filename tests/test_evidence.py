@@ -258,6 +258,7 @@ def test_seal_refuses_what_it_cannot_seal_in_one_line(sealed, tmp_path):
     assert missing.returncode == 2 and missing.stderr.startswith("error: no run of suite other")
     outside = harness_here("seal", str(repo / "results"), "toy", "--out", str(tmp_path / "evidence"))
     assert outside.returncode == 2 and "not inside a git checkout" in outside.stderr
+    assert not (tmp_path / "evidence").exists()
 
 
 @pytest.mark.integration

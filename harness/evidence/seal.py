@@ -67,9 +67,8 @@ def seal(results: Path, suite: str, profile: str, out: Path = EVIDENCE_DIR) -> S
     except (OSError, ValueError) as exc:
         raise SealError(f"{run_dir}: cannot be read ({exc})") from None
     records = _current_trials(run_dir, stored)
-    out_dir = Path(out) / suite
-    out_dir.mkdir(parents=True, exist_ok=True)
-    repo = Repository.containing(out_dir)
+    out_dir = Path(out).absolute() / suite
+    repo = Repository.containing(next(p for p in (out_dir, *out_dir.parents) if p.is_dir()))
     if repo is None:
         raise SealError(f"{out} is not inside a git checkout: a bundle is audited against the history of the "
                         "repository that holds it")
