@@ -17,11 +17,10 @@ from harness.record import to_json
 from harness.tasks import rescan_tasks
 
 PLANTED = 'open({marker!r}, "w").write("ran")\nfrom toy_task import ToyTask as Task\n'
+EXITING = {"exits_task": "import os\nos._exit(0)\n", "posix_exits_task": "import posix\nposix._exit(0)\n"}
 PLUGINS = {  # module -> its source; each is registered under its own name by a distribution of its own
     "boom_task": "raise RuntimeError('plugin broken on purpose')\n",
     "quits_task": "import sys\nsys.exit(0)\n",
-    "exits_task": "import os\nos._exit(0)\n",
-    "posix_exits_task": "import posix\nposix._exit(0)\n",
     "chatty_task": "print('hello from a plugin')\nfrom toy_task import ToyTask as Task\n",
 }
 
@@ -66,22 +65,29 @@ def test_python_m_harness_never_imports_from_the_current_folder(tmp_path, harnes
     assert "cannot import module 'evil_mod'" in done.stderr
 
 
-@pytest.fixture
-def plugins(tmp_path, monkeypatch) -> Path:
-    """Installed-looking distributions (a .dist-info each) registering the PLUGINS and two packages that
-    register one name ``twin``; on sys.path for this test, and found by a rescan."""
-    root = tmp_path / "site"
+def install_plugins(root: Path, sources: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """Installed-looking distributions (a .dist-info each) under ``root``: one per module of ``sources``,
+    registering it under its name without ``_task``, and two packages that register one name ``twin``."""
     root.mkdir()
-    registered = {module: [(module.removesuffix("_task"), f"{module}:Task")] for module in PLUGINS}
+    registered = {module: [(module.removesuffix("_task"), f"{module}:Task")] for module in sources}
     registered["twin_one"] = [("twin", "twin_one:Task")]
     registered["twin_two"] = [("twin", "twin_two:Task")]
     for module, entries in registered.items():
-        (root / f"{module}.py").write_text(PLUGINS.get(module, "from toy_task import ToyTask as Task\n"))
+        (root / f"{module}.py").write_text(sources.get(module, "from toy_task import ToyTask as Task\n"))
         info = root / f"{module}_plugin-1.0.dist-info"  # the folder's name is the distribution's, normalized
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}-plugin\nVersion: 1.0\n")
         lines = "".join(f"{name} = {value}\n" for name, value in entries)
         (info / "entry_points.txt").write_text(f"[harness.tasks]\n{lines}")
+    return registered
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch) -> Path:
+    """The PLUGINS installed for this test (on sys.path, found by a rescan); the exiting ones are tested in
+    a process of their own: a harness that let one through would end pytest itself, with status 0."""
+    root = tmp_path / "site"
+    registered = install_plugins(root, PLUGINS)
     monkeypatch.syspath_prepend(str(root))
     rescan_tasks()
     yield root
@@ -102,8 +108,6 @@ def test_broken_plugins_are_named_in_one_line_and_the_other_tasks_still_list(plu
 
     assert "raised RuntimeError at import: plugin broken on purpose" in line_of("boom")
     assert "module 'quits_task' called sys.exit(0) at import" in line_of("quits")
-    assert "module 'exits_task' called os._exit(0) at import" in line_of("exits")
-    assert "module 'posix_exits_task' called os._exit(0) at import" in line_of("posix_exits")
     twin = line_of("twin")
     assert "registered by two packages" in twin and "twin_one:Task" in twin and "twin_two:Task" in twin
     assert line_of("chatty").startswith("chatty  (v") and "hello from a plugin" not in listed.stdout
@@ -113,7 +117,6 @@ def test_broken_plugins_are_named_in_one_line_and_the_other_tasks_still_list(plu
 
 @pytest.mark.parametrize("name, says", [("boom", "raised RuntimeError at import"),
                                         ("quits", "called sys.exit(0) at import"),
-                                        ("exits", "called os._exit(0) at import"),
                                         ("twin", "is registered by two packages")])
 def test_a_suite_of_a_broken_plugin_is_one_line_with_exit_2(plugins, tmp_path, name, says):
     suite = tmp_path / "s.yaml"
@@ -122,6 +125,20 @@ def test_a_suite_of_a_broken_plugin_is_one_line_with_exit_2(plugins, tmp_path, n
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"error: {suite}:2: task: task {name!r}") and says in line
+
+
+@pytest.mark.integration
+def test_plugins_that_call_os_exit_at_import_are_named_and_the_list_goes_on(tmp_path, harness_cmd, cli_env):
+    install_plugins(tmp_path / "site", EXITING)
+    env = {**cli_env, "PYTHONPATH": f"{tmp_path / 'site'}:{cli_env['PYTHONPATH']}"}
+    done = subprocess.run([*harness_cmd, "list"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "exits: unavailable (task 'exits': module 'exits_task' called os._exit(0) at import)" in done.stdout
+    assert "posix_exits: unavailable (task 'posix_exits': module 'posix_exits_task' called os._exit(0)" in done.stdout
+    assert "twin: unavailable (task 'twin' is registered by two packages" in done.stdout
+    listed = done.stdout.splitlines()
+    assert any(line.startswith("vocab  (v") for line in listed)  # the others, after the exits
+    assert any(line.startswith("routing  (v") for line in listed)
 
 
 @pytest.mark.integration

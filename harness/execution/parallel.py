@@ -23,7 +23,7 @@ from harness.record import Status, TrialRecord
 from harness.terminal import Console
 
 WORTH_WORKERS_S = 5.0  # a trial of this much CPU time repays starting worker processes (a few seconds each)
-KILL_GRACE_S = 2.0  # past --trial-timeout, the worker's own alarm gets this long to fail the trial before the kill
+KILL_GRACE_S = 5.0  # past --trial-timeout, the worker's own alarm gets this long to fail the trial before the kill
 
 
 def usable_cores() -> int:
@@ -49,6 +49,7 @@ def _serve(conn: Connection) -> None:
             return
         if job is None:
             return
+        conn.send(("began", None))  # from now on the trial's --trial-timeout runs (not while the worker starts)
         conn.send(("record", execute_job(job, ThrottledSteps(lambda step: conn.send(("step", step))))))  # type: ignore[arg-type]
 
 
@@ -59,6 +60,7 @@ class _Worker:
     job: TrialJob | None = None
     started: datetime | None = None
     clock: float = 0.0
+    began: float | None = None  # when the worker said it began the job (perf_counter): its timeout counts from then
 
     @classmethod
     def spawn(cls) -> "_Worker":
@@ -70,7 +72,7 @@ class _Worker:
         return cls(process, ours)
 
     def submit(self, job: TrialJob) -> None:
-        self.job, self.started, self.clock = job, datetime.now(timezone.utc), time.perf_counter()
+        self.job, self.started, self.clock, self.began = job, datetime.now(timezone.utc), time.perf_counter(), None
         self.conn.send(job)
 
     def stop(self, kill: bool) -> None:
@@ -157,6 +159,8 @@ class ProcessExecutor:
                     kind, payload = worker.conn.recv()
                     if kind == "step":
                         console.inner(*payload)
+                    elif kind == "began":
+                        worker.began = time.perf_counter()
                     else:
                         worker.job = None
                         return payload
@@ -178,7 +182,9 @@ class ProcessExecutor:
         """A failed record for a trial past its --trial-timeout (and the grace its own alarm had), its worker
         killed; None while it has time left."""
         job = worker.job
-        if job is None or job.timeout_s is None or time.perf_counter() - worker.clock < job.timeout_s + KILL_GRACE_S:
+        if job is None or job.timeout_s is None or worker.began is None:
+            return None
+        if time.perf_counter() - worker.began < job.timeout_s + KILL_GRACE_S:
             return None
         worker.stop(kill=True)
         self._pool.remove(worker)
@@ -202,7 +208,8 @@ class ProcessExecutor:
 def _next_kill(busy: list[_Worker]) -> float | None:
     """Seconds until the first busy worker's trial is overdue (see ``_kill_if_overdue``); None: no limit."""
     now = time.perf_counter()
-    due = [w.clock + w.job.timeout_s + KILL_GRACE_S - now for w in busy if w.job and w.job.timeout_s is not None]
+    due = [w.began + w.job.timeout_s + KILL_GRACE_S - now for w in busy
+           if w.job and w.job.timeout_s is not None and w.began is not None]
     return max(0.0, min(due)) if due else None
 
 
