@@ -4,6 +4,7 @@ filled, each claimed metric is one chartable series, and informational zeros sta
 All against a real SQLite store."""
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import mlflow
@@ -15,7 +16,7 @@ from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.run_results import load_results
 from harness.store import iter_trial_files, read_trial
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
-from harness.tracking.mlflow_tracker import NOTE_TAG, MlflowTracker, TrialRun
+from harness.tracking.mlflow_tracker import ARMS_VIEW, ARMS_VIEW_TAG, NOTE_TAG, MlflowTracker, TrialRun
 from harness.tracking.run_description import NOTE_CHARS, fitted
 from harness.tracking.trial_view import TrialView
 from records import make_record
@@ -134,3 +135,12 @@ def test_a_real_run_answers_on_its_page_with_true_trial_times_and_named_workload
         assert abs(run.info.start_time / 1000 - started.timestamp()) < 1.0
         assert abs((run.info.end_time - run.info.start_time) / 1000 - record.wall_seconds) < 1.0
         assert run.inputs.dataset_inputs[0].dataset.name == f"toy seed={record.seed} {record.point_label}"
+
+
+def test_each_suites_experiment_holds_a_saved_view_grouping_the_trials_by_arm(tmp_path):
+    tracker = tracker_at(tmp_path)
+    experiment = tracker.client.get_experiment(tracker.experiment_id("toy"))
+    view = json.loads(experiment.tags[ARMS_VIEW_TAG])
+    assert view["searchFilter"] == "tags.`harness.kind` = 'trial'"
+    assert view["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": "harness.arm_label"}]
+    assert ARMS_VIEW_TAG == f"mlflow.sharedViewState.{ARMS_VIEW}"  # the key MLflow's UI reads a shared view from

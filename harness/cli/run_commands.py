@@ -280,7 +280,7 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     if refused:  # at once, before importing mlflow: its server would retry for about a minute, then exit 0
         _fail(f"cannot serve on 127.0.0.1:{port} ({refused}); pick another port with --port")
     from harness.processes import stop_process_group
-    from harness.tracking.mlflow_tracker import MODEL_TRAINING_VIEW, MlflowTracker, default_tracking_uri
+    from harness.tracking.mlflow_tracker import ARMS_VIEW, MODEL_TRAINING_VIEW, MlflowTracker, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri(results_root)
     if uri.startswith("sqlite:") and not (results_root / "mlflow.db").exists():
@@ -293,6 +293,8 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     for experiment in experiments:
         if experiment.name != "Default":
             click.echo(f"{experiment.name}: {base}/#/experiments/{experiment.experiment_id}?{MODEL_TRAINING_VIEW}")
+            click.echo(f"{experiment.name}, trials by arm: {base}/#/experiments/{experiment.experiment_id}/runs"
+                       f"?viewStateShareKey={ARMS_VIEW}&{MODEL_TRAINING_VIEW}")
     # One worker: a local browser for one person; MLflow's default of 4 each import MLflow (seconds of CPU).
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(port),
                "--workers", "1"]

@@ -41,6 +41,16 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 NOTE_TAG = "mlflow.note.content"  # an experiment's description, shown on its page
 MODEL_TRAINING_VIEW = "workflowType=machine_learning"  # the UI's runs-table view (MLflow 3 opens on GenAI)
+# A saved view of each suite's runs table, kept as MLflow's shared view state (an experiment tag) and opened by
+# ``#/experiments/<id>/runs?viewStateShareKey=arms``: the trial runs grouped by arm, charts at each arm's mean.
+ARMS_VIEW = "arms"
+ARMS_VIEW_TAG = f"mlflow.sharedViewState.{ARMS_VIEW}"
+ARMS_VIEW_STATE = json.dumps({
+    "searchFilter": "tags.`harness.kind` = 'trial'",
+    "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "harness.arm_label"}]},
+    "useGroupedValuesInCharts": True,
+    "hideEmptyCharts": True,
+}, sort_keys=True)
 TRIAL_ID_TAG = "harness.trial_id"
 RESULTS_ID_TAG = "harness.results_id"  # which results folder logged a run: other folders share a server
 MARKER_DIR = "mlflow"
@@ -179,9 +189,12 @@ class MlflowTracker:
         else:
             experiment_id = experiment.experiment_id
             self._refuse_foreign(name, experiment.artifact_location)
-        if experiment is None or experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+        tags = {} if experiment is None else experiment.tags
+        if tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
             # MLflow 3 opens untagged experiments on the GenAI overview; this opens the runs table.
             self.client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        if tags.get(ARMS_VIEW_TAG) != ARMS_VIEW_STATE:
+            self.client.set_experiment_tag(experiment_id, ARMS_VIEW_TAG, ARMS_VIEW_STATE)
         return experiment_id
 
     def check_destination(self, name: str) -> None:
