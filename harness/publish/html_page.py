@@ -16,6 +16,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
 code, pre { font-family: ui-monospace, monospace; font-size: 0.9em; }
+td code { word-break: break-all; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; }
 .pass { color: #176b2c; font-weight: 600; } .fail { color: #b3261e; font-weight: 600; }
 .other { color: #7a5c00; } img { max-width: 100%; border: 1px solid #ddd; }

@@ -92,7 +92,7 @@ def _profile_section(suite: str, profile: str, runs: Sequence[PublishedRun], out
         f"<p>validity {text(validity_text(latest.analysis.validity))}</p>",
         figures or "<p>no claims to plot</p>",
         table(("contrast", "metric", "point", "test", f"estimate [{confidence} CI]", "result", "seeds"),
-              [_claim_row(claim) for claim in latest.analysis.claims], caption="verdicts of the primary claims"),
+              [_claim_row(latest, claim) for claim in latest.analysis.claims], caption="verdicts of the primary claims"),
         f"<pre>{text(render_report(latest.analysis))}</pre>",
         "</section>",
     ])
@@ -110,13 +110,19 @@ def _history_rows(runs: Sequence[PublishedRun]) -> list[list[str]]:
             cells.setdefault(_claim_key(claim), {})[index] = claim
     rows = []
     for key, by_run in cells.items():
-        history = [f"{text(estimate_text(by_run[i]))}<br>{result_cell(by_run[i].result_text)}" if i in by_run else "-"
+        history = [f"{text(estimate_text(by_run[i]))}<br>{_result(runs[i], by_run[i])}" if i in by_run else "-"
                    for i in range(len(runs))]
         rows.append([text(part) for part in key] + history)
     return rows
 
 
-def _claim_row(claim: ClaimResult) -> list[str]:
+def _result(run: PublishedRun, claim: ClaimResult) -> str:
+    """The claim's result, saying so when the run's validity does not let it count."""
+    validity = run.analysis.validity
+    return result_cell(claim.result_text + ("" if validity.claims_count else f" (not counted: {validity.status})"))
+
+
+def _claim_row(run: PublishedRun, claim: ClaimResult) -> list[str]:
     seeds = str(claim.n) + (f" (look {claim.look})" if claim.sequential else "")
     return [text(claim.contrast), text(claim.key), text(claim.point or "-"), text(claim.statement),
-            text(estimate_text(claim)), result_cell(claim.result_text), text(seeds)]
+            text(estimate_text(claim)), _result(run, claim), text(seeds)]
