@@ -20,6 +20,6 @@ def _without_current_folder(path: list[str]) -> list[str]:
 
 sys.path[:] = _without_current_folder(sys.path)
 
-from harness.cli import main  # noqa: E402  (after the path is fixed)
+from harness.launch import main  # noqa: E402  (after the path is fixed)
 
 main()

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import torch
 
+from harness import numeric
 from harness.analysis.compare.comparison_plot import write_comparison_plot
 from harness.analysis.compare.comparison_text import run_label
 from harness.analysis.compare.run_comparison import CompareError, Comparison, load_pair
@@ -102,6 +103,7 @@ class RunOptions:
     ray_address: str | None = None
     ray_workers: int | None = None
     threads: int | None = None  # torch intra-op threads (float results can depend on it)
+    numeric: str = numeric.DETERMINISTIC  # numeric mode (harness.numeric): the CPU kernels' ISA level pinned, or "fast"
     trial_timeout: float | None = None
     max_trials: int = MAX_TRIALS
     max_nodes: int = MAX_SUITE_NODES
@@ -266,6 +268,10 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
              on_started: Callable[[torch.device], None] | None = None) -> Iterator[_Session]:
     """Everything a run of ``suites`` needs, checked before any trial trains and released after, also on
     Ctrl-C; MLflow and disk-full errors inside become one-line ``UsageError``s."""
+    try:
+        numeric.apply(options.numeric)
+    except (ValueError, numeric.NumericModeError) as exc:
+        raise UsageError(str(exc)) from None
     try:
         device = resolve_device(options.device)
     except ValueError as exc:
@@ -489,10 +495,12 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
     return plans
 
 
-def save_baselines(results: Path, out_dir: Path = DEFAULT_BASELINES_DIR) -> list[Path]:
-    """A baseline from every run under ``results``; none is written when one of them is refused."""
+def save_baselines(results: Path, out_dir: Path = DEFAULT_BASELINES_DIR,
+                   numeric: str = numeric.DETERMINISTIC) -> list[Path]:
+    """A baseline from every run under ``results`` (each run of the ``numeric`` mode; "fast" accepts
+    either); none is written when one of them is refused."""
     try:
-        return save_baseline_files(run_folders(results), Path(out_dir))
+        return save_baseline_files(run_folders(results), Path(out_dir), numeric)
     except (GateError, ResultsError) as exc:
         raise UsageError(str(exc)) from None
 

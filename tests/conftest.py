@@ -9,6 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.numeric import DETERMINISTIC, set_environment
+
+# Before any test module imports torch, which reads the pins once: a run in this process trains under
+# the mode the CLI defaults to (its in-process check refuses a torch loaded unpinned).
+set_environment(DETERMINISTIC)
+
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 EXAMPLE_TASK_DIR = REPO / "examples" / "feature_gate"  # the new-task template: its task is held to the contract

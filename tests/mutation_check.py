@@ -284,6 +284,10 @@ BREAKS = (
           "    rows = max(1, SIMULATION_BYTES // (3 * 8 * width))  # draws, sums and squares\n",
           "    rows = paths\n", (),
           "the sequential planner draws every simulated path at once (memory grows with the seeds)"),
+    Break("numeric-mode-unpinned", "spine", "harness/numeric.py",
+          "        environ.update(pins())\n",
+          "        environ.update({})\n", (),
+          "the deterministic numeric mode pins no ISA level: torch, MKL and oneDNN pick this CPU's best kernels"),
 )
 
 

@@ -14,6 +14,7 @@ import click
 from harness.cli.outputs import append_step_summary, output_problem, write_output
 from harness.analysis.present import EXPORT_FORMATS
 from harness.gating import DEFAULT_BASELINES_DIR
+from harness.numeric import DETERMINISTIC, MODES, OPTION
 from harness.suite.model import DEFAULT_PROFILE
 
 # The analysis stack (torch, scipy, matplotlib: seconds to import) loads only when a command runs, so
@@ -92,12 +93,15 @@ def baseline() -> None:
 @click.argument("results", type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_BASELINES_DIR,
               show_default=True, help="Folder for <suite>-<profile>-<device class>.json.")
-def baseline_save(results: Path, out_dir: Path) -> None:
+@click.option(OPTION, "numeric", type=click.Choice(MODES), default=DETERMINISTIC, show_default=True,
+              help="The numeric mode the runs must have been made in (fast: either mode); the gate compares a run "
+              "only with a baseline of its own mode.")
+def baseline_save(results: Path, out_dir: Path, numeric: str) -> None:
     """Save a baseline from every run under RESULTS (none when one of them is refused)."""
     from harness import api
 
     try:
-        paths = api.save_baselines(results, out_dir)
+        paths = api.save_baselines(results, out_dir, numeric)
     except api.UsageError as exc:
         _fail(str(exc))
     for path in paths:

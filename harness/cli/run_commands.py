@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from harness.numeric import DETERMINISTIC, MODES, OPTION
 from harness.suite.model import DEFAULT_PROFILE
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
@@ -107,6 +108,12 @@ def execution_options(command):
                      help="torch intra-op threads for every trial [default: 1 side by side, else torch's, one per "
                      "core]. Float results can "
                      "depend on it: pin it (e.g. to a baseline's count) to compare quality across machines."),
+        click.option(OPTION, "numeric", type=click.Choice(MODES), default=DETERMINISTIC, show_default=True,
+                     help="deterministic: torch, MKL and oneDNN held to one CPU vector ISA level (AVX2 on x86-64) "
+                     "and torch's deterministic algorithms on every device, so CPUs of other ISAs compute the same "
+                     "floats; fast: each library's best kernels here, or the levels ATEN_CPU_CAPABILITY, MKL_CBWR and "
+                     "ONEDNN_MAX_CPU_ISA name (and CUDA's fast paths). Recorded in every trial; the gate refuses a "
+                     "baseline of the other mode."),
         click.option("--trial-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
                      callback=_finite_seconds,
                      help="Fail a trial that runs longer than this many seconds (its reason says so); the others go on."),
@@ -133,7 +140,7 @@ def execution_options(command):
               help="A sequential suite's later looks: open runs only the arms that an open claim, a premise or the "
               "validity controls read (the same decisions); all runs every arm at every look.")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, workers, ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes, verbose,
+        executor_name, workers, ray_address, ray_workers, threads, numeric, trial_timeout, max_trials, max_nodes, verbose,
         allocation,
         redesign) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
@@ -146,7 +153,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     options = api.RunOptions(
         profile=profile, seeds=seeds, arms=arms, results=results_root, tracking_uri=tracking_uri,
         mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address,
-        ray_workers=ray_workers, threads=threads, trial_timeout=trial_timeout, max_trials=max_trials,
+        ray_workers=ray_workers, threads=threads, numeric=numeric, trial_timeout=trial_timeout, max_trials=max_trials,
         max_nodes=max_nodes, allocation=allocation, redesign=redesign,
     )
     console = Console()

@@ -14,7 +14,7 @@ from harness.suite.model import DEFAULT_PROFILE
               help="Tune at this profile's params (the seeds are the tune block's).")
 @execution_options
 def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_mlflow, executor_name, workers,
-         ray_address, ray_workers, threads, trial_timeout, max_trials, max_nodes) -> None:
+         ray_address, ray_workers, threads, numeric, trial_timeout, max_trials, max_nodes) -> None:
     """Run every tuned arm of SUITE.yaml over its grid on the tuning seeds, choose each arm's best point by
     its mean, and write <suite>.tuned.json (and a plot) beside the suite file: commit it, `harness run` uses it."""
     from harness import api
@@ -24,7 +24,7 @@ def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_
     options = api.RunOptions(
         profile=profile, results=results_root, tracking_uri=tracking_uri, mlflow=not no_mlflow, device=device,
         resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address, ray_workers=ray_workers,
-        threads=threads, trial_timeout=trial_timeout, max_trials=max_trials, max_nodes=max_nodes,
+        threads=threads, numeric=numeric, trial_timeout=trial_timeout, max_trials=max_trials, max_nodes=max_nodes,
     )
     console = Console()
 

@@ -27,6 +27,7 @@ from harness.devices import device_name, resolve_device
 from harness.execution.trials import Trial, config_hash
 from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.measure.quiet import pause, quiet_room
+from harness.numeric import unpinned
 from harness.record import Status, TrialRecord
 from harness.services.loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
@@ -270,7 +271,12 @@ class TrialJob:
 
 
 def execute_job(job: TrialJob, console: Console | None = None) -> TrialRecord:
-    """Run a job wherever it lands with the driver's thread count, so results match a serial run."""
+    """Run a job wherever it lands with the driver's thread count and numeric mode, so results match a
+    serial run; a process whose torch ignores the mode's pins fails the trial instead of recording it."""
+    problem = unpinned()
+    if problem:
+        return trial_record(job.trial, job.environment, datetime.now(timezone.utc), 0.0, status=Status.FAILED,
+                            error=problem)
     torch.set_num_threads(job.torch_threads)
     with quiet_room(job.quiet_dir):
         return execute_trial(

@@ -19,6 +19,7 @@ from itertools import islice
 from typing import Any, ClassVar, Iterator, Sequence
 
 from harness.execution.executor import STEP_INTERVAL_S, ThrottledSteps, TrialJob, execute_job, trial_record
+from harness.numeric import worker_environment
 from harness.record import Status
 from harness.terminal import Console
 
@@ -28,6 +29,12 @@ CONNECT_TIMEOUT_S = 6.0  # the whole check, so a dead address fails well inside 
 # Workers keep the driver's torch thread count (same floats as serial), so concurrent trials
 # oversubscribe the cores; OpenMP threads that spin while waiting then slow each trial ~4x.
 WORKER_ENV = {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+
+
+def worker_env() -> dict[str, str]:
+    """What every worker process starts with: the wait policy, and the run's numeric mode and its pins
+    (torch reads them when a worker imports it, so they cannot be set from a task)."""
+    return {**WORKER_ENV, **worker_environment()}
 
 
 class RayUnavailable(RuntimeError):
@@ -57,7 +64,7 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 
     def attempt() -> None:
         try:
-            ray.init(address=address, runtime_env={"env_vars": WORKER_ENV}, logging_level=logging.ERROR)
+            ray.init(address=address, runtime_env={"env_vars": worker_env()}, logging_level=logging.ERROR)
             outcome.append(None)
         except Exception as exc:  # reported below, on the caller's thread
             outcome.append(exc)
@@ -121,7 +128,7 @@ class RayExecutor:
             with _loopback_only(ray):
                 ray.init(  # "local": a fresh cluster even when `ray start` left one running here
                     address="local", num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
-                    runtime_env={"env_vars": WORKER_ENV}, logging_level=logging.ERROR,
+                    runtime_env={"env_vars": worker_env()}, logging_level=logging.ERROR,
                 )
             self._owns_cluster = True
         return self

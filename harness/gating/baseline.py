@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from harness.analysis.run_results import RunResults, load_results
 from harness.gating import DEFAULT_BASELINES_DIR
+from harness.gating.numeric_modes import refuse_baseline_mode
 from harness.gating.values import (
     CHECKS,
     CLAIM,
@@ -26,6 +27,7 @@ from harness.gating.values import (
     trial_name,
     value_identity,
 )
+from harness.numeric import DETERMINISTIC
 from harness.store import clean_stray_tmp, read_json, write_json_atomic
 
 BASELINE_SCHEMA = 1
@@ -60,10 +62,12 @@ def make_baseline(results: RunResults) -> dict[str, Any]:
 STRAY_TMP_AGE_S = 60  # a temporary file older than this is no concurrent save's: a killed one left it
 
 
-def save_baselines(run_dirs: list[Path], out_dir: Path = DEFAULT_BASELINES_DIR) -> list[Path]:
+def save_baselines(run_dirs: list[Path], out_dir: Path = DEFAULT_BASELINES_DIR,
+                   numeric: str = DETERMINISTIC) -> list[Path]:
     """Every run's baseline, all checked before the first file is replaced: one refused run leaves
-    every baseline as it was. Temporary files of a save killed mid-write are removed first."""
-    made = [_checked_baseline(run_dir) for run_dir in run_dirs]
+    every baseline as it was, as does a run of another numeric mode than ``numeric`` (``numeric_modes``).
+    Temporary files of a save killed mid-write are removed first."""
+    made = [_checked_baseline(run_dir, numeric) for run_dir in run_dirs]
     clean_stray_tmp(Path(out_dir), min_age=STRAY_TMP_AGE_S)
     paths = []
     for name, baseline in made:
@@ -73,7 +77,7 @@ def save_baselines(run_dirs: list[Path], out_dir: Path = DEFAULT_BASELINES_DIR) 
     return paths
 
 
-def _checked_baseline(run_dir: Path) -> tuple[str, dict[str, Any]]:
+def _checked_baseline(run_dir: Path, numeric: str = DETERMINISTIC) -> tuple[str, dict[str, Any]]:
     """(file name, baseline) of a complete run with something to gate, else GateError."""
     results = load_results(run_dir)
     if results.incomplete:
@@ -93,6 +97,7 @@ def _checked_baseline(run_dir: Path) -> tuple[str, dict[str, Any]]:
             f"{results.run_dir}: {len(missing)} of {len(expected)} declared trials have no result{example}; "
             "a baseline must come from a complete run (rerun the suite to finish them)"
         )
+    refuse_baseline_mode(results, numeric)
     baseline = make_baseline(results)
     if not baseline["values"]:
         raise GateError(f"{results.run_dir}: no quality, memory or speed-ratio values to gate; a baseline of nothing "

@@ -11,6 +11,7 @@ from harness.analysis.decide.verdicts import contrast_variants
 from harness.analysis.present.markdown_tables import plain
 from harness.analysis.run_results import RunResults, load_results
 from harness.gating.baseline import DEFAULT_BASELINES_DIR, baseline_filename, baseline_trials, load_baseline
+from harness.gating.numeric_modes import refuse_other_mode
 from harness.gating.values import (
     CLAIM,
     CONTRAST,
@@ -144,6 +145,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     baseline = load_baseline(path)
     _refuse_mismatch(baseline, results, path)
     _refuse_other_task_version(baseline, results, path)
+    refuse_other_mode(baseline, results, path)
     tolerances = results.stored.gate
     speed = speed_gated(results)
     stored = {value_identity(e): e for e in baseline["values"]}

@@ -17,6 +17,8 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
+from harness.numeric import DETERMINISTIC, current_mode
+
 NumpyStreams = Callable[..., np.random.Generator]  # purpose parts -> generator, seed already bound
 
 
@@ -24,8 +26,9 @@ CUBLAS_WORKSPACE_CONFIG = ":4096:8"
 
 
 def deterministic_kernels(device: torch.device) -> bool:
-    """Deterministic kernels on CPU; CUDA keeps its fast paths (speed is part of what is measured)."""
-    return device.type == "cpu"
+    """Deterministic kernels on CPU always, on CUDA in the deterministic numeric mode; the fast mode keeps
+    CUDA's fast paths (speed is part of what is measured)."""
+    return device.type == "cpu" or current_mode() == DETERMINISTIC
 
 
 def seed_everything(seed: int, device: torch.device) -> None:
@@ -33,9 +36,13 @@ def seed_everything(seed: int, device: torch.device) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    _set_deterministic_algorithms(deterministic_kernels(device))
+    deterministic = deterministic_kernels(device)
+    _set_deterministic_algorithms(deterministic)
     if device.type != "cpu":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
+        torch.backends.cudnn.deterministic = deterministic
+        if deterministic:  # cuDNN's autotuner picks kernels by their timing; TF32 convolutions round to 10 bits
+            torch.backends.cudnn.benchmark = torch.backends.cudnn.allow_tf32 = False
         torch.cuda.manual_seed_all(seed)
 
 
@@ -61,6 +68,7 @@ def determinism_settings(device: torch.device) -> dict[str, str]:
         "deterministic_algorithms": str(deterministic_kernels(device)).lower(),
         "cudnn_deterministic": str(torch.backends.cudnn.deterministic).lower(),
         "cudnn_benchmark": str(torch.backends.cudnn.benchmark).lower(),
+        "cudnn_allow_tf32": str(torch.backends.cudnn.allow_tf32).lower(),
         "cublas_workspace_config": cublas,
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
     }

@@ -1,4 +1,5 @@
-"""The environment a result was produced in: code version, libraries, hardware and determinism.
+"""The environment a result was produced in: code version, libraries, hardware, determinism and the
+numeric mode (``harness.numeric``: the ISA levels pinned, and the one torch dispatches to, ``cpu_capability``).
 
 The code is named two ways: the git state of the harness checkout that ran (``git_*``, also written
 ``harness_*`` for a record read beside an outside task's; a suite's own tree is never read: it may be a
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from harness import numeric
 from harness.devices import cpu_capability, cpu_model, device_name
 from harness.services.seeding import determinism_settings
 from harness.tasks import Task
@@ -166,6 +168,8 @@ def environment(device: torch.device) -> dict[str, str]:
         "argv": redacted(" ".join(sys.argv)),
     }
     env.update(determinism_settings(device))
+    env.update(numeric.recorded())
+    env["mkldnn_enabled"] = str(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled).lower()
     env.update({f"env_{name}": os.environ.get(name, "unset") for name in THREAD_VARIABLES})
     return env
 

@@ -1,0 +1,45 @@
+"""The numeric mode (``harness.numeric``) of a baseline and of a run: values of the two modes differ by
+the kernels that computed them, not by the code, so the gate compares a run only with a baseline of its
+own mode (exit 2 otherwise, like any baseline of another run), and a baseline comes from the
+deterministic mode unless asked otherwise.
+
+A baseline or a run made before modes were recorded names none: the gate compares it, and a
+baseline is saved from it, as before modes existed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.analysis.run_results import RunResults
+from harness.gating.values import GateError, numeric_environment
+from harness.numeric import DETERMINISTIC, OPTION
+
+MODE_KEY = "numeric_mode"  # in each trial's environment and a baseline's numeric environment
+
+
+def refuse_other_mode(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
+    """GateError when the baseline and the run both record a numeric mode and the two differ."""
+    environment = baseline.get("environment")
+    theirs = environment.get(MODE_KEY) if isinstance(environment, dict) else None
+    ours = numeric_environment(results).get(MODE_KEY)
+    if theirs is None or ours is None or theirs == ours:
+        return
+    raise GateError(
+        f"refusing to gate: baseline {path} was saved from a run in the {theirs} numeric mode, these results ran "
+        f"in the {ours} mode (the two compute other floats from the same code); rerun the suite with "
+        f"{OPTION} {theirs}, or save a baseline of this mode"
+    )
+
+
+def refuse_baseline_mode(results: RunResults, allowed: str = DETERMINISTIC) -> None:
+    """GateError unless the finished trials that record a mode ran in one, and that mode is ``allowed``
+    (the fast mode allows either)."""
+    modes = sorted({t.environment[MODE_KEY] for t in results.finished if MODE_KEY in t.environment})
+    if len(modes) > 1:
+        raise GateError(f"{results.run_dir}: its trials ran in different numeric modes ({', '.join(modes)}); a "
+                        "baseline must come from one (rerun the suite with --no-resume)")
+    if allowed == DETERMINISTIC and modes and modes[0] != DETERMINISTIC:
+        raise GateError(f"{results.run_dir}: ran in the {modes[0]} numeric mode; a baseline is saved from a "
+                        f"deterministic run (rerun without {OPTION} {modes[0]}), or from this one with "
+                        f"`harness baseline save {OPTION} {modes[0]}`")
