@@ -126,7 +126,7 @@ def test_an_equivalence_fail_is_bonferroni_over_its_two_sides():
     assert result.p_fail == pytest.approx(min(1.0, 2 * scipy.stats.t.sf(t, 4)))
 
 
-def test_t_and_sign_flip_disagreement_is_flagged():
+def test_a_claim_t_alone_would_decide_is_left_undecided_naming_the_skew():
     heavy = [10.0, 10.5, 9.5, 10.2, -0.1, -0.2, 0.1, 0.05]  # four seeds far from the other four
     difference = paired_difference(dict(enumerate(heavy)), dict.fromkeys(range(8), 0.0))
     assert difference.estimate.p_value <= 0.05 < difference.sign_flip_p and difference.t_only
@@ -134,8 +134,10 @@ def test_t_and_sign_flip_disagreement_is_flagged():
     assert not normal.t_only
     control = {"acc": [0.0] * 8}
     (flagged,) = evaluate_claims(two_arm_run(control, {"acc": heavy}, [claim("acc")]))
-    assert flagged.t_only
-    assert flagged.status != PASS or "t only" in flagged.result_text
+    # t alone passes it (p < 0.025); the sign-flip test of the claim's own hypothesis at 0 does not
+    assert flagged.p_value <= ALPHA < flagged.p_flip
+    assert flagged.status == INCONCLUSIVE and flagged.skew_blocked
+    assert flagged.result_text.startswith("INCONCLUSIVE (skewed: sample skewness ")
 
 
 @pytest.mark.slow  # calibration by simulation: about 3 minutes on a loaded 2-core machine
@@ -178,3 +180,38 @@ def test_a_gain_exactly_at_the_superiority_margin_passes_at_most_at_the_claim_le
 
     assert pass_rate(margin) <= ALPHA + 3 * (ALPHA * (1 - ALPHA) / runs) ** 0.5  # 2.5% + 3 standard errors
     assert pass_rate(3 * margin) > 0.8
+
+
+def _gamma_differences(rng: np.random.Generator, skew: float, runs: int, n: int) -> np.ndarray:
+    """Per-seed differences with mean exactly 0 and the given skewness (a shifted, scaled gamma)."""
+    shape = (2.0 / abs(skew)) ** 2
+    draws = (rng.gamma(shape, 1.0, size=(runs, n)) - shape) / np.sqrt(shape)
+    return np.sign(skew) * draws
+
+
+@pytest.mark.slow  # calibration by simulation: about 2 minutes on a loaded 2-core machine
+@pytest.mark.parametrize("n", [6, 8])
+def test_the_skew_guard_keeps_normal_data_at_its_level_and_only_ever_removes_false_passes(n):
+    """A superiority claim at 0 on differences whose true mean is 0: every PASS is false. On normal
+    differences the guarded test keeps its level; on skewed ones (the t test's bad side, skewness -0.8
+    and -1.8) it never passes more often than t alone on the same draws, and at 6 pairs and skewness
+    -0.8 it holds 1.2x the level. (Beyond that no test of the mean at these n can: docs/statistics.md.)"""
+    runs = 2500
+    rng = np.random.default_rng(60 + n)
+    ceiling = binomial_bound(runs, ALPHA)
+    cells = {"normal": rng.standard_normal((runs, n)), **{
+        f"skew {skew:+g}": _gamma_differences(rng, skew, runs, n) for skew in (-0.8, -1.8)}}
+    for name, draws in cells.items():
+        control = {"acc": [0.5] * n}
+        guarded = sum(evaluate_claims(two_arm_run(control, {"acc": list(0.5 + row)}, [claim("acc")]))[0].status == PASS
+                      for row in draws)
+        t = draws.mean(1) / (draws.std(1, ddof=1) / np.sqrt(n))
+        t_alone = int(np.sum(scipy.stats.t.sf(t, n - 1) <= ALPHA))
+        assert guarded <= t_alone, name
+        if name == "normal" or (n == 6 and name == "skew -0.8"):
+            assert guarded <= binomial_bound(runs, 1.2 * ALPHA if name != "normal" else ALPHA), (name, guarded)
+
+
+def binomial_bound(runs: int, rate: float) -> int:
+    """The count a binomial(runs, rate) exceeds with probability 0.001 at most."""
+    return int(scipy.stats.binom.ppf(0.999, runs, rate))

@@ -80,7 +80,8 @@ def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequen
                 "key": claim.key,
                 "result": claim.status,
                 "result_text": claim.result_text,
-                "t_only": claim.t_only,
+                "skewness": claim.skewness,
+                "skew_blocked": claim.skew_blocked,  # t alone would decide; the sign-flip test at the bound does not
                 "premise": None if claim.premise is None else premise_json(claim.premise),
                 "n": claim.n,
                 "dropped": claim.dropped,
