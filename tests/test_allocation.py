@@ -81,3 +81,18 @@ def test_an_unknown_allocation_is_a_usage_error(tmp_path):
     suite.write_text(suite_text(0))
     with pytest.raises(api.UsageError, match="unknown allocation 'some'"):
         api.run(suite, api.RunOptions(results=tmp_path / "r", mlflow=False, allocation="some"))
+
+
+@pytest.mark.slow
+def test_allocation_changes_no_decision_over_many_replicates(tmp_path):
+    """The A/A arm (c) and the planted effects (b, d) over 30 fresh replicates: every claim, premise and
+    validity decision the same under both allocations, so the sequential design's simulated error rates
+    and power (tests/test_sequential_design.py) hold for the allocated run as they are."""
+    saved = 0
+    for shift in range(100, 130):
+        folder = tmp_path / str(shift)
+        folder.mkdir()
+        every, open_only = run(folder, suite_text(shift), "all"), run(folder, suite_text(shift), "open")
+        assert decisions(open_only) == decisions(every), shift
+        saved += len(load_results(every).finished) - len(load_results(open_only).finished)
+    assert saved > 0
