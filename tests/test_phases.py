@@ -12,6 +12,8 @@ from harness.analysis.present.run_costs import (
     save_driver_seconds,
 )
 from harness.execution.executor import run_single
+from harness.execution.loop import by_rank
+from harness.execution.trials import Trial
 from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.services.cache import exclusive
 from toy_task import ToyParams, ToyTask
@@ -52,3 +54,15 @@ def test_the_phase_table_reads_the_runs_driver_seconds_back(tmp_path):
     assert rows == {"train": "8.0", "evaluate": "3.0", "waiting": "1.0", "analysis": "1.5", "MLflow": "2.0",
                     "other": "1.0", "wall": "10.0"}
     assert load_driver_seconds(tmp_path / "elsewhere") is None
+
+
+def test_side_by_side_jobs_take_each_seeds_first_trial_before_any_seeds_second():
+    def trial(arm: str, seed: int) -> Trial:
+        return Trial("s", "default", "toy", "2", arm, arm, seed, {}, {"arm": arm})
+
+    look = [trial(arm, seed) for seed in (5, 3, 7) for arm in ("builds", "reads", "also")]
+    order = [(t.arm, t.seed) for t in by_rank(look, look)]
+    assert order[:3] == [("builds", 5), ("builds", 3), ("builds", 7)]
+    assert order[3:6] == [("reads", 5), ("reads", 3), ("reads", 7)] and len(order) == 9
+    pending = [t for t in look if (t.arm, t.seed) != ("builds", 3)]  # stored already: its seed's rank stays
+    assert [(t.arm, t.seed) for t in by_rank(look, pending)][:3] == [("builds", 5), ("builds", 7), ("reads", 5)]

@@ -99,8 +99,7 @@ def run_trials(
 
 def _jobs(trials: list[Trial], pending: list[Trial], folder: RunFolder, settings: JobSettings,
           environment: dict[str, str]) -> list[TrialJob]:
-    """Pending trials as picklable jobs, in the look's order (seeds outermost for a suite: the first
-    trial of a seed builds its cached artifacts while the cache lock holds the others of that seed)."""
+    """Pending trials as picklable jobs, each seed's first trial before any seed's second (``by_rank``)."""
     work_root = (folder.path / "work").absolute()
     position = {t.trial_id: i for i, t in enumerate(trials, 1)}
     threads = torch.get_num_threads()
@@ -113,5 +112,19 @@ def _jobs(trials: list[Trial], pending: list[Trial], folder: RunFolder, settings
             index=position[trial.trial_id], total=len(trials), timeout_s=settings.timeout_s,
             quiet_dir=work_root if settings.quiet_timing else None,
         )
-        for trial in pending
+        for trial in by_rank(trials, pending)
     ]
+
+
+def by_rank(trials: list[Trial], pending: list[Trial]) -> list[Trial]:
+    """``pending`` with every seed's first trial first, then every seed's second, and so on (ranks and
+    seeds in the look's order). The first trial of a seed builds what the seed's other trials share
+    (data, a backbone) under the cache's lock: trials side by side then build different seeds' shared
+    work at once instead of the second waiting on the first's lock. One at a time it is the same work."""
+    seeds = {seed: i for i, seed in enumerate(dict.fromkeys(t.seed for t in trials))}
+    rank: dict[str, tuple[int, int]] = {}
+    counts: dict[int, int] = {}
+    for trial in trials:
+        rank[trial.trial_id] = (counts.get(trial.seed, 0), seeds[trial.seed])
+        counts[trial.seed] = counts.get(trial.seed, 0) + 1
+    return sorted(pending, key=lambda t: rank[t.trial_id])

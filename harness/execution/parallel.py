@@ -104,7 +104,7 @@ class ProcessExecutor:
     _warned: bool = field(default=False, init=False)
 
     def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
-        """Keep every worker busy, in job order (seeds outermost), and yield records as they complete."""
+        """Keep every worker busy, in job order (each seed's first trial first), and yield records as they complete."""
         waiting = list(jobs)
         while waiting and self.inline_below_s is not None:
             job = waiting.pop(0)
