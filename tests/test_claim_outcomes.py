@@ -131,3 +131,48 @@ def test_timing_claims_are_a_holm_family_of_their_own():
     assert acc.level == pytest.approx(0.025) and speed.level == pytest.approx(0.025)  # alone in each family
     acc_fast, _ = _with_timing(500.0)  # the timing claim's outcome does not move the quality claim
     assert (acc.status, acc.level, acc.p_adjusted) == (acc_fast.status, acc_fast.level, acc_fast.p_adjusted)
+
+
+def _with_mechanism(gain: float, margin: float, mechanism: str):
+    treat = {"acc": [c + gain + d for c, d in zip(CONTROL, SPREAD)], "loss": [0.4] * 8}
+    results = two_arm_run({"acc": CONTROL, "loss": [0.4] * 8}, treat, [claim("acc", margin=margin)])
+    stored = StoredSuite.from_stored({**results.stored.as_stored(), "mechanism": mechanism})
+    return analyse(index_results(Path("."), stored, list(results.finished)))
+
+
+@pytest.mark.parametrize("gain, margin, mechanism, side", [
+    (0.05, 0.01, "treat", "for"),         # the mechanism is the treatment and passes
+    (0.004, 0.01, "treat", "against"),    # better, but short of the margin worth its cost
+    (-0.02, 0.0, "treat", "against"),     # not better
+    (0.05, 0.0, "control", "against"),    # the mechanism is the control, and the other arm beats it
+    (-0.02, 0.0, "control", "for"),       # the other arm is surely not better than the mechanism
+    (0.05, 0.0, "elsewhere", ""),         # a claim that does not involve the mechanism favours neither
+])
+def test_a_decided_claim_says_whether_it_favours_the_mechanism(gain, margin, mechanism, side):
+    analysis = _with_mechanism(gain, margin, mechanism)
+    (result,) = analysis.claims
+    assert result.polarity(mechanism) == side
+    summary = SuiteSummary(analysis)
+    row = summary.claim_rows()[0][5]
+    assert row.endswith(f", {side} {mechanism}") if side else mechanism not in row
+    totals = totals_line([summary])
+    assert f"for the mechanism {int(side == 'for')}, against {int(side == 'against')}" in totals
+    document = summary_document(analysis, ())
+    assert document["mechanism"] == mechanism and document["claims"][0]["polarity"] == (side or None)
+
+
+def test_without_a_mechanism_nothing_is_for_or_against():
+    result, results = _superior(0.05, 0.01)
+    assert result.polarity(None) == "" and "for the mechanism" not in totals_line([SuiteSummary(analyse(results))])
+
+
+def test_the_mechanism_must_name_an_arm(tmp_path):
+    from fault_injection import harness_here
+
+    suite = tmp_path / "toy.yaml"
+    text = (Path(__file__).parent / "suites" / "toy.yaml").read_text()
+    suite.write_text(text.replace("\narms:", "\nmechanism: nope\narms:", 1))
+    done = harness_here("validate", str(suite))
+    assert done.returncode == 2 and "mechanism: unknown arm 'nope'" in done.stdout + done.stderr
+    suite.write_text(text.replace("\narms:", "\nmechanism: momentum\narms:", 1))
+    assert harness_here("validate", str(suite)).returncode == 0

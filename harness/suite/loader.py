@@ -226,6 +226,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
         contrasts=[c for c in spec.contrasts if not arm_filter or (c.treatment in arms and c.control in arms)],
         validity=spec.validity, claims=spec.claims, gate=gate, confidence=spec.confidence, profiles=sorted(spec.profiles),
         sequential=sequential, premises=spec.premises, param_layers=(*layers, *arm_layers), tune=spec.tune,
+        mechanism=spec.mechanism,
     )
     check_size(path, suite, limits.trials)
     for arm in arms.values():

@@ -69,6 +69,7 @@ class Suite:
     param_layers: tuple[ParamLayer, ...] = ()  # where params came from (harness validate --resolved)
     tune: TuneSpec | None = None  # the suite's tune: block
     tuned: dict[str, Any] | None = None  # the params a tuning lock gave the arms (harness.suite.tuning)
+    mechanism: str | None = None  # the arm under test (claims read for or against it)
 
     @property
     def speed_claims(self) -> list[str]:
@@ -109,5 +110,5 @@ class Suite:
                                                       a.params, a.sweep) for a in self.arms.values()},
             contrasts=tuple(self.contrasts), validity=self.validity, claims=tuple(self.claims),
             premises=tuple(self.premises), confidence=self.confidence, gate=self.gate, sequential=self.design(),
-            tuned=self.tuned or None,
+            tuned=self.tuned or None, mechanism=self.mechanism,
         )

@@ -54,6 +54,9 @@ def check_references(path: Path, node, spec: SuiteSpec, suite: Suite) -> None:
                     f"{located(path, node, ['contrasts', i, role])}: contrasts[{i}].{role}: "
                     f"unknown arm {name!r}; arms: {', '.join(arms)}"
                 )
+    if spec.mechanism is not None and spec.mechanism not in arms:
+        raise SuiteError(f"{located(path, node, ['mechanism'])}: mechanism: unknown arm {spec.mechanism!r}; "
+                         f"arms: {', '.join(arms)}")
     if spec.validity:
         for role in ("control", "positive", "negative"):
             name = getattr(spec.validity, role)

@@ -110,7 +110,7 @@ class SequentialSpec(Strict):
     every claim is decided (group-sequential design; harness/analysis/stats/sequential_design.py)."""
 
     max_seeds: int = Field(ge=2, le=1000)
-    batch: int = Field(1, ge=1)
+    batch: int = Field(1, ge=1, le=1000)  # le: MAX_SEEDS (analysis.stats.sequential_design), as max_seeds
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
     futility: float | None = Field(0.10, ge=0, lt=1, description="conditional power below which a claim stops")
     futility_from: float = Field(0.0, ge=0, lt=1, description=(
@@ -233,6 +233,7 @@ class SuiteSpec(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     sweep: SweepAxes = Field(default_factory=dict)
     arms: dict[str, ArmOverrides]
+    mechanism: str | None = None  # the arm under test: each claim on it reads for or against it
     contrasts: list[ContrastSpec] = Field(default_factory=list)
     validity: ValiditySpec | None = None
     claims: list[ClaimSpec] = Field(default_factory=list)

@@ -59,6 +59,7 @@ class StoredSuite:
     gate: GateSpec = field(default_factory=GateSpec)
     sequential: Mapping[str, Any] | None = None  # checked where it is read (analysis.stats.sequential_design)
     tuned: Mapping[str, Any] | None = None
+    mechanism: str | None = None  # the arm under test: claims read for or against it (not part of the design)
     metrics: Mapping[str, Metric] = field(default_factory=dict)
     detail_scatters: tuple[DetailScatter, ...] = ()
     pareto_views: tuple[ParetoView, ...] = ()
@@ -126,12 +127,13 @@ class StoredSuite:
             arms=arms,
             contrasts=tuple(_items(data, "contrasts", lambda c, key: _spec(ContrastSpec, c, key))),
             validity=None if validity is None else _spec(ValiditySpec, validity, "validity"),
-            claims=tuple(_items(data, "claims", lambda c, key: _spec(ClaimSpec, c, key))),
+            claims=tuple(_items(data, "claims", _claim)),
             premises=tuple(_items(data, "premises", lambda p, key: _spec(PremiseSpec, p, key))),
             confidence=_value(data, "confidence", (int, float), None),
             gate=_spec(GateSpec, _value(data, "gate", dict, {}), "gate"),
             sequential=_value(data, "sequential", dict, None),
             tuned=_value(data, "tuned", dict, None),
+            mechanism=_value(data, "mechanism", str, None),
             metrics=metrics,
             # a declaration the plots cannot use is skipped, not fatal: the run's numbers do not depend on it
             detail_scatters=_declared(DetailScatter, _value(data, "detail_scatters", list, [])),
@@ -175,7 +177,7 @@ class StoredSuite:
             "device_class": self.device_class,
             "device_name": self.device_name,
         }
-        optional = {"tuned": self.tuned, "design": self.design,
+        optional = {"tuned": self.tuned, "design": self.design, "mechanism": self.mechanism,
                     "trial_ids": None if self.trial_ids is None else list(self.trial_ids)}
         stored.update({key: value for key, value in optional.items() if value is not None})
         return stored | dict(self.unknown)
@@ -242,6 +244,15 @@ def _adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
     info = model.model_fields[name]
     kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
     return TypeAdapter(kind, config=ConfigDict(allow_inf_nan=False))
+
+
+def _claim(value: Any, key: str) -> ClaimSpec:
+    """A stored claim; a margined test without its margin (which every claim of that test had when it was
+    declared) is refused here, not met as a None in every report that states the claim."""
+    claim = _spec(ClaimSpec, value, key)
+    if claim.test in ("non_inferior", "equivalent") and claim.margin is None and claim.relative_margin is None:
+        raise StoredSuiteError(f"{key}: test {claim.test!r} without a 'margin' or 'relative_margin'")
+    return claim
 
 
 def _arm(name: str, entry: Any) -> StoredArm:

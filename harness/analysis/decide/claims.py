@@ -91,6 +91,7 @@ FUTILE = "futile"
 SHORT = "short of margin"  # surely better than 0, surely short of a superiority margin: a decided FAIL of the claim
 DECIDED = (PASS, FAIL, SHORT, FUTILE)
 QUALITY_FAMILY, TIMING_FAMILY = "quality", "timing"
+FOR, AGAINST = "for", "against"  # a decided claim's polarity: it favours the suite's mechanism, or its control
 IDENTICAL_ARMS = "treatment and control bit-identical on every seed: is the mechanism on?"
 
 
@@ -139,6 +140,8 @@ class ClaimResult:
     p_flip_fail: float | None = None  # the same for the fail hypothesis
     skewness: float | None = None  # of the paired differences (3 pairs at least)
     skew_blocked: bool = False  # t alone would decide; the sign-flip test at the bound and level does not
+    treatment_arm: str = ""  # the arms of its contrast ('' when no contrast of the run matches the claim)
+    control_arm: str = ""
     family: str = QUALITY_FAMILY  # the Holm family it is tested in (timing claims have their own)
     better_sign: int = 0  # +1 / -1: the metric's better direction (0: none, or a ratio claim)
     which_way: str = ""  # where the deciding interval lies beside the boundary: "not better", "superior too", ...
@@ -168,6 +171,24 @@ class ClaimResult:
         if claim.test == "ratio":
             return f"ratio in [{_bound(claim.min)}, {_bound(claim.max)}]"
         return str(claim.test)
+
+    def polarity(self, mechanism: str | None) -> str:
+        """FOR when the result favours the suite's mechanism arm, AGAINST when it favours the arm it
+        is compared with, '' when it says neither: undecided, an exact check (equal bytes), a suite
+        that names no mechanism or a contrast without it. A claim with the mechanism as control reads
+        the other way round: its PASS (or SHORT OF MARGIN) favours the other arm."""
+        if not mechanism or self.claim.test == "equal" or self.status not in (PASS, FAIL, SHORT):
+            return ""
+        if self.treatment_arm == mechanism:
+            return FOR if self.status == PASS else AGAINST
+        if self.control_arm == mechanism:
+            return FOR if self.status == FAIL else AGAINST
+        return ""
+
+    def favours(self, mechanism: str | None) -> str:
+        """'for precision' / 'against precision', as every report appends it to the result ('' when neither)."""
+        side = self.polarity(mechanism)
+        return f"{side} {mechanism}" if side else ""
 
     @property
     def open(self) -> bool:
@@ -276,7 +297,8 @@ def _evaluate_at(
         return [_undecided(claim, variant.name, point, wanted, "metric not reported by both arms",
                            holm_family(results.spec_for(wanted)))]
     identical = results.identical_arms(variant.treatment_label, variant.control_label, point)
-    return [replace(_evaluate_key(results, variants, claim, variant, point, key, reference_level), identical_arms=identical)
+    return [replace(_evaluate_key(results, variants, claim, variant, point, key, reference_level), identical_arms=identical,
+                    treatment_arm=variant.treatment_arm, control_arm=variant.control_arm)
             for key in keys]
 
 

@@ -77,7 +77,7 @@ def forest_panels(analysis: RunAnalysis, point: str = "") -> list[ForestPanel]:
         spec = results.spec_for(claim.key)
         panels.append(ForestPanel(
             metric=claim.key, xlabel=_xlabel(claim.key, spec.unit, spec.direction, ratio), null=1.0 if ratio else 0.0,
-            rows=tuple(_claim_rows(claim, spec.better_sign)), section=CLAIMS,
+            rows=tuple(_claim_rows(claim, spec.better_sign, results.stored.mechanism)), section=CLAIMS,
         ))
         shown.add((claim.contrast, claim.key))
         if claim.reference is not None:
@@ -105,7 +105,7 @@ def _xlabel(key: str, unit: str, direction: str, ratio: bool) -> str:
     return axis_label(f"{key}: {what}", "" if ratio else unit, direction)
 
 
-def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
+def _claim_rows(claim: ClaimResult, sign: int, mechanism: str | None = None) -> list[ForestRow]:
     """The claim's row, with its margin on the worse side (non-inferiority), +-margin (equivalence)
     or [min, max] (ratio); then its reference effect, the evidence that the control works here."""
     test = claim.claim.test
@@ -124,6 +124,7 @@ def _claim_rows(claim: ClaimResult, sign: int) -> list[ForestRow]:
     premise = f"; VACUOUS: premise {claim.premise.name} {'not met' if claim.premise.status == 'fails' else 'open'}" \
         if claim.premise is not None else ""
     which_way = f"; {claim.which_way}" if claim.which_way else ""
+    which_way += f"; {claim.favours(mechanism)}" if claim.favours(mechanism) else ""
     rows = [ForestRow(f"{claim.contrast} {claim.key} ({test}{premise}{which_way})", claim.estimate,
                       None if interval is None else interval.low, None if interval is None else interval.high,
                       claim.status, bounds)]

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.analysis.decide.claims import IDENTICAL_ARMS, ClaimResult
+from harness.analysis.decide.claims import AGAINST, FOR, IDENTICAL_ARMS, ClaimResult
 from harness.analysis.decide.run_decisions import RunAnalysis
 from harness.analysis.decide.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
 from harness.analysis.present.markdown_tables import escape, inline, plain, table
@@ -58,9 +58,14 @@ class SuiteSummary:
         return [
             [inline(claim.contrast), inline(claim.key), inline(claim.point or "-"), plain(claim.statement),
              estimate_text(claim),
-             plain(claim.result_text) + suffix + (" (arms identical)" if claim.identical_arms else ""), _seeds(claim)]
+             plain(", ".join(filter(None, (claim.result_text, claim.favours(self.mechanism))))) + suffix
+             + (" (arms identical)" if claim.identical_arms else ""), _seeds(claim)]
             for claim in self.analysis.claims
         ]
+
+    @property
+    def mechanism(self) -> str | None:
+        return self.analysis.results.stored.mechanism
 
     def render(self) -> str:
         heading = self.heading() + "".join(f"\n\nwarning: {escape(b.text())}" for b in self.analysis.unequal_budgets)
@@ -118,6 +123,9 @@ def totals_line(summaries: Sequence[SuiteSummary]) -> str:
                        ALWAYS_COUNTED)
     if uncounted:
         claims += f" (+{uncounted} not counted: suite not valid)"
+    sides = Counter(c.polarity(s.mechanism) for s in summaries if s.counted for c in s.analysis.claims)
+    if any(s.mechanism for s in summaries):
+        claims += f"; for the mechanism {sides[FOR]}, against {sides[AGAINST]}"
     valid = sum(1 for s in summaries if s.analysis.validity.status in (VALID, UNDECLARED))
     failed = sum(len(s.analysis.results.failed) for s in summaries)
     incomplete = sum(1 for s in summaries if s.analysis.results.incomplete)

@@ -44,6 +44,7 @@ def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequen
         "suite": results.suite,
         "profile": results.profile,
         "task": results.stored.task,
+        "mechanism": results.stored.mechanism,
         "device_class": results.device_class,
         "device_name": results.stored.device_name,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -80,6 +81,7 @@ def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequen
                 "key": claim.key,
                 "result": claim.status,
                 "result_text": claim.result_text,
+                "polarity": claim.polarity(results.stored.mechanism) or None,  # for / against the mechanism
                 "skewness": claim.skewness,
                 "skew_blocked": claim.skew_blocked,  # t alone would decide; the sign-flip test at the bound does not
                 "premise": None if claim.premise is None else premise_json(claim.premise),

@@ -82,7 +82,7 @@ def render_report(analysis: RunAnalysis, full: bool = False) -> str:
     if results.failed:
         parts.append(render_failed(results))
     if analysis.claims:
-        parts.append(render_claims(analysis.claims, analysis.validity, results.confidence))
+        parts.append(render_claims(analysis.claims, analysis.validity, results.confidence, results.stored.mechanism))
     if analysis.cost is not None:
         parts.append(analysis.cost.line())
     parts.append(render_verdict_table(analysis, full))
@@ -178,7 +178,8 @@ def render_failed(results: RunResults) -> str:
     return f"{len(results.failed)} failed trial(s), excluded from contrasts:\n" + format_table(["arm", "seed", "point", "error"], lines)
 
 
-def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence: float) -> str:
+def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence: float,
+                  mechanism: str | None = None) -> str:
     """The primary hypotheses, Holm-corrected, with the interval each decision read and the effect
     each claim could have detected; sequential runs add the look that decided and its boundary."""
     not_counted = "" if validity.claims_count else f" ({validity.status.upper()})"
@@ -199,7 +200,8 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
                       _interval(claim.interval, signed=signed), _p(claim.p_value), _p(claim.p_adjusted),
                       _interval(claim.decision_interval, signed=signed)]
         why = claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail
-        lines.append([*head, *middle, "-" if claim.mde is None else fmt(claim.mde), f"{claim.result_text}{not_counted}",
+        result = ", ".join(filter(None, (claim.result_text, claim.favours(mechanism))))
+        lines.append([*head, *middle, "-" if claim.mde is None else fmt(claim.mde), f"{result}{not_counted}",
                       f"{IDENTICAL_ARMS}; {why}" if claim.identical_arms else why])
     alpha = claim_alpha(confidence)
     family = sum(c.in_family for c in claims)
