@@ -265,9 +265,11 @@ class _Session:
 
 @contextmanager
 def _session(suites: list[Suite], options: RunOptions, console: Console | None, warn: Callable[[str], None],
-             on_started: Callable[[torch.device], None] | None = None) -> Iterator[_Session]:
+             on_started: Callable[[torch.device], None] | None = None,
+             written: list[Suite] | None = None) -> Iterator[_Session]:
     """Everything a run of ``suites`` needs, checked before any trial trains and released after, also on
-    Ctrl-C; MLflow and disk-full errors inside become one-line ``UsageError``s."""
+    Ctrl-C; MLflow and disk-full errors inside become one-line ``UsageError``s. ``written``: the suites whose
+    folders the run writes, when not ``suites`` themselves (a tuning run's), for the design check."""
     try:
         numeric.apply(options.numeric)
     except (ValueError, numeric.NumericModeError) as exc:
@@ -298,7 +300,7 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
         except OSError as exc:
             raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
         tracker = _tracker(options, locks, warn)
-        for suite in suites:  # before anything runs: every folder's stored design is this run's
+        for suite in written if written is not None else suites:  # before anything runs: each folder's design is this run's
             folder = RunFolder(results, suite.name, suite.profile)
             try:
                 folder.check_design(suite.locked_design())
@@ -412,7 +414,8 @@ def tune(
     if not suites:
         raise UsageError(f"{suite_file}: no suite there has a tune: block (seeds, metric, space) to tune")
     outcome = TuneResult(results=Path(options.results))
-    with _session(suites, options, console, warn, on_started) as session:
+    tunings = [tuning_suite(suite, suite.tune) for suite in suites]
+    with _session(suites, options, console, warn, on_started, written=tunings) as session:
         outcome.tracker = session.tracker
         for suite in suites:  # the progress bar's total: every tuned arm x grid point x tuning seed
             session.console.expect(planned_trials(tuning_suite(suite, suite.tune)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,19 @@ def test_redesign_leaves_a_folder_of_the_same_design_alone(tmp_path):
     again = harness_here("run", str(suite), "--results", str(results), "--no-mlflow", "--threads", "1", "--redesign")
     assert again.returncode == 0 and "--redesign" not in again.stderr
     assert not (results / "lock" / "default" / "trials" / "superseded").exists()
+
+
+def test_a_tuning_folder_without_a_readable_design_is_refused_until_redesign(tmp_path):
+    """`harness tune` writes <suite>/tune-<profile>: its folder's design is checked before anything runs too."""
+    toy_tune = Path(__file__).resolve().parent / "suites" / "toy_tune.yaml"
+    suite = tmp_path / "toy_tune.yaml"
+    suite.write_text(toy_tune.read_text().replace("params: {steps: 60, lr: 0.001}", "params: {steps: 5, lr: 0.001}"))
+    options = api.RunOptions(results=tmp_path / "r", mlflow=False, threads=1, executor="serial")
+    assert api.tune(suite, options).exit_code == 0
+    folder = tmp_path / "r" / "toy_tune" / "tune-default"
+    (folder / SUITE_FILE).write_text("{")
+    with pytest.raises(api.UsageError, match=r"suite.json is not JSON .*--redesign") as refused:
+        api.tune(suite, options)
+    assert "\n" not in str(refused.value)
+    assert api.tune(suite, replace(options, redesign=True)).exit_code == 0
+    assert len(list((folder / "trials" / "superseded").glob("*.json"))) == 12

@@ -74,6 +74,11 @@ results_option = click.option(
     "--results", "results_root", type=click.Path(path_type=Path), default=RESULTS_DEFAULT, show_default=True,
     help="Results folder (trial JSON, plots, the embedded MLflow store).",
 )
+redesign_option = click.option(
+    "--redesign", is_flag=True, help="When the results folder's trials belong to another design, or to one that "
+    "cannot be read (suite.json deleted or damaged), set them aside (trials/superseded/) and run this design "
+    "afresh in the folder; without it such a run is refused.",
+)
 
 
 def install_interrupts() -> None:
@@ -133,9 +138,7 @@ def execution_options(command):
 @execution_options
 @click.option("--verbose", is_flag=True, help="Print every metric and every exploratory row (default: key metrics; "
               "the full tables are in report/verdicts.txt either way).")
-@click.option("--redesign", is_flag=True, help="When the results folder's trials belong to another design, or to one "
-              "that cannot be read (suite.json deleted or damaged), set them aside (trials/superseded/) and run this "
-              "design afresh in the folder; without it such a run is refused.")
+@redesign_option
 @click.option("--allocation", type=click.Choice(["open", "all"]), default="open", show_default=True,
               help="A sequential suite's later looks: open runs only the arms that an open claim, a premise or the "
               "validity controls read (the same decisions); all runs every arm at every look.")
