@@ -377,6 +377,9 @@ BREAKS = (
           "    return ceiling is not None and len(values) >= 2 and all(v == ceiling for v in values)\n",
           "    return False\n", (),
           "a positive control at its metric's ceiling on every seed (an oracle) passes as a control that could fail"),
+    Break("validity-never-futile", "statistics", "harness/analysis/decide/verdicts.py",
+          "    if futility is None or not futility.futile:\n", "    if True:\n", (),
+          "a positive control too weak to be shown by max_seeds keeps a sequential run adding seeds to UNDETERMINED"),
 )
 
 

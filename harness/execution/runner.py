@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from harness.analysis.decide.claims import evaluate_claims
-from harness.analysis.decide.verdicts import UNDETERMINED, evaluate_validity
+from harness.analysis.decide.verdicts import INVALID, UNDETERMINED, evaluate_validity
 from harness.analysis.run_results import RunResults, load_results
 from harness.devices import device_class, device_name
 from harness.execution.allocation import allocate, needed_cells, stopped_arms
@@ -185,10 +185,16 @@ def _why_superseded(record: TrialRecord, trial: Trial, env: dict[str, str]) -> s
 
 def _next_look(look: Suite, results: RunResults, console: Console) -> list[int]:
     """The seeds of the next look of a sequential design, judged on the stored ``results`` of this one:
-    none once every claim is decided."""
+    none once every claim is decided, or once validity is INVALID (a positive control too weak to be
+    shown by ``max_seeds`` included): then no claim can count."""
     assert look.sequential is not None
+    validity = evaluate_validity(results)
+    if validity.status == INVALID:
+        console.line(f"{look.name}: validity INVALID at {len(look.seeds)} seeds ({'; '.join(validity.problems)}): "
+                     f"no claim can count, so no more seeds")
+        return []
     undecided = [c for c in evaluate_claims(results) if c.open]
-    validity_open = evaluate_validity(results).status == UNDETERMINED
+    validity_open = validity.status == UNDETERMINED
     if not undecided and not validity_open:
         console.line(f"{look.name}: every claim decided at {len(look.seeds)} seeds")
         return []

@@ -8,8 +8,10 @@ together, the chance of a false hold is the claim level.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from harness.analysis.run_results import ResultsError, RunResults
-from harness.analysis.stats.sequential_design import Design, nominal_levels
+from harness.analysis.stats.sequential_design import Design, conditional_power, nominal_levels
 from harness.store import SUITE_FILE
 
 
@@ -42,3 +44,26 @@ def spent_level(results: RunResults) -> float:
     if not design.sequential:
         return alpha
     return nominal_levels(design.looks, alpha, design.spending)[len(looks_taken(results, design)) - 1]
+
+
+class Futility(NamedTuple):
+    power: float  # conditional power to reach the last look's level
+    threshold: float  # the design's futility threshold
+    max_seeds: int
+
+    @property
+    def futile(self) -> bool:
+        return self.power < self.threshold
+
+
+def power_by_last_look(results: RunResults, p_now: float) -> Futility | None:
+    """Conditional power, under the current estimate, of a one-sided test now at ``p_now`` to reach the
+    last look's level by ``max_seeds`` (the rule that stops a claim as futile); None where the latest
+    look may not stop anything as futile (a fixed design, the last look, before ``futility_from``)."""
+    design = run_design(results)
+    taken = looks_taken(results, design)
+    if not design.sequential or len(taken) >= len(design.looks) or not design.may_stop_futile(taken[-1]):
+        return None
+    final = nominal_levels(design.looks, claim_alpha(results.confidence), design.spending)[-1]
+    power = conditional_power(p_now, taken[-1] / design.max_seeds, final)
+    return Futility(power, float(design.futility or 0.0), design.max_seeds)

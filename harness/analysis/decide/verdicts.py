@@ -11,7 +11,9 @@ A suite whose positive control surely does not beat the control on the declared 
 (its interval lies on the worse side of 0, or at 0), or whose negative control beats it, cannot tell
 mechanisms apart: it is INVALID and its claims do not count. A positive control whose interval still
 reaches both sides leaves validity UNDETERMINED (more seeds can tell; a sequential design adds them),
-and the claims do not count either. The controls' intervals are read at the look's spent level
+and the claims do not count either, unless the design's futility rule (the one claims stop by) says
+it cannot plausibly be shown to beat the control by ``max_seeds``: then the suite is INVALID, its
+positive control too weak. The controls' intervals are read at the look's spent level
 (``looks.py``): a sequential design reads validity at every look, and an unadjusted reading would
 show a positive control that does nothing as beating its control far more often than the claim level.
 """
@@ -20,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from harness.analysis.decide.looks import spent_level
+from harness.analysis.decide.looks import power_by_last_look, spent_level
 from harness.analysis.run_results import RunResults, metric_order
+from harness.analysis.stats.number_format import fmt
 from harness.analysis.stats.paired_stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
 from harness.metrics import Metric, better_sign, metric_family
 
@@ -70,6 +73,7 @@ class ValidityCheck:
     ok: bool | None
     reason: str
     cannot_fail: bool = False  # a positive control at its metric's ceiling on every seed: it shows nothing
+    too_weak: str = ""  # a positive control the design cannot plausibly show to beat the control: the figures
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,11 @@ def _role_checks(
                 ok = None
                 outcome = f"cannot be shown to beat or not beat (n={difference.n}, insufficient pairs)"
             elif role == "positive" and not won and oriented(interval, sign)[1] > 0:
+                weak = _too_weak(results, difference, interval, sign)
+                if weak:
+                    reason = f"positive control too weak: {label!r} over {control_label!r} on {metric}{where} {weak}"
+                    checks.append(ValidityCheck(role, label, point, difference, won, False, reason, too_weak=weak))
+                    continue
                 ok = None  # not yet shown to beat, nor shown not to: more seeds can tell
                 outcome = f"is not yet shown to beat (n={difference.n}, interval reaches the better side)"
             else:
@@ -264,3 +273,16 @@ def _role_checks(
                            f"({results.spec_for(metric).ceiling:g}) on every seed, with no spread")
             checks.append(ValidityCheck(role, label, point, difference, won, ok, reason, stuck))
     return checks
+
+
+def _too_weak(results: RunResults, difference: PairedDifference, interval: Interval, sign: int) -> str:
+    """The figures of a positive control that cannot plausibly be shown to beat the control by the
+    design's last look (conditional power below its futility threshold); '' while it still can."""
+    estimate = difference.estimate
+    p_beats = estimate.p_above(0.0) if sign > 0 else estimate.p_below(0.0)
+    futility = None if p_beats is None else power_by_last_look(results, p_beats)
+    if futility is None or not futility.futile:
+        return ""
+    return (f"{fmt(estimate.mean, signed=True)} [{fmt(interval.low, signed=True)}, {fmt(interval.high, signed=True)}] "
+            f"at n={difference.n}, conditional power "
+            f"{futility.power:.2f} < {futility.threshold:g} to beat it by {futility.max_seeds} seeds")

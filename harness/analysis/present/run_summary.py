@@ -87,10 +87,16 @@ def validity_text(validity: Validity) -> str:
         return "no controls declared"
     if validity.status == UNDETERMINED:
         return "UNDETERMINED (too few seeds to show the controls work)"
+    weak = [check for check in validity.checks if check.too_weak]
+    if weak and len(weak) == sum(check.ok is False for check in validity.checks):
+        return f"{INVALID.upper()} (positive control too weak: " + "; ".join(
+            f"{check.arm_label}{f' at {check.point}' if check.point else ''} {check.too_weak}" for check in weak) + ")"
     failing: dict[str, list[str]] = {}
     for check in validity.checks:
         if check.ok is False:
-            if check.difference is None:
+            if check.too_weak:
+                what = f"positive control {check.arm_label} too weak: {check.too_weak}"
+            elif check.difference is None:
                 what = f"{check.role} control {check.arm_label} has no pairs with {validity.control}"
             else:
                 verb = "beats" if check.beats_control else "does not beat"

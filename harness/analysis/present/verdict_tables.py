@@ -157,7 +157,7 @@ def render_validity(validity: Validity) -> str:
             f"{fmt(difference.mean_difference, signed=True)} {_interval(difference.interval, signed=True)} "
             f"n={_pairs(difference)}"
         )
-        mark = {True: "ok", False: "FAILS", None: "undetermined"}[check.ok]
+        mark = "TOO WEAK" if check.too_weak else {True: "ok", False: "FAILS", None: "undetermined"}[check.ok]
         mark += "; CANNOT FAIL: at the metric's ceiling on every seed" if check.cannot_fail else ""
         where = f" @ {check.point}" if check.point else ""
         lines.append(f"  {check.role:<8} {check.arm_label} - {validity.control} on {validity.metric}{where}: "
