@@ -27,6 +27,7 @@ TRIALS_DIR = "trials"
 SUPERSEDED_DIR = "superseded"  # under trials/: records a changed task or suite replaced (no reader looks there)
 REPORT_DIR = "report"  # the analysis of the run: tables, plots, summary.json (rebuilt from the trials)
 CORRUPT_SUFFIX = ".corrupt"
+REDESIGNED_FILE = "redesigned.txt"  # under trials/superseded/: ids set aside by --redesign (never restored)
 INCOMPLETE_FILE = "run.incomplete"  # present from a run's start until every trial of it is stored
 _TMP_NAME = re.compile(r"^\..+\.tmp(\.\w+)?$")  # write_atomic's .<name>.<random>.tmp, and .<name>.<pid>.tmp.npz
 
@@ -144,13 +145,46 @@ class RunFolder:
         write_json_atomic(path, to_json(record))
         return path
 
-    def set_aside(self, trial_ids: list[str]) -> Path:
-        """Move these trials' files to ``trials/superseded/`` (kept for the record, read by nothing)."""
+    def set_aside(self, trial_ids: list[str], redesign: bool = False) -> Path:
+        """Move these trials' files to ``trials/superseded/`` (kept for the record, read by no analysis).
+        A record set aside by ``--redesign`` is listed as such: it ran before the folder's design was
+        fixed, so it never comes back (``restorable``); one a changed task set aside may."""
         aside = self.trials_dir / SUPERSEDED_DIR
         aside.mkdir(parents=True, exist_ok=True)
         for trial_id in trial_ids:
             os.replace(self.trial_path(trial_id), aside / f"{trial_id}.json")
+        listed = self._redesigned()
+        kept = listed | set(trial_ids) if redesign else listed - set(trial_ids)
+        if kept != listed:
+            write_text_atomic(aside / REDESIGNED_FILE, "".join(f"{trial_id}\n" for trial_id in sorted(kept)))
         return aside
+
+    def _redesigned(self) -> set[str]:
+        path = self.trials_dir / SUPERSEDED_DIR / REDESIGNED_FILE
+        return set(path.read_text(encoding="utf-8").split()) if path.is_file() else set()
+
+    def restorable(self, trial_ids: list[str]) -> dict[str, TrialRecord]:
+        """The finished records in ``trials/superseded/`` with these ids (a task's code, version or
+        params reverted to what they were when the record ran), those set aside by ``--redesign`` and
+        unreadable files left out."""
+        aside, redesigned = self.trials_dir / SUPERSEDED_DIR, self._redesigned()
+        found: dict[str, TrialRecord] = {}
+        for trial_id in trial_ids:
+            path = aside / f"{trial_id}.json"
+            if trial_id in redesigned or not path.is_file():
+                continue
+            try:
+                record = read_trial(path)
+            except CorruptTrial:
+                continue
+            if record.finished:
+                found[trial_id] = record
+        return found
+
+    def restore(self, trial_ids: list[str]) -> None:
+        """Move these records back from ``trials/superseded/`` into the run's trials."""
+        for trial_id in trial_ids:
+            os.replace(self.trials_dir / SUPERSEDED_DIR / f"{trial_id}.json", self.trial_path(trial_id))
 
     def mark_incomplete(self) -> None:
         """Before any trial runs: the run reads as incomplete until ``mark_complete``, so a process that
@@ -233,7 +267,7 @@ class RunFolder:
     def set_aside_all(self) -> tuple[int, Path]:
         """Every stored trial moved to ``trials/superseded/`` (``--redesign``): the folder starts afresh."""
         trial_ids = [path.stem for path in iter_trial_files(self.path)]
-        return len(trial_ids), self.set_aside(trial_ids)
+        return len(trial_ids), self.set_aside(trial_ids, redesign=True)
 
 
 DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to

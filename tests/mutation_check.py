@@ -383,6 +383,14 @@ BREAKS = (
     Break("validity-never-futile", "statistics", "harness/analysis/decide/verdicts.py",
           "    if futility is None or not futility.futile:\n", "    if True:\n", (),
           "a positive control too weak to be shown by max_seeds keeps a sequential run adding seeds to UNDETERMINED"),
+    Break("superseded-never-restored", "store", "harness/execution/runner.py",
+          "    back = folder.restorable([t.trial_id for t in trials if t.trial_id not in records])\n",
+          "    back: dict[str, TrialRecord] = {}\n", (),
+          "a reverted edit reruns every trial whose record sits in trials/superseded/ under the same id"),
+    Break("redesign-records-restored", "store", "harness/store.py",
+          "            if trial_id in redesigned or not path.is_file():\n",
+          "            if not path.is_file():\n", (),
+          "records --redesign set aside (run before the design was fixed) come back into the new design's analysis"),
 )
 
 

@@ -24,7 +24,7 @@ from harness.execution.loop import JobSettings, run_trials
 from harness.execution.trials import Trial, expand_trials
 from harness.listeners import RunListener
 from harness.record import TrialRecord
-from harness.store import REPORT_DIR, RunFolder, clean_stray_tmp, stale_note
+from harness.store import REPORT_DIR, SUPERSEDED_DIR, RunFolder, clean_stray_tmp, stale_note
 from harness.suite.model import Suite
 from harness.suite.stored import StoredSuite
 from harness.tasks import Task
@@ -95,7 +95,7 @@ def run_suite(
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
     kept = folder.resumable(records) if resume else {}
-    looks = _looks(suite, stored, meta, records, kept, folder, env, console, allocation == "open", outcome)
+    looks = _looks(suite, stored, meta, records, kept, folder, env, console, allocation == "open", outcome, resume)
     ran = run_trials(looks, executor or SerialExecutor(), folder, listeners, console,
                      JobSettings(device, results_root, env, trial_timeout, quiet_timing=_quiet(suite, executor)),
                      meta, kept)
@@ -113,14 +113,17 @@ def _quiet(suite: Suite, executor: Executor | None) -> bool:
 
 def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dict[str, TrialRecord],
            kept: dict[str, TrialRecord], folder: RunFolder, env: dict[str, str], console: Console,
-           allocate_arms: bool, outcome: SuiteOutcome) -> Iterator[list[Trial]]:
+           allocate_arms: bool, outcome: SuiteOutcome, resume: bool) -> Iterator[list[Trial]]:
     """The trials of each look: the suite's seeds, then (a sequential design) more seeds while a claim
     is undecided, for every arm or (``allocate_arms``) those an open question reads. Stored trials a
-    look's trials replace are set aside first; suite.json follows the seeds. The time deciding each look
+    look's trials replace are set aside first, and (``resume``) set-aside records a trial matches come
+    back; suite.json follows the seeds. The time deciding each look
     adds to ``outcome.analysis_seconds``."""
     look = suite
     trials = expand_trials(look)
     _set_aside_superseded(trials, records, kept, folder, env, console)
+    if resume:
+        _restore_superseded(trials, records, kept, folder, console)
     current = {t.trial_id for t in trials}  # trials of its seeds left by another expansion
     note = stale_note(sum(1 for i, r in records.items() if i not in current and r.seed in look.seeds), folder.path)
     if note:
@@ -147,6 +150,8 @@ def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dic
             trials = expanded
         batch = more
         _set_aside_superseded(expanded, records, kept, folder, env, console)
+        if resume:
+            _restore_superseded(expanded, records, kept, folder, console)
         stored = replace(stored, seeds=tuple(look.seeds), trial_ids=tuple(t.trial_id for t in expanded))
         meta.update(stored.as_stored())  # in place: the listeners hold it
         folder.save_suite(meta)
@@ -170,6 +175,21 @@ def _set_aside_superseded(trials: list[Trial], records: dict[str, TrialRecord], 
         kept.pop(record.trial_id, None)
     console.line(f"warning: {len(superseded)} stored trial(s) of {trials[0].suite}/{trials[0].profile} ran other "
                  f"{' or '.join(reasons)}: moved to {aside}; they rerun")
+
+
+def _restore_superseded(trials: list[Trial], records: dict[str, TrialRecord], kept: dict[str, TrialRecord],
+                        folder: RunFolder, console: Console) -> None:
+    """Move back the finished records in ``trials/superseded/`` whose ids a trial of this run has (an
+    edit reverted: the same task code, version and params), so they are reused instead of rerun."""
+    back = folder.restorable([t.trial_id for t in trials if t.trial_id not in records])
+    if not back:
+        return
+    folder.restore(list(back))
+    records.update(back)
+    kept.update(back)
+    console.line(f"{len(back)} trial(s) of {trials[0].suite}/{trials[0].profile} restored from "
+                 f"{folder.trials_dir / SUPERSEDED_DIR}: their ids match this run's (same task code, version and "
+                 f"params), so they are not rerun")
 
 
 def _why_superseded(record: TrialRecord, trial: Trial, env: dict[str, str]) -> str:
