@@ -72,7 +72,7 @@ from harness.tracking.mlflow_tracker import (
     default_tracking_uri,
     missing_store,
 )
-from harness.tracking.sqlite_store import confined_tracker, unsafe_path
+from harness.tracking.sqlite_store import confined_tracker, foreign_store_note, prepare_named_store, unsafe_path
 
 if TYPE_CHECKING:
     import pandas
@@ -209,6 +209,13 @@ def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None])
     if not options.mlflow:
         return None
     if options.tracking_uri:
+        note = foreign_store_note(options.tracking_uri)
+        if note:
+            warn(f"warning: {note}")
+        try:
+            prepare_named_store(options.tracking_uri)
+        except TrackingError as exc:
+            raise UsageError(str(exc)) from None
         return MlflowTracker(options.tracking_uri, artifact_root=options.results / "mlartifacts", shared=True)
     try:
         tracker, store = confined_tracker(options.results, say=warn)
@@ -318,6 +325,9 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
         except TrackingError as exc:
             raise UsageError(f"{exc} (finished trials are stored under {results}; rerun to mirror them)") from None
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):  # a folder made read-only mid-run
+                raise UsageError(f"cannot write {exc.filename or results} ({exc.strerror}); the trials stored "
+                                 "before it are kept: make it writable and rerun") from None
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
             raise UsageError(f"no space left writing {exc.filename or results} ({exc.strerror}); the trials stored "
@@ -489,11 +499,11 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
                 raise UsageError(f"--from {pilot}: no stored run of suite {suite.name!r} there")
             try:
                 pilot_results = load_results(folder)
+                if pilot_results.stale_note:
+                    warn(pilot_results.stale_note)
+                pilot_claims = evaluate_claims(pilot_results)  # reads the pilot's stored sequential design
             except ResultsError as exc:
                 raise UsageError(str(exc)) from None
-            if pilot_results.stale_note:
-                warn(pilot_results.stale_note)
-            pilot_claims = evaluate_claims(pilot_results)
         plans.append(plan_suite(suite.name, suite.confidence, family_size(claims, metrics), design, pilot_claims))
     return plans
 

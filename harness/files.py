@@ -85,3 +85,13 @@ def unused_path(parent: Path, stem: str) -> Path:
         n += 1
         candidate = parent / f"{stem}-{stamp}-{n}"
     return candidate
+
+
+def linked_entry(folder: Path) -> Path | None:
+    """The first symbolic link anywhere under ``folder`` (links are not followed), or None. A received
+    folder's subfolder that is a link would have whatever writes into it write into the link's target."""
+    for parent, folders, files in os.walk(folder):
+        for name in [*folders, *files]:
+            if os.path.islink(os.path.join(parent, name)):
+                return Path(parent, name)
+    return None

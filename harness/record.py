@@ -15,6 +15,9 @@ from enum import StrEnum
 from typing import Any, Callable, Mapping
 
 RECORD_SCHEMA = 1
+MAX_MAGNITUDE = 1e100  # beyond it a difference's square (the statistics) overflows; no measurement is that large
+MLFLOW_KEY_LENGTH = 250  # MLflow refuses a longer metric name, so its trial could never be mirrored
+MAX_STEP = 2**63 - 1  # MLflow stores a curve step as a 64-bit integer
 
 
 class Status(StrEnum):
@@ -77,6 +80,42 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def usable(value: float) -> bool:
+    """Whether analysis can take a value: finite and within ``MAX_MAGNITUDE``. Anything else is stored as
+    null, as a NaN is (a dropped pair), so that 1e308 cannot overflow a sum into inf or a TypeError."""
+    return math.isfinite(value) and abs(value) <= MAX_MAGNITUDE
+
+
+def key_problem(key: str) -> str | None:
+    """Why a metric or curve key can never be mirrored (longer than MLflow allows, as MLflow names it), or None."""
+    length = len(key.replace("@", "_at_"))  # metrics.tracking_name: how the mirror spells a qualifier
+    if length > MLFLOW_KEY_LENGTH:
+        return f"metric key {key[:40]!r}... is {length} characters; MLflow keeps at most {MLFLOW_KEY_LENGTH}"
+    return None
+
+
+def task_value(key: str, value: Any) -> float:
+    """A value a task reported for ``key`` (a final metric or a curve point) as a float; ValueError naming the
+    key for text (``"0.99"``) or a bool (``True``), which ``float()`` would turn into a number silently, and
+    for a key MLflow cannot hold. Numbers of any kind (numpy, a 0-d tensor) are taken."""
+    problem = key_problem(key)
+    if problem:
+        raise ValueError(problem)
+    flag = isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+    if flag or isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        raise ValueError(f"metric {key!r} is {value!r} ({type(value).__name__}), not a number: a task reports "
+                         "numbers, never text or a bool")
+    return float(value)
+
+
+def task_step(key: str, step: Any) -> int:
+    """A curve step as MLflow stores it (an integer within 64 bits); ValueError naming the curve otherwise."""
+    if (isinstance(step, (bool, str, bytes)) or not hasattr(step, "__float__") or not math.isfinite(float(step))
+            or abs(float(step)) > MAX_STEP):
+        raise ValueError(f"curve {key!r}: step {step!r} is not an integer within MLflow's 64-bit step range")
+    return int(step)
+
+
 def _text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise RecordError(f"{name} must be a string, not {value!r}")
@@ -118,13 +157,20 @@ def _metric(key: str, value: Any) -> float | None:
         return None
     if not _is_number(value):
         raise RecordError(f"metrics[{key!r}] must be a number or null, not {value!r}")
-    return float(value) if math.isfinite(value) else None
+    return float(value) if usable(value) else None
+
+
+def _key(name: str, key: Any) -> str:
+    problem = key_problem(str(key))
+    if problem:
+        raise RecordError(f"{name}: {problem}")
+    return str(key)
 
 
 def _metrics(name: str, value: Any) -> dict[str, float | None]:
     if not isinstance(value, Mapping):
         raise RecordError(f"{name} must be an object of numbers, not {value!r}")
-    return {str(k): _metric(str(k), v) for k, v in value.items()}
+    return {_key(name, k): _metric(str(k), v) for k, v in value.items()}
 
 
 def _curve(name: str, points: Any) -> list[list[float | None]]:
@@ -133,9 +179,9 @@ def _curve(name: str, points: Any) -> list[list[float | None]]:
     checked = []
     for point in points:
         if (not isinstance(point, list) or len(point) != 2 or not _is_number(point[0]) or not math.isfinite(point[0])
-                or not (point[1] is None or _is_number(point[1]))):
+                or abs(point[0]) > MAX_STEP or not (point[1] is None or _is_number(point[1]))):
             raise RecordError(f"curves[{name!r}] holds {point!r}, not a [step, value] point")
-        value = point[1] if point[1] is None or math.isfinite(point[1]) else None
+        value = point[1] if point[1] is None or usable(point[1]) else None
         checked.append([point[0], value])
     return checked
 
@@ -143,7 +189,7 @@ def _curve(name: str, points: Any) -> list[list[float | None]]:
 def _curves(name: str, value: Any) -> dict[str, list[list[float | None]]]:
     if not isinstance(value, Mapping):
         raise RecordError(f"{name} must be an object of point lists, not {value!r}")
-    return {str(k): _curve(str(k), v) for k, v in value.items()}
+    return {_key(name, k): _curve(str(k), v) for k, v in value.items()}
 
 
 def _environment(name: str, value: Any) -> dict[str, str]:

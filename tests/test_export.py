@@ -93,3 +93,27 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, case):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.output
     assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == before
+
+
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_escaped_and_numbers_stay_numbers(tmp_path):
+    """OWASP's CSV-injection guidance: a text cell starting with = + - @, a tab or a carriage return gets a
+    leading single quote; a negative value is a number, not text, and stays one."""
+    hostile = {"arm": "@SUM(1+1)*cmd|' /C calc'!A0", "metric": "-2+3", "unit": "+1", "label": "\t=1",
+               "commit": '=HYPERLINK("http://example.invalid","x")'}
+    folder = RunFolder(tmp_path / "r", "synth", "default")
+    folder.save_suite({"schema": 1, "suite": "synth", "profile": "default", "task": "synth", "task_version": "\r=2",
+                       "seeds": [0], "sweep": {}, "contrasts": [], "claims": [],
+                       "metrics": {hostile["metric"]: {"direction": "higher", "unit": hostile["unit"], "kind": "quality"}}})
+    folder.save_trial(make_record("t1", hostile["arm"], 0, arm_label=hostile["label"], task_version="\r=2",
+                                  metrics={hostile["metric"]: -0.5}, environment={"git_commit": hostile["commit"]}))
+    out = tmp_path / "t.csv"
+    assert export(tmp_path / "r", "--out", out).exit_code == 0
+    printed = export(tmp_path / "r")
+    assert printed.stdout == out.read_bytes().decode("utf-8")
+    assert '"\'\r=2"' in printed.stdout  # quoted: its carriage return cannot start a row
+    [row] = pandas.read_csv(out, keep_default_na=False).to_dict("records")
+    assert row["arm"] == "'" + hostile["arm"] and row["arm_label"] == "'" + hostile["label"]
+    assert row["metric"] == "'" + hostile["metric"] and row["unit"] == "'" + hostile["unit"]
+    assert row["git_commit"] == "'" + hostile["commit"] and row["task_version"] == "'\r=2"
+    assert row["value"] == -0.5 and row["seed"] == 0  # numbers, unescaped
+    assert row["suite"] == "synth"  # a harmless cell is as it was

@@ -164,6 +164,8 @@ def refused(result, *fragments: str) -> str:
         pytest.param(CONTRAST_BOMB, ["YAML nodes (aliases included)", "--max-suite-nodes"], id="contrast-alias-bomb"),
         pytest.param(LAUGHS, [":5:", "e: expands to more than 100,000 YAML nodes"], id="billion-laughs"),
         pytest.param(TOY + "loop: &l [1, *l]\n", [":13:", "an alias refers to itself"], id="recursive-alias"),
+        pytest.param(TOY + "sequential: {max_seeds: 8, batch: 99999999999999999999}\n",
+                     [":13:", "sequential.batch: Input should be less than or equal to 1000"], id="batch-too-large"),
         pytest.param("a: " + "[" * 500 + "]" * 500 + "\n", [":1:", "malformed YAML: nesting deeper than 50 levels"], id="nesting-500"),
         pytest.param("a: " + "{b: " * 500 + "1" + "}" * 500 + "\n", ["nesting deeper than 50 levels"], id="nesting-500-maps"),
         pytest.param(TOY.encode() + b"description: caf\xe9\n", [":13:", "not UTF-8 text (byte 0xe9"], id="not-utf8"),

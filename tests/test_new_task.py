@@ -38,6 +38,8 @@ def _scaffold(name: str, out: Path) -> None:
     ("class", "is not a plain word"),  # a Python keyword: the package could not be imported
     ("er2", "is already registered"),
     ("json", "is already an importable module"),
+    ("tests", "is reserved"),  # the package's own tests/ folder
+    ("con", "is reserved"),  # a device name on Windows
 ])
 def test_new_task_refuses_a_name_in_one_line_writing_nothing(tmp_path: Path, name: str, why: str) -> None:
     out = tmp_path / "pkg"
@@ -52,6 +54,14 @@ def test_new_task_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["new-task", "fresh_task", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "is not an empty folder" in result.output
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_new_task_refuses_an_out_that_is_a_link_even_a_dangling_one(tmp_path: Path) -> None:
+    link = tmp_path / "pkg"
+    link.symlink_to(tmp_path / "nowhere" / "pkg")
+    result = CliRunner().invoke(main, ["new-task", "fresh_task", "--out", str(link)])
+    assert result.exit_code == 2 and "is a symbolic link" in result.output and result.output.count("\n") == 1
+    assert not (tmp_path / "nowhere").exists()
 
 
 @pytest.mark.integration  # the generated task run twice, as its own contract test does

@@ -155,7 +155,9 @@ def export(results: Path, fmt: str, out: Path | None) -> None:
     except api.UsageError as exc:
         _fail(str(exc))
     if out is None:
-        click.echo(frame.to_csv(index=False), nl=False)
+        from harness.analysis.present.trial_table import csv_text
+
+        click.echo(csv_text(frame), nl=False)
     else:
         click.echo(f"{len(frame)} rows written: {out}", err=True)
 

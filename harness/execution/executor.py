@@ -7,7 +7,6 @@ the store and MLflow, so nothing else (store, tracking, analysis) changes.
 """
 from __future__ import annotations
 
-import math
 import os
 import posix
 import signal
@@ -28,7 +27,7 @@ from harness.execution.trials import Trial, config_hash
 from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.measure.quiet import pause, quiet_room
 from harness.numeric import unpinned
-from harness.record import Status, TrialRecord
+from harness.record import Status, TrialRecord, task_step, task_value, usable
 from harness.services.loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
 from harness.tasks import Task, TrialContext, load_task
@@ -71,10 +70,10 @@ class TrialRecorder:
         self.bars: list[_Progress] = []
 
     def log_metric(self, key: str, value: float, step: int) -> None:
-        value = float(value)
-        if "loss" in key and not math.isfinite(value):
+        value, step = task_value(key, value), task_step(key, step)
+        if "loss" in key and not usable(value):
             raise NonFiniteLoss(f"non-finite {key} ({value}) at step {step}")
-        self.curves.setdefault(key, []).append([int(step), value])
+        self.curves.setdefault(key, []).append([step, value])
 
     def record(self, key: str, value: Any) -> None:
         self.details[key] = value
@@ -93,10 +92,10 @@ class TrialRecorder:
 def _final_metrics(metrics: Mapping[str, float]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for key, value in metrics.items():
-        value = float(value)
-        if "loss" in key and not math.isfinite(value):
+        value = task_value(str(key), value)
+        if "loss" in key and not usable(value):
             raise NonFiniteLoss(f"non-finite final {key} ({value})")
-        out[str(key)] = value if math.isfinite(value) else None
+        out[str(key)] = value if usable(value) else None
     return out
 
 

@@ -16,15 +16,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import islice
+from pathlib import Path
 from typing import Any, ClassVar, Iterator, Sequence
 
 from harness.execution.executor import STEP_INTERVAL_S, ThrottledSteps, TrialJob, execute_job, trial_record
 from harness.numeric import worker_environment
+from harness.files import private_folder
 from harness.record import Status
 from harness.terminal import Console
 
 
 INSTALL_HINT = "pip install 'harness[ray]'"
+RAY_FOLDER = "harness-ray"  # <temp dir>/harness-ray-<uid>: the local cluster's session files
 CONNECT_TIMEOUT_S = 6.0  # the whole check, so a dead address fails well inside 10 s
 # Workers keep the driver's torch thread count (same floats as serial), so concurrent trials
 # oversubscribe the cores; OpenMP threads that spin while waiting then slow each trial ~4x.
@@ -89,6 +92,17 @@ def _import_ray():
     return ray
 
 
+def _session_root() -> Path:
+    """A folder for the local cluster's sessions, sockets and logs inside this user's private folder. Ray's
+    default, ``$TMPDIR/ray``, is one name for every user of the machine: a neighbour who made it first would
+    own (and read) every log and socket of our cluster. Ray makes the folder it is given writable by all, so
+    it gets one inside the private folder, which no one else can enter."""
+    try:
+        return private_folder(RAY_FOLDER) / "ray"
+    except OSError as exc:
+        raise RayUnavailable(f"no private folder for Ray's session files: {exc.filename}: {exc.strerror}") from None
+
+
 @contextmanager
 def _loopback_only(ray: Any) -> Iterator[None]:
     """Start a local cluster whose servers listen on 127.0.0.1 only, as ``harness ui`` does.
@@ -129,6 +143,7 @@ class RayExecutor:
                 ray.init(  # "local": a fresh cluster even when `ray start` left one running here
                     address="local", num_cpus=self.workers or os.cpu_count(), include_dashboard=False,
                     runtime_env={"env_vars": worker_env()}, logging_level=logging.ERROR,
+                    _temp_dir=str(_session_root()),
                 )
             self._owns_cluster = True
         return self

@@ -18,6 +18,9 @@ from harness.tasks import registered_tasks
 TEMPLATE_DIR = Path(__file__).resolve().parent / "template"
 TASK_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 TASK_NAME_RULE = "a lowercase Python identifier of 1-40 characters (a-z, 0-9, _), starting with a letter"
+# the package's own tests/ folder, and names Windows keeps for devices (a folder of that name cannot be made there)
+RESERVED_TASK_NAMES = frozenset({"tests", "con", "prn", "aux", "nul", *(f"{port}{n}" for port in ("com", "lpt")
+                                                                         for n in range(1, 10))})
 
 
 class ScaffoldError(ValueError):
@@ -46,10 +49,15 @@ def check_new_task(name: str, out: Path) -> None:
     output folder that exists and is not empty."""
     if not TASK_NAME.fullmatch(name) or keyword.iskeyword(name) or name.endswith("_"):
         raise ScaffoldError(f"task name {name!r} is not a plain word ({TASK_NAME_RULE})")
+    if name in RESERVED_TASK_NAMES:
+        raise ScaffoldError(f"task name {name!r} is reserved (the package's tests/ folder, or a Windows device "
+                            "name); pick another")
     if name in registered_tasks():
         raise ScaffoldError(f"task name {name!r} is already registered ({registered_tasks()[name]}); pick another")
     if importlib.util.find_spec(name) is not None:
         raise ScaffoldError(f"task name {name!r} is already an importable module here; pick another")
+    if out.is_symlink():
+        raise ScaffoldError(f"--out {out} is a symbolic link; give a new or empty folder")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ScaffoldError(f"--out {out} exists and is not an empty folder; give a new or empty one")
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.files import open_trusted, private_folder, unused_path
+from harness.files import linked_entry, open_trusted, private_folder, unused_path
 from harness.locks import FileLock
 from harness.store import _UMASK, read_json, write_checksum, write_json_atomic
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, redacted
@@ -58,6 +58,48 @@ def store_uri(results_root: Path) -> str:
 def artifact_location(results_root: Path, experiment: str) -> str:
     """Where an experiment of this results folder keeps its artifacts (a file:// URI)."""
     return (Path(results_root) / ARTIFACTS_DIR / experiment).resolve().as_uri()
+
+
+def foreign_store_note(uri: str) -> str | None:
+    """A warning for a ``--tracking-uri`` SQLite file another user owns or anyone can write (a team's store,
+    or one a neighbour planted at the path a team agreed on), or None. Every run, param and artifact logged
+    there, ``git.diff`` included, is readable by its owner and goes where its experiments say."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri[len("sqlite:///"):].split("?", 1)[0])
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if info.st_uid == os.getuid() and not info.st_mode & 0o002:
+        return None
+    owner = f"uid {info.st_uid}" + (" and writable by anyone" if info.st_mode & 0o002 else "")
+    return (f"the MLflow store {path} is not yours ({owner}): what this run logs there, git.diff included, is "
+            "theirs to read, and its artifacts go where its experiments say; --tracking-uri only a store you trust")
+
+
+def prepare_named_store(uri: str) -> None:
+    """Make (or upgrade) a ``--tracking-uri`` SQLite store one process at a time. MLflow builds a new store's
+    schema on first use; two runs starting on one new file at once both migrate it and the loser fails
+    ("duplicate column name", or alembic's "expected to match one row"). An flock on the file itself (SQLite
+    locks with fcntl, which flock leaves alone) serializes that first use; a file we cannot open for writing
+    is used as it is."""
+    if not uri.startswith("sqlite:///"):
+        return
+    lock = FileLock(Path(uri[len("sqlite:///"):].split("?", 1)[0]).resolve())
+    try:
+        lock.acquire(exclusive=True)
+    except OSError:
+        return
+    try:
+        _quiet_mlflow()
+        import mlflow
+
+        mlflow.MlflowClient(uri).search_experiments(max_results=1)  # builds or upgrades the schema
+    except Exception as exc:  # noqa: BLE001 - MLflow and SQLAlchemy raise many kinds; one line for the user
+        raise TrackingError(f"{redacted(uri)}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    finally:
+        lock.release()
 
 
 @dataclass
@@ -92,6 +134,7 @@ def open_store(results_root: Path, say: Callable[[str], None] = lambda _line: No
     """Check (and create, repair, upgrade or relocate) RESULTS/mlflow.db; raise TrackingError in one line."""
     root = Path(results_root).resolve()
     db = root / DB_FILE
+    _refuse_links(db)
     lock = FileLock(root / LOCK_FILE)
     notes: list[str] = []
     waiting_since, told = time.monotonic(), False
@@ -132,6 +175,16 @@ def open_store(results_root: Path, say: Callable[[str], None] = lambda _line: No
 
 
 # -- checking ------------------------------------------------------------------------------------
+def _refuse_links(db: Path) -> None:
+    """A received folder's ``mlflow.db`` (or its journal) that is a symbolic link would have this run write
+    its runs into whatever store it points at, and re-point that store's artifact locations: refused."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        path = Path(f"{db}{suffix}")
+        if path.is_symlink():
+            raise TrackingError(f"{path} is a symbolic link: a results folder keeps its MLflow store in a file of "
+                                "its own, never written through a link; remove the link and rerun")
+
+
 def _inspect(root: Path, db: Path) -> _State:
     if not db.exists():
         return _State("missing")
@@ -421,6 +474,10 @@ def _relocate(root: Path, db: Path) -> list[str]:
     if artifacts.is_symlink() or (artifacts.exists() and not artifacts.is_dir()):
         raise TrackingError(f"{artifacts} is a link or not a folder: a results folder keeps its MLflow artifacts "
                             "in a folder of its own; remove it and rerun")
+    linked = linked_entry(artifacts)
+    if linked is not None:
+        raise TrackingError(f"{linked} is a symbolic link: artifacts are never written through a link (it could "
+                            "point at any folder); remove it and rerun")
     new_prefix = artifacts.resolve().as_uri()
     moved: set[str] = set()
     connection = sqlite3.connect(str(db), timeout=60)
