@@ -290,7 +290,7 @@ BREAKS = (
     # nine that got past both the tests and the gate (tests/test_fresh_breaks.py, tests/test_code_hash.py)
     Break("design-lock-without-claims", "store", "harness/suite/model.py",
           '("sequential", "claims", "premises", "validity", "confidence")}}',
-          '("sequential", "premises", "validity", "confidence")}}', (),
+          '("sequential", "premises", "validity", "confidence")}, "claims": []}', (),
           "the design lock leaves out the claims: a rerun with changed claims reuses the folder's trials"),
     Break("superseded-matched-by-arm", "store", "harness/execution/runner.py",
           "    current = {(t.arm_label, t.point_label, t.seed): t.trial_id for t in trials}\n"
