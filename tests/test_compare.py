@@ -139,3 +139,15 @@ def test_bad_comparisons_fail_in_one_line_and_write_nothing(tmp_path, case):
     assert result.exit_code == 2, result.output
     assert result.stdout == "" and len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_side_whose_run_ended_early_is_named_and_exits_1(tmp_path):
+    """The same numbers on both sides would compare clean; a run that stopped before every trial was stored
+    is partial, as report and gate say, so compare says so too."""
+    a = make_run(tmp_path / "a", range(5), treat_gain=0.05)
+    b = make_run(tmp_path / "b", range(5), treat_gain=0.05)
+    assert invoke("compare", a, b, "--out", tmp_path / "cmp").exit_code == 0
+    RunFolder(tmp_path / "b", "synth", "default").mark_incomplete()
+    result = invoke("compare", a, b, "--out", tmp_path / "cmp")
+    assert result.exit_code == 1, result.output
+    assert any(line.startswith("error: B: INCOMPLETE RUN") for line in result.stderr.splitlines())

@@ -94,12 +94,18 @@ def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: boo
     except api.UsageError as exc:
         _fail(str(exc))
     changed = False
+    incomplete = []  # a side whose last run ended early: its numbers are partial, so is what changed
     for comparison, summary, plot in written:
         click.echo(render_comparison(comparison, all_metrics))
         click.echo(f"\nsummary: {summary}" + (f"\nplot: {plot}" if plot else "") + "\n")
         changed = changed or comparison.claim_changed
+        incomplete += [f"{side}: {run.incomplete}" for side, run in (("A", comparison.a), ("B", comparison.b))
+                       if run.incomplete]
+    for note in incomplete:
+        click.echo(f"error: {note}", err=True)
     if changed:
         click.echo("a primary claim changed from A to B (its result, or its estimate beyond its tolerance)")
+    if changed or incomplete:
         raise SystemExit(DIFFERS)
 
 
