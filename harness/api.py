@@ -52,18 +52,19 @@ from harness.gating.baseline import save_baselines as save_baseline_files
 from harness.gating.gate import GateResult
 from harness.gating.gate import gate as gate_run
 from harness.gating.values import GateError
+from harness.listeners import RunStart
 from harness.locks import LockBusy, lock_writer
 from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
-from harness.store import DesignChanged, RunFolder, iter_runs, write_json_atomic, write_text_atomic
+from harness.store import SUITE_FILE, DesignChanged, RunFolder, iter_runs, read_json, write_json_atomic, write_text_atomic
 from harness.suite.loader import load_suites as load_suite_files
 from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
-from harness.tracking.history import claim_history
+from harness.tracking.history import claim_history, stored_claim_history
 from harness.tracking.mirror import MlflowMirror
 from harness.tracking.mlflow_tracker import (
     MlflowTracker,
@@ -473,6 +474,39 @@ def report(results: Path) -> list[RunReport]:
         raise UsageError(str(exc)) from None
 
 
+def mirror_reports(reports: list[RunReport], results: Path, tracking_uri: str | None = None,
+                   warn: Callable[[str], None] = _to_stderr) -> list[str]:
+    """Fill MLflow (the embedded store of ``results``, or ``tracking_uri``) from stored runs, rerunning
+    nothing: each stored trial MLflow lacks is logged, under a parent run that carries the run's claims
+    and report. A line per run says what it did."""
+    lines = []
+    with ExitStack() as locks:
+        try:
+            for name in sorted({built.suite for built in reports}):
+                locks.callback(lock_writer(Path(results), name).release)
+        except LockBusy as exc:
+            raise UsageError(str(exc)) from None
+        tracker = _tracker(RunOptions(results=Path(results), tracking_uri=tracking_uri), locks, warn)
+        assert tracker is not None  # options.mlflow is on
+        for built in reports:
+            results_of = built.analysis.results
+            done = sorted(results_of.finished, key=lambda r: r.started_at)
+            mirror = MlflowMirror(tracker)
+            meta = read_json(built.run_dir / SUITE_FILE)
+            folder = RunFolder(built.run_dir.parent.parent, built.suite, built.profile)
+            mirror.started(RunStart(folder, meta, done[-1].environment if done else {}))
+            try:
+                mirror.look(done, 0)
+                mirror.finish("FAILED" if results_of.failed else "FINISHED", parent_metrics(built.analysis),
+                              built.artifact_paths, {**tracking_tags(built.analysis), **claim_tags(built.analysis)})
+            except TrackingError as exc:
+                raise UsageError(str(exc)) from None
+            lines.append(f"{built.suite}/{built.profile}: " + (
+                f"{len(done)} stored trial(s) in MLflow under a new parent run with the run's claims"
+                if mirror.run_id else "every stored trial already in MLflow; nothing logged"))
+    return lines
+
+
 def summary(reports: list[RunReport]) -> str:
     """The Markdown summary of rebuilt reports: validity and primary claims per suite."""
     return render_summary([SuiteSummary(r.analysis) for r in reports])
@@ -569,6 +603,8 @@ def history(suite: str, profile: str = DEFAULT_PROFILE, tracking_uri: str | None
     of them at ``out`` (written atomically) when given."""
     uri = tracking_uri or default_tracking_uri(Path(results))
     missing = missing_store(uri)
+    if missing is not None and tracking_uri is None:
+        return _stored_history(suite, profile, Path(results), missing, out)
     if missing is not None:
         raise UsageError(f"no MLflow store at {missing} (run a suite first, or give --tracking-uri)")
     try:
@@ -578,10 +614,30 @@ def history(suite: str, profile: str = DEFAULT_PROFILE, tracking_uri: str | None
         raise UsageError(str(exc)) from None
     if not points:
         raise UsageError(f"no runs of suite {suite!r} (profile {profile}) with claims in {uri}")
-    found = History(suite, profile, uri, points)
+    return _drawn(History(suite, profile, uri, points), out)
+
+
+def _stored_history(suite: str, profile: str, results: Path, missing: str, out: Path | None) -> History:
+    """Without an MLflow store: the one run stored under ``results`` (``harness report --mlflow`` fills a store)."""
+    folder = RunFolder(results, suite, profile).path
+    if not (folder / SUITE_FILE).is_file():
+        raise UsageError(f"no MLflow store at {missing} and no stored run of suite {suite!r} (profile {profile}) "
+                         f"in {results} (run a suite first, or give --tracking-uri)")
+    try:
+        points = stored_claim_history(folder)
+    except ResultsError as exc:
+        raise UsageError(str(exc)) from None
+    if not points:
+        raise UsageError(f"no claims in the stored run {folder}")
+    return _drawn(History(suite, profile, f"the stored trials of {folder} (no MLflow store at {missing}; "
+                                          f"`harness report {results} --mlflow` fills one)", points), out)
+
+
+def _drawn(found: History, out: Path | None) -> History:
+    """``found`` with its plot written to ``out`` (atomically) when given."""
     if out is not None:
         try:
-            found.plot = write_history_plot(points, Path(out), f"{suite} ({profile}): claims across runs")
+            found.plot = write_history_plot(found.points, Path(out), f"{found.suite} ({found.profile}): claims across runs")
         except OSError as exc:
             raise UsageError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     return found

@@ -41,9 +41,14 @@ def _check_output(path: Path | None, option: str) -> None:
 @click.option("--markdown", "markdown_path", type=click.Path(path_type=Path),
               help="Also write the summary (validity and primary claims per suite) to this Markdown file.")
 @click.option("--verbose", is_flag=True, help="Print every exploratory row, not only those on key metrics.")
-def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
+@click.option("--mlflow", "to_mlflow", is_flag=True,
+              help="Also fill MLflow from the stored trials (after a --no-mlflow run), rerunning nothing.")
+@click.option("--tracking-uri", help="With --mlflow: MLflow tracking URI (default: sqlite:///RESULTS/mlflow.db).")
+def report(results: Path, markdown_path: Path | None, verbose: bool, to_mlflow: bool, tracking_uri: str | None) -> None:
     """Rebuild verdict tables, summary JSON and plots from stored RESULTS (nothing is rerun); exit 1 when
     a run is incomplete (its results are reported, marked partial)."""
+    if tracking_uri and not to_mlflow:
+        _fail("--tracking-uri needs --mlflow")
     _check_output(markdown_path, "--markdown")
     from harness import api
 
@@ -55,6 +60,12 @@ def report(results: Path, markdown_path: Path | None, verbose: bool) -> None:
         click.echo(built.full_text if verbose else built.text)
         click.echo(f"\nsummary: {built.summary_path}\nforest plots: {', '.join(str(p) for p in built.forest_paths)}"
                    f"\nplots ({len(built.plot_paths)}): {built.report_dir / 'plots'}\n")
+    if to_mlflow:
+        try:
+            for line in api.mirror_reports(reports, results, tracking_uri):
+                click.echo(f"MLflow: {line}")
+        except api.UsageError as exc:
+            _fail(str(exc))
     text = api.summary(reports)
     if markdown_path is not None:
         write_output(markdown_path, text, "--markdown")

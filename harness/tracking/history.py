@@ -3,13 +3,19 @@
 The parent run of every ``harness run`` carries each claim's estimate and interval as metrics and
 its result as a tag (harness.tracking.claim_metrics); read back in run order they are the claim's
 timeline, as asv's are for timings. Runs that logged no claims (interrupted ones) are left out.
+
+Without an MLflow store (a run with ``--no-mlflow``) the stored run folder is the one run there is:
+``stored_claim_history`` reads its claims from its trials, named as MLflow would name them.
 """
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 from harness.analysis.present.claim_history import ClaimPoint
-from harness.tracking.claim_metrics import CLAIM_PREFIX, CLAIM_TAG_PREFIX
+from harness.analysis.decide.run_decisions import analyse
+from harness.analysis.run_results import load_results
+from harness.tracking.claim_metrics import CLAIM_PREFIX, CLAIM_TAG_PREFIX, metric_path
 from harness.tracking.mlflow_tracker import MlflowTracker
 
 
@@ -34,3 +40,20 @@ def claim_history(tracker: MlflowTracker, suite: str, profile: str) -> list[Clai
 
 def _int(value: float | None) -> int | None:
     return None if value is None else int(value)
+
+
+def stored_claim_history(folder: Path) -> list[ClaimPoint]:
+    """The claims of the run stored in ``folder`` (``<suite>/<profile>``), as one run of the history:
+    dated by its last trial's start, at the commit its trials record (ResultsError when unreadable)."""
+    analysis = analyse(load_results(folder))
+    last = max(analysis.results.finished, key=lambda r: r.started_at, default=None)
+    started = datetime.fromisoformat(last.started_at) if last and last.started_at else datetime.fromtimestamp(0, timezone.utc)
+    environment = last.environment if last else {}
+    return [ClaimPoint(
+        claim=metric_path(CLAIM_PREFIX, claim.contrast, claim.key, claim.point)[len(CLAIM_PREFIX) + 1:],
+        run_id="stored", started=started, commit=environment.get("git_commit", ""),
+        dirty=environment.get("git_dirty") == "true", estimate=claim.estimate,
+        low=None if claim.interval is None else claim.interval.low,
+        high=None if claim.interval is None else claim.interval.high,
+        result=claim.result_text, seeds=claim.n,
+    ) for claim in analysis.claims if claim.estimate is not None]
