@@ -84,9 +84,10 @@ def prepare_named_store(uri: str) -> None:
     ("duplicate column name", or alembic's "expected to match one row"). An flock on the file itself (SQLite
     locks with fcntl, which flock leaves alone) serializes that first use; a file we cannot open for writing
     is used as it is."""
-    if not uri.startswith("sqlite:///"):
+    name = uri[len("sqlite:///"):].split("?", 1)[0] if uri.startswith("sqlite:///") else ""
+    if name in ("", ":memory:"):  # a server, or no file to lock
         return
-    lock = FileLock(Path(uri[len("sqlite:///"):].split("?", 1)[0]).resolve())
+    lock = FileLock(Path(name).resolve())
     try:
         lock.acquire(exclusive=True)
     except OSError:
