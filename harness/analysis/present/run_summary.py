@@ -23,7 +23,11 @@ TITLE = "## harness summary"
 SUMMARY_MARKDOWN_FILE = "summary.md"  # in the results folder, beside the suites
 RESULT_ORDER = ("pass", "fail", "short of margin", "inconclusive", "vacuous", "futile", "insufficient pairs")
 ALWAYS_COUNTED = ("pass", "fail", "inconclusive", "vacuous")  # in the totals line even at 0
-CLAIM_HEADER = ("contrast", "metric", "point", "test", "estimate [{confidence:g}% CI]", "result", "seeds")
+ESTIMATE_COLUMN = "estimate [{confidence:g}% CI]"
+CLAIM_HEADER = ("contrast", "metric", "point", "test", ESTIMATE_COLUMN, "result", "seeds")
+REPEATED_CI_NOTE = ("repeated CI: the interval at the level the look that decided the claim tested it (the "
+                    "design's spent level), as in the claims table: it holds whichever look stopped the run, "
+                    "so it is wider than a single-look CI")
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,12 @@ class SuiteSummary:
         if not self.analysis.claims:
             return heading + "\n\nno primary claims declared\n"
         confidence = 100 * self.analysis.results.confidence
-        header = [column.format(confidence=confidence) for column in CLAIM_HEADER]
+        sequential = any(c.sequential for c in self.analysis.claims)
+        header = ["estimate [repeated CI]" if sequential and column == ESTIMATE_COLUMN
+                  else column.format(confidence=confidence) for column in CLAIM_HEADER]
         identical = sorted({f"{c.contrast} {c.point}".strip() for c in self.analysis.claims if c.identical_arms})
         note = f"\n\n**{', '.join(identical)}:** {IDENTICAL_ARMS}" if identical else ""
+        note += f"\n\n{REPEATED_CI_NOTE}" if sequential else ""
         return heading + ("\n\n" if self.analysis.unequal_budgets else "\n") + table(header, self.claim_rows()) + note
 
 
@@ -110,13 +117,15 @@ def validity_text(validity: Validity) -> str:
 
 
 def estimate_text(claim: ClaimResult) -> str:
-    """'+0.03 [+0.01, +0.05]' in the metric's units (a ratio for ratio claims)."""
+    """'+0.03 [+0.01, +0.05]' in the metric's units (a ratio for ratio claims), with the interval the
+    claims table shows: the repeated CI (the one the decision read) in a sequential design."""
     if claim.estimate is None:
         return "-"
     signed = claim.claim.test != "ratio"
-    if claim.interval is None:
+    interval = claim.decision_interval if claim.sequential else claim.interval
+    if interval is None:
         return f"{fmt(claim.estimate, signed)} (no CI)"
-    low, high = fmt(claim.interval.low, signed), fmt(claim.interval.high, signed)
+    low, high = fmt(interval.low, signed), fmt(interval.high, signed)
     return f"{fmt(claim.estimate, signed)} [{low}, {high}]"
 
 

@@ -17,6 +17,7 @@ from harness.analysis.decide.verdicts import (
     UNDETERMINED,
     VALID,
     WORSE,
+    ContrastRow,
     Validity,
 )
 from harness.analysis.run_results import RunResults
@@ -138,7 +139,19 @@ def render_verdict_table(analysis: RunAnalysis, full: bool = False) -> str:
         f"{len(analysis.rows)} rows; q = Benjamini-Hochberg over the run's directed rows)\n"
         f"{statistics_line(results.confidence, len(results.seeds))}\n"
     )
-    return title + format_table(header, lines) + note
+    return title + format_table(header, lines) + note + _other_seed_counts(analysis.claims, rows)
+
+
+def _other_seed_counts(claims: Sequence[ClaimResult], rows: Sequence[ContrastRow]) -> str:
+    """Where a claimed contrast's row reads more pairs than its claim (a sequential design decided the
+    claim at an earlier look, then ran on for others): both counts, so two intervals are not a puzzle."""
+    pairs = {(row.variant.name, row.point, row.key): row.difference.n for row in rows}
+    notes = [f"{claim.contrast} {claim.key}{f' at {claim.point}' if claim.point else ''}: the row reads "
+             f"{pairs[(claim.contrast, claim.point, claim.key)]} pairs, its claim {claim.n} (look {claim.look}, "
+             f"where it stopped)"
+             for claim in claims if claim.sequential and pairs.get((claim.contrast, claim.point, claim.key),
+                                                                  claim.n) != claim.n]
+    return "\nclaimed rows at another seed count than their claim:\n  " + "\n  ".join(notes) if notes else ""
 
 
 def render_validity(validity: Validity) -> str:
