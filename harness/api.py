@@ -31,7 +31,7 @@ from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.decide.seed_planning import SeedPlan, family_size, plan_suite
 from harness.analysis.present.claim_history import ClaimPoint, render_history, write_history_plot
-from harness.analysis.present.run_costs import DriverSeconds, save_driver_seconds
+from harness.analysis.present.run_costs import DriverSeconds, render_suite_phases, save_driver_seconds
 from harness.analysis.present.run_report import RunReport, build_report, stored_report_text
 from harness.analysis.present.run_summary import SUMMARY_MARKDOWN_FILE, SuiteSummary, render_summary
 from harness.analysis.present import EXPORT_FORMATS
@@ -505,6 +505,12 @@ def mirror_reports(reports: list[RunReport], results: Path, tracking_uri: str | 
                 f"{len(done)} stored trial(s) in MLflow under a new parent run with the run's claims"
                 if mirror.run_id else "every stored trial already in MLflow; nothing logged"))
     return lines
+
+
+def phase_table(reports: list[RunReport]) -> str:
+    """Where each suite's time went, one row per suite (its trials' phases, its run's driver seconds and
+    its report's building)."""
+    return render_suite_phases([(built.suite, built.phases) for built in reports if built.phases is not None])
 
 
 def summary(reports: list[RunReport]) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fault_injection import harness_here
 from harness import api
 from harness.analysis.present.run_costs import PHASES_FILE, stopped_arms
 from harness.analysis.run_results import load_results
@@ -74,6 +75,9 @@ def test_later_looks_run_only_open_arms_and_every_decision_is_the_same(tmp_path,
     text_report = (open_only / "report" / "verdicts.txt").read_text()
     assert "e at 3" in text_report and "where the time went" in text_report
     assert json.loads((open_only / PHASES_FILE).read_text())["slots"] == 1
+    rebuilt = harness_here("report", str(tmp_path / "open"))
+    rows = rebuilt.stdout.split("where the time went, per suite")[1].splitlines()
+    assert rebuilt.returncode == 0 and rows[3].split()[:2] == ["alloc", str(len(allocated.finished))]
 
 
 def test_an_unknown_allocation_is_a_usage_error(tmp_path):

@@ -66,6 +66,7 @@ def report(results: Path, markdown_path: Path | None, verbose: bool, to_mlflow: 
                 click.echo(f"MLflow: {line}")
         except api.UsageError as exc:
             _fail(str(exc))
+    click.echo(api.phase_table(reports) + "\n")
     text = api.summary(reports)
     if markdown_path is not None:
         write_output(markdown_path, text, "--markdown")

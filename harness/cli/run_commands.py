@@ -176,6 +176,9 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     except api.UsageError as exc:
         _fail(str(exc))
     _footer(outcome)
+    reports = [s.report for s in outcome.suites if s.report is not None]  # a suite with nothing new has no new time
+    if reports:
+        click.echo("\n" + api.phase_table(reports))
     if outcome.summary:
         append_step_summary(outcome.summary)
         click.echo("\n" + outcome.summary.rstrip("\n"))

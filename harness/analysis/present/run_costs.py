@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Sequence
 
 from harness.analysis.run_results import RunResults
 from harness.measure.phases import PHASE_DETAIL
@@ -75,21 +76,21 @@ def _s(seconds: float) -> str:
 
 
 def render_phases(found: Phases) -> str:
-    """'where the time went' with one row per phase."""
+    """'where the time went' with one row per phase: figures stored with the run, so that the report
+    rebuilt from the same folder says the same (the time building it is the per-suite table's)."""
     driver = found.driver
     rows = [
         ["train", _s(found.train), f"trial-seconds in training loops ({found.trials} trials)"],
         ["evaluate", _s(found.evaluate), "trial-seconds of data, evaluation and timing outside training"],
         ["waiting", _s(found.waiting), "trial-seconds blocked on another trial's cached artifact"],
-        ["analysis", _s((driver.analysis if driver else 0.0) + found.report),
-         "seconds deciding the looks and building this report"],
+        ["analysis", _s(driver.analysis) if driver else "-", "seconds deciding the run's looks"],
         ["MLflow", _s(driver.mlflow) if driver else "-", "seconds mirroring trials and runs to MLflow"],
     ]
     if driver is not None:
         busy = found.trial_seconds / max(driver.slots, 1)
         rows.append(["other", _s(max(driver.wall - busy - driver.analysis - driver.mlflow, 0.0)),
                      "seconds storing records, starting workers, slots left idle"])
-        rows.append(["wall", _s(driver.wall), f"the suite's trials, {driver.slots} at a time, and its looks"])
+        rows.append(["wall", _s(driver.wall), f"the suite's last run: its trials, {driver.slots} at a time, and looks"])
     return "where the time went:\n" + format_table(["phase", "seconds", "of what"], rows)
 
 
@@ -121,3 +122,17 @@ def render_allocation(results: RunResults) -> str:
     arms = ", ".join(f"{label} at {n}" for label, n in stopped.items())
     return (f"arms stopped once no open question read them (seeds run, of {len(results.seeds)}): {arms}. "
             "Exploratory contrasts with them read the seeds both arms have; their n (-k) counts the seeds not run.")
+
+
+def render_suite_phases(rows: Sequence[tuple[str, Phases]]) -> str:
+    """Every suite of a run in one table: the trials' seconds by phase and the driver's."""
+    header = ["suite", "trials", "train", "evaluate", "waiting", "analysis", "MLflow", "wall"]
+    body = []
+    for suite, found in rows:
+        driver = found.driver
+        body.append([suite, str(found.trials), _s(found.train), _s(found.evaluate), _s(found.waiting),
+                     _s((driver.analysis if driver else 0.0) + found.report), _s(driver.mlflow) if driver else "-",
+                     _s(driver.wall) if driver else "-"])
+    return ("where the time went, per suite (train, evaluate, waiting: trial-seconds; analysis: the looks and "
+            "the report; the rest: seconds):\n"
+            + format_table(header, body))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.present.forest_plots import write_forest_plots
-from harness.analysis.present.run_costs import phases, render_allocation, render_phases
+from harness.analysis.present.run_costs import Phases, phases, render_allocation, render_phases
 from harness.analysis.present.run_plots import write_plots
 from harness.analysis.present.summary_json import summary_document
 from harness.analysis.present.verdict_tables import render_report
@@ -48,6 +48,7 @@ class RunReport:
     analysis: RunAnalysis
     forest_paths: tuple[Path, ...] = ()
     full_text: str = ""
+    phases: Phases | None = None  # where the run's time went, this report's building included
 
     @property
     def artifact_paths(self) -> tuple[Path, ...]:
@@ -69,8 +70,8 @@ def build_report(run_dir: Path) -> RunReport:
     text_path.unlink(missing_ok=True)  # written last: a report killed while drawing is then redrawn by the next run
     forest_paths = write_forest_plots(analysis, report_dir)
     plot_paths = write_plots(results, report_dir / PLOTS_DIR)
-    costs = "\n\n".join(part for part in (render_allocation(results),
-                                          render_phases(phases(results, time.perf_counter() - clock))) if part)
+    spent = phases(results, time.perf_counter() - clock)
+    costs = "\n\n".join(part for part in (render_allocation(results), render_phases(spent)) if part)
     text = render_report(analysis) + "\n\n" + costs
     full_text = render_report(analysis, full=True) + "\n\n" + costs
     relative = [p.relative_to(report_dir).as_posix() for p in plot_paths]
@@ -90,6 +91,7 @@ def build_report(run_dir: Path) -> RunReport:
         analysis=analysis,
         forest_paths=tuple(forest_paths),
         full_text=full_text,
+        phases=spent,
     )
 
 
