@@ -77,7 +77,8 @@ def _queries(masked: torch.Tensor, is_value: torch.Tensor) -> QueryBatch:
     zeros = torch.zeros(batch, length, dtype=torch.long)
     return QueryBatch(noisy=zeros, clean=zeros, masked=masked, is_value=is_value, t=torch.ones(batch, dtype=torch.long),
                       gold=torch.zeros(batch, dtype=torch.long), positive_chunks=torch.ones(batch, 1, dtype=torch.bool),
-                      route_tokens=torch.zeros(batch, length, dtype=torch.bool))
+                      route_tokens=torch.zeros(batch, length, dtype=torch.bool),
+                      token_docs=torch.zeros(batch, length, dtype=torch.long))
 
 
 def test_signal_matches_references() -> None:

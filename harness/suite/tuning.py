@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from harness.metrics import better_sign
 from harness.store import canonical_json, read_json
@@ -218,8 +218,18 @@ def grid_points(suite: Suite, arm: str, tuning: ArmTuning) -> list[dict[str, Any
     variant, sweep = sweep_points(suite.arms[arm].sweep)[0], sweep_points(suite.sweep)[0]  # the grid's keys are not swept
     for point in sweep_points(tuning.space):
         validated = suite.task.validate_params(layered(base, variant, point, sweep)).model_dump(mode="json")
-        points.append({key: validated[key] for key in point})
+        points.append({key: at_dotted(validated, key) for key in point})
     return points
+
+
+def at_dotted(params: Mapping[str, Any], key: str) -> Any:
+    """A param's value by its dotted key (``router_training.lr`` reads a nested param); None where absent."""
+    value: Any = params
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
 
 
 def point_mean(values: dict[int, float], failed: int, seeds: Sequence[int]) -> float | None:

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from harness.record import TrialRecord
 from harness.store import write_atomic
 from harness.suite.points import point_label
-from harness.suite.tuning import best_point, point_mean
+from harness.suite.tuning import at_dotted, best_point, point_mean
 
 COLUMNS = 3
 
@@ -49,7 +49,7 @@ def score_grid(arm: str, points: list[dict[str, Any]], records: Iterable[TrialRe
     for record in records:
         if record.arm != arm:
             continue
-        index = next((i for i, p in enumerate(points) if all(record.params.get(k) == v for k, v in p.items())), None)
+        index = next((i for i, p in enumerate(points) if all(at_dotted(record.params, k) == v for k, v in p.items())), None)
         if index is None:
             continue
         value = record.metrics.get(metric) if record.finished else None

@@ -7,20 +7,30 @@ distractors, so it learns to copy a value from the right document's chunk among 
 memory can be wrong. It trains on the training documents only (names disjoint from the bank). Its precision heads are trained with the precision-weighted energy at the
 same time, from each token's own prediction error. Arms then reuse it unchanged (same init, same weights, same data).
 
-With ``slot_retrieval_weight`` > 0 the backbone also learns to find each query's gold document
-from its asked slots alone (``slot_retrieval_loss``): a training-only router that pools just
-those slots' routing-layer states (``OracleMaskedRouter``) is trained with MSA's contrastive
-routing loss against the batch's documents, and the gradient reaches the layers below the routing
-layer. The denoising loss alone gives the asked slot no reason to hold its document's name before
-the memory is read, so without it that state need not name its document: the premise of
-precision routing. The router is discarded afterwards (the arms start from the usual weights).
+With ``slot_retrieval_weight`` > 0 the backbone also learns, with MSA's contrastive routing loss,
+to name documents at the routing layer's input, and the gradient reaches the layers below it. The
+denoising loss alone gives the asked slot no reason to hold its document's name before the memory
+is read, so without it that state need not name its document: the premise of precision routing.
+``slot_retrieval_target`` says which states learn it:
+
+- ``asked_slot``: a query made of its asked slots alone (``slot_retrieval_loss``: a training-only
+  ``OracleMaskedRouter``) must find its gold document among the batch's; this is oracle_masked's
+  pooling, so it trains the backbone for the arms that pool the asked slot.
+- ``every_token``: every query token, alone, must find the document its own fact comes from
+  (``token_retrieval_loss``: a training-only per-token ``RouterProjector``), the distractors'
+  documents among the candidates. The target is the workload's, the same for every position and
+  pooling no tokens, so it favours no arm's pooling; ``token_document_accuracy`` measures how
+  evenly the positions learnt it.
+
+The training-only router is discarded afterwards (the arms start from the usual weights).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
 
 import torch
+import torch.nn.functional as F
 
 from harness.tasks.routing.mechanism.model import (
     PCSHOConfig,
@@ -31,6 +41,7 @@ from harness.tasks.routing.mechanism.model import (
 )
 from harness.tasks.routing.mechanism.msa import (
     MSAConfig,
+    RouterProjector,
     attach_msa_layers,
     chunk_mean_pool,
     create_msa_layers,
@@ -43,6 +54,9 @@ from harness.measure.timing import throughput
 from harness.tasks.base import TrialContext
 from harness.tasks.routing.pooling import OracleMaskedRouter
 from harness.tasks.routing.workload import Layout, QueryBatch, make_documents, make_queries
+
+
+SlotTarget = Literal["asked_slot", "every_token"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,7 @@ class BackboneSpec:
     max_noise_step: int
     slot_retrieval_weight: float = 0.0
     slot_retrieval_temperature: float = 0.05
+    slot_retrieval_target: SlotTarget = "asked_slot"
 
     @property
     def msa_layers(self) -> list[int]:
@@ -76,6 +91,7 @@ class Backbone:
     model: PCSHODLM
     msa: MSAConfig
     train_tokens_per_s: float
+    neutrality: dict[str, float] = field(default_factory=dict)  # token_document_accuracy, every_token only
 
     @property
     def routing_layer(self) -> int:
@@ -153,11 +169,17 @@ def memory_slots(batch: int, k: int, gold_rate: float, generator: torch.Generato
     return slots
 
 
-def slot_router(spec: BackboneSpec, model: PCSHODLM, init: torch.Generator, device: torch.device) -> OracleMaskedRouter:
-    """The training-only router of ``slot_retrieval_loss``, initialised from its own stream; it
-    never reads the precision head it is handed (it pools the asked slots)."""
+def slot_router(
+    spec: BackboneSpec, model: PCSHODLM, init: torch.Generator, device: torch.device
+) -> OracleMaskedRouter | RouterProjector:
+    """The training-only router of the slot-retrieval loss, initialised from its own stream: an
+    ``OracleMaskedRouter`` for ``asked_slot`` (it never reads the precision head it is handed), a
+    one-head ``RouterProjector`` read per token for ``every_token``."""
     with global_rng_from(init, device):
-        router = OracleMaskedRouter(model.precision_up[spec.msa_layers[0]], spec.model.d_model, spec.msa.router_dim, 1)
+        if spec.slot_retrieval_target == "every_token":
+            router = RouterProjector(spec.model.d_model, spec.msa.router_dim, 1)
+        else:
+            router = OracleMaskedRouter(model.precision_up[spec.msa_layers[0]], spec.model.d_model, spec.msa.router_dim, 1)
     return router.to(device)
 
 
@@ -176,13 +198,56 @@ def slot_retrieval_loss(
     return routing_contrastive_loss(scores, positive.flatten(1), temperature)
 
 
+def token_document_scores(
+    router: RouterProjector, hidden: torch.Tensor, candidate_chunks: torch.Tensor
+) -> torch.Tensor:
+    """(B * S, C * chunks_per_doc): cosine of every query token's own routing query with every chunk
+    of the candidate documents (``candidate_chunks`` (C, chunks_per_doc, D), chunk-pooled states)."""
+    queries = F.normalize(router.project_query(hidden).flatten(0, 1), dim=-1)
+    return queries @ F.normalize(router.project_key(candidate_chunks).flatten(0, 1), dim=-1).T
+
+
+def own_document_chunks(queries: QueryBatch, candidates: torch.Tensor) -> torch.Tensor:
+    """(B * S, C * chunks_per_doc) bool: the name chunks of each token's own document among the candidates."""
+    own = queries.token_docs.flatten()[:, None, None] == candidates[None, :, None]
+    return (own & queries.positive_chunks[:1, None, :]).flatten(1)
+
+
+def token_retrieval_loss(
+    router: RouterProjector, hidden: torch.Tensor, queries: QueryBatch, candidates: torch.Tensor,
+    candidate_chunks: torch.Tensor, temperature: float,
+) -> torch.Tensor:
+    """MSA's contrastive routing loss of every query token alone: ``hidden`` (B, S, D) enters the
+    routing layer; each token's positives are the name chunks of the document its fact comes from
+    (``queries.token_docs``), its negatives every other chunk of the ``candidates`` (C,) documents,
+    which hold every token's document."""
+    scores = token_document_scores(router, hidden, candidate_chunks)
+    return routing_contrastive_loss(scores, own_document_chunks(queries, candidates), temperature)
+
+
+@torch.no_grad()
+def token_document_accuracy(
+    router: RouterProjector, hidden: torch.Tensor, queries: QueryBatch, candidates: torch.Tensor,
+    candidate_chunks: torch.Tensor,
+) -> dict[str, float]:
+    """Share of query tokens whose best-scoring chunk is a name chunk of their own document: at the
+    asked slots and at every other position, and the asked slots' lead over the rest (near 0 or
+    below: the backbone did not put document names into the asked slot more than elsewhere)."""
+    best = token_document_scores(router, hidden, candidate_chunks).argmax(dim=1)
+    hit = own_document_chunks(queries, candidates).gather(1, best[:, None]).squeeze(1).view_as(queries.is_value)
+    asked = float(hit[queries.is_value].double().mean())
+    other = float(hit[~queries.is_value].double().mean())
+    return {"token_doc_acc_asked": asked, "token_doc_acc_other": other, "asked_slot_lead": asked - other}
+
+
 def backbone_loss(
     model: PCSHODLM, spec: BackboneSpec, queries: QueryBatch, documents: torch.Tensor, slots: torch.Tensor,
-    router: OracleMaskedRouter | None = None,
+    router: OracleMaskedRouter | RouterProjector | None = None, pool: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The losses of one batch: ``denoise``, ``energy`` (every layer's head reads the tokens' own
     prediction errors of this forward pass, ``token_errors``) and, given the training-only
-    ``router``, ``slot_retrieval`` (``documents`` row i is query i's gold document)."""
+    ``router``, ``slot_retrieval`` (``documents`` row i is query i's gold document; ``every_token``
+    also reads the distractors' documents from ``pool``, the training documents)."""
     states = document_states(model, documents, spec.msa_layers[-1] + 1)
     memory = batch_memory(encode_memory(model, spec.msa, states), slots.to(documents.device))
     trace = model.forward_trace(queries.noisy, queries.t, memory)
@@ -192,13 +257,30 @@ def backbone_loss(
         for layer, state in enumerate(trace.layer_inputs)
     ]).mean()
     losses = {"denoise": denoising_loss(trace.logits, queries.clean, queries.masked), "energy": energy}
-    if router is not None:
-        routing = spec.msa_layers[0]
+    routing = spec.msa_layers[0]
+    if isinstance(router, RouterProjector):
+        candidates, candidate_chunks = candidate_documents(model, spec, queries, pool)
+        losses["slot_retrieval"] = token_retrieval_loss(
+            router, trace.layer_inputs[routing], queries, candidates, candidate_chunks, spec.slot_retrieval_temperature,
+        )
+    elif router is not None:
         losses["slot_retrieval"] = slot_retrieval_loss(
             router, trace.layer_inputs[routing], queries, chunk_mean_pool(states[routing], spec.msa.chunk_size),
             spec.slot_retrieval_temperature,
         )
     return losses
+
+
+def candidate_documents(
+    model: PCSHODLM, spec: BackboneSpec, queries: QueryBatch, pool: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every document a query token comes from (C,) and their chunk-pooled routing-layer states."""
+    if pool is None:
+        raise ValueError("the every_token slot-retrieval loss needs the training documents (pool)")
+    candidates = torch.unique(queries.token_docs)
+    routing = spec.msa_layers[0]
+    states = document_states(model, pool[candidates.to(pool.device)].to(queries.noisy.device), routing + 1)[routing]
+    return candidates, chunk_mean_pool(states, spec.msa.chunk_size)
 
 
 def total_loss(spec: BackboneSpec, losses: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -228,20 +310,37 @@ def train_backbone(spec: BackboneSpec, pool: torch.Tensor, ctx: TrialContext) ->
         queries = make_queries(spec.layout, pool, gold, spec.max_noise_step, spec.model.n_diffusion_steps, data)
         slots = memory_slots(spec.batch, spec.memory_docs, spec.gold_rate, data)
         # the batch's documents are the gold ones, so slot i is query i's gold document
-        losses = backbone_loss(model, spec, queries.to(device), pool[gold].to(device), slots, router)
+        losses = backbone_loss(model, spec, queries.to(device), pool[gold].to(device), slots, router, pool)
         optimizer_step(total_loss(spec, losses), optimizer, schedule, clip_norm=1.0)
         return {LOGGED[name]: float(loss.detach()) for name, loss in losses.items()}
 
     ctx.fit(spec.steps, step, name="backbone", log_every=25)
     tokens_per_s = measure_training_throughput(model, spec, ctx.stream("backbone-throughput"), device)
-    return {"state": model.state_dict(), "train_tokens_per_s": tokens_per_s}
+    payload: dict[str, Any] = {"state": model.state_dict(), "train_tokens_per_s": tokens_per_s}
+    if isinstance(router, RouterProjector):
+        payload["neutrality"] = neutrality(model.eval(), spec, router, pool, ctx.stream("backbone-neutrality"), device)
+    return payload
+
+
+def neutrality(
+    model: PCSHODLM, spec: BackboneSpec, router: RouterProjector, pool: torch.Tensor, generator: torch.Generator,
+    device: torch.device,
+) -> dict[str, float]:
+    """``token_document_accuracy`` of the trained backbone and its training-only router on a fresh
+    batch of training queries (the router is discarded after this)."""
+    gold = torch.randint(spec.pool_docs, (spec.batch,), generator=generator)
+    queries = make_queries(spec.layout, pool, gold, spec.max_noise_step, spec.model.n_diffusion_steps, generator).to(device)
+    with torch.no_grad():
+        hidden = model.hidden_before(spec.msa_layers[0], queries.noisy, queries.t)
+        candidates, candidate_chunks = candidate_documents(model, spec, queries, pool)
+    return token_document_accuracy(router, hidden, queries, candidates, candidate_chunks)
 
 
 def trained_backbone(spec: BackboneSpec, payload: Mapping[str, Any], ctx: TrialContext) -> Backbone:
     """The backbone from ``train_backbone``'s payload, in eval mode."""
     model = build_model(spec, ctx.stream("backbone-init"), ctx.device)
     model.load_state_dict(payload["state"])
-    return Backbone(model.eval(), spec.msa, float(payload["train_tokens_per_s"]))
+    return Backbone(model.eval(), spec.msa, float(payload["train_tokens_per_s"]), dict(payload.get("neutrality", {})))
 
 
 def measure_training_throughput(

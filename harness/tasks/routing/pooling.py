@@ -10,6 +10,8 @@ of weights.
 - ``OracleMaskedRouter``: weights only on the asked (masked value) slots: what perfect
   uncertainty weights would pool, so the positive control of the seed's premise that the slot the
   model does not know carries the route.
+- ``MaskPoolRouter``: weights 1 on every masked input, 0 elsewhere: the free shortcut (the error,
+  hence 1/Pi, is 0 on every visible token), which precision must beat to carry anything more.
 """
 from __future__ import annotations
 
@@ -76,6 +78,15 @@ class OracleMaskedRouter(OracleTokenRouter):
     @staticmethod
     def tokens_of(queries: QueryBatch) -> torch.Tensor:
         return queries.is_value
+
+
+class MaskPoolRouter(OracleTokenRouter):
+    """Pools every masked input (the asked values and the diffusion noise's masks), weight 1 each:
+    what 1/Pi would pool if it were only a mask indicator, so the shortcut precision must beat."""
+
+    @staticmethod
+    def tokens_of(queries: QueryBatch) -> torch.Tensor:
+        return queries.masked
 
 
 def pool_tokens_of(router, queries: QueryBatch) -> torch.Tensor:

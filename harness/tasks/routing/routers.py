@@ -10,7 +10,8 @@ the gold document first and random documents after it. Token-weighting ablations
 precision router (``harness.tasks.routing.pooling``): ``precision_inverse`` (confident tokens up),
 ``precision_sharp`` (the seed's weights at a temperature below 1) and ``oracle_tokens`` (only the
 tokens that identify the gold document: the positive control for pooling) and ``oracle_masked``
-(only the asked slots: the positive control of the seed's premise).
+(only the asked slots: the positive control of the seed's premise); ``mask_pool`` (weight 1 on every
+masked input: the mask-indicator shortcut).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from harness.tasks.base import TrialContext
 from harness.tasks.routing.backbone import Backbone
 from harness.tasks.routing.pooling import (
     InversePrecisionRouter,
+    MaskPoolRouter,
     OracleMaskedRouter,
     OracleTokenRouter,
     SharpPrecisionRouter,
@@ -41,12 +43,12 @@ from harness.tasks.routing.workload import Layout, QueryBatch, make_queries
 
 Arm = Literal[
     "router_projector", "precision", "mean_pool", "random", "oracle", "precision_inverse", "precision_sharp",
-    "oracle_tokens", "oracle_masked",
+    "oracle_tokens", "oracle_masked", "mask_pool",
 ]
 POOLED: dict[str, type[PrecisionGuidedRouter]] = {
     "precision": PrecisionGuidedRouter, "mean_pool": MeanPoolRouter, "precision_inverse": InversePrecisionRouter,
     "precision_sharp": SharpPrecisionRouter, "oracle_tokens": OracleTokenRouter,
-    "oracle_masked": OracleMaskedRouter,
+    "oracle_masked": OracleMaskedRouter, "mask_pool": MaskPoolRouter,
 }
 LEARNED: tuple[str, ...] = ("router_projector", *POOLED)
 

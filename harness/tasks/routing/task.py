@@ -29,7 +29,14 @@ from harness.tasks.routing.mechanism.model import LOG_PRECISION_BOUND, PCSHOConf
 from harness.tasks.routing.mechanism.msa import MemoryBank, MSAConfig, ensure_bank_fits
 from harness.tasks.routing.mechanism.precision_router import PrecisionGuidedRouter
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext, training_budget, training_budget_metrics
-from harness.tasks.routing.backbone import Backbone, BackboneSpec, encode_bank, train_backbone, trained_backbone
+from harness.tasks.routing.backbone import (
+    Backbone,
+    BackboneSpec,
+    SlotTarget,
+    encode_bank,
+    train_backbone,
+    trained_backbone,
+)
 from harness.tasks.routing.evaluation import (
     auroc,
     gold_ranks,
@@ -127,7 +134,11 @@ class RoutingParams(TaskParams):
     gold_rate: float = Field(0.9, ge=0.0, le=1.0, description="chance the backbone's memory holds the gold document")
     slot_retrieval_weight: float = Field(
         0.0, ge=0, description="weight of the backbone's slot-retrieval loss: MSA's contrastive routing loss of a "
-        "training-only router that pools only the asked slots (temperature router_training.temperature); 0 leaves it out"
+        "training-only router (temperature router_training.temperature); 0 leaves it out"
+    )
+    slot_retrieval_target: SlotTarget = Field(
+        "asked_slot", description="asked_slot: the asked slots, pooled, find the gold document (oracle_masked's pooling); "
+        "every_token: each query token alone finds its own fact's document (no arm's pooling)"
     )
     # router
     router_training: RouterTrainingParams = RouterTrainingParams()
@@ -228,6 +239,14 @@ def _metrics() -> tuple[Metric, ...]:
                description="linear probe of the asked slot's routing-layer state: "
                "fraction of asked slots whose document's whole entity name it reads (held-out names)",
                key=True),
+        Metric(name="token_doc_acc_asked", direction="none", unit="fraction", kind=i,
+               description="every_token backbones: share of asked slots whose own routing query (the backbone's "
+               "training-only per-token router) finds their document's name chunk first"),
+        Metric(name="token_doc_acc_other", direction="none", unit="fraction", kind=i,
+               description="the same at every other query position (each finds its own fact's document)"),
+        Metric(name="asked_slot_lead", direction="none", unit="fraction", kind=i,
+               description="token_doc_acc_asked - token_doc_acc_other: how much more the backbone taught the asked "
+               "slot its document than the other positions theirs (a backbone trained for no arm's pooling: <= 0)"),
         Metric(name="at_bound/log_precision", direction="none", unit="fraction", kind=i,
                description="fraction of routing-layer token log-precisions "
                "within 1% of their bound (visible tokens, whose error is 0, belong there)"),
@@ -256,8 +275,8 @@ def _metrics() -> tuple[Metric, ...]:
 
 class RoutingTask(Task):
     name = "routing"
-    # 7: the backbone's training, the routers' keys and training, and the probe as nested params
-    version = "7"  # 6: the spec's energy on each token's own error, oracle_masked, premise signals (5: regimes)
+    # 8: mask_pool, the every_token slot-retrieval target and its neutrality figures
+    version = "8"  # 6: the spec's energy on each token's own error, oracle_masked, premise signals (5: regimes)
     description = (
         "precision-guided router vs its mean-pooling ablation and MSA RouterProjector on an entity attribute=value "
         "memory, evaluated on a held-out bank (PC-SHO-DLM backbone)"
@@ -287,7 +306,7 @@ class RoutingTask(Task):
         encoded, pooled = encode_bank(backbone.model, backbone.msa, documents)
 
         router = install_router(params.router, backbone, params.sharp_temperature)
-        metrics: dict[str, float] = {"backbone_train_tokens_per_s": backbone.train_tokens_per_s}
+        metrics: dict[str, float] = {"backbone_train_tokens_per_s": backbone.train_tokens_per_s, **backbone.neutrality}
         if router is not None:
             metrics["router_train_tokens_per_s"] = fit_router(params, spec, backbone, router, training_docs, ctx)
         bank = build_bank(backbone, router, encoded, pooled, layout.chunk_size)
@@ -374,6 +393,7 @@ def backbone_spec(params: RoutingParams, layout: Layout) -> BackboneSpec:
         memory_docs=params.top_k,
         pool_docs=params.backbone.docs, max_noise_step=max_noise_step(params),
         slot_retrieval_weight=params.slot_retrieval_weight, slot_retrieval_temperature=params.router_training.temperature,
+        slot_retrieval_target=params.slot_retrieval_target,
     )
 
 

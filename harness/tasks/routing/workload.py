@@ -162,6 +162,7 @@ class QueryBatch:
     gold: torch.Tensor  # (B,) index of the gold document
     positive_chunks: torch.Tensor  # (B, chunks_per_doc) bool: gold chunks the router must find
     route_tokens: torch.Tensor  # (B, S) bool: query tokens that identify the gold document (oracle pooling)
+    token_docs: torch.Tensor  # (B, S) long: the document whose fact (or name) each token comes from
 
     def to(self, device: torch.device) -> "QueryBatch":
         return QueryBatch(**{name: value.to(device) for name, value in vars(self).items()})
@@ -190,11 +191,12 @@ def make_queries(
     is_value = torch.cat([torch.zeros(batch, layout.entity_len, dtype=torch.bool), fact_tokens], dim=1)
     is_value[:, layout.entity_len :: 2] = False
     route_tokens = torch.arange(layout.query_len).expand(batch, -1) < layout.entity_len
-    return _noised(layout, clean, is_value, gold, route_tokens, max_noise_step, n_diffusion_steps, generator)
+    token_docs = gold[:, None].expand(-1, layout.query_len)
+    return _noised(layout, clean, is_value, gold, route_tokens, token_docs, max_noise_step, n_diffusion_steps, generator)
 
 
 def _noised(layout: Layout, clean: torch.Tensor, is_value: torch.Tensor, gold: torch.Tensor,
-            route_tokens: torch.Tensor, max_noise_step: int, n_diffusion_steps: int,
+            route_tokens: torch.Tensor, token_docs: torch.Tensor, max_noise_step: int, n_diffusion_steps: int,
             generator: torch.Generator) -> QueryBatch:
     """A query batch at a random diffusion step: the asked values always masked, other tokens by the noise."""
     t = torch.randint(1, max_noise_step + 1, (gold.shape[0],), generator=generator)
@@ -209,6 +211,7 @@ def _noised(layout: Layout, clean: torch.Tensor, is_value: torch.Tensor, gold: t
         gold=gold,
         positive_chunks=layout.entity_chunks().expand(gold.shape[0], -1).clone(),
         route_tokens=route_tokens,
+        token_docs=token_docs.clone(),
     )
 
 
@@ -249,5 +252,6 @@ def needle_queries(
     within = torch.arange(layout.segment_len)
     is_value = (is_gold[..., None] & (within == layout.segment_len - 1)).flatten(1)
     route_tokens = (is_gold[..., None] & (within < entity_len)).flatten(1)
-    return _noised(layout, clean, is_value, gold, route_tokens, max_noise_step, n_diffusion_steps, generator)
+    token_docs = segment_docs.repeat_interleave(layout.segment_len, dim=1)
+    return _noised(layout, clean, is_value, gold, route_tokens, token_docs, max_noise_step, n_diffusion_steps, generator)
 
