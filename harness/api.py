@@ -44,7 +44,7 @@ from harness.execution.allocation import ALLOCATIONS
 from harness.execution.executor import Executor, SerialExecutor
 from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
 from harness.execution.runner import SuiteOutcome, run_suite
-from harness.execution.trials import planned_trials
+from harness.execution.trials import identical_arms, planned_trials
 from harness.execution.tuning import TUNE_TAGS, TuneOutcome, tune_suite
 from harness.suite.tuning import tuning_suite
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
@@ -355,6 +355,9 @@ def run(
     if options.allocation not in ALLOCATIONS:
         raise UsageError(f"unknown allocation {options.allocation!r}; expected one of: {', '.join(ALLOCATIONS)}")
     suites = load_suites(suite_file, options)
+    for suite in suites:
+        for warning in identical_arms(suite):
+            warn(warning)
     outcome = RunResult(results=Path(options.results))
     summaries: list[SuiteSummary] = []
     with _session(suites, options, console, warn, on_started) as session:

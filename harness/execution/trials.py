@@ -82,6 +82,23 @@ def expand_trials(suite: Suite) -> list[Trial]:
     return trials
 
 
+def identical_arms(suite: Suite) -> list[str]:
+    """A warning per group of arms that resolve to the same params (the same task, so the same code) at
+    a sweep point: their trials will report the same numbers, so a contrast of them tests nothing (a
+    mechanism never switched on). Said before any trial runs, not after their budget is spent."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    first = [t for t in expand_trials(suite) if t.seed == suite.seeds[0]] if suite.seeds else []
+    for trial in first:
+        groups.setdefault((trial.point_label, config_hash(trial.params)), []).append(trial.arm_label)
+    points: dict[tuple[str, ...], list[str]] = {}
+    for (point, _), labels in groups.items():
+        if len(labels) > 1:
+            points.setdefault(tuple(labels), []).append(point)
+    return [f"warning: {suite.name} ({suite.profile}): arms {', '.join(labels)} resolve to identical params and "
+            f"the same task code{' at ' + ', '.join(where) if any(where) else ''}: their trials will give the same "
+            f"results (is the mechanism switched on?)" for labels, where in points.items()]
+
+
 def planned_trials(suite: Suite) -> int:
     """Trials a run of the suite may take: every look of a sequential design up to its max_seeds."""
     per_seed = len(expand_trials(suite)) // max(len(suite.seeds), 1)
