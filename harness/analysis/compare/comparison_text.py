@@ -48,10 +48,13 @@ def _shifts(comparison: Comparison, all_metrics: bool) -> str:
     header = ["arm", *(["point"] if with_points else []), "metric", "A", "B", "shift B-A", "rel", ci, "n", "moved"]
     rows = [_row(s, with_points) for s in shifts]
     if comparison.method == PAIRED:
-        how = ("paired by seed (same seeds on both sides): Student-t interval of the mean per-seed shift; "
-               "n = seeds both finished")
+        how = (f"paired by seed on the {len(comparison.common_seeds)} seeds both runs have: Student-t interval of "
+               "the mean per-seed shift; n = seeds both finished")
+        how += "".join(f"; left out, seeds of {side} only: {', '.join(map(str, seeds))}"
+                       for side, seeds in comparison.left_out.items())
     else:
-        how = "different seeds: unpaired Welch t interval of the difference of means; n = the smaller sample"
+        how = ("fewer than two seeds in common: unpaired Welch t interval of the difference of means; "
+               "n = the smaller sample")
     hidden = len(comparison.shifts) - len(shifts)
     note = f"\n({hidden} more non-key metric row(s): --all shows them; all are in the JSON)" if hidden else ""
     return f"shifts, B - A ({how}):\n" + format_table(header, rows) + note

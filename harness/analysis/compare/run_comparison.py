@@ -1,10 +1,10 @@
 """Two runs of one suite side by side (two machines, commits or library versions): what moved.
 
 Per arm, sweep point and metric, the shift is B's mean minus A's with an interval over seeds:
-when both runs have the same seeds, each seed's B - A difference is formed first (same seed,
+on the seeds both runs have (two at least), each seed's B - A difference is formed first (same seed,
 same data and initialisation: only the change under test differs) and the interval is the
-Student-t interval of their mean; with different seeds the runs are independent samples and the
-interval is Welch's. Every verdict, validity status and primary claim result that changed comes
+Student-t interval of their mean, the seeds only one run has left out and named; with fewer common
+seeds the runs are independent samples and the interval is Welch's. Every verdict, validity status and primary claim result that changed comes
 first; a changed primary claim is what a CI job asks about ("does our headline survive?"). A claim
 is judged on its evidence as the gate judges it (``claim_moves``): a result that changed near its
 boundary is listed as such and does not count as changed, an estimate that moved beyond its
@@ -100,6 +100,20 @@ class Comparison:
     shifts: tuple[Shift, ...]
 
     @property
+    def common_seeds(self) -> list[int]:
+        """The seeds a paired comparison reads: those both runs have."""
+        return sorted(set(self.a.seeds) & set(self.b.seeds))
+
+    @property
+    def left_out(self) -> dict[str, list[int]]:
+        """Seeds of one run only ('A', 'B'), left out of a paired comparison; empty for Welch (it reads all)."""
+        if self.method != PAIRED:
+            return {}
+        common = set(self.common_seeds)
+        return {side: sorted(set(run.seeds) - common) for side, run in (("A", self.a), ("B", self.b))
+                if set(run.seeds) - common}
+
+    @property
     def claim_changed(self) -> bool:
         return any(change.primary for change in self.changes)
 
@@ -115,6 +129,7 @@ class Comparison:
             "b": {"results": str(self.b.run_dir), "profile": self.b.profile, "seeds": self.b.seeds},
             "shift": "B - A",
             "method": self.method,
+            "left_out_seeds": self.left_out,
             "confidence": self.confidence,
             "claim_changed": self.claim_changed,
             "changes": [{"what": c.what, "name": c.name, "a": c.a, "b": c.b, "why": c.why,
@@ -154,8 +169,10 @@ def compare_runs(a: RunResults, b: RunResults) -> Comparison:
     if a.suite != b.suite or a.stored.task != b.stored.task:
         raise CompareError(f"{a.run_dir} ({a.suite}, task {a.stored.task}) and {b.run_dir} ({b.suite}, task "
                            f"{b.stored.task}) are not runs of the same suite")
-    method = PAIRED if set(a.seeds) == set(b.seeds) else UNPAIRED
-    return Comparison(a, b, method, tuple(_changes(analyse(a), analyse(b))), tuple(_shifts(a, b, method)))
+    common = sorted(set(a.seeds) & set(b.seeds))
+    method = PAIRED if len(common) >= 2 else UNPAIRED
+    return Comparison(a, b, method, tuple(_changes(analyse(a), analyse(b))),
+                      tuple(_shifts(a, b, common if method == PAIRED else None)))
 
 
 def load_pair(a: Path, b: Path) -> list[Comparison]:
@@ -222,7 +239,8 @@ def _row_name(row) -> str:
     return f"{row.variant.name}{where} {row.key}"
 
 
-def _shifts(a: RunResults, b: RunResults, method: str) -> list[Shift]:
+def _shifts(a: RunResults, b: RunResults, common: list[int] | None) -> list[Shift]:
+    """Every metric's shift; paired on ``common`` seeds when given, else Welch over all of each run's."""
     shifts = []
     points = [p for p in a.point_labels() if p in b.point_labels()]
     labels = [label for label in a.arm_labels() if label in b.arm_labels()]
@@ -230,21 +248,24 @@ def _shifts(a: RunResults, b: RunResults, method: str) -> list[Shift]:
         for label in labels:
             keys = set(a.metric_keys(label, point)) & set(b.metric_keys(label, point))
             for key in sorted(keys, key=metric_order):
-                shift = _shift(a, b, label, point, key, method)
+                shift = _shift(a, b, label, point, key, common)
                 if shift is not None:
                     shifts.append(shift)
     return shifts
 
 
-def _shift(a: RunResults, b: RunResults, label: str, point: str, key: str, method: str) -> Shift | None:
+def _shift(a: RunResults, b: RunResults, label: str, point: str, key: str, common: list[int] | None) -> Shift | None:
     values_a, values_b = a.values(label, point, key), b.values(label, point, key)
+    if common is not None:
+        values_a = {seed: v for seed, v in values_a.items() if seed in common}
+        values_b = {seed: v for seed, v in values_b.items() if seed in common}
     if not values_a or not values_b:
         return None
     spec = b.spec_for(key)
     a_mean = sum(values_a.values()) / len(values_a)
     b_mean = sum(values_b.values()) / len(values_b)
-    if method == PAIRED:
-        difference = paired_difference(values_b, values_a, b.confidence, expected=b.seeds)
+    if common is not None:
+        difference = paired_difference(values_b, values_a, b.confidence, expected=common)
         if difference is None:
             return None
         interval, p_value, n, shift = difference.interval, difference.estimate.p_value, difference.n, difference.mean_difference
@@ -254,7 +275,7 @@ def _shift(a: RunResults, b: RunResults, label: str, point: str, key: str, metho
             return None
         interval, p_value, n, shift = welch.interval, welch.p_value, min(len(values_a), len(values_b)), welch.mean_difference
     return Shift(label, point, key, spec.kind, spec.unit, spec.direction, a_mean, b_mean, len(values_a), len(values_b),
-                 n, shift, interval, p_value, method)
+                 n, shift, interval, p_value, PAIRED if common is not None else UNPAIRED)
 
 
 def _runs(path: Path) -> dict[tuple[str, str], Path]:
