@@ -34,7 +34,9 @@ def test_history_lists_and_draws_each_claim_over_two_runs(tmp_path, toy_suite):
     commit = logged[0].data.tags["harness.git_commit"][:10]
     for row, run, estimate in zip(rows, logged, estimates):
         assert row[3].startswith(commit) and row[-1] == run.info.run_id[:12]
-        assert float(row[4]) == pytest.approx(estimate, rel=1e-3)  # printed to 4 significant digits
+        assert row[4] == run.data.tags["harness.task_git_commit"][:10] + "+dirty" * (
+            run.data.tags["harness.task_git_dirty"] == "true")  # the toy task's own checkout (here the harness's)
+        assert float(row[5]) == pytest.approx(estimate, rel=1e-3)  # printed to 4 significant digits
         assert row[-3] == run.data.tags["harness.claim/momentum-vs-sgd/accuracy/features_4"]
     assert out.read_bytes().startswith(PNG_SIGNATURE) and out.stat().st_size > 5000
 

@@ -19,6 +19,7 @@ def render_plan(plan: Plan) -> str:
         f"  suite {original.suite}, profile {original.profile}, {len(plan.trials)} trial(s); "
         f"device {plan.device} (recorded {plan.recorded_device}), torch threads {', '.join(map(str, threads))} (as recorded)",
     ]
+    lines.append(_code_line(original.records[0].environment, plan.here))
     if original.stale:
         lines.append(f"  warning: {original.stale} stored trial(s) are not of the suite's expansion and seeds (a param, "
                      "sweep, arm or seed changed since they ran): set aside, not rerun")
@@ -34,6 +35,19 @@ def render_plan(plan: Plan) -> str:
     lines.append(_logging_to(plan))
     lines += [f"note: {note}" for note in plan.notes]
     return "\n".join(lines)
+
+
+def _code_line(recorded: dict[str, str], here: dict[str, str]) -> str:
+    """The harness's commit and the task checkout's, as recorded and here."""
+    return (f"  code: harness {_revision(recorded, 'git_')} (here {_revision(here, 'git_')}), "
+            f"task {_revision(recorded, 'task_git_')} (here {_revision(here, 'task_git_')})")
+
+
+def _revision(environment: dict[str, str], prefix: str) -> str:
+    """'<commit[:10]>[+dirty]' of the checkout ``prefix`` names ('none' outside git, 'unknown' unrecorded)."""
+    commit = environment.get(f"{prefix}commit", "") or "unknown"
+    short = commit if commit in ("unknown", "none") else commit[:10]
+    return short + ("+dirty" if environment.get(f"{prefix}dirty") == "true" else "")
 
 
 def _logging_to(plan: Plan) -> str:

@@ -5,7 +5,8 @@ The code is named two ways: the git state of the harness checkout that ran (``gi
 ``harness_*`` for a record read beside an outside task's; a suite's own tree is never read: it may be a
 received folder whose git configuration names programs), and the task's source hash
 (``task_code_sha256``, also part of every trial id), with the hash and names of task files git does
-not track (``task_untracked_*``: a new file is in no diff).
+not track (``task_untracked_*``: a new file is in no diff) and the commit and dirty flag of the git
+checkout the task's module sits in (``task_git_*``: a researcher's own task repository).
 
 Short values form ``environment()`` (stored with every trial and tagged on every MLflow run);
 the long ones, the package lock and the uncommitted diff, are kept apart (``package_lock`` in
@@ -114,15 +115,22 @@ def untracked(files: list[Path]) -> list[Path]:
 
 
 def task_environment(task: type[Task]) -> dict[str, str]:
-    """The task's source hash (as in its trial ids) and its files git does not track."""
+    """The task's source hash (as in its trial ids), its files git does not track, and the commit and
+    dirty flag of the git checkout its module sits in ('none' outside git): a task package in the
+    researcher's own repository is named by its own commit, beside the harness's ``git_commit``."""
     code = task_code(task.__module__)
     loose = untracked(list(code.files.values()))
     names = [name for name, path in code.files.items() if path.resolve() in loose]
     digest = sha256_text("".join(f"{n}\0{code.files[n].read_text(encoding='utf-8', errors='replace')}" for n in names))
+    module = code.files.get(task.__module__)
+    top = None if module is None else _git("rev-parse", "--show-toplevel", cwd=module.resolve().parent)
+    commit, dirty = git_state(Path(top)) if top else ("none", None)
     return {
         "task_code_sha256": code.sha256,
         "task_untracked_files": " ".join(names) or "none",
         "task_untracked_sha256": digest if names else "none",
+        "task_git_commit": commit,
+        "task_git_dirty": "none" if dirty is None else str(dirty).lower(),
     }
 
 

@@ -34,6 +34,7 @@ def claim_history(tracker: MlflowTracker, suite: str, profile: str) -> list[Clai
                 dirty=tags.get("harness.git_dirty") == "true", estimate=metrics[f"{base}/estimate"],
                 low=metrics.get(f"{base}/ci_low"), high=metrics.get(f"{base}/ci_high"),
                 result=tags.get(f"{CLAIM_TAG_PREFIX}/{name}", "?"), seeds=_int(metrics.get(f"{base}/seeds")),
+                task_commit=tags.get("harness.task_git_commit", ""), task_dirty=tags.get("harness.task_git_dirty") == "true",
             ))
     return points
 
@@ -55,5 +56,6 @@ def stored_claim_history(folder: Path) -> list[ClaimPoint]:
         dirty=environment.get("git_dirty") == "true", estimate=claim.estimate,
         low=None if claim.interval is None else claim.interval.low,
         high=None if claim.interval is None else claim.interval.high,
-        result=claim.result_text, seeds=claim.n,
+        result=claim.result_text, seeds=claim.n, task_commit=environment.get("task_git_commit", ""),
+        task_dirty=environment.get("task_git_dirty") == "true",
     ) for claim in analysis.claims if claim.estimate is not None]

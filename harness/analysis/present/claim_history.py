@@ -31,21 +31,31 @@ class ClaimPoint:
     high: float | None
     result: str  # PASS, FAIL, INCONCLUSIVE, VACUOUS, ...
     seeds: int | None = None
+    task_commit: str = ""  # the commit of the git checkout the task's code sits in ('' unknown, 'none' outside git)
+    task_dirty: bool = False
 
     @property
     def revision(self) -> str:
         """The commit, short, marked when the checkout had uncommitted changes."""
         return (self.commit[:10] or "unknown") + ("+dirty" if self.dirty else "")
 
+    @property
+    def task_revision(self) -> str:
+        """The task checkout's commit, as ``revision`` writes the harness's."""
+        if self.task_commit in ("", "none"):
+            return self.task_commit or "unknown"
+        return self.task_commit[:10] + ("+dirty" if self.task_dirty else "")
+
 
 def render_history(points: list[ClaimPoint]) -> str:
     """One row per claim and run, claims grouped, runs oldest first."""
     rows = [
-        [p.claim, p.started.strftime("%Y-%m-%d %H:%M"), p.revision, format_value(p.estimate),
+        [p.claim, p.started.strftime("%Y-%m-%d %H:%M"), p.revision, p.task_revision, format_value(p.estimate),
          _interval(p), p.result, "" if p.seeds is None else str(p.seeds), p.run_id[:12]]
         for p in sorted(points, key=lambda p: (p.claim, p.started))
     ]
-    return format_table(["claim", "date (UTC)", "commit", "estimate", "95% CI", "result", "seeds", "run"], rows)
+    return format_table(["claim", "date (UTC)", "harness commit", "task commit", "estimate", "95% CI", "result", "seeds",
+                         "run"], rows)
 
 
 def write_history_plot(points: list[ClaimPoint], path: Path, title: str) -> Path:
