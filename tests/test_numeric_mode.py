@@ -74,6 +74,19 @@ def test_deterministic_overrides_a_machines_level_and_fast_leaves_the_environmen
         numeric.set_environment("quick", {})
 
 
+def test_workers_started_elsewhere_get_the_mode_and_cuda_follows_it(monkeypatch) -> None:
+    from harness.execution.ray_executor import worker_env
+    from harness.services.seeding import deterministic_kernels
+
+    numeric.apply(DETERMINISTIC)
+    assert {k: worker_env()[k] for k in (numeric.MODE_VARIABLE, *numeric.pins())} == {
+        numeric.MODE_VARIABLE: DETERMINISTIC, **numeric.pins()}
+    assert deterministic_kernels(torch.device("cuda")) and deterministic_kernels(torch.device("cpu"))
+    monkeypatch.setenv(numeric.MODE_VARIABLE, FAST)
+    assert worker_env()[numeric.MODE_VARIABLE] == FAST
+    assert not deterministic_kernels(torch.device("cuda")) and deterministic_kernels(torch.device("cpu"))
+
+
 def test_a_run_records_its_mode_and_the_isa_torch_dispatches_to(tmp_path, toy_suite) -> None:
     pinned, fast = tmp_path / "pinned", tmp_path / "fast"
     assert harness_here("run", str(toy_suite), *SMOKE, "--results", str(pinned)).returncode == 0
