@@ -151,6 +151,18 @@ def test_the_gate_refuses_a_baseline_of_the_other_mode(tmp_path, toy_suite) -> N
     assert harness_here("gate", str(fast / "toy" / "smoke"), "--baselines-dir", str(baselines)).returncode == 0
 
 
+def test_a_reproduction_reruns_in_the_mode_asked_and_names_the_recorded_one(tmp_path, toy_suite) -> None:
+    original = tmp_path / "original"
+    assert harness_here("run", str(toy_suite), *SMOKE, "--results", str(original), "--numeric", "fast").returncode == 0
+    target, trust = str(original / "toy" / "smoke"), ("--no-mlflow", "--task-path", "toy_task:ToyTask")
+    again = harness_here("reproduce", target, "--out", str(tmp_path / "fast"), *trust, "--numeric", "fast")
+    assert again.returncode == 0, again.stderr
+    assert {env["numeric_mode"] for env in environments(tmp_path / "fast")} == {FAST}
+    pinned = harness_here("reproduce", target, "--out", str(tmp_path / "pinned"), *trust)
+    assert ["numeric_mode", FAST, DETERMINISTIC] in [line.split() for line in pinned.stdout.splitlines()]
+    assert {env["numeric_mode"] for env in environments(tmp_path / "pinned")} == {DETERMINISTIC}
+
+
 @pytest.mark.integration  # the pins must be in the environment before torch loads: a new interpreter each
 def test_the_cli_pins_every_process_so_two_machines_isa_choices_give_the_same_bits(tmp_path, toy_suite) -> None:
     """Each run's environment names the levels a CPU of that ISA would pick (torch's and MKL's); the

@@ -12,6 +12,8 @@ from typing import NoReturn
 
 import click
 
+from harness import numeric
+
 USAGE_ERROR = 2
 DIFFERS = 1
 
@@ -40,8 +42,12 @@ def _interrupt(_signum, _frame) -> None:
               help="Trust this task path when the records name it (repeatable). Without it, only tasks registered by "
               "installed packages are imported: a record's task is never imported from TARGET's folder or the "
               "current one.")
+@click.option(numeric.OPTION, "numeric_mode", type=click.Choice(numeric.MODES), default=numeric.DETERMINISTIC,
+              show_default=True,
+              help="The numeric mode to rerun in (see harness run --help): a run recorded in the other mode "
+              "(its numeric_mode) computes other floats.")
 def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, out: Path | None,
-              device_choice: str, no_mlflow: bool, task_paths: tuple[str, ...]) -> None:
+              device_choice: str, no_mlflow: bool, task_paths: tuple[str, ...], numeric_mode: str) -> None:
     """Rerun a recorded result and check it bit for bit.
 
     TARGET is an MLflow run id (a suite run or one trial run, from the MLflow UI), a
@@ -55,6 +61,10 @@ def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, 
     from harness.reproduction.reproduction_text import render_outcome, render_plan
     from harness.reproduction.reproduce import regressed
 
+    try:
+        numeric.apply(numeric_mode)
+    except numeric.NumericModeError as exc:
+        _fail(str(exc))
     try:
         plan = api.plan_reproduction(target, tracking_uri, results_root, out, device_choice, not no_mlflow, task_paths)
     except api.UsageError as exc:
