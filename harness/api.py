@@ -29,7 +29,7 @@ from harness.analysis.compare.comparison_text import run_label
 from harness.analysis.compare.run_comparison import CompareError, Comparison, load_pair
 from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
-from harness.analysis.decide.seed_planning import SeedPlan, family_size, plan_suite
+from harness.analysis.decide.seed_planning import SeedPlan, family_sizes, plan_suite
 from harness.analysis.present.claim_history import ClaimPoint, render_history, write_history_plot
 from harness.analysis.present.run_costs import DriverSeconds, render_suite_phases, save_driver_seconds
 from harness.analysis.present.run_report import RunReport, build_report, stored_report_text
@@ -547,7 +547,7 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
                 pilot_claims = evaluate_claims(pilot_results)  # reads the pilot's stored sequential design
             except ResultsError as exc:
                 raise UsageError(str(exc)) from None
-        plans.append(plan_suite(suite.name, suite.confidence, family_size(claims, metrics), design, pilot_claims))
+        plans.append(plan_suite(suite.name, suite.confidence, family_sizes(claims, metrics), design, pilot_claims))
     return plans
 
 

@@ -22,12 +22,15 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def format_value(value: float | None) -> str:
+    """One format per kind of value in a column: from 100 up, whole numbers with thousands separators
+    (94,472 beside 497,012, never 4.97e+05 beside it); below, four significant digits; exponents only
+    for the tiny and the astronomical."""
     if value is None:
         return "n/a"
     magnitude = abs(value)
     if magnitude == 0:
         return "0"
-    if magnitude >= 1e5 or magnitude < 1e-3:
+    if magnitude >= 1e15 or magnitude < 1e-3:
         return f"{value:.3g}"
     if magnitude >= 100:
         return f"{value:,.0f}"

@@ -45,7 +45,7 @@ def test_two_claims_that_would_share_an_mlflow_tag_are_refused(tmp_path):
     suite = write(tmp_path, TOY + "claims:\n"
                   "  - {contrast: momentum-vs-sgd, metric: accuracy@1, test: superior}\n"
                   "  - {contrast: momentum-vs-sgd, metric: accuracy@1, test: ratio, min: 1.0}\n")
-    refused(CliRunner().invoke(main, ["validate", str(suite)]), f"{suite}:15:", "same MLflow name 'accuracy_at_1'")
+    refused(CliRunner().invoke(main, ["validate", str(suite)]), f"{suite}:15:", "one claim per contrast and metric")
     assert tracking_name("acc@1") == tracking_name("acc_at_1")  # what the check compares: MLflow's spelling
 
 

@@ -258,13 +258,18 @@ def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
 
 
 @click.command(name="list")
-def list_tasks() -> None:
-    """Registered tasks with their params (defaults) and metrics (direction, unit, kind)."""
+@click.argument("names", nargs=-1)
+def list_tasks(names: tuple[str, ...]) -> None:
+    """Registered tasks (or only NAMES) with their params (defaults) and metrics (direction, unit, kind)."""
     from harness.tasks import UnknownTaskError, load_task, registered_tasks
     from harness.tasks.base import param_bounds
     from harness.tasks.param_paths import leaf_fields
 
-    for name in sorted(registered_tasks()):
+    registered = sorted(registered_tasks())
+    unknown = [name for name in names if name not in registered]
+    if unknown:
+        _fail(f"no registered task {', '.join(map(repr, unknown))}; registered: {', '.join(registered)}")
+    for name in names or registered:
         try:
             task = load_task(name)
         except UnknownTaskError as exc:

@@ -101,17 +101,25 @@ def check_references(path: Path, node, spec: SuiteSpec, suite: Suite) -> None:
 
 
 def check_claim_names(path: Path, node, spec: SuiteSpec) -> None:
-    """Two claims of one contrast must not share an MLflow name (``acc@1`` and ``acc_at_1``): each
-    claim's result is one tag of the suite's run, and one would silently overwrite the other."""
+    """One claim per contrast and metric (a design rule: each claim is the one hypothesis declared for
+    them), and no two claims of a contrast on metrics that share an MLflow name (``acc@1`` and
+    ``acc_at_1``): each claim's result is one tag of the suite's run, and one would overwrite the other."""
     first: dict[tuple[str, str], int] = {}
     for i, claim in enumerate(spec.claims):
         name = (claim.contrast, tracking_name(claim.metric))
         if name in first:
             other = spec.claims[first[name]]
+            where = f"{located(path, node, ['claims', i, 'metric'])}: claims[{i}].metric"
+            if other.metric == claim.metric:
+                raise SuiteError(
+                    f"{where}: contrast {claim.contrast!r} already makes a claim on {claim.metric!r} (claims[{first[name]}]): "
+                    "a design makes one claim per contrast and metric, the one hypothesis it declares for them "
+                    "before the run; keep the one you mean"
+                )
             raise SuiteError(
-                f"{located(path, node, ['claims', i, 'metric'])}: claims[{i}].metric: {claim.metric!r} of contrast "
-                f"{claim.contrast!r} has the same MLflow name {name[1]!r} as claims[{first[name]}] ({other.metric!r}); "
-                "one claim per contrast and metric"
+                f"{where}: {claim.metric!r} of contrast {claim.contrast!r} has the same MLflow name {name[1]!r} as "
+                f"claims[{first[name]}] ({other.metric!r}), so one claim's result would overwrite the other's; "
+                "rename one metric"
             )
         first[name] = i
 

@@ -3,7 +3,8 @@
 Per claim, the fixed design's seeds for 80% power and the sequential design's power and expected
 seeds, at the effect a pilot run showed (its standardized distance from the claim's pass bound,
 t / sqrt(n)) or, without a pilot, at a ladder of standardized effects. Planning uses the level the
-claim would face first under Holm, alpha / (claims in the family): conservative by design.
+claim would face first under Holm in the run, alpha / (claims in its own Holm family: quality and
+timing claims are tested apart): conservative by design.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any, Sequence
 
 import scipy.stats
 
-from harness.analysis.decide.claims import ClaimResult, claim_alpha, in_holm_family
+from harness.analysis.decide.claims import QUALITY_FAMILY, ClaimResult, claim_alpha, holm_family, in_holm_family
 from harness.analysis.stats.paired_stats import POWER
 from harness.analysis.stats.sequential_design import (
     Design,
@@ -37,16 +38,18 @@ class ClaimPlan:
 @dataclass(frozen=True)
 class SeedPlan:
     suite: str
-    family_size: int
-    level: float
+    family_sizes: dict[str, int]  # sampled claims per Holm family (quality, timing)
+    alpha: float  # the one-sided claim level before Holm
     design: Design
     source: str  # where the effects come from
     rows: tuple[ClaimPlan, ...]
 
     def render(self) -> str:
         d = self.design
-        lines = [f"== {self.suite}: {self.family_size} sampled claim(s) in the Holm family, planned at one-sided "
-                 f"{self.level:.4g}; effects {self.source}",
+        families = ", ".join(f"{family} {size} at one-sided {self.alpha / size:.4g}"
+                             for family, size in sorted(self.family_sizes.items()))
+        lines = [f"== {self.suite}: sampled claims per Holm family, each planned at the level the run's first Holm "
+                 f"step tests it: {families or 'none'}; effects {self.source}",
                  f"sequential design: {d.spending}, looks at {', '.join(map(str, d.looks))} seeds"
                  + (f", {d.futility_phrase()}" if d.futility is not None else "")]
         header = f"{'claim':<58} {'effect/sd':>9} {'fixed n (80%)':>13} {'seq power':>9} {'seq E[n]':>8}"
@@ -60,26 +63,38 @@ class SeedPlan:
             power = "-" if seq is None else f"{seq.power:.2f}"
             expected = "-" if seq is None else f"{seq.expected_seeds:.1f}"
             lines.append(f"{row.label[:58]:<58} {effect:>9} {fixed:>13} {power:>9} {expected:>8}")
+        if any(row.sequential is None for row in self.rows):
+            lines.append("-: the pilot's estimate is not on the claim's pass side (effect/sd <= 0) or gave no t, so no "
+                         "seed count gives it 80% power")
+        if any(row.fixed_seeds is None and row.sequential is not None for row in self.rows):
+            lines.append(">1000: more seeds than planning tries")
         return "\n".join(lines)
 
 
-def plan_suite(name: str, confidence: float, family_size: int, design: Design,
+def plan_suite(name: str, confidence: float, family_sizes: dict[str, int], design: Design,
                pilot: Sequence[ClaimResult] | None) -> SeedPlan:
     """The plan of one suite; ``pilot`` are the claim results of an earlier run of it."""
-    level = claim_alpha(confidence) / max(family_size, 1)
+    alpha = claim_alpha(confidence)
+    level = alpha / max(family_sizes.get(QUALITY_FAMILY) or next(iter(family_sizes.values()), 1), 1)  # the ladder's
     if pilot:
-        rows = [_row(_label(c), _pilot_effect(c), level, design) for c in pilot if c.in_family]
+        rows = [_row(_label(c), _pilot_effect(c), alpha / max(family_sizes.get(c.family, 1), 1), design)
+                for c in pilot if c.in_family]
         source = "from the pilot run"
     else:
         rows = [_row(f"any claim at effect/sd = {d:g}", d, level, design) for d in ASSUMED_EFFECTS]
         source = "assumed (give --from RESULTS for a pilot's)"
-    return SeedPlan(name, family_size, level, design, source, tuple(rows))
+    return SeedPlan(name, dict(family_sizes), alpha, design, source, tuple(rows))
 
 
-def family_size(claims: Sequence[dict[str, Any]], metrics: dict[str, Metric]) -> int:
-    """How many claims the suite's Holm family will hold (the rule ``evaluate_claims`` applies)."""
-    return sum(in_holm_family(c["test"], metrics.get(metric_family(c["metric"])) or Metric.undeclared(c["metric"]))
-               for c in claims)
+def family_sizes(claims: Sequence[dict[str, Any]], metrics: dict[str, Metric]) -> dict[str, int]:
+    """How many claims each of the suite's Holm families will hold (the rules ``evaluate_claims`` applies:
+    which claims are sampled, and timing claims in a family of their own)."""
+    sizes: dict[str, int] = {}
+    for claim in claims:
+        spec = metrics.get(metric_family(claim["metric"])) or Metric.undeclared(claim["metric"])
+        if in_holm_family(claim["test"], spec):
+            sizes[holm_family(spec)] = sizes.get(holm_family(spec), 0) + 1
+    return sizes
 
 
 def _row(label: str, effect: float | None, level: float, design: Design) -> ClaimPlan:
