@@ -16,7 +16,7 @@ from babel import Locale
 from babel.localedata import locale_identifiers
 
 from harness.tasks.vocab.corpus import Corpus, refuse_unknown
-from harness.tasks.vocab.multiway import multiway_corpus
+from harness.tasks.vocab.multiway import multiway_corpus, multiway_folds
 
 CATEGORIES = ("territories", "languages", "scripts", "currencies")
 MIN_LOCALES = 3
@@ -51,3 +51,11 @@ def cldr_corpus(locales: Sequence[str], categories: Sequence[str], test_fraction
     entities = display_names(locales, categories)
     texts = [[entity[code] for code in locales] for entity in entities]
     return multiway_corpus("cldr", locales, texts, "translations", test_fraction, rng)
+
+
+def cldr_folds(locales: Sequence[str], categories: Sequence[str], test_fraction: float, folds: int,
+               rng: np.random.Generator) -> list[Corpus]:
+    """As ``cldr_corpus``, in ``folds`` (or more) corpora that hold out every contested translation once."""
+    entities = display_names(locales, categories)
+    texts = [[entity[code] for code in locales] for entity in entities]
+    return multiway_folds("cldr", locales, texts, "translations", test_fraction, folds, rng)

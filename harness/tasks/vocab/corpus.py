@@ -35,6 +35,8 @@ class MinimalPairs:
 
     pairs: ParallelSet
     scored: np.ndarray
+    translation: np.ndarray  # each member's index among the workload's translations (fixed by the data)
+    word: np.ndarray  # each member's pool word: (word, translation) names one contested item
 
     def __len__(self) -> int:
         return int(self.scored.sum())

@@ -23,7 +23,7 @@ import numpy as np
 from babel.messages.mofile import read_mo
 
 from harness.tasks.vocab.corpus import Corpus, refuse_unknown
-from harness.tasks.vocab.multiway import multiway_corpus, tokenize
+from harness.tasks.vocab.multiway import multiway_corpus, multiway_folds, tokenize
 
 SOURCE_LOCALE = "en"  # the msgid's language
 _MARKUP = re.compile(r"%\(\w+\)[sdifr]|%[sdifr]|\{\w*\}|<[^>]*>|&\w+;")
@@ -130,3 +130,12 @@ def gettext_corpus(locales: Sequence[str], test_fraction: float, rng: np.random.
     check_catalogs(root)
     texts = catalog_texts(tuple(locales), root)
     return multiway_corpus("gettext", locales, texts, "entities", test_fraction, rng)
+
+
+def gettext_folds(locales: Sequence[str], test_fraction: float, folds: int, rng: np.random.Generator) -> list[Corpus]:
+    """As ``gettext_corpus``, in ``folds`` (or more) corpora that hold out every contested message the
+    rule lets go once."""
+    root = catalog_root()
+    check_catalogs(root)
+    return multiway_folds("gettext", locales, catalog_texts(tuple(locales), root), "entities", test_fraction, folds,
+                          rng)

@@ -53,32 +53,120 @@ def candidate_count(texts: Sequence[Sequence[str]]) -> int:
 def multiway_corpus(name: str, locales: Sequence[str], texts: Sequence[Sequence[str]], held_out: HeldOut,
                     test_fraction: float, rng: np.random.Generator) -> Corpus:
     """``texts[entity][locale]`` as a corpus: every locale pair of every entity, split by ``held_out``."""
-    vocabulary: dict[str, int] = {}
-    tokenized = [[[vocabulary.setdefault(word, len(vocabulary) + 1) for word in tokenize(text)] for text in entity]
-                 for entity in texts]
-    width = max(len(words) for entity in tokenized for words in entity)
-    n_lang = len(locales)
-    language_pairs = [(a, b) for a in range(n_lang) for b in range(a + 1, n_lang)]
-    translations = [(entity, pool) for entity in range(len(texts)) for pool in range(len(language_pairs))]
-    vocab_size = len(vocabulary) + 1
-    if held_out == "translations":
-        is_test = _held_out_translations(translations, language_pairs, len(texts), n_lang, test_fraction, rng)
-    else:
-        held = _held_out_entities(tokenized, vocab_size, test_fraction, rng)
-        is_test = np.array([held[entity] for entity, _ in translations], dtype=bool)
+    data = _Multiway(locales, texts, held_out)
+    order = rng.permutation(data.units)
+    held = _hold_in_order(data.rule(), order, round(test_fraction * data.units), np.zeros(data.units, dtype=bool))
+    return data.corpus(name, held)
 
-    def pairs(selected: np.ndarray) -> ParallelSet:
-        chosen = [translations[i] for i in np.flatnonzero(selected)]
-        source = [tokenized[entity][language_pairs[pool][0]] for entity, pool in chosen]
-        target = [tokenized[entity][language_pairs[pool][1]] for entity, pool in chosen]
-        return ParallelSet(_widened(source, width), np.array([language_pairs[p][0] for _, p in chosen]),
-                           _widened(target, width), np.array([language_pairs[p][1] for _, p in chosen]),
-                           np.array([pool for _, pool in chosen]))
 
-    contested = disjoint_meaning_tokens(tokenized, n_lang, vocab_size)
-    names = ("<pad>", *vocabulary)
-    pools = minimal_pair_pools(pairs(np.ones_like(is_test)), is_test, contested)
-    return Corpus(name, tuple(locales), vocab_size, pairs(~is_test), pairs(is_test), contested, names, pools)
+def multiway_folds(name: str, locales: Sequence[str], texts: Sequence[Sequence[str]], held_out: HeldOut,
+                   test_fraction: float, folds: int, rng: np.random.Generator) -> list[Corpus]:
+    """``folds`` corpora of ``texts`` that together score every contested item once.
+
+    A contested item is a unit of the held-out rule (a translation, or an entity) with a pair in some
+    minimal-pair pool. In ``rng``'s order each goes to the next fold that can hold it out under the
+    rule (every held-out token stays seen in its locale), opening a fold of its own where the others'
+    items block it; an item the rule never lets go (a word of it is nowhere else in its locale) stays
+    in training everywhere, as in any single split. Each fold is then filled with other units, in the same order,
+    up to ``test_fraction`` of all units, so every fold trains on about as much as one held-out
+    share does; fold items of other folds train.
+    """
+    data = _Multiway(locales, texts, held_out)
+    items = data.contested_units()
+    order = rng.permutation(data.units)
+    rules = [data.rule() for _ in range(folds)]
+    held = [np.zeros(data.units, dtype=bool) for _ in range(folds)]
+    alone = data.rule()
+    for position, unit in enumerate(order[items[order]]):
+        if not alone.allows(unit):
+            continue  # no split can hold it out: one of its words is nowhere else in its locale
+        fold = next((fold for fold in ((position + shift) % len(rules) for shift in range(len(rules)))
+                     if rules[fold].allows(unit)), None)
+        if fold is None:
+            fold = _make_room(rules, held, unit)
+        if fold is None:  # every fold's other items block it, and none can move: it opens a fold of its own
+            fold = len(rules)
+            rules.append(data.rule())
+            held.append(np.zeros(data.units, dtype=bool))
+        rules[fold].hold(unit)
+        held[fold][unit] = True
+    wanted = round(test_fraction * data.units)
+    return [data.corpus(name, _hold_in_order(rule, order, wanted, mask, skip=items)) for rule, mask in zip(rules, held)]
+
+
+def _make_room(rules: list["_TranslationRule | _EntityRule"], held: list[np.ndarray], unit: int) -> int | None:
+    """A fold ``unit`` fits once one item held there moves to another fold that takes it (the move is made),
+    or None."""
+    for fold, (rule, mask) in enumerate(zip(rules, held)):
+        for other_unit in np.flatnonzero(mask):
+            rule.release(other_unit)
+            target = next((target for target, other in enumerate(rules)
+                           if target != fold and other.allows(other_unit)), None) if rule.allows(unit) else None
+            if target is not None:
+                mask[other_unit] = False
+                rules[target].hold(other_unit)
+                held[target][other_unit] = True
+                return fold
+            rule.hold(other_unit)
+    return None
+
+
+def _pairs_of(n_lang: int) -> list[tuple[int, int]]:
+    return [(a, b) for a in range(n_lang) for b in range(a + 1, n_lang)]
+
+
+class _Multiway:
+    """The tokenized texts, their translations and contested proxy, before any split."""
+
+    def __init__(self, locales: Sequence[str], texts: Sequence[Sequence[str]], held_out: HeldOut) -> None:
+        self.vocabulary: dict[str, int] = {}
+        self.tokenized = [[[self.vocabulary.setdefault(word, len(self.vocabulary) + 1) for word in tokenize(text)]
+                           for text in entity] for entity in texts]
+        self.width = max(len(words) for entity in self.tokenized for words in entity)
+        self.locales, self.held_out = tuple(locales), held_out
+        self.language_pairs = _pairs_of(len(locales))
+        self.translations = [(entity, pool) for entity in range(len(texts))
+                             for pool in range(len(self.language_pairs))]
+        self.vocab_size = len(self.vocabulary) + 1
+        self.contested = disjoint_meaning_tokens(self.tokenized, len(locales), self.vocab_size)
+        self.units = len(self.translations) if held_out == "translations" else len(texts)
+
+    def rule(self) -> "_TranslationRule | _EntityRule":
+        if self.held_out == "translations":
+            return _TranslationRule(self.translations, self.language_pairs, len(self.tokenized), len(self.locales))
+        return _EntityRule(self.tokenized, self.vocab_size)
+
+    def translations_held(self, held_units: np.ndarray) -> np.ndarray:
+        """Which translations a mask over the rule's units holds out."""
+        if self.held_out == "translations":
+            return held_units
+        return np.array([held_units[entity] for entity, _ in self.translations], dtype=bool)
+
+    def pairs(self, selected: np.ndarray) -> ParallelSet:
+        chosen = [self.translations[i] for i in np.flatnonzero(selected)]
+        first = np.array([self.language_pairs[pool][0] for _, pool in chosen], dtype=np.int64)
+        second = np.array([self.language_pairs[pool][1] for _, pool in chosen], dtype=np.int64)
+        source = [self.tokenized[entity][int(language)] for (entity, _), language in zip(chosen, first)]
+        target = [self.tokenized[entity][int(language)] for (entity, _), language in zip(chosen, second)]
+        return ParallelSet(_widened(source, self.width), first, _widened(target, self.width), second,
+                           np.array([pool for _, pool in chosen], dtype=np.int64))
+
+    def pools(self, is_test: np.ndarray) -> MinimalPairs:
+        return minimal_pair_pools(self.pairs(np.ones_like(is_test)), is_test, self.contested)
+
+    def contested_units(self) -> np.ndarray:
+        """Units with a translation in some minimal-pair pool (pool membership does not depend on the split)."""
+        every = self.pools(np.ones(len(self.translations), dtype=bool))
+        units = np.zeros(self.units, dtype=bool)
+        for translation in every.translation:
+            unit = translation if self.held_out == "translations" else self.translations[translation][0]
+            units[unit] = True
+        return units
+
+    def corpus(self, name: str, held_units: np.ndarray) -> Corpus:
+        is_test = self.translations_held(held_units)
+        return Corpus(name, self.locales, self.vocab_size, self.pairs(~is_test), self.pairs(is_test), self.contested,
+                      ("<pad>", *self.vocabulary), self.pools(is_test))
 
 
 def minimal_pair_pools(pairs: ParallelSet, held_out: np.ndarray, contested: np.ndarray) -> MinimalPairs:
@@ -86,6 +174,7 @@ def minimal_pair_pools(pairs: ParallelSet, held_out: np.ndarray, contested: np.n
     with the word on one side or the other as one retrieval pool, kept where the word is on each side
     somewhere in it and some pair is held out; the held-out ones are scored."""
     index: list[np.ndarray] = []
+    words: list[int] = []
     for pool in np.unique(pairs.group):
         members = np.flatnonzero(pairs.group == pool)
         a, b = int(pairs.source_language[members[0]]), int(pairs.target_language[members[0]])
@@ -95,50 +184,77 @@ def minimal_pair_pools(pairs: ParallelSet, held_out: np.ndarray, contested: np.n
             chosen = members[on_a | on_b]
             if on_a.any() and on_b.any() and held_out[chosen].any():
                 index.append(chosen)
+                words.append(int(token))
     rows = np.concatenate(index) if index else np.zeros(0, dtype=np.int64)
-    group = np.repeat(np.arange(len(index)), [len(chosen) for chosen in index])
-    return MinimalPairs(pairs.rows(rows, group), held_out[rows])
+    sizes = [len(chosen) for chosen in index]
+    group = np.repeat(np.arange(len(index)), sizes)
+    return MinimalPairs(pairs.rows(rows, group), held_out[rows], rows,
+                        np.repeat(np.array(words, dtype=np.int64), sizes))
 
 
-def _held_out_translations(translations: list[tuple[int, int]], language_pairs: list[tuple[int, int]],
-                           n_entities: int, n_lang: int, test_fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """Which (entity, language pair) translations to hold out: in ``rng``'s order, up to the fraction,
-    each only if both of its names remain in another training pair of their entity."""
-    in_training = np.full((n_entities, n_lang), n_lang - 1)
-    is_test = np.zeros(len(translations), dtype=bool)
-    wanted, held = round(test_fraction * len(translations)), 0
-    for position in rng.permutation(len(translations)):
-        if held == wanted:
+def _hold_in_order(rule: "_TranslationRule | _EntityRule", order: np.ndarray, wanted: int, held: np.ndarray,
+                   skip: np.ndarray | None = None) -> np.ndarray:
+    """``held`` topped up with units in ``order`` (none in ``skip``) that ``rule`` lets go, up to ``wanted``."""
+    held = held.copy()
+    count = int(held.sum())
+    for unit in order:
+        if count >= wanted:
             break
-        entity, pool = translations[position]
-        languages = list(language_pairs[pool])
-        if (in_training[entity, languages] > 1).all():
-            in_training[entity, languages] -= 1
-            is_test[position] = True
-            held += 1
-    return is_test
-
-
-def _held_out_entities(tokenized: list[list[list[int]]], vocab_size: int, test_fraction: float,
-                       rng: np.random.Generator) -> np.ndarray:
-    """Which entities to hold out: in ``rng``'s order, up to the fraction, each only if every
-    (locale, token) it uses stays in another training entity (so fewer than the fraction may qualify)."""
-    n_lang = len(tokenized[0])
-    entities_using = np.zeros((n_lang, vocab_size), dtype=np.int64)
-    for entity in tokenized:
-        for language, words in enumerate(entity):
-            entities_using[language, sorted(set(words))] += 1
-    held = np.zeros(len(tokenized), dtype=bool)
-    wanted = round(test_fraction * len(tokenized))
-    for entity in rng.permutation(len(tokenized)):
-        if held.sum() == wanted:
-            break
-        uses = [(language, sorted(set(words))) for language, words in enumerate(tokenized[entity])]
-        if all((entities_using[language, words] > 1).all() for language, words in uses):
-            for language, words in uses:
-                entities_using[language, words] -= 1
-            held[entity] = True
+        if held[unit] or (skip is not None and skip[unit]) or not rule.allows(unit):
+            continue
+        rule.hold(unit)
+        held[unit] = True
+        count += 1
     return held
+
+
+class _TranslationRule:
+    """An (entity, language pair) translation may be held out while both of its names remain in
+    another training pair of their entity."""
+
+    def __init__(self, translations: list[tuple[int, int]], language_pairs: list[tuple[int, int]], n_entities: int,
+                 n_lang: int) -> None:
+        self.translations, self.language_pairs = translations, language_pairs
+        self.in_training = np.full((n_entities, n_lang), n_lang - 1)
+
+    def _names(self, unit: int) -> tuple[int, list[int]]:
+        entity, pool = self.translations[unit]
+        return entity, list(self.language_pairs[pool])
+
+    def allows(self, unit: int) -> bool:
+        entity, languages = self._names(unit)
+        return bool((self.in_training[entity, languages] > 1).all())
+
+    def hold(self, unit: int) -> None:
+        entity, languages = self._names(unit)
+        self.in_training[entity, languages] -= 1
+
+    def release(self, unit: int) -> None:
+        entity, languages = self._names(unit)
+        self.in_training[entity, languages] += 1
+
+
+class _EntityRule:
+    """A whole entity may be held out while every (locale, token) it uses remains in a training entity
+    (so fewer than the fraction may qualify)."""
+
+    def __init__(self, tokenized: list[list[list[int]]], vocab_size: int) -> None:
+        self.uses = [[(language, sorted(set(words))) for language, words in enumerate(entity)] for entity in tokenized]
+        self.entities_using = np.zeros((len(tokenized[0]), vocab_size), dtype=np.int64)
+        for uses in self.uses:
+            for language, words in uses:
+                self.entities_using[language, words] += 1
+
+    def allows(self, unit: int) -> bool:
+        return all((self.entities_using[language, words] > 1).all() for language, words in self.uses[unit])
+
+    def hold(self, unit: int) -> None:
+        for language, words in self.uses[unit]:
+            self.entities_using[language, words] -= 1
+
+    def release(self, unit: int) -> None:
+        for language, words in self.uses[unit]:
+            self.entities_using[language, words] += 1
 
 
 def _widened(sentences: list[list[int]], width: int) -> np.ndarray:

@@ -7,6 +7,7 @@ trains, cached per seed and shared by arms.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal, Mapping, Union
 
 import numpy as np
@@ -32,9 +33,9 @@ from harness.tasks.base import (
 )
 from harness.tasks.param_paths import kind_or
 from harness.tasks.vocab.alignment import misalignment
-from harness.tasks.vocab.cldr import CATEGORIES, MIN_LOCALES, cldr_corpus, display_names
+from harness.tasks.vocab.cldr import CATEGORIES, MIN_LOCALES, cldr_corpus, cldr_folds, display_names
 from harness.tasks.vocab.corpus import PAD, Corpus, refuse_unknown
-from harness.tasks.vocab.gettext import catalog_locales, catalog_root, catalog_texts, gettext_corpus
+from harness.tasks.vocab.gettext import catalog_locales, catalog_root, catalog_texts, gettext_corpus, gettext_folds
 from harness.tasks.vocab.multiway import candidate_count
 from harness.tasks.vocab.interference_scores import measure_interference
 from harness.measure.ranks import auprc, auroc, spearman
@@ -88,6 +89,10 @@ class CldrWorkload(TaskParams):
     locales: Locales = ("en", "de", "fr", "es", "it", "nl")
     categories: tuple[str, ...] = CATEGORIES
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    folds: int | None = Field(None, ge=1, description="None: one held-out share (test_fraction); K: every "
+                              "contested item the held-out rule can hold out is scored once, in one of K or more "
+                              "folds (an item no fold can take opens another), each trained apart and filled to "
+                              "test_fraction")
 
     @field_validator("categories")
     @classmethod
@@ -107,6 +112,10 @@ class GettextWorkload(TaskParams):
     kind: Literal["gettext"] = "gettext"
     locales: Locales = ("en", "de", "fr", "es", "it", "nl")
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    folds: int | None = Field(None, ge=1, description="None: one held-out share (test_fraction); K: every "
+                              "contested item the held-out rule can hold out is scored once, in one of K or more "
+                              "folds (an item no fold can take opens another), each trained apart and filled to "
+                              "test_fraction")
 
     @model_validator(mode="after")
     def _catalogs_readable(self) -> "GettextWorkload":
@@ -140,6 +149,23 @@ REAL_DATA_SENTENCE_LENGTH = 4
 def sentence_length(workload: SyntheticWorkload | CldrWorkload | GettextWorkload) -> int:
     """Tokens per sentence of the throughput batches: the synthetic workload's longest sentence."""
     return workload.max_length if isinstance(workload, SyntheticWorkload) else REAL_DATA_SENTENCE_LENGTH
+
+
+# per-fold counts a trial reports as their sum over folds (every other per-fold figure is averaged)
+SUMMED = frozenset({"test_pairs", "contested_test_pairs", "contested_pools"})
+
+
+@dataclass(frozen=True)
+class FoldFit:
+    """What one fold's training leaves for the trial's metrics."""
+    metrics: dict[str, float]
+    ranks: "FoldRanks"
+    model: StaticEmbedder
+    corpus: Corpus
+    chosen: CandidatePairs
+    gates: tuple[list[float], list[float]] | None  # (interference score, final gate) per split row
+    candidates: int
+    contested_candidates: int | None
 
 
 class VocabParams(TaskParams):
@@ -233,9 +259,13 @@ class VocabTask(Task):
                "whose languages both use it) vs truth: how much alignment-k can know"),
         *training_budget_metrics("optimizer steps the arm trained (the interference warm-up, shared by a "
                                  "seed's arms, not counted)", "training pairs the arm's batches held (steps x batch)"),
-        Metric(name="test_pairs", direction="none", unit="count", kind="info", description="held-out pairs"),
+        Metric(name="test_pairs", direction="none", unit="count", kind="info",
+               description="held-out pairs (summed over folds)"),
+        Metric(name="folds", direction="none", unit="count", kind="info",
+               description="corpora trained apart: 1, or the real-data folds that score every contested item once"),
         Metric(name="contested_test_pairs", direction="none", unit="count", kind="info",
-               description="held-out pairs with a contested token (real data: queries in the minimal-pair pools)"),
+               description="held-out pairs with a contested token (real data: queries in the minimal-pair pools, "
+               "summed over folds)"),
         Metric(name="contested_pools", direction="none", unit="count", kind="info",
                description="contested minimal-pair pools (real-data workloads)"),
         Metric(name="test_tokens_seen", direction="none", unit="fraction", kind="info",
@@ -286,15 +316,39 @@ class VocabTask(Task):
 
     def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:
         assert isinstance(params, VocabParams)
+        fits = [self._fit(params, corpus, fold, ctx) for fold, corpus in enumerate(build_folds(params, ctx))]
+        metrics: dict[str, float] = training_budget(params.steps, params.batch_size)
+        metrics.update(pooled_retrieval([fit.ranks for fit in fits]))
+        for key in sorted(set().union(*(fit.metrics for fit in fits))):  # a fold's diagnostics, averaged
+            values = [fit.metrics[key] for fit in fits if key in fit.metrics]
+            metrics[key] = float(np.mean(values)) if key not in SUMMED else float(np.sum(values))
+        if getattr(params.workload, "folds", None) is not None:
+            metrics["folds"] = float(len(fits))
+        ctx.logger.record("index", {"candidates": fits[0].candidates, "split_rows": int(metrics["split_rows"]),
+                                    "contested_candidates": fits[0].contested_candidates})
+        if fits[0].gates is not None:  # the scientific question: did gates follow interference?
+            ctx.logger.record("gate_vs_interference", {
+                "interference": [v for fit in fits for v in fit.gates[0]],
+                "gate": [v for fit in fits for v in fit.gates[1]]})
+        model, corpus, chosen = fits[0].model, fits[0].corpus, fits[0].chosen
+        if params.throughput.measure:
+            density = len(chosen) / (corpus.n_languages * corpus.vocab_size) if model.split is not None else None
+            metrics.update(embedding_throughput(
+                density, model.use_gate, corpus.n_languages, params.throughput.vocab, params.throughput.dim,
+                params.throughput.tokens, sentence_length(params.workload), ctx.numpy_stream("throughput"), ctx.device,
+                params.throughput.min_time))
+        return {key: value for key, value in metrics.items() if np.isfinite(value)}
+
+    def _fit(self, params: VocabParams, corpus: Corpus, fold: int, ctx: TrialContext) -> "FoldFit":
+        """Index, train and score one fold (the only fold of a single held-out share)."""
         device = ctx.device
-        corpus = build_corpus(params, ctx)
         candidates = candidate_pairs(corpus.usage())
         truth = corpus.contested[candidates.language, candidates.token] if corpus.contested is not None else None
         config = TrainConfig(params.steps, params.batch_size, params.lr, params.scale,
                              params.l1_weight, params.fusion_weight)
         warmup = TrainConfig(params.interference_steps, params.batch_size, params.lr, params.scale)
         scores = ctx.cached(
-            "interference", interference_identity(params),
+            "interference", {**interference_identity(params), "fold": fold},
             build=lambda: {"score": torch.from_numpy(measure_interference(
                 corpus, candidates, params.dim, warmup, params.interference_batches, ctx, params.log_every))},
             restore=lambda payload: payload["score"].cpu().numpy(),
@@ -309,24 +363,16 @@ class VocabTask(Task):
         model = StaticEmbedder(table, PAD, split=self._split(params, corpus, chosen, chosen_scores, ctx),
                                use_gate=params.mode == "gated").to(device)
         stream = batches(corpus.train, params.batch_size, ctx.numpy_stream("batches"), device)
-        final_loss = train(model, stream, config, ctx, name="train", log_every=params.log_every)
-        metrics: dict[str, float] = {"train_loss": final_loss, **training_budget(params.steps, params.batch_size)}
-        metrics.update(evaluate_retrieval(model, corpus, device))
+        name = "train" if fold == 0 else f"train_fold{fold}"
+        metrics = {"train_loss": train(model, stream, config, ctx, name=name, log_every=params.log_every)}
         metrics.update(diagnose(model, params, corpus, candidates, scores, truth, chosen, table))
         metrics.update(cue_strength(truth, counts, sharing, unaligned))
         metrics.update(held_out_coverage(corpus))
-        ctx.logger.record("index", {"candidates": len(candidates), "split_rows": len(chosen),
-                                    "contested_candidates": int(truth.sum()) if truth is not None else None})
-        if model.split is not None and model.use_gate:  # the scientific question: did gates follow interference?
-            ctx.logger.record("gate_vs_interference", {
-                "interference": chosen_scores.tolist(), "gate": model.split.gate().detach().cpu().tolist()})
-        if params.throughput.measure:
-            density = len(chosen) / (corpus.n_languages * corpus.vocab_size) if model.split is not None else None
-            metrics.update(embedding_throughput(
-                density, model.use_gate, corpus.n_languages, params.throughput.vocab, params.throughput.dim,
-                params.throughput.tokens, sentence_length(params.workload), ctx.numpy_stream("throughput"), device,
-                params.throughput.min_time))
-        return {key: value for key, value in metrics.items() if np.isfinite(value)}
+        gates = None
+        if model.split is not None and model.use_gate:
+            gates = (chosen_scores.tolist(), model.split.gate().detach().cpu().tolist())
+        return FoldFit(metrics, retrieval_ranks_of(model, corpus, device), model, corpus, chosen, gates,
+                       len(candidates), int(truth.sum()) if truth is not None else None)
 
     @staticmethod
     def _split(params: VocabParams, corpus: Corpus, chosen: CandidatePairs, chosen_scores: np.ndarray,
@@ -345,18 +391,24 @@ def scores_of(chosen: CandidatePairs, candidates: CandidatePairs, scores: np.nda
     return np.array([scores[position[(int(l), int(t))]] for l, t in zip(chosen.language, chosen.token)])
 
 
-def build_corpus(params: VocabParams, ctx: TrialContext) -> Corpus:
+def build_folds(params: VocabParams, ctx: TrialContext) -> list[Corpus]:
+    """The corpora a trial trains on: one, or the real-data workloads' folds (each contested item held out in one)."""
     workload = params.workload
     if isinstance(workload, CldrWorkload):
-        return cldr_corpus(workload.locales, workload.categories, workload.test_fraction,
-                           ctx.numpy_stream("cldr-split"))
+        rng = ctx.numpy_stream("cldr-split")
+        if workload.folds is None:
+            return [cldr_corpus(workload.locales, workload.categories, workload.test_fraction, rng)]
+        return cldr_folds(workload.locales, workload.categories, workload.test_fraction, workload.folds, rng)
     if isinstance(workload, GettextWorkload):
-        return gettext_corpus(workload.locales, workload.test_fraction, ctx.numpy_stream("gettext-split"))
+        rng = ctx.numpy_stream("gettext-split")
+        if workload.folds is None:
+            return [gettext_corpus(workload.locales, workload.test_fraction, rng)]
+        return gettext_folds(workload.locales, workload.test_fraction, workload.folds, rng)
     spec = SyntheticSpec(workload.n_languages, workload.n_concepts, workload.cognate_rate, workload.false_friend_rate,
                          workload.false_friend_boost, workload.frequency_spread, workload.min_length,
                          workload.max_length, workload.train_pairs, workload.test_pairs, workload.twin_fraction,
                          workload.partial_false_friend_rate, workload.synonym_rate, workload.alignment_noise)
-    return synthetic_corpus(spec, ctx.numpy_stream)
+    return [synthetic_corpus(spec, ctx.numpy_stream)]
 
 
 def interference_identity(params: VocabParams) -> dict[str, object]:
@@ -448,20 +500,34 @@ def held_out_coverage(corpus: Corpus) -> dict[str, float]:
     return metrics
 
 
-def evaluate_retrieval(model: StaticEmbedder, corpus: Corpus, device: torch.device) -> dict[str, float]:
+# Ranks of one fold's queries: the prefix ("" all held-out pairs, "contested_" the contested queries)
+# to (forward ranks, backward ranks, which of them are scored).
+FoldRanks = dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def retrieval_ranks_of(model: StaticEmbedder, corpus: Corpus, device: torch.device) -> FoldRanks:
     test = corpus.test
     forward, backward = retrieval_ranks(encode(model, test.source, test.source_language, device),
                                         encode(model, test.target, test.target_language, device), test.group)
-    metrics = retrieval_metrics(forward, backward, np.ones(len(test), dtype=bool), prefix="")
+    ranks = {"": (forward, backward, np.ones(len(test), dtype=bool))}
     if corpus.minimal_pairs is not None:
         pools = corpus.minimal_pairs.pairs
-        forward, backward = retrieval_ranks(encode(model, pools.source, pools.source_language, device),
-                                            encode(model, pools.target, pools.target_language, device), pools.group)
-        metrics.update(retrieval_metrics(forward, backward, corpus.minimal_pairs.scored, prefix="contested_"))
-        return metrics
+        ranks["contested_"] = (*retrieval_ranks(encode(model, pools.source, pools.source_language, device),
+                                                encode(model, pools.target, pools.target_language, device),
+                                                pools.group), corpus.minimal_pairs.scored)
+        return ranks
     contested = corpus.contested_pairs_mask(test)
     if contested is not None:
-        metrics.update(retrieval_metrics(forward, backward, contested, prefix="contested_"))
+        ranks["contested_"] = (forward, backward, contested)
+    return ranks
+
+
+def pooled_retrieval(folds: list[FoldRanks]) -> dict[str, float]:
+    """Retrieval metrics over every fold's queries at once: each query counts once, whatever its fold."""
+    metrics: dict[str, float] = {}
+    for prefix in folds[0]:
+        forward, backward, selected = (np.concatenate(parts) for parts in zip(*(fold[prefix] for fold in folds)))
+        metrics.update(retrieval_metrics(forward, backward, selected, prefix=prefix))
     return metrics
 
 
