@@ -41,3 +41,18 @@ def test_the_example_without_its_reference_is_refused(tmp_path):
                      .replace(", reference: full-vs-unigram", ""))
     refused = harness_here("validate", str(suite))
     assert refused.returncode == 2 and "reference" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_the_guides_too_weak_positive_control_stops_at_the_first_look(tmp_path):
+    section = _section()
+    suite_text = re.findall(r"```yaml\n(.*?)```", section, re.S)[0]
+    weak = re.search(r"`more_data:\s*\{eval_chars: 4001\}`", section)
+    assert weak is not None
+    suite = tmp_path / "weak.yaml"
+    suite.write_text(suite_text.replace("task: char_lm\n", "task: char_lm_task:CharLMTask\n")
+                     .replace("more_data: {train_chars: 80000}", "more_data: {eval_chars: 4001}"))
+    done = harness_here("run", str(suite), "--results", str(tmp_path / "r"), "--no-mlflow", "--threads", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    heading = next(line for line in done.stdout.splitlines() if line.startswith("### hashed_context"))
+    assert "validity INVALID (positive control too weak: more_data " in heading
+    assert "at n=3, conditional power 0.00 \\< 0.1 to beat it by 8 seeds" in heading and "3 seeds of up to 8" in heading
