@@ -2,7 +2,9 @@
 waiting on another trial's cached artifact, and the report's phase table adds them up per suite."""
 from __future__ import annotations
 
+import itertools
 import threading
+from types import SimpleNamespace
 
 from harness.analysis.present.run_costs import (
     DriverSeconds,
@@ -11,11 +13,13 @@ from harness.analysis.present.run_costs import (
     render_phases,
     save_driver_seconds,
 )
+from harness.execution import parallel
 from harness.execution.executor import run_single
 from harness.execution.loop import by_rank
 from harness.execution.trials import Trial
 from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.services.cache import exclusive
+from harness.terminal import Console
 from toy_task import ToyParams, ToyTask
 
 
@@ -66,3 +70,15 @@ def test_side_by_side_jobs_take_each_seeds_first_trial_before_any_seeds_second()
     assert order[3:6] == [("reads", 5), ("reads", 3), ("reads", 7)] and len(order) == 9
     pending = [t for t in look if (t.arm, t.seed) != ("builds", 3)]  # stored already: its seed's rank stays
     assert [(t.arm, t.seed) for t in by_rank(look, pending)][:3] == [("builds", 5), ("builds", 7), ("reads", 5)]
+
+
+def test_auto_goes_side_by_side_once_the_looks_short_trials_add_up(monkeypatch):
+    """One CPU second a trial: ten of them stay in this process, thirty repay starting the workers."""
+    clock = itertools.count(step=1.0)  # each trial's two readings are one CPU second apart
+    monkeypatch.setattr(parallel.time, "process_time", lambda: next(clock))
+    monkeypatch.setattr(parallel, "execute_job", lambda job, console: job)
+    job = SimpleNamespace(trial=SimpleNamespace(suite="s", title="t"), index=1, total=1)
+    for trials, inline in ((10, True), (30, False)):
+        executor = parallel.ProcessExecutor(2, inline_below_s=parallel.WORTH_WORKERS_S)
+        next(executor.run([job] * trials, Console()))
+        assert (executor.inline_below_s is not None) is inline

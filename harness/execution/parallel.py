@@ -23,6 +23,7 @@ from harness.record import Status, TrialRecord
 from harness.terminal import Console
 
 WORTH_WORKERS_S = 5.0  # a trial of this much CPU time repays starting worker processes (a few seconds each)
+WORTH_WORKERS_LEFT = 4  # ... and so do this many times as much left in the look, at the last trial's CPU time
 KILL_GRACE_S = 5.0  # past --trial-timeout, the worker's own alarm gets this long to fail the trial before the kill
 
 
@@ -95,7 +96,8 @@ class ProcessExecutor:
     """Runs up to ``workers`` jobs at once, each in its own worker process (started on first use).
 
     With ``inline_below_s`` set (the ``auto`` executor), trials run one at a time in this process
-    until one takes that many CPU seconds: short trials never repay starting the workers."""
+    until one takes that many CPU seconds, or the look's trials left would take ``WORTH_WORKERS_LEFT``
+    times as much at the last one's: a few short trials never repay starting the workers, many do."""
 
     workers: int
     inline_below_s: float | None = None
@@ -111,8 +113,9 @@ class ProcessExecutor:
             console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
             cpu = time.process_time()
             record = execute_job(job, console)
-            if time.process_time() - cpu >= self.inline_below_s:  # CPU, not wall time: on a loaded machine
-                self.inline_below_s = None  # short trials look long; from now on, side by side
+            spent = time.process_time() - cpu  # CPU, not wall time: on a loaded machine short trials look long
+            if spent >= self.inline_below_s or spent * len(waiting) >= WORTH_WORKERS_LEFT * self.inline_below_s:
+                self.inline_below_s = None  # from now on, side by side
             yield record
         if not waiting:
             return
