@@ -26,13 +26,15 @@ def test_a_dotted_tune_key_makes_grid_points_and_scores_nested_trial_params(suit
     (suite,) = load_suites(SUITES / suite_file, apply_locks=False)
     plan = tune_plan(suite.tune, suite.arms)
     sizes = {name: len(grid_points(suite, name, tuning)) for name, tuning in plan.items()}
-    assert set(sizes.values()) == {3} and "random" not in sizes
+    lrs = suite.tune.space["router_training.lr"]
+    assert set(sizes.values()) == {len(lrs)} and len(lrs) >= 3 and "random" not in sizes
     points = grid_points(suite, "precision", plan["precision"])
-    assert points == [{"router_training.lr": lr} for lr in (0.003, 0.01, 0.03)]
+    assert points == [{"router_training.lr": lr} for lr in lrs]
+    scores = [0.1 * (i + 1) for i in range(len(lrs))]
+    scores[1] = 0.9  # the second point is best
     records = [make_record(f"p{i}-{seed}", "precision", seed, params={"router_training": {"lr": lr}},
                            metrics={"recall@1": value})
-               for i, (lr, value) in enumerate([(0.003, 0.2), (0.01, 0.6), (0.03, 0.4)])
-               for seed in suite.tune.seeds]
+               for i, (lr, value) in enumerate(zip(lrs, scores)) for seed in suite.tune.seeds]
     grid = score_grid("precision", points, records, "recall@1", "higher", list(suite.tune.seeds))
-    assert [point.mean for point in grid.points] == [0.2, 0.6, 0.4]
-    assert grid.chosen.params == {"router_training.lr": 0.01}
+    assert [point.mean for point in grid.points] == pytest.approx(scores)
+    assert grid.chosen.params == {"router_training.lr": lrs[1]}
