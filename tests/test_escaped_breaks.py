@@ -91,3 +91,4 @@ def test_claims_of_a_suite_whose_validity_is_undetermined_are_not_counted(tmp_pa
     totals = text.splitlines()[-1]
     assert f"(+{len(analysis.claims)} not counted: suite not valid)" in totals
     assert totals.startswith("**Totals:** claims 0 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS")
+    assert "; suites valid 0 of 1;" in totals  # an undetermined suite is not a valid one

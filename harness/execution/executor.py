@@ -8,7 +8,6 @@ the store and MLflow, so nothing else (store, tracking, analysis) changes.
 from __future__ import annotations
 
 import os
-import posix
 import signal
 import tempfile
 import threading
@@ -27,6 +26,7 @@ from harness.execution.trials import Trial, config_hash
 from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.measure.quiet import pause, quiet_room
 from harness.numeric import unpinned
+from harness.processes import exit_refused
 from harness.record import Status, TrialRecord, task_step, task_value, usable
 from harness.services.loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
@@ -132,18 +132,11 @@ class TaskExit(BaseException):
 def _contained() -> Iterator[None]:
     """Around a task: ``os._exit`` (or ``posix._exit``, the same function) in this very process fails the
     trial instead of ending the run (a forked child still exits), and a task's ``os.chdir`` is undone."""
-    owner, real_exit, cwd = os.getpid(), os._exit, os.getcwd()
-
-    def refuse_exit(code: int) -> None:
-        if os.getpid() != owner:
-            real_exit(code)
-        raise TaskExit(code)
-
-    os._exit = posix._exit = refuse_exit
+    cwd = os.getcwd()
     try:
-        yield
+        with exit_refused(TaskExit):
+            yield
     finally:
-        os._exit = posix._exit = real_exit
         if os.getcwd() != cwd:
             os.chdir(cwd)
 

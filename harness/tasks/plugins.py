@@ -13,10 +13,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
-import os
-import posix
 from types import ModuleType
-from typing import Iterator
+
+from harness.processes import exit_refused
 
 
 class PluginExit(BaseException):
@@ -27,27 +26,11 @@ class PluginFailed(Exception):
     """A module that could not be imported, said in one line."""
 
 
-@contextlib.contextmanager
-def _no_exit() -> Iterator[None]:
-    owner, real = os.getpid(), os._exit
-
-    def refuse(code: int) -> None:
-        if os.getpid() != owner:  # a child the module forked exits as it meant to
-            real(code)
-        raise PluginExit(code)
-
-    os._exit = posix._exit = refuse
-    try:
-        yield
-    finally:
-        os._exit = posix._exit = real
-
-
 def guarded_import(module_name: str) -> tuple[ModuleType, str]:
     """The module and what it printed at import ('' when nothing); PluginFailed says why it did not load."""
     output = io.StringIO()
     try:
-        with _no_exit(), contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        with exit_refused(PluginExit), contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
             module = importlib.import_module(module_name)
     except ImportError as exc:
         raise PluginFailed(f"cannot import module {module_name!r} ({exc})") from exc
