@@ -83,7 +83,9 @@ def test_a_rerun_after_an_edit_to_a_helper_outside_the_package_reruns_its_trials
     suite.write_text(f"suite: s\ntask: task_{tag}:Task\nseeds: [0, 1]\nparams: {{steps: 5}}\narms:\n  a: {{}}\n")
     options = api.RunOptions(results=tmp_path / "r", mlflow=False, threads=1, executor="serial")
     assert api.run(suite, options).exit_code == 0
-    files["deeper"].write_text("OFFSET = 1.0\n")
+    # another size than the original: an edit within the same second and of the same size would let Python
+    # reuse the old file's cached bytecode (it checks only the source's mtime in seconds and its size)
+    files["deeper"].write_text("OFFSET = 1.0  # edited\n")
     sys.modules.pop(f"deeper_{tag}", None)
     sys.modules.pop(f"helper_{tag}", None)
     sys.modules.pop(f"task_{tag}", None)
