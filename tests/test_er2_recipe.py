@@ -16,7 +16,7 @@ from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
 from harness.tasks.er2.distill import budget_metrics, distil_step, gate_auroc, mean_abs_gain, parameter_groups
 from harness.tasks.er2.positions import fed_capture, fed_qk
-from harness.tasks.er2.recipe import WARMUP, Convergence
+from harness.tasks.er2.recipe import WARMUP, Convergence, late_fall
 from harness.tasks.er2.task import ER2Task
 from harness.tasks.er2.teacher import rotate
 
@@ -106,6 +106,30 @@ def test_unrotated_feeding_recovers_the_projections_and_rotated_is_the_identity(
     assert fed["v"] is k and fed["out"] is q and torch.allclose(fed["q"], q, atol=1e-12)
     with pytest.raises(ValueError, match="known: rotated, unrotated"):
         fed_qk(rq, rk, "roped", 10000.0)
+
+
+def test_late_fall_reads_the_last_tenth_against_the_tenth_before():
+    flat = [1.0] * 100
+    assert late_fall(flat) == 0.0
+    falling = [2.0] * 80 + [1.0] * 10 + [0.9] * 10  # 1.0 -> 0.9 over the last 10 of 100 steps
+    assert late_fall(falling) == pytest.approx(0.1)
+    assert late_fall([1.0] * 90 + [1.2] * 10) == pytest.approx(-0.2)  # a rise reads negative
+    assert late_fall([3.0, 2.0, 1.0]) == pytest.approx(0.5)  # one step against the one before
+    assert late_fall([5.0]) == 0.0
+    with pytest.raises(ValueError, match="span"):
+        late_fall(flat, span=0.6)
+
+
+def test_the_learned_gate_starts_at_gate_init():
+    q = torch.randn(1, 2, 8, 8)
+    kv = torch.randn(1, 1, 8, 8)
+    for start in (0.2, 0.5):
+        layer = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=4, residual_dim=2, code_rank=2, gate_init=start)
+        _, _, parts = layer.components(q, kv, kv)
+        assert float(parts["gate"].detach().mean()) == pytest.approx(start)
+        assert type(layer)(**layer.config).gate_init == start
+    with pytest.raises(ValueError, match="gate_init"):
+        SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=4, residual_dim=2, code_rank=2, gate_init=1.0)
 
 
 def test_the_fixed_budget_runs_exactly_its_steps_whatever_the_values_do():
@@ -198,6 +222,8 @@ def test_gate_auroc_is_one_for_a_gate_on_the_hard_positions_and_a_half_for_a_con
     ({"residual_gate": "half"}, "'learned' or 'one'"),
     ({"gain_limit": 0}, "greater than 0"),
     ({"gain_limit": "inf"}, "finite number"),
+    ({"gate_init": 1.0}, "less than 1"),
+    ({"gate_init": 0}, "greater than 0"),
     ({"schedule": "fixed", "steps": 50, "decay_steps": 50}, "budget of the fixed schedule, must exceed decay_steps"),
 ])
 def test_settings_the_recipe_or_layer_does_not_support_are_refused(params, message):

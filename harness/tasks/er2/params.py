@@ -10,7 +10,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, model_validator
 
-from harness.tasks.er2.mechanism.er2 import GAIN_LIMIT, GATE_MODES
+from harness.tasks.er2.mechanism.er2 import GAIN_LIMIT, GATE_MODES, INITIAL_GATE
 from harness.tasks.er2.mechanism.ops.common import MAX_CHUNK
 from harness.tasks.base import TaskParams
 from harness.tasks.er2.constructed import temperature_problem
@@ -151,6 +151,7 @@ class ER2Params(TaskParams):
     residual_gate: Literal[GATE_MODES] | None = None
     gain_limit: float = Field(GAIN_LIMIT, gt=0, allow_inf_nan=False,
                               description="the clamp on |residual gain| (the seed's 1.5)")
+    gate_init: float = Field(INITIAL_GATE, gt=0, lt=1, description="a learned gate's starting probability (the seed's 0.2)")
     state_dtype: Literal["fp16", "fp32"] = "fp16"
     feature_dim: int = Field(32, ge=1)
     residual_dim: int = Field(8, ge=0)

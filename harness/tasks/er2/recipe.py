@@ -10,12 +10,27 @@ that it did not converge. With nothing watched the rule never fires and every ru
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 WARMUP = 20
 GAIN_FLOOR = 0.05  # a gain near zero counts as converged once it moves less than tolerance x 0.05
 WATCHABLE = ("loss", "nmse", "gain")  # what a distillation step reports (distill.distil_step)
+LATE_SPAN = 0.1  # the share of the steps a convergence premise reads the loss's last fall over
+
+
+def late_fall(losses: Sequence[float], span: float = LATE_SPAN) -> float:
+    """How much the training loss still fell at the end of training: 1 - the mean over the last ``span``
+    of the steps / the mean over the ``span`` before it (window means, so one noisy batch does not decide).
+    Near 0 for an arm that has converged, negative where the loss rose; 0 with a single step."""
+    if not 0.0 < span <= 0.5:
+        raise ValueError(f"span must be in (0, 0.5], got {span}")
+    if len(losses) < 2:
+        return 0.0
+    width = max(1, round(len(losses) * span))
+    last, before = losses[-width:], losses[-2 * width:-width]
+    before_mean = sum(before) / len(before)
+    return 1.0 - (sum(last) / len(last)) / max(before_mean, 1e-12)
 
 
 @dataclass

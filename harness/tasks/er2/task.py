@@ -26,7 +26,7 @@ from harness.tasks.er2.constructed import ConstructedRecallWorkload, Constructed
 from harness.tasks.er2.distill import budget_metrics, cosine, distil_step, fidelity, output_fidelity
 from harness.tasks.er2.positions import fed_capture, fed_mixer
 from harness.tasks.er2.params import ConstructedTeacherParams, ER2Params
-from harness.tasks.er2.recipe import Convergence
+from harness.tasks.er2.recipe import LATE_SPAN, Convergence, late_fall
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
 from harness.tasks.er2.teacher import Mixer, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
 from harness.tasks.er2.workloads import Workload, capture, make_workload
@@ -51,7 +51,8 @@ class ER2Task(Task):
     # 8: the fixed-budget schedule and stop_on; the gain kept inside its clamp after every update; a gate
     #    per residual_gate (the compressed_gate1 and raw_gated ablations); gate_auroc, effective gain
     # 9: params nested (teacher, workload, speed); values and defaults as in 8
-    version = "9"
+    # 10: gate_init (the learned gate's starting probability, default the seed's 0.2); loss_late_fall
+    version = "10"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
@@ -134,6 +135,9 @@ class ER2Task(Task):
                description="median residual-memory retention half-life"),
         Metric(name="final_train_loss", direction="none", unit="loss", kind="info",
                description="transfer loss at the last step"),
+        Metric(name="loss_late_fall", direction="none", unit="fraction", kind="info",
+               description=f"relative fall of the transfer loss over the last {LATE_SPAN:.0%} of the distillation steps "
+               "(1 - window mean / the window before): near 0 once the arm has converged"),
         Metric(name="distil_steps", direction="none", unit="steps", kind="info",
                description="distillation steps run (the converged schedule stops itself)"),
         Metric(name="distil_converged", direction="none", unit="fraction", kind="info",
@@ -177,6 +181,7 @@ class ER2Task(Task):
             feature_dim=params.feature_dim, residual_dim=params.residual_dim, code_rank=params.code_rank,
             chunk_size=params.chunk_size, conv_kernel=params.conv_kernel, residual_mode=params.residual_mode,
             state_dtype=params.state_dtype, gate_mode=params.residual_gate, gain_limit=params.gain_limit,
+            gate_init=params.gate_init,
         ).to(device)
         if params.layer != "er2":
             return self._control(params, workload, teacher, layer, ctx)
@@ -254,7 +259,14 @@ class ER2Task(Task):
         else:
             rate = cosine(params.steps)
         layer.train()
-        step = distil_step(layer, next_capture, params.lr, rate, params.gain_lr_scale)
+        update = distil_step(layer, next_capture, params.lr, rate, params.gain_lr_scale)
+        losses: list[float] = []
+
+        def step(index: int) -> dict[str, float]:
+            values = update(index)
+            losses.append(values["loss"])
+            return values
+
         final = ctx.fit(params.steps, step, name="distil", until=stop)
         layer.eval()
         converged = stop is not None and stop.converged_at is not None
@@ -262,7 +274,8 @@ class ER2Task(Task):
             ctx.logger.record("convergence", {"converged_at": stop.converged_at, "decay_start": stop.decay_start,
                                               "last_change": stop.last_change})
         steps = final.get("steps_run", float(params.steps))
-        return {"final_train_loss": final["loss"], "distil_steps": steps, "distil_converged": float(converged),
+        return {"final_train_loss": final["loss"], "loss_late_fall": late_fall(losses), "distil_steps": steps,
+                "distil_converged": float(converged),
                 **budget_metrics(layer, steps, params.batch)}
 
     def _quality(self, params: ER2Params, workload: Workload, teacher: TeacherLM, mixer: Mixer | None,

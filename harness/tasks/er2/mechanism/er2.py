@@ -88,6 +88,7 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         state_dtype: str = "fp16",
         gate_mode: str | None = None,
         gain_limit: float = GAIN_LIMIT,
+        gate_init: float = INITIAL_GATE,
     ):
         super().__init__()
         if num_kv_heads < 1 or num_heads % num_kv_heads:
@@ -106,6 +107,8 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
             raise ValueError("residual_mode 'none' has no residual correction to gate: leave gate_mode unset")
         if not (math.isfinite(gain_limit) and gain_limit > 0):
             raise ValueError(f"gain_limit must be a finite positive bound on |residual gain|, got {gain_limit}")
+        if not 0.0 < gate_init < 1.0:
+            raise ValueError(f"gate_init is the learned gate's starting probability, in (0, 1), got {gate_init}")
         if residual_mode == "none":
             residual_dim, code_rank = 0, 0
         if gate_mode is None and residual_mode != "none":
@@ -126,6 +129,7 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         self.state_dtype = state_dtype
         self.gate_mode = gate_mode
         self.gain_limit = float(gain_limit)
+        self.gate_init = float(gate_init)
         self.groups = self.num_heads // self.num_kv_heads
 
         # Construction order matters: it fixes which random draws initialise which tensor.
@@ -153,7 +157,7 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
             self.register_parameter("residual_basis", None)
         if self.residual_dim and self.gate_mode == "learned":
             self.error_gate_w = nn.Parameter(torch.zeros(self.num_heads, self.head_dim))
-            self.error_gate_b = nn.Parameter(torch.full((self.num_heads,), math.log(INITIAL_GATE / (1 - INITIAL_GATE))))
+            self.error_gate_b = nn.Parameter(torch.full((self.num_heads,), math.log(self.gate_init / (1 - self.gate_init))))
         else:
             for name in ("error_gate_w", "error_gate_b"):
                 self.register_parameter(name, None)
@@ -172,7 +176,7 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         names = (
             "num_heads", "num_kv_heads", "head_dim", "feature_dim", "residual_dim", "code_rank", "chunk_size",
             "conv_kernel", "retention_spectrum", "retention_min", "retention_max", "residual_mode", "state_dtype",
-            "gate_mode", "gain_limit",
+            "gate_mode", "gain_limit", "gate_init",
         )
         return {name: getattr(self, name) for name in names}
 
