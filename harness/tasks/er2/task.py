@@ -50,9 +50,9 @@ class ER2Task(Task):
     # 7: the constructed MQAR teacher, scored per load; budget/* and at_bound/gain on every distilled arm
     # 8: the fixed-budget schedule and stop_on; the gain kept inside its clamp after every update; a gate
     #    per residual_gate (the compressed_gate1 and raw_gated ablations); gate_auroc, effective gain
-    # 9: params nested (teacher, workload, speed); values and defaults as in 8
-    # 10: gate_init (the learned gate's starting probability, default the seed's 0.2); loss_late_fall
-    version = "10"
+    # 9: params nested (teacher, workload, speed); values and defaults as in 8. Later added within 9, no value
+    #    changed: gate_init (default the seed's 0.2) and the info metric loss_late_fall
+    version = "9"
     Params = ER2Params
     description = "ER2 layer distilled from a small LM's attention: compressed vs raw residual memory"
     metrics = (
