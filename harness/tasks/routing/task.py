@@ -55,6 +55,7 @@ from harness.tasks.routing.routers import (
 )
 from harness.tasks.routing.pooling import OracleTokenRouter, pool_tokens_of, pooling_weights
 from harness.tasks.routing.probe import ProbeTraining, probe_accuracy, slot_states, train_probe
+from harness.tasks.routing.reader import NoMemoryAnswers, Reader, lookup_answers
 from harness.tasks.routing.scoring import RoutingIndex, random_keys
 from harness.tasks.routing.workload import (
     Layout,
@@ -139,6 +140,11 @@ class RoutingParams(TaskParams):
     slot_retrieval_target: SlotTarget = Field(
         "asked_slot", description="asked_slot: the asked slots, pooled, find the gold document (oracle_masked's pooling); "
         "every_token: each query token alone finds its own fact's document (no arm's pooling)"
+    )
+    reader: Reader = Field(
+        "backbone", description="who answers from the memory documents in acc_oracle and acc_routed: backbone, its MSA "
+        "layers reading their pooled K/V; lookup, the constructed reader (reader.py): it copies the value of the fact "
+        "whose entity name and attribute match the asked key, else answers as the backbone without memory"
     )
     # router
     router_training: RouterTrainingParams = RouterTrainingParams()
@@ -303,7 +309,8 @@ class RoutingTask(Task):
         documents = documents.to(device)
         widths = 2 * params.d_model * len(backbone.msa_layers) + params.router_training.dim + params.d_model
         ensure_bank_fits(params.bank_size * layout.chunks_per_doc, widths, device)
-        encoded, pooled = encode_bank(backbone.model, backbone.msa, documents)
+        encoded, pooled = ctx.cached("bank", {"backbone": asdict(spec), "bank_size": params.bank_size},
+                                     build=lambda: encode_bank(backbone.model, backbone.msa, documents))
 
         router = install_router(params.router, backbone, params.sharp_temperature)
         metrics: dict[str, float] = {"backbone_train_tokens_per_s": backbone.train_tokens_per_s, **backbone.neutrality}
@@ -315,11 +322,10 @@ class RoutingTask(Task):
                                                    generator=ctx.stream("eval-gold", params.bank_size)),
             max_noise_step(params), params.n_diffusion_steps, ctx.stream("eval", params.bank_size),
         ).to(device)
-        probe = fit_probe(params, spec, backbone, training_docs, ctx)
+        shared = arm_free_evaluation(params, spec, backbone, encoded, documents, queries, training_docs, ctx)
+        metrics.update(shared["figures"])
         with torch.no_grad():
-            metrics.update(evaluate(params, backbone, router, bank, queries, ctx))
-            hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
-            metrics["probe_doc_acc"] = probe_accuracy(probe, *slot_states(hidden, queries, documents, layout))
+            metrics.update(evaluate(params, backbone, router, bank, encoded, documents, queries, shared, ctx))
         steps = params.router_training.steps if router is not None else 0
         metrics.update(training_budget(steps, params.router_training.batch))
         metrics["new_params"] = float(sum(p.numel() for p in new_parameters(router))) if router is not None else 0.0
@@ -347,7 +353,8 @@ def fit_router(
     )
 
     def build() -> dict[str, Any]:
-        _, pooled = encode_bank(backbone.model, backbone.msa, training_docs.to(ctx.device))
+        pooled = ctx.cached("training-states", {"backbone": asdict(spec)},
+                            build=lambda: encode_bank(backbone.model, backbone.msa, training_docs.to(ctx.device))[1])
         rate = train_router(router, backbone, pooled, training_docs.to(ctx.device), spec.layout, training, ctx)
         return {"state": router.state_dict(), "train_tokens_per_s": rate}
 
@@ -363,10 +370,14 @@ def fit_probe(params: RoutingParams, spec: BackboneSpec, backbone: Backbone, tra
               ctx: TrialContext) -> dict[str, torch.Tensor]:
     """The asked-slot probe, trained once per seed on the training documents (cached: every arm and
     bank size reads the same probe)."""
-    training = ProbeTraining(queries=params.probe.queries, steps=params.probe.steps, lr=1e-2,
-                             max_noise_step=max_noise_step(params))
+    training = probe_training(params)
     return ctx.cached("probe", {"backbone": asdict(spec), "training": asdict(training)},
                       build=lambda: train_probe(backbone, training_docs, spec.layout, training, ctx.stream("probe"), ctx.device))
+
+
+def probe_training(params: RoutingParams) -> ProbeTraining:
+    return ProbeTraining(queries=params.probe.queries, steps=params.probe.steps, lr=1e-2,
+                         max_noise_step=max_noise_step(params))
 
 
 def layout_of(params: RoutingParams) -> Layout:
@@ -431,43 +442,91 @@ def document_scores(
     ])
 
 
-def evaluate(
-    params: RoutingParams, backbone: Backbone, router, bank: MemoryBank, queries: QueryBatch, ctx: TrialContext
-) -> dict[str, float]:
+def arm_free_evaluation(
+    params: RoutingParams, spec: BackboneSpec, backbone: Backbone, encoded: dict[int, dict[str, torch.Tensor]],
+    documents: torch.Tensor, queries: QueryBatch, training_docs: torch.Tensor, ctx: TrialContext,
+) -> dict[str, Any]:
+    """What no arm changes, computed once per seed and bank size (cached): the answers without memory and
+    with the gold document, the precision signals, the asked-slot probe; and the backbone's answers
+    without memory, the reader's fallback."""
+    identity = {"backbone": asdict(spec), "bank_size": params.bank_size, "eval_queries": params.eval_queries,
+                "reader": params.reader, "probe": asdict(probe_training(params))}
+
+    def build() -> dict[str, Any]:
+        probe = fit_probe(params, spec, backbone, training_docs, ctx)
+        with torch.no_grad():
+            return arm_free_figures(params, spec, backbone, encoded, documents, queries, probe)
+
+    return ctx.cached("arm-free", identity, build=build)
+
+
+def arm_free_figures(
+    params: RoutingParams, spec: BackboneSpec, backbone: Backbone, encoded: dict[int, dict[str, torch.Tensor]],
+    documents: torch.Tensor, queries: QueryBatch, probe: Mapping[str, torch.Tensor],
+) -> dict[str, Any]:
+    """``arm_free_evaluation``'s payload, computed."""
     model, layer = backbone.model, backbone.routing_layer
     hidden = model.hidden_before(layer, queries.noisy, queries.t)
+    fallback = no_memory_answers(backbone, hidden, queries)
+    acc_none, logp_none = value_predictions(model, hidden, queries, layer, None)
+    acc_oracle, _ = read_answers(params, backbone, encoded, documents, hidden, queries, queries.gold[:, None], fallback)
+    none, oracle = float(acc_none.mean()), float(acc_oracle.mean())
+    figures = {"acc_none": none, "acc_oracle": oracle, "oracle_lift": oracle - none}
+    trace = model.forward_trace(queries.noisy, queries.t)
+    token_loss = per_token_loss(trace.logits, queries.clean, queries.masked)
+    for at, (tok, ch) in enumerate(zip(trace.tok_precision, trace.ch_precision)):
+        signal = precision_signal(tok, ch, queries, token_loss)
+        figures.update({f"layer_{name}@{at}": value for name, value in signal.items()})
+        if at == layer:
+            figures.update(signal)
+    log_tok, _ = model.precision_up[layer].log_precisions(hidden, queries.t)
+    figures["at_bound/log_precision"] = float((log_tok.abs() >= 0.99 * LOG_PRECISION_BOUND).double().mean())
+    figures["probe_doc_acc"] = probe_accuracy(probe, *slot_states(hidden, queries, documents, spec.layout))
+    return {"figures": figures, "logp_none": logp_none, "answers": fallback.tokens, "answer_log_probs": fallback.log_probs}
+
+
+def no_memory_answers(backbone: Backbone, hidden: torch.Tensor, queries: QueryBatch) -> NoMemoryAnswers:
+    """The backbone's answer at every position without memory, and the clean token's log-probability."""
+    model = backbone.model
+    logits = model.readout(model.run_layers(hidden, queries.t, backbone.routing_layer, model.config.n_layers, None))
+    log_probs = logits.log_softmax(dim=-1).gather(-1, queries.clean.unsqueeze(-1)).squeeze(-1)
+    return NoMemoryAnswers(tokens=logits.argmax(dim=-1), log_probs=log_probs)
+
+
+def read_answers(
+    params: RoutingParams, backbone: Backbone, encoded: dict[int, dict[str, torch.Tensor]], documents: torch.Tensor,
+    hidden: torch.Tensor, queries: QueryBatch, memory_docs: torch.Tensor, fallback: NoMemoryAnswers,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per query: accuracy on the asked values and their mean log-probability with the documents
+    ``memory_docs`` (B, k) as memory, read by the backbone's MSA layers or by the constructed reader."""
+    if params.reader == "lookup":
+        return lookup_answers(layout_of(params), queries, documents[memory_docs], fallback)
+    memory = {layer: (encoded[layer]["K"][memory_docs].flatten(1, 2), encoded[layer]["V"][memory_docs].flatten(1, 2))
+              for layer in backbone.msa_layers}
+    return value_predictions(backbone.model, hidden, queries, backbone.routing_layer, memory)
+
+
+def evaluate(
+    params: RoutingParams, backbone: Backbone, router, bank: MemoryBank, encoded: dict[int, dict[str, torch.Tensor]],
+    documents: torch.Tensor, queries: QueryBatch, shared: Mapping[str, Any], ctx: TrialContext,
+) -> dict[str, float]:
+    """The arm's own figures: routing quality, answers with its routed documents, its pooling weights."""
+    hidden = backbone.model.hidden_before(backbone.routing_layer, queries.noisy, queries.t)
     scores = document_scores(params, backbone, router, bank, hidden, queries, ctx.stream("random-router", params.bank_size))
     out = retrieval_metrics(scores, queries.gold, params.top_k)
     out["recall_over_chance"] = out["recall@1"] * params.bank_size
     routed = scores.topk(params.top_k, dim=1).indices
-
-    def memory_of(docs: torch.Tensor) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-        return {
-            msa_layer: (bank.per_document(msa_layer, "K")[docs].flatten(1, 2), bank.per_document(msa_layer, "V")[docs].flatten(1, 2))
-            for msa_layer in backbone.msa_layers
-        }
-
-    acc_none, logp_none = value_predictions(model, hidden, queries, layer, None)
-    acc_oracle, _ = value_predictions(model, hidden, queries, layer, memory_of(queries.gold[:, None]))
-    acc_routed, logp_routed = value_predictions(model, hidden, queries, layer, memory_of(routed))
-    none, oracle, routed_acc = float(acc_none.mean()), float(acc_oracle.mean()), float(acc_routed.mean())
-    out.update(acc_none=none, acc_oracle=oracle, acc_routed=routed_acc, oracle_lift=oracle - none)
+    fallback = NoMemoryAnswers(tokens=shared["answers"], log_probs=shared["answer_log_probs"])
+    acc_routed, logp_routed = read_answers(params, backbone, encoded, documents, hidden, queries, routed, fallback)
+    none, oracle, routed_acc = shared["figures"]["acc_none"], shared["figures"]["acc_oracle"], float(acc_routed.mean())
+    out["acc_routed"] = routed_acc
     out["gap_closed"] = (routed_acc - none) / (oracle - none) if oracle > none else math.nan
     if isinstance(router, PrecisionGuidedRouter):
         weights = pooling_weights(router, hidden, queries.t, pool_tokens_of(router, queries))
         out["weight_on_asked"] = float((weights * queries.is_value).sum(dim=1).mean())
         out["weight_on_route"] = float((weights * queries.route_tokens).sum(dim=1).mean())
-    out["auroc_helps"] = auroc(retrieval_confidence(params, backbone, router, bank, hidden, queries, scores), logp_routed > logp_none)
-
-    trace = model.forward_trace(queries.noisy, queries.t)
-    token_loss = per_token_loss(trace.logits, queries.clean, queries.masked)
-    for at, (tok, ch) in enumerate(zip(trace.tok_precision, trace.ch_precision)):
-        signal = precision_signal(tok, ch, queries, token_loss)
-        out.update({f"layer_{name}@{at}": value for name, value in signal.items()})
-        if at == layer:
-            out.update(signal)
-    log_tok, _ = model.precision_up[layer].log_precisions(hidden, queries.t)
-    out["at_bound/log_precision"] = float((log_tok.abs() >= 0.99 * LOG_PRECISION_BOUND).double().mean())
+    out["auroc_helps"] = auroc(retrieval_confidence(params, backbone, router, bank, hidden, queries, scores),
+                               logp_routed > shared["logp_none"])
     ctx.logger.record("gold_rank", gold_ranks(scores, queries.gold).tolist())
     return out
 
