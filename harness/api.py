@@ -19,7 +19,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import torch
 
@@ -52,18 +52,17 @@ from harness.gating.baseline import save_baselines as save_baseline_files
 from harness.gating.gate import GateResult
 from harness.gating.gate import gate as gate_run
 from harness.gating.values import GateError
-from harness.listeners import RunStart
+from harness.listeners import FAILED, FINISHED, KILLED, RunEnd, RunListener, RunStart
 from harness.locks import LockBusy, lock_writer
 from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
-from harness.store import SUITE_FILE, DesignChanged, RunFolder, iter_runs, read_json, write_json_atomic, write_text_atomic
+from harness.store import SUITE_FILE, DesignChanged, RunFolder, iter_runs, write_json_atomic, write_text_atomic
 from harness.suite.loader import load_suites as load_suite_files
 from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.terminal import Console
-from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
 from harness.tracking.history import claim_history, stored_claim_history
 from harness.tracking.mirror import MlflowMirror
 from harness.tracking.mlflow_tracker import (
@@ -228,32 +227,20 @@ def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None])
     return tracker
 
 
-def _finish(suite_run: SuiteOutcome, mirror: MlflowMirror | None, slots: int) -> SuiteResult:
-    """Analyse a finished suite (its report says where the time went, ``slots`` trials at a time),
-    mirror its report to the parent MLflow run and close that run."""
-    status = "FAILED" if suite_run.failed else "FINISHED"
+def _analysed(suite_run: SuiteOutcome, slots: int) -> tuple[SuiteResult, RunEnd]:
+    """A finished suite analysed (its report says where the time went, ``slots`` trials at a time), and how
+    it ended, for its followers (the MLflow mirror closes its parent run with the report's claims)."""
+    status = FAILED if suite_run.failed else FINISHED
     if suite_run.ran == 0 and stored_report_text(suite_run.run_dir) is not None:
         # nothing new ran: the stored verdicts stand, no need to redraw plots; the parent run still
         # carries the claims (a rerun into a new store would otherwise chart nothing)
         analysis = analyse(load_results(suite_run.run_dir))
-        if mirror:
-            mirror.finish(status, parent_metrics(analysis), (), {**tracking_tags(analysis), **claim_tags(analysis)})
-        return SuiteResult(suite_run, analysis, None)
+        return SuiteResult(suite_run, analysis, None), RunEnd(status, analysis)
     save_driver_seconds(suite_run.run_dir, DriverSeconds(suite_run.wall_seconds, suite_run.analysis_seconds,
-                                                         mirror.seconds if mirror else 0.0, slots))
+                                                         suite_run.listener_seconds, slots))
     report = build_report(suite_run.run_dir)
-    if mirror:
-        mlflow_seconds = mirror.seconds
-        share = mlflow_seconds / max(suite_run.wall_seconds, 1e-9)
-        mirror.finish(
-            status,
-            {"harness.wall_seconds": suite_run.wall_seconds, "harness.mlflow_seconds": mlflow_seconds,
-             "harness.mlflow_share": share, "harness.failed_trials": len(suite_run.failed),
-             **parent_metrics(report.analysis)},
-            report.artifact_paths,
-            {**tracking_tags(report.analysis), **claim_tags(report.analysis)},
-        )
-    return SuiteResult(suite_run, report.analysis, report)
+    end = RunEnd(status, report.analysis, suite_run.wall_seconds, len(suite_run.failed), tuple(report.artifact_paths))
+    return SuiteResult(suite_run, report.analysis, report), end
 
 
 @dataclass
@@ -266,9 +253,45 @@ class _Session:
     executor: Executor
     console: Console
 
-    def mirror(self, tags: dict[str, str] | None = None) -> MlflowMirror | None:
-        """A suite's MLflow mirror (``tags`` on every run it logs), none without MLflow."""
-        return MlflowMirror(self.tracker, tags) if self.tracker else None
+    def mirrors(self, tags: dict[str, str] | None = None) -> list[MlflowMirror]:
+        """A suite's MLflow mirror (``tags`` on every run it logs): one, or none without MLflow."""
+        return [MlflowMirror(self.tracker, tags)] if self.tracker else []
+
+
+Ran = TypeVar("Ran")
+
+
+def _each_suite(session: _Session, suites: list[Suite], run_one: Callable[[Suite, Sequence[RunListener]], Ran],
+                outcome_of: Callable[[Ran], SuiteOutcome], conclude: Callable[[Ran], tuple[RunEnd, bool]],
+                on_suite: Callable[[Ran], None] | None, tags: dict[str, str] | None = None) -> int:
+    """The per-suite loop of ``run`` and ``tune``: each suite run (``run_one``) with its MLflow mirror
+    following, then concluded (``conclude``: how it ended, and whether it failed), its followers told how it
+    ended (KILLED when interrupted, the suites after it not run), then ``on_suite``. The exit code: 0, 1 a
+    suite failed, 130 interrupted."""
+    exit_code = 0
+    try:
+        for suite in suites:
+            followers = session.mirrors(tags)
+            ran = run_one(suite, followers)
+            suite_run = outcome_of(ran)
+            suite_run.parent_run_id = next((m.run_id for m in followers if m.run_id), None)
+            if suite_run.interrupted:
+                session.console.line(f"interrupted: {suite_run.ran} trial(s) of {suite.name!r} finished and are stored")
+                _tell(followers, RunEnd(KILLED))
+                return 130
+            end, failed = conclude(ran)
+            _tell(followers, end)
+            exit_code = 1 if failed else exit_code
+            if on_suite:
+                on_suite(ran)
+    except KeyboardInterrupt:
+        return 130
+    return exit_code
+
+
+def _tell(followers: Sequence[RunListener], end: RunEnd) -> None:
+    for follower in followers:
+        follower.finished(end)
 
 
 @contextmanager
@@ -364,30 +387,20 @@ def run(
         outcome.tracker = session.tracker
         for suite in suites:
             session.console.expect(planned_trials(suite))
-        try:
-            for suite in suites:
-                mirror = session.mirror()
-                executor = suite_executor(suite, session.executor, session.console)
-                suite_run = run_suite(suite, session.results, session.device, session.console, options.resume, executor,
-                                      options.trial_timeout, listeners=[mirror] if mirror else [],
-                                      allocation=options.allocation)
-                suite_run.parent_run_id = mirror.run_id if mirror else None
-                if suite_run.interrupted:
-                    outcome.exit_code = 130
-                    session.console.line(f"interrupted: {suite_run.ran} trial(s) of {suite.name!r} finished and are stored")
-                    if mirror:
-                        mirror.finish("KILLED", {})
-                    break
-                session.console.unplanned(planned_trials(suite) - len(suite_run.records))
-                result = _finish(suite_run, mirror, getattr(executor, "workers", None) or 1)
-                outcome.suites.append(result)
-                summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
-                if suite_run.failed:
-                    outcome.exit_code = 1
-                if on_suite:
-                    on_suite(result)
-        except KeyboardInterrupt:
-            outcome.exit_code = 130
+        def run_one(suite: Suite, followers: Sequence[RunListener]) -> SuiteOutcome:
+            return run_suite(suite, session.results, session.device, session.console, options.resume,
+                             suite_executor(suite, session.executor, session.console), options.trial_timeout,
+                             listeners=followers, allocation=options.allocation)
+
+        def conclude(suite_run: SuiteOutcome) -> tuple[RunEnd, bool]:
+            session.console.unplanned(planned_trials(suite_run.suite) - len(suite_run.records))
+            result, end = _analysed(suite_run, getattr(session.executor, "workers", None) or 1)
+            outcome.suites.append(result)
+            summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
+            return end, bool(suite_run.failed)
+
+        outcome.exit_code = _each_suite(session, suites, run_one, lambda ran: ran, conclude,
+                                        on_suite and (lambda _: on_suite(outcome.suites[-1])))
     outcome.seconds = time.perf_counter() - started
     results = outcome.results
     if summaries:
@@ -433,28 +446,20 @@ def tune(
         outcome.tracker = session.tracker
         for suite in suites:  # the progress bar's total: every tuned arm x grid point x tuning seed
             session.console.expect(planned_trials(tuning_suite(suite, suite.tune)))
-        try:
-            for suite in suites:
-                mirror = session.mirror(TUNE_TAGS)
-                tuned = tune_suite(suite, session.results, session.device, session.console, options.resume,
-                                   session.executor, options.trial_timeout, listeners=[mirror] if mirror else [])
-                tuned.run.parent_run_id = mirror.run_id if mirror else None
-                if tuned.run.interrupted:
-                    outcome.exit_code = 130
-                    if mirror:
-                        mirror.finish("KILLED", {})
-                    break
-                if mirror:
-                    mirror.finish("FAILED" if tuned.run.failed else "FINISHED",
-                                  {"harness.wall_seconds": tuned.run.wall_seconds},
-                                  [p for p in (tuned.lock, tuned.plot) if p is not None])
-                if tuned.run.failed or tuned.lock is None:
-                    outcome.exit_code = 1
-                outcome.suites.append(tuned)
-                if on_suite:
-                    on_suite(tuned)
-        except KeyboardInterrupt:
-            outcome.exit_code = 130
+
+        def run_one(suite: Suite, followers: Sequence[RunListener]) -> TuneOutcome:
+            return tune_suite(suite, session.results, session.device, session.console, options.resume,
+                              session.executor, options.trial_timeout, listeners=followers)
+
+        def conclude(tuned: TuneOutcome) -> tuple[RunEnd, bool]:
+            outcome.suites.append(tuned)
+            artifacts = tuple(p for p in (tuned.lock, tuned.plot) if p is not None)
+            end = RunEnd(FAILED if tuned.run.failed else FINISHED, wall_seconds=tuned.run.wall_seconds,
+                         artifacts=artifacts)
+            return end, bool(tuned.run.failed) or tuned.lock is None
+
+        outcome.exit_code = _each_suite(session, suites, run_one, lambda tuned: tuned.run, conclude, on_suite,
+                                        TUNE_TAGS)
     return outcome
 
 
@@ -495,13 +500,12 @@ def mirror_reports(reports: list[RunReport], results: Path, tracking_uri: str | 
             results_of = built.analysis.results
             done = sorted(results_of.finished, key=lambda r: r.started_at)
             mirror = MlflowMirror(tracker)
-            meta = read_json(built.run_dir / SUITE_FILE)
             folder = RunFolder(built.run_dir.parent.parent, built.suite, built.profile)
-            mirror.started(RunStart(folder, meta, done[-1].environment if done else {}))
+            mirror.started(RunStart(folder, results_of.stored, done[-1].environment if done else {}))
             try:
-                mirror.look(done, 0)
-                mirror.finish("FAILED" if results_of.failed else "FINISHED", parent_metrics(built.analysis),
-                              built.artifact_paths, {**tracking_tags(built.analysis), **claim_tags(built.analysis)})
+                mirror.look(results_of.stored, done, 0)
+                mirror.finished(RunEnd(FAILED if results_of.failed else FINISHED, built.analysis,
+                                       artifacts=tuple(built.artifact_paths)))
             except TrackingError as exc:
                 raise UsageError(str(exc)) from None
             lines.append(f"{built.suite}/{built.profile}: " + (

@@ -11,11 +11,12 @@ import torch
 
 from harness.api import RunOptions, load_suites
 from harness.execution.executor import SerialExecutor, TrialJob
-from harness.execution.loop import JobSettings, run_trials
+from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.trials import expand_trials
 from harness.listeners import RunStart
 from harness.record import TrialRecord
 from harness.store import RunFolder, read_trial
+from harness.suite.stored import StoredSuite
 from harness.terminal import Console
 
 TOY = Path(__file__).resolve().parent / "suites" / "toy.yaml"  # smoke: 3 trials of 20 steps
@@ -28,9 +29,9 @@ class Recorder:
         self.events: list[tuple] = []
 
     def started(self, run: RunStart) -> None:
-        self.events.append(("started", run.meta["suite"], run.environment["executor"]))
+        self.events.append(("started", run.suite.suite, run.environment["executor"]))
 
-    def look(self, done: Sequence[TrialRecord], pending: int) -> None:
+    def look(self, suite: StoredSuite, done: Sequence[TrialRecord], pending: int) -> None:
         self.events.append(("look", sorted(r.trial_id for r in done), pending))
 
     def trial_stored(self, record: TrialRecord, path: Path) -> None:
@@ -51,8 +52,8 @@ def _run(results: Path, executor: SerialExecutor, stored: dict[str, TrialRecord]
     trials = expand_trials(suite)
     folder = RunFolder(results, suite.name, suite.profile)
     listener = Recorder()
-    ran = run_trials([trials], executor, folder, [listener], Console(io.StringIO()),
-                     JobSettings(torch.device("cpu"), results, {"git_commit": "test"}), suite.stored().as_stored(), stored)
+    ran = run_trials([Look(trials, suite.stored())], executor, folder, [listener], Console(io.StringIO()),
+                     JobSettings(torch.device("cpu"), results, {"git_commit": "test"}), stored)
     return trials, folder, listener, ran
 
 

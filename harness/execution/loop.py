@@ -1,11 +1,13 @@
 """The run loop that ``harness run`` (each suite, each tuning grid) and ``harness reproduce`` share:
-trials in, each executed, stored, shown and passed to the listeners (the MLflow mirror) as it lands;
+looks in, each trial executed, stored, shown and passed to the listeners (the MLflow mirror) as it lands;
 Ctrl-C stops it with every finished trial stored."""
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -15,7 +17,16 @@ from harness.execution.trials import Trial
 from harness.listeners import RunListener, RunStart
 from harness.record import TrialRecord
 from harness.store import RunFolder
+from harness.suite.stored import StoredSuite
 from harness.terminal import Console
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look's trials and the resolved suite at its seeds (what ``suite.json`` holds while it runs)."""
+
+    trials: list[Trial]
+    suite: StoredSuite
 
 
 @dataclass(frozen=True)
@@ -39,42 +50,47 @@ class TrialsRun:
     ran: int = 0
     interrupted: bool = False
     complete: bool = False  # every trial of the last look is stored
+    listener_seconds: float = 0.0  # spent telling the listeners (mirroring to MLflow)
 
 
 def run_trials(
-    looks: Iterable[list[Trial]],
+    looks: Iterable[Look],
     executor: Executor,
     folder: RunFolder,
     listeners: Sequence[RunListener],
     console: Console,
     settings: JobSettings,
-    meta: dict[str, Any],
     stored: dict[str, TrialRecord] | None = None,
 ) -> TrialsRun:
     """Run, look by look (one look, or those of a sequential design, drawn as each is due), every trial
     not in ``stored`` and store each in ``folder``. ``stored``: the finished trials already in the folder,
-    by id, kept up to date (a look may set some aside before it runs). ``meta``: the folder's suite.json."""
+    by id, kept up to date (a look may set some aside before it runs). The listeners hear the run start
+    with the first look's suite."""
     kept = stored if stored is not None else {}
     given, executor = executor, bounded(executor, settings.timeout_s)  # a trial past its timeout is killed
     folder.mark_incomplete()  # until every trial is stored: a process that ends early leaves a folder read as partial
     environment = {**settings.environment, "executor": executor.name}
-    for listener in listeners:
-        listener.started(RunStart(folder, meta, environment))
     outcome = TrialsRun()
     trials: list[Trial] = []
     try:
-        for trials in looks:
+        for number, look in enumerate(looks):
+            trials = look.trials
+            if number == 0:
+                with _timed(outcome):
+                    for listener in listeners:
+                        listener.started(RunStart(folder, look.suite, environment))
             done = [kept[t.trial_id] for t in trials if t.trial_id in kept]
             pending = [t for t in trials if t.trial_id not in kept]
             counted = {r.trial_id for r in outcome.records}
             found = [r for r in done if r.trial_id not in counted]
             outcome.records += found
             if trials:
-                console.look(trials[0].suite, len(trials), len(meta.get("seeds") or ()),
-                             int((meta.get("sequential") or {}).get("max_seeds") or 0))
+                console.look(trials[0].suite, len(trials), len(look.suite.seeds),
+                             int((look.suite.sequential or {}).get("max_seeds") or 0))
             console.stored(len(found))
-            for listener in listeners:
-                listener.look(done, len(pending))
+            with _timed(outcome):
+                for listener in listeners:
+                    listener.look(look.suite, done, len(pending))
             for record in executor.run(_jobs(trials, pending, folder, settings, environment), console):
                 path = folder.save_trial(record)
                 kept[record.trial_id] = record
@@ -83,8 +99,9 @@ def run_trials(
                 status = "ok" if record.finished else f"FAILED: {record.error}"
                 index = next(i for i, t in enumerate(trials, 1) if t.trial_id == record.trial_id)
                 console.trial_finished(record.suite, index, len(trials), record.title, status, record.wall_seconds)
-                for listener in listeners:
-                    listener.trial_stored(record, path)
+                with _timed(outcome):
+                    for listener in listeners:
+                        listener.trial_stored(record, path)
         outcome.complete = {t.trial_id for t in trials} <= {r.trial_id for r in outcome.records}
         if outcome.complete:
             folder.mark_complete()  # only now may a reader take the folder for a result
@@ -95,6 +112,16 @@ def run_trials(
         if executor is not given:
             executor.close()
     return outcome
+
+
+@contextmanager
+def _timed(outcome: TrialsRun) -> Iterator[None]:
+    """Time spent telling the listeners, added to ``outcome.listener_seconds``."""
+    clock = time.perf_counter()
+    try:
+        yield
+    finally:
+        outcome.listener_seconds += time.perf_counter() - clock
 
 
 def _jobs(trials: list[Trial], pending: list[Trial], folder: RunFolder, settings: JobSettings,

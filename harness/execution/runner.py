@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -20,7 +20,7 @@ from harness.analysis.run_results import RunResults, load_results
 from harness.devices import device_class, device_name
 from harness.execution.allocation import allocate, needed_cells, stopped_arms
 from harness.execution.executor import Executor, SerialExecutor
-from harness.execution.loop import JobSettings, run_trials
+from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.trials import Trial, expand_trials
 from harness.listeners import RunListener
 from harness.record import TrialRecord
@@ -43,6 +43,7 @@ class SuiteOutcome:
     parent_run_id: str | None = None  # the MLflow mirror's parent run, when one was opened
     wall_seconds: float = 0.0
     analysis_seconds: float = 0.0  # deciding each look of a sequential design
+    listener_seconds: float = 0.0  # telling the listeners (mirroring to MLflow)
 
     @property
     def failed(self) -> list[TrialRecord]:
@@ -85,8 +86,7 @@ def run_suite(
     clean_stray_tmp(folder.path, results_root / "cache" / suite.name, skip=folder.path / REPORT_DIR)
     clean_stray_tmp(folder.path / REPORT_DIR, min_age=300)
     stored = stored_suite(suite, device)
-    meta = stored.as_stored()
-    folder.save_suite(meta)
+    folder.save_suite(stored.as_stored())
     env = environment(device)  # the git state of the harness checkout: a suite's own tree is never read
     env.update(task_environment(suite.task))
     save_diff(folder.path)
@@ -95,11 +95,11 @@ def run_suite(
     for path, reason in corrupt:
         console.line(f"warning: {path.with_suffix('')} is corrupt ({reason}): moved to {path.name}; its trial reruns")
     kept = folder.resumable(records) if resume else {}
-    looks = _looks(suite, stored, meta, records, kept, folder, env, console, allocation == "open", outcome, resume)
+    looks = _looks(suite, stored, records, kept, folder, env, console, allocation == "open", outcome, resume)
     ran = run_trials(looks, executor or SerialExecutor(), folder, listeners, console,
-                     JobSettings(device, results_root, env, trial_timeout, quiet_timing=_quiet(suite, executor)),
-                     meta, kept)
+                     JobSettings(device, results_root, env, trial_timeout, quiet_timing=_quiet(suite, executor)), kept)
     outcome.records, outcome.ran, outcome.interrupted = ran.records, ran.ran, ran.interrupted
+    outcome.listener_seconds = ran.listener_seconds
     outcome.skipped = len(outcome.records) - outcome.ran
     outcome.wall_seconds = time.perf_counter() - clock
     return outcome
@@ -111,9 +111,9 @@ def _quiet(suite: Suite, executor: Executor | None) -> bool:
     return bool(suite.speed_claims) and (executor is None or executor.name != "ray")
 
 
-def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dict[str, TrialRecord],
+def _looks(suite: Suite, stored: StoredSuite, records: dict[str, TrialRecord],
            kept: dict[str, TrialRecord], folder: RunFolder, env: dict[str, str], console: Console,
-           allocate_arms: bool, outcome: SuiteOutcome, resume: bool) -> Iterator[list[Trial]]:
+           allocate_arms: bool, outcome: SuiteOutcome, resume: bool) -> Iterator[Look]:
     """The trials of each look: the suite's seeds, then (a sequential design) more seeds while a claim
     is undecided, for every arm or (``allocate_arms``) those an open question reads. Stored trials a
     look's trials replace are set aside first, and (``resume``) set-aside records a trial matches come
@@ -128,7 +128,7 @@ def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dic
     note = stale_note(sum(1 for i, r in records.items() if i not in current and r.seed in look.seeds), folder.path)
     if note:
         console.line(note)
-    yield trials
+    yield Look(trials, stored)
     batch = list(look.seeds)
     while look.sequential is not None and len(look.seeds) < look.sequential.max_seeds:
         clock = time.perf_counter()
@@ -153,9 +153,8 @@ def _looks(suite: Suite, stored: StoredSuite, meta: dict[str, Any], records: dic
         if resume:
             _restore_superseded(expanded, records, kept, folder, console)
         stored = replace(stored, seeds=tuple(look.seeds), trial_ids=tuple(t.trial_id for t in expanded))
-        meta.update(stored.as_stored())  # in place: the listeners hold it
-        folder.save_suite(meta)
-        yield trials
+        folder.save_suite(stored.as_stored())
+        yield Look(trials, stored)
 
 
 def _set_aside_superseded(trials: list[Trial], records: dict[str, TrialRecord], kept: dict[str, TrialRecord],

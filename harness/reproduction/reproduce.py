@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from harness.analysis.compare.environment_diff import Difference, environment_differences, package_differences
 from harness.devices import device_class, resolve_device
 from harness.execution.executor import SerialExecutor
-from harness.execution.loop import JobSettings, run_trials
+from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.runner import on_device, with_declarations
 from harness.execution.trials import Trial
 from harness.files import unused_path
@@ -174,8 +174,9 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
             lambda record: {"harness.reproduction_of": original.run_ids.get(record.trial_id, "")},
         )
     console.expect(len(plan.trials))
-    ran = run_trials([plan.trials], SerialExecutor(), folder, [mirror] if mirror else [], console,
-                     JobSettings(plan.device, plan.out_root, plan.here, threads=plan.threads), meta)
+    ran = run_trials([Look(plan.trials, StoredSuite.from_stored(meta))], SerialExecutor(), folder,
+                     [mirror] if mirror else [], console, JobSettings(plan.device, plan.out_root, plan.here,
+                                                                      threads=plan.threads))
     comparison = compare_metrics(original.records, ran.records, lambda task: metric_kinds(plan.tasks.get(task)))
     outcome = Outcome(folder.path, ran.records, comparison, mirror.run_id if mirror else None,
                       time.perf_counter() - clock, ran.interrupted, plan.out_root / SUMMARY_FILE)

@@ -4,7 +4,9 @@ invocation and one child run per stored trial. The results store stays the sourc
 ``MlflowMirror`` follows a suite's own results folder, which a run resumes: it opens the parent only
 when something is to be logged and reconciles MLflow with the store (see ``mlflow_tracker``).
 ``ReproductionMirror`` follows a reproduction's fresh folder and links its runs to the original's.
-Whoever composes the run closes the parent (``finish``) once it has the run's verdicts or comparison.
+``MlflowMirror`` closes its parent itself when told the run ``finished``, with the metrics and tags it
+reads off the run's analysis (KILLED when the run was interrupted); a reproduction closes its own
+with its comparison (``finish``).
 """
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from harness.listeners import RunStart
+from harness.listeners import KILLED, RunEnd, RunStart
 from harness.record import TrialRecord
 from harness.suite.stored import StoredSuite
+from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
 from harness.tracking.environment import provenance_texts
 from harness.tracking.mlflow_tracker import (
     RESULTS_ID_TAG,
@@ -35,6 +38,7 @@ class _ParentRun:
         self.tracker = tracker
         self.run_id: str | None = None  # the parent, once opened
         self.run: RunStart | None = None
+        self.suite = StoredSuite()  # the suite at the latest look (its seeds grow with a sequential design)
         self.view = TrialView()
         self._seconds_at_start = 0.0
 
@@ -44,15 +48,15 @@ class _ParentRun:
         return self.tracker.seconds - self._seconds_at_start
 
     def started(self, run: RunStart) -> None:
-        self.run = run
-        self.view = TrialView.of(StoredSuite.from_stored(run.meta))
+        self.run, self.suite = run, run.suite
+        self.view = TrialView.of(run.suite)
         self._seconds_at_start = self.tracker.seconds
 
     def _open(self, run_name: str, tags: Mapping[str, str], marked: bool) -> None:
         """Start the parent run; ``marked``: a marker in the folder says it is open until ``finish``."""
         run = self._started()
         self.run_id = self.tracker.start_parent(
-            StoredSuite.from_stored(run.meta), run.environment, f"{run_name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            self.suite, run.environment, f"{run_name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
             run.folder.path if marked else None, extra_tags=tags, texts=provenance_texts(),
         )
 
@@ -92,11 +96,11 @@ class MlflowMirror(_ParentRun):
         self.folder_id = results_id(run.folder.path)
         self.tags = {**self.extra_tags, RESULTS_ID_TAG: self.folder_id}
 
-    def look(self, done: Sequence[TrialRecord], pending: int) -> None:
+    def look(self, suite: StoredSuite, done: Sequence[TrialRecord], pending: int) -> None:
         """Before a look runs: mirror its stored trials that MLflow lacks, start the parent if needed."""
         run, tracker = self._started(), self.tracker
-        stored = StoredSuite.from_stored(run.meta)
-        suite, profile = stored.suite, stored.profile
+        self.suite = suite
+        name, profile = suite.suite, suite.profile
         if self.unclosed is None:
             self.unclosed = open_parents(run.folder.path, tracker)
         fresh = [r for r in done if r.trial_id not in self.reconciled]
@@ -106,10 +110,10 @@ class MlflowMirror(_ParentRun):
             return
         if self.present is None:
             tracker.close_parents(self.unclosed)
-            tracker.close_stale_parents(suite, profile, self.folder_id)
-            self.present = tracker.trial_runs(suite, profile, self.folder_id)
+            tracker.close_stale_parents(name, profile, self.folder_id)
+            self.present = tracker.trial_runs(name, profile, self.folder_id)
         if self.run_id is None and (pending or any(not _mirrored(r, self.present, self.view) for r in fresh)):
-            self._open(f"{suite}/{profile}", self.tags, marked=True)
+            self._open(f"{name}/{profile}", self.tags, marked=True)
         self._reconcile(fresh, self.present)
         self.reconciled.update(r.trial_id for r in fresh)
 
@@ -119,6 +123,22 @@ class MlflowMirror(_ParentRun):
         self.tracker.delete_runs(r.run_id for r in (self.present or {}).pop(record.trial_id, []))  # older attempts
         self._log(record, path, self.tags)
         self.reconciled.add(record.trial_id)
+
+    def finished(self, end: RunEnd) -> None:
+        """Close the parent with how the run ended: its wall time when trials ran, and when it was analysed
+        its claims (``claim_metrics``) and, with trials run, the share of its time spent in MLflow."""
+        metrics: dict[str, float | Sequence[float]] = {}
+        tags: dict[str, str] = {}
+        if end.status != KILLED and end.wall_seconds is not None:
+            metrics["harness.wall_seconds"] = end.wall_seconds
+        if end.status != KILLED and end.analysis is not None:
+            if end.wall_seconds is not None:
+                metrics.update({"harness.mlflow_seconds": self.seconds,
+                                "harness.mlflow_share": self.seconds / max(end.wall_seconds, 1e-9),
+                                "harness.failed_trials": end.failed})
+            metrics.update(parent_metrics(end.analysis))
+            tags = {**tracking_tags(end.analysis), **claim_tags(end.analysis)}
+        self.finish(end.status, metrics, end.artifacts, tags or None)
 
     def _reconcile(self, done: list[TrialRecord], present: dict[str, list[TrialRun]]) -> None:
         """Make MLflow hold exactly one complete run per stored finished trial: keep the first complete
@@ -147,12 +167,11 @@ class ReproductionMirror(_ParentRun):
 
     def started(self, run: RunStart) -> None:
         super().started(run)
-        stored = StoredSuite.from_stored(run.meta)
-        suite, profile = stored.suite, stored.profile
+        suite, profile = run.suite.suite, run.suite.profile
         self.tracker.close_stale_parents(suite, profile, None, kind="reproduction")
         self._open(f"reproduce {suite}/{profile}", {"harness.kind": "reproduction", **self.tags}, marked=False)
 
-    def look(self, done: Sequence[TrialRecord], pending: int) -> None:
+    def look(self, suite: StoredSuite, done: Sequence[TrialRecord], pending: int) -> None:
         """A reproduction's folder is new: nothing stored to reconcile."""
 
     def trial_stored(self, record: TrialRecord, path: Path) -> None:
