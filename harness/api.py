@@ -57,7 +57,8 @@ from harness.locks import LockBusy, lock_writer
 from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
-from harness.store import SUITE_FILE, DesignChanged, RunFolder, iter_runs, write_json_atomic, write_text_atomic
+from harness.store import SUITE_FILE, RunFolder, iter_runs, write_json_atomic, write_text_atomic
+from harness.suite.design import DesignChanged, check_design
 from harness.suite.loader import load_suites as load_suite_files
 from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS
@@ -334,7 +335,7 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
         for suite in written if written is not None else suites:  # before anything runs: each folder's design is this run's
             folder = RunFolder(results, suite.name, suite.profile)
             try:
-                folder.check_design(suite.locked_design())
+                check_design(folder, suite.locked_design())
             except DesignChanged as exc:
                 if not options.redesign:
                     raise UsageError(str(exc)) from None

@@ -194,97 +194,18 @@ class RunFolder:
     def mark_complete(self) -> None:
         (self.path / INCOMPLETE_FILE).unlink(missing_ok=True)
 
-    def save_suite(self, meta: dict) -> Path:
-        """Rewritten only when the resolved suite changed, so its mtime dates the last change; never
-        with another design while the folder holds trials of the stored one (``check_design``)."""
+    def save_suite(self, stored: dict) -> Path:
+        """Rewritten only when the resolved suite changed, so its mtime dates the last change (whoever writes
+        it checks its design first: ``suite.design.check_design``)."""
         path = self.path / SUITE_FILE
-        self.check_design(meta.get(DESIGN_KEY))
-        if not path.exists() or path.read_text(encoding="utf-8") != canonical_json(meta):
-            write_json_atomic(path, meta)
+        if not path.exists() or path.read_text(encoding="utf-8") != canonical_json(stored):
+            write_json_atomic(path, stored)
         return path
-
-    def stored_design(self) -> dict[str, Any] | None:
-        """The design the folder's trials were run and analysed under; None when the folder has no
-        suite.json. UnreadableDesign when it has one that does not give a design of the right shape."""
-        path = self.path / SUITE_FILE
-        try:
-            meta = read_json(path)
-        except FileNotFoundError:
-            return None
-        except UnicodeDecodeError:
-            raise UnreadableDesign(f"{path} is not UTF-8 text") from None
-        except json.JSONDecodeError as exc:
-            raise UnreadableDesign(f"{path} is not JSON ({exc.msg} at line {exc.lineno})") from None
-        except OSError as exc:
-            raise UnreadableDesign(f"{path} cannot be read ({exc.strerror or exc})") from None
-        if not isinstance(meta, dict):
-            raise UnreadableDesign(f"{path} holds {type(meta).__name__ if meta is not None else 'null'}, not a "
-                                   "stored suite")
-        if meta.get(DESIGN_KEY) is not None and not isinstance(meta[DESIGN_KEY], dict):
-            raise UnreadableDesign(f"{path}: {DESIGN_KEY}: expected a mapping, got {type(meta[DESIGN_KEY]).__name__}")
-        design = design_of(meta)
-        for key, kinds in DESIGN_SHAPE.items():
-            value = design.get(key)
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise UnreadableDesign(f"{path}: {DESIGN_KEY}.{key}: expected "
-                                       f"{' or '.join(k.__name__ for k in kinds if k is not type(None))}"
-                                       f"{' or null' if type(None) in kinds else ''}, got {type(value).__name__}")
-        if any(isinstance(seed, bool) or not isinstance(seed, int) for seed in design["seeds"]):
-            raise UnreadableDesign(f"{path}: {DESIGN_KEY}.seeds: expected a list of integers")
-        return design
-
-    def check_design(self, design: dict[str, Any] | None) -> None:
-        """Refuse a design other than the stored one while the folder holds that design's trials: its
-        seeds were analysed under the stored claims, premises and schedule, and analysing them again
-        under others (more seeds after a look, a new schedule) would inflate the error rates. Trials
-        whose design cannot be read (suite.json deleted, emptied, not JSON, of the wrong shape) are
-        refused the same way: it fails closed."""
-        if design is None:
-            return
-        holds_trials = next(iter_trial_files(self.path), None) is not None
-        try:
-            stored = self.stored_design()
-        except UnreadableDesign as exc:
-            if not holds_trials:
-                return  # nothing was analysed under it: the run writes its own
-            raise DesignChanged(f"{exc}: the design of the trials in {self.path} is unknown, so they cannot be "
-                                f"matched to this run's {design_label(design)}; {REDESIGN_HINT}") from None
-        if stored is None:
-            if holds_trials:
-                raise DesignChanged(f"{self.path} holds trials but no {SUITE_FILE}: the design they ran under is "
-                                    f"unknown, so they cannot be matched to this run's {design_label(design)}; "
-                                    f"{REDESIGN_HINT}")
-            return
-        if canonical_json(stored) == canonical_json(design) or not holds_trials:
-            return  # no trials yet: nothing was analysed under the stored design
-        changed = ", ".join(key for key in DESIGN_KEYS if canonical_json(stored.get(key)) != canonical_json(design.get(key)))
-        raise DesignChanged(
-            f"{self.path} holds trials of {design_label(stored)}; this run's {design_label(design)} differs in "
-            f"{changed or 'its record'}: a changed design runs on fresh seeds and its own folder, so give another "
-            f"--results folder (or move this one aside, or rerun with --redesign to set its trials aside)"
-        )
 
     def set_aside_all(self) -> tuple[int, Path]:
         """Every stored trial moved to ``trials/superseded/`` (``--redesign``): the folder starts afresh."""
         trial_ids = [path.stem for path in iter_trial_files(self.path)]
         return len(trial_ids), self.set_aside(trial_ids, redesign=True)
-
-
-DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to
-DESIGN_KEYS = ("seeds", "sequential", "claims", "premises", "validity", "confidence")
-DESIGN_SHAPE: dict[str, tuple[type, ...]] = {"seeds": (list,), "sequential": (dict, type(None)), "claims": (list,),
-                                             "premises": (list,), "validity": (dict, type(None)),
-                                             "confidence": (int, float, type(None))}
-REDESIGN_HINT = ("rerun with --redesign to set them aside (kept in trials/superseded/, read by nothing) and run the "
-                 "design afresh here, or give another --results folder")
-
-
-class DesignChanged(ValueError):
-    """A run whose design differs from the one a results folder's trials were run under (one line)."""
-
-
-class UnreadableDesign(ValueError):
-    """A suite.json that does not give a design of the right shape (one line naming the file)."""
 
 
 def stale_note(count: int, where: Path) -> str:
@@ -306,33 +227,6 @@ def incomplete_note(run_dir: Path) -> str:
     return (f"INCOMPLETE RUN: the run of {run_dir} started {since} ended before every trial was stored (a crash, "
             "a kill, Ctrl-C or a task that ended the process): its results are partial; run the suite into this "
             "folder again to complete it")
-
-
-def design_of(meta: dict[str, Any]) -> dict[str, Any]:
-    """A stored suite's design: its record, or for a folder written before designs were recorded,
-    the same fields rebuilt from the suite (the first look's seeds of a sequential design)."""
-    if isinstance(meta.get(DESIGN_KEY), dict):
-        return meta[DESIGN_KEY]
-    seeds = meta.get("seeds") or []  # of any type: the reader checks the design's shape
-    sequential = meta.get("sequential")
-    if isinstance(seeds, list) and isinstance(sequential, dict) and isinstance(sequential.get("first"), int):
-        seeds = seeds[: sequential["first"]]
-    return {"seeds": seeds, "sequential": sequential, "claims": meta.get("claims") or [],
-            "premises": meta.get("premises") or [], "validity": meta.get("validity"),
-            "confidence": meta.get("confidence")}
-
-
-def design_label(design: dict[str, Any]) -> str:
-    """'design <first 8 hex digits of its hash> (seeds 0-2, sequential to 12 seeds, 2 claims, 1 premise)': the hash and what it is."""
-    digest = hashlib.sha256(canonical_json(design).encode()).hexdigest()[:8]
-    seeds = [s for s in design.get("seeds") or [] if isinstance(s, int)]
-    contiguous = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds)))
-    seed_text = f"{seeds[0]}-{seeds[-1]}" if contiguous else ",".join(map(str, seeds))
-    sequential = design.get("sequential")
-    schedule = (f"sequential to {sequential.get('max_seeds')} seeds" if isinstance(sequential, dict) else "fixed")
-    claims, premises = len(design.get("claims") or []), len(design.get("premises") or [])
-    return (f"design {digest} (seeds {seed_text or '-'}, {schedule}, {claims} claim{'s' * (claims != 1)}, "
-            f"{premises} premise{'s' * (premises != 1)})")
 
 
 class CorruptTrial(ValueError):

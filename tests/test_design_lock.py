@@ -17,7 +17,8 @@ from harness import api
 from harness.analysis.run_results import load_results
 from harness.cli import main
 from harness.reproduction.sources import load_path
-from harness.store import SUITE_FILE, RunFolder, design_of
+from harness.store import SUITE_FILE, RunFolder
+from harness.suite.design import Design
 
 SUITE = """\
 suite: lock
@@ -101,7 +102,7 @@ def test_a_folder_written_before_designs_were_recorded_is_read_by_its_seeds(tmp_
     meta = json.loads((folder.path / SUITE_FILE).read_text())
     legacy = {k: v for k, v in meta.items() if k not in ("design", "trial_ids")} | {"seeds": [0, 1, 2]}
     (folder.path / SUITE_FILE).write_text(json.dumps(legacy))
-    assert design_of(legacy)["seeds"] == [0, 1, 2]
+    assert Design.of_suite(legacy).seeds == (0, 1, 2)
     loaded = load_results(folder.path)
     assert loaded.stale == 4 and {t.seed for t in loaded.finished} == {0, 1, 2}
 

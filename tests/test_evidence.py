@@ -25,7 +25,7 @@ from harness.evidence import bundle as bundle_module
 from harness.evidence.bundle import design_hash
 from harness.evidence.history import Commit, DesignUnreadable, Repository
 from harness.evidence.programme import pool
-from harness.store import design_label, design_of
+from harness.suite.design import Design, design_record
 from harness.tracking import environment
 
 TOY = Path(__file__).parent / "suites" / "toy.yaml"
@@ -116,7 +116,7 @@ def test_a_bundle_holds_every_trial_the_design_lock_and_the_summary(sealed):
     header, suite, summary, *trials = lines_of(path)
     stored = json.loads((repo / "results" / "toy" / "default" / "suite.json").read_text())
     assert header["suite_file"] == "suites/toy.yaml" and suite["suite_json"] == stored
-    assert f"design {header['design']} " in design_label(design_of(stored)) and path.name == f"{header['design']}.jsonl.gz"
+    assert f"design {header['design']} " in Design.of_suite(stored).label() and path.name == f"{header['design']}.jsonl.gz"
     assert summary["summary"]["claims"] and len(trials) == 18
     record = trials[0]["record"]
     assert record["environment"]["git_commit"] == git(repo, "rev-parse", "HEAD")
@@ -162,7 +162,7 @@ def test_a_changed_design_fails_audit_naming_the_design(copy):
     stored = lines[1]["suite_json"]
     for claims in (stored["claims"], stored["design"]["claims"]):
         claims[0]["margin"] = 0.2
-    lines[0]["design"] = design_hash(design_of(stored))
+    lines[0]["design"] = design_hash(design_record(stored))
     path.unlink()
     path = path.with_name(f"{lines[0]['design']}.jsonl.gz")
     write_lines(path, lines)

@@ -28,7 +28,8 @@ from harness.evidence.citations import citations
 from harness.evidence.history import DesignUnreadable, Repository
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
 from harness.record import TrialRecord
-from harness.store import canonical_json, design_of
+from harness.store import canonical_json
+from harness.suite.design import design_record
 
 CHECKS = ("verdicts", "clean", "design", "dated", "seeds", "findings")
 _SHOWN = 3  # trials or verdicts named in one failure line
@@ -68,7 +69,7 @@ def audit(path: Path) -> Audit:
     found = Audit(bundle)
     sealed = verdicts_of(bundle.summary)
     _check_verdicts(found, sealed)
-    design = canonical_json(design_of(bundle.suite_json))
+    design = canonical_json(design_record(bundle.suite_json))
     _check_commits(found, repo, design)
     _check_seeds(found)
     _check_findings(found, repo, sealed)

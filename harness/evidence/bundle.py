@@ -20,7 +20,8 @@ from typing import Any, Mapping, Sequence
 
 from harness.files import UnsafeFile
 from harness.record import RecordError, TrialRecord, from_json, to_json
-from harness.store import canonical_json, design_of, read_regular
+from harness.store import canonical_json, read_regular
+from harness.suite.design import design_record
 from harness.suite.references import MAX_TRIALS
 from harness.suite.schema import check_name
 from harness.suite.stored import StoredSuite, StoredSuiteError
@@ -40,7 +41,7 @@ class BundleError(ValueError):
 
 
 def design_hash(design: Mapping[str, Any]) -> str:
-    """The first 8 hex digits of the design's sha256: the digits ``store.design_label`` prints."""
+    """The first 8 hex digits of the design's sha256: the digits ``Design.label`` prints."""
     return hashlib.sha256(canonical_json(design).encode()).hexdigest()[:8]
 
 
@@ -78,7 +79,7 @@ def encode(suite_file: str, suite_json: Mapping[str, Any], summary: Mapping[str,
            records: Sequence[TrialRecord]) -> bytes:
     """The bundle's bytes (gzip without its own timestamp: the bytes depend on the content alone)."""
     header = {"kind": "evidence", "format": FORMAT, "schema": BUNDLE_SCHEMA, "suite": suite_json.get("suite"),
-              "profile": suite_json.get("profile"), "design": design_hash(design_of(dict(suite_json))),
+              "profile": suite_json.get("profile"), "design": design_hash(design_record(suite_json)),
               "suite_file": suite_file, "trials": len(records),
               "sealed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     lines = [header, {"kind": "suite", "suite_json": suite_json}, {"kind": "summary", "summary": summary},
@@ -136,8 +137,8 @@ def parse(raw: bytes, path: Path) -> Bundle:
     if (stored.suite, stored.profile) != (suite, profile):
         raise BundleError(f"{path}: line 2: suite.json is of {_shown(stored.suite)}/{_shown(stored.profile)}, "
                           f"the header names {suite}/{profile}")
-    if design_hash(design_of(suite_json)) != design:
-        raise BundleError(f"{path}: line 2: suite.json's design hashes to {design_hash(design_of(suite_json))}, "
+    if design_hash(design_record(suite_json)) != design:
+        raise BundleError(f"{path}: line 2: suite.json's design hashes to {design_hash(design_record(suite_json))}, "
                           f"the header names {design}")
     summary = _part(lines[2], "summary", path, 3).get("summary")
     if not isinstance(summary, dict) or (summary.get("suite"), summary.get("profile")) != (suite, profile):

@@ -79,7 +79,7 @@ class Repository:
                 raise DesignUnreadable(f"{path} at {sha[:12]} does not load with this harness ({message})") from None
         if not found:
             raise DesignUnreadable(f"{path} at {sha[:12]} declares no suite {suite}")
-        return found[0].locked_design()
+        return found[0].locked_design().as_stored()
 
     def introduced(self, sha: str, path: str, suite: str, profile: str) -> Commit | None:
         """The oldest commit up to ``sha`` from which ``path`` has declared the design it declares at ``sha``

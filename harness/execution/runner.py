@@ -25,6 +25,7 @@ from harness.execution.trials import Trial, expand_trials
 from harness.listeners import RunListener
 from harness.record import TrialRecord
 from harness.store import REPORT_DIR, SUPERSEDED_DIR, RunFolder, clean_stray_tmp, stale_note
+from harness.suite.design import Design, check_design
 from harness.suite.model import Suite
 from harness.suite.stored import StoredSuite
 from harness.tasks import Task
@@ -52,7 +53,8 @@ class SuiteOutcome:
 
 def stored_suite(suite: Suite, device: torch.device) -> StoredSuite:
     """suite.json: the resolved suite plus the task's metric and plot declarations and the device."""
-    stored = replace(suite.stored(), design=suite.locked_design(), trial_ids=tuple(t.trial_id for t in expand_trials(suite)))
+    stored = replace(suite.stored(), design=suite.locked_design().as_stored(),
+                     trial_ids=tuple(t.trial_id for t in expand_trials(suite)))
     return on_device(with_declarations(stored, suite.task), device)
 
 
@@ -86,7 +88,7 @@ def run_suite(
     clean_stray_tmp(folder.path, results_root / "cache" / suite.name, skip=folder.path / REPORT_DIR)
     clean_stray_tmp(folder.path / REPORT_DIR, min_age=300)
     stored = stored_suite(suite, device)
-    folder.save_suite(stored.as_stored())
+    _save_suite(folder, stored)
     env = environment(device)  # the git state of the harness checkout: a suite's own tree is never read
     env.update(task_environment(suite.task))
     save_diff(folder.path)
@@ -103,6 +105,12 @@ def run_suite(
     outcome.skipped = len(outcome.records) - outcome.ran
     outcome.wall_seconds = time.perf_counter() - clock
     return outcome
+
+
+def _save_suite(folder: RunFolder, stored: StoredSuite) -> None:
+    """suite.json, never with another design while the folder holds trials of the stored one."""
+    check_design(folder, Design.from_stored(stored.design))
+    folder.save_suite(stored.as_stored())
 
 
 def _quiet(suite: Suite, executor: Executor | None) -> bool:
@@ -153,7 +161,7 @@ def _looks(suite: Suite, stored: StoredSuite, records: dict[str, TrialRecord],
         if resume:
             _restore_superseded(expanded, records, kept, folder, console)
         stored = replace(stored, seeds=tuple(look.seeds), trial_ids=tuple(t.trial_id for t in expanded))
-        folder.save_suite(stored.as_stored())
+        _save_suite(folder, stored)
         yield Look(trials, stored)
 
 

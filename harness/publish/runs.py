@@ -9,7 +9,8 @@ from typing import Iterable
 
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.run_results import ResultsError, load_results
-from harness.store import SUITE_FILE, design_label, design_of, iter_runs, read_json
+from harness.store import SUITE_FILE, iter_runs, read_json
+from harness.suite.design import Design
 
 
 class PublishError(ValueError):
@@ -26,7 +27,7 @@ class PublishedRun:
     machine: str
     finished_at: str  # ISO 8601, the last trial's start
     task_code: str  # sha256 of the task's source
-    design: str  # design_label: the design's hash and what it is
+    design: str  # Design.label: the design's hash and what it is
 
     @property
     def suite(self) -> str:
@@ -55,7 +56,7 @@ def published_run(folder: Path) -> PublishedRun:
     """``folder`` (one ``<suite>/<profile>``) read and analysed; PublishError names it when it cannot be."""
     try:
         analysis = analyse(load_results(folder))
-        meta = read_json(folder / SUITE_FILE)
+        design = Design.of_suite(read_json(folder / SUITE_FILE))
     except (ResultsError, OSError, ValueError) as exc:
         raise PublishError(f"{folder}: {exc}") from None
     records = analysis.results.finished
@@ -67,7 +68,7 @@ def published_run(folder: Path) -> PublishedRun:
         folder=folder, analysis=analysis, commit=commit, machine=machine,
         finished_at=max((r.started_at for r in records), default=""),
         task_code=_most_common((r.environment.get("task_code_sha256", "") for r in records), "unknown"),
-        design=design_label(design_of(meta)),
+        design=design.label(),
     )
 
 

@@ -16,6 +16,7 @@ from harness.suite.schema import (
     TuneSpec,
     ValiditySpec,
 )
+from harness.suite.design import DESIGN_KEYS, Design
 from harness.suite.points import arm_label, sweep_points
 from harness.suite.stored import StoredArm, StoredSuite
 from harness.tasks import Task
@@ -92,13 +93,11 @@ class Suite:
             del stored["futility_from"]
         return {"first": len(self.seeds), **stored}
 
-    def locked_design(self) -> dict[str, Any]:
+    def locked_design(self) -> Design:
         """What a results folder's trials are analysed under and may not change once they exist: the
-        first look's seeds, the sequential schedule, the claims, premises, validity and confidence
-        (the fields of ``harness.store.DESIGN_KEYS``)."""
+        first look's seeds, the sequential schedule, the claims, premises, validity and confidence."""
         stored = self.stored().as_stored()
-        return {"seeds": list(self.seeds), **{k: stored[k] for k in
-                                              ("sequential", "claims", "premises", "validity", "confidence")}}
+        return Design.from_stored({"seeds": list(self.seeds), **{key: stored[key] for key in DESIGN_KEYS[1:]}})
 
     def stored(self) -> StoredSuite:
         """The resolved suite as a results folder stores it (suite.json); the runner adds the task's

@@ -1,0 +1,164 @@
+"""The design lock: what a results folder's trials are analysed under and may not change once they exist
+(the first look's seeds, the sequential schedule, the claims, premises, validity and confidence).
+
+``suite.json`` records it under ``design``; a run of another design is refused in a folder that holds
+trials of the stored one (``check_design``), since analysing those seeds again under other claims or
+another schedule would inflate the error rates. The store only reads and writes the file; what a design
+is, and when two differ, is said here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from harness.store import SUITE_FILE, RunFolder, canonical_json, iter_trial_files, read_json
+
+DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to
+DESIGN_KEYS = ("seeds", "sequential", "claims", "premises", "validity", "confidence")
+_NONE = type(None)
+_SHAPE: dict[str, tuple[type, ...]] = {"seeds": (list,), "sequential": (dict, _NONE), "claims": (list,),
+                                       "premises": (list,), "validity": (dict, _NONE),
+                                       "confidence": (int, float, _NONE)}
+REDESIGN_HINT = ("rerun with --redesign to set them aside (kept in trials/superseded/, read by nothing) and run the "
+                 "design afresh here, or give another --results folder")
+
+
+class DesignChanged(ValueError):
+    """A run whose design differs from the one a results folder's trials were run under (one line)."""
+
+
+class UnreadableDesign(ValueError):
+    """A suite.json that does not give a design of the right shape (one line naming the key)."""
+
+
+@dataclass(frozen=True)
+class Design:
+    """One design lock, as ``suite.json`` records it (its values the JSON the suite's models dump)."""
+
+    seeds: tuple[int, ...]
+    sequential: Mapping[str, Any] | None = None
+    claims: tuple[Mapping[str, Any], ...] = ()
+    premises: tuple[Mapping[str, Any], ...] = ()
+    validity: Mapping[str, Any] | None = None
+    confidence: float | None = None
+
+    @classmethod
+    def from_stored(cls, data: Any) -> Design:
+        """A stored design, each field checked; UnreadableDesign names the key that is wrong."""
+        if not isinstance(data, dict):
+            raise UnreadableDesign(f"{DESIGN_KEY}: expected a mapping, got {type(data).__name__}")
+        for key, kinds in _SHAPE.items():
+            value = data.get(key)
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                named = " or ".join(k.__name__ for k in kinds if k is not _NONE)
+                raise UnreadableDesign(f"{DESIGN_KEY}.{key}: expected {named}{' or null' if _NONE in kinds else ''}, "
+                                       f"got {type(value).__name__}")
+        if any(isinstance(seed, bool) or not isinstance(seed, int) for seed in data["seeds"]):
+            raise UnreadableDesign(f"{DESIGN_KEY}.seeds: expected a list of integers")
+        unknown = sorted(set(data) - set(DESIGN_KEYS))
+        if unknown:
+            raise UnreadableDesign(f"{DESIGN_KEY}.{unknown[0]}: not a field of a design")
+        return cls(tuple(data["seeds"]), data["sequential"], tuple(data["claims"]), tuple(data["premises"]),
+                   data["validity"], data["confidence"])
+
+    @classmethod
+    def of_suite(cls, stored: Mapping[str, Any]) -> Design:
+        """A stored suite's design: its record, or for a folder written before designs were recorded, the
+        same fields rebuilt from the suite (``design_record``)."""
+        record = stored.get(DESIGN_KEY)
+        if record is not None and not isinstance(record, dict):
+            raise UnreadableDesign(f"{DESIGN_KEY}: expected a mapping, got {type(record).__name__}")
+        return cls.from_stored(design_record(stored))
+
+    def as_stored(self) -> dict[str, Any]:
+        return {"seeds": list(self.seeds), "sequential": self.sequential, "claims": list(self.claims),
+                "premises": list(self.premises), "validity": self.validity, "confidence": self.confidence}
+
+    @property
+    def digest(self) -> str:
+        """The first 8 hex digits of the sha256 of the design as stored: how evidence and pages name it."""
+        return hashlib.sha256(canonical_json(self.as_stored()).encode()).hexdigest()[:8]
+
+    def label(self) -> str:
+        """'design <digest> (seeds 0-2, sequential to 12 seeds, 2 claims, 1 premise)': the hash and what it is."""
+        seeds = list(self.seeds)
+        contiguous = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds)))
+        seed_text = f"{seeds[0]}-{seeds[-1]}" if contiguous else ",".join(map(str, seeds))
+        schedule = f"sequential to {self.sequential.get('max_seeds')} seeds" if self.sequential is not None else "fixed"
+        claims, premises = len(self.claims), len(self.premises)
+        return (f"design {self.digest} (seeds {seed_text or '-'}, {schedule}, {claims} claim{'s' * (claims != 1)}, "
+                f"{premises} premise{'s' * (premises != 1)})")
+
+    def differing(self, other: Design) -> list[str]:
+        """The fields in which ``other`` is another design than this one."""
+        mine, theirs = self.as_stored(), other.as_stored()
+        return [key for key in DESIGN_KEYS if canonical_json(mine[key]) != canonical_json(theirs[key])]
+
+
+def design_record(stored: Mapping[str, Any]) -> Any:
+    """A stored suite's design record as written (what its hash is taken over), or for a folder written
+    before designs were recorded, the same fields rebuilt from the suite (the first look's seeds of a
+    sequential design); not checked (``Design.from_stored`` checks it)."""
+    record = stored.get(DESIGN_KEY)
+    if isinstance(record, dict):
+        return record
+    seeds = stored.get("seeds") or []  # of any type: the reader checks the design's shape
+    sequential = stored.get("sequential")
+    if isinstance(seeds, list) and isinstance(sequential, dict) and isinstance(sequential.get("first"), int):
+        seeds = seeds[: sequential["first"]]
+    return {"seeds": seeds, "sequential": sequential, "claims": stored.get("claims") or [],
+            "premises": stored.get("premises") or [], "validity": stored.get("validity"),
+            "confidence": stored.get("confidence")}
+
+
+def stored_design(folder: RunFolder) -> Design | None:
+    """The design the folder's trials were run and analysed under; None when the folder has no
+    suite.json. UnreadableDesign, naming the file, when it has one that does not give a design."""
+    path = folder.path / SUITE_FILE
+    try:
+        stored = read_json(path)
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise UnreadableDesign(f"{path} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise UnreadableDesign(f"{path} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    except OSError as exc:
+        raise UnreadableDesign(f"{path} cannot be read ({exc.strerror or exc})") from None
+    if not isinstance(stored, dict):
+        raise UnreadableDesign(f"{path} holds {type(stored).__name__ if stored is not None else 'null'}, not a "
+                               "stored suite")
+    try:
+        return Design.of_suite(stored)
+    except UnreadableDesign as exc:
+        raise UnreadableDesign(f"{path}: {exc}") from None
+
+
+def check_design(folder: RunFolder, design: Design) -> None:
+    """Refuse ``design`` when it is not the stored one while the folder holds that design's trials: its
+    seeds were analysed under the stored claims, premises and schedule. Trials whose design cannot be
+    read (suite.json deleted, emptied, not JSON, of the wrong shape) are refused the same way: it
+    fails closed."""
+    holds_trials = next(iter_trial_files(folder.path), None) is not None
+    try:
+        stored = stored_design(folder)
+    except UnreadableDesign as exc:
+        if not holds_trials:
+            return  # nothing was analysed under it: the run writes its own
+        raise DesignChanged(f"{exc}: the design of the trials in {folder.path} is unknown, so they cannot be "
+                            f"matched to this run's {design.label()}; {REDESIGN_HINT}") from None
+    if stored is None:
+        if holds_trials:
+            raise DesignChanged(f"{folder.path} holds trials but no {SUITE_FILE}: the design they ran under is "
+                                f"unknown, so they cannot be matched to this run's {design.label()}; {REDESIGN_HINT}")
+        return
+    changed = stored.differing(design)
+    if not changed or not holds_trials:
+        return  # no trials yet: nothing was analysed under the stored design
+    raise DesignChanged(
+        f"{folder.path} holds trials of {stored.label()}; this run's {design.label()} differs in "
+        f"{', '.join(changed)}: a changed design runs on fresh seeds and its own folder, so give another "
+        f"--results folder (or move this one aside, or rerun with --redesign to set its trials aside)"
+    )
