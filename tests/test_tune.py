@@ -14,7 +14,8 @@ from harness.record import Status, TrialRecord
 from harness.store import write_json_atomic
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
-from harness.suite.tuning import LOCK_SCHEMA, lock_checksum, lock_path, tune_hash, tuning_suite
+from harness.suite.tuning import tune_hash, tuning_suite
+from harness.suite.tuning_lock import LOCK_SCHEMA, lock_checksum, lock_path
 
 TOY_TUNE = Path(__file__).resolve().parent / "suites" / "toy_tune.yaml"
 SPACE = "space: {lr: [0.001, 0.1, 1.0]}"

@@ -16,16 +16,8 @@ from harness.execution.runner import SuiteOutcome, run_suite
 from harness.listeners import RunListener
 from harness.store import write_json_atomic
 from harness.suite.model import Suite
-from harness.suite.tuning import (
-    LOCK_SCHEMA,
-    ArmTuning,
-    grid_points,
-    lock_checksum,
-    lock_path,
-    tune_hash,
-    tune_plan,
-    tuning_suite,
-)
+from harness.suite.tuning import ArmTuning, grid_points, tune_hash, tune_plan, tuning_suite
+from harness.suite.tuning_lock import LockedArm, TuningLock, lock_path
 from harness.terminal import Console
 from harness.tracking.environment import code_checkout, git_state
 
@@ -72,40 +64,27 @@ def tune_suite(suite: Suite, results_root: Path, device: torch.device, console: 
              f"{', '.join(map(str, spec.seeds))} ({suite.profile} profile)")
     outcome.plot = write_grid_plot(list(outcome.grids.values()), spec.metric, metric.direction, title,
                                    suite.source.with_name(suite.source.stem + PLOT_SUFFIX))
-    write_json_atomic(lock, _lock_document(outcome, plan, run.run_dir))
+    write_json_atomic(lock, _lock(outcome, plan, run.run_dir).as_stored())
     outcome.lock = lock
     return outcome
 
 
-def _lock_document(outcome: TuneOutcome, plan: dict[str, ArmTuning], run_dir: Path) -> dict:
+def _lock(outcome: TuneOutcome, plan: dict[str, ArmTuning], run_dir: Path) -> TuningLock:
     suite, spec = outcome.suite, outcome.suite.tune
+    assert spec is not None
     commit, dirty = git_state(code_checkout())  # the code that tuned; a suite's own tree is never read
     arms = {}
     for name, arm_tuning in plan.items():
         grid = outcome.grids.get(name)
-        arms[name] = {
-            "chosen": dict(grid.chosen.params) if grid else {},
-            "kept": arm_tuning.kept,  # tuned keys the arm sets itself: it keeps its own value
-            "grid": [point.as_dict() for point in grid.points] if grid else [],
-        }
-    document = {
-        "schema": LOCK_SCHEMA,
-        "suite": suite.name,
-        "suite_file": suite.source.name,
-        "task": suite.task_name,
-        "task_version": suite.task.version,
-        "profile": suite.profile,
-        "tune": spec.model_dump(mode="json"),
-        "tune_hash": tune_hash(spec),
-        "metric": spec.metric,
-        "direction": suite.task.metric_for(spec.metric).direction,
-        "seeds": list(spec.seeds),
-        "arms": arms,
-        "commit": commit,
-        "dirty": dirty,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "trials": str(run_dir),
+        arms[name] = LockedArm(  # kept: tuned keys the arm sets itself, it keeps its own value
+            dict(grid.chosen.params) if grid else {}, arm_tuning.kept,
+            [point.as_dict() for point in grid.points] if grid else [])
+    provenance = {
+        "suite": suite.name, "suite_file": suite.source.name, "task": suite.task_name, "profile": suite.profile,
+        "tune": spec.model_dump(mode="json"), "metric": spec.metric,
+        "direction": suite.task.metric_for(spec.metric).direction, "commit": commit, "dirty": dirty,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "trials": str(run_dir),
         "wall_seconds": round(outcome.run.wall_seconds, 3),
     }
-    return {**document, "checksum": lock_checksum(document)}
+    return TuningLock(tune_hash(spec), suite.task.version, tuple(spec.seeds), arms, provenance)
 

@@ -16,16 +16,15 @@ from statistics import fmean
 from typing import Any, Mapping, Sequence
 
 from harness.metrics import better_sign
-from harness.store import canonical_json, read_json
+from harness.store import canonical_json
 from harness.suite.model import Arm, ParamLayer, Suite, SuiteError
 from harness.suite.points import sweep_points
 from harness.suite.references import check_params, check_size
 from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
+from harness.suite.tuning_lock import LockedArm, TuningLock, lock_path
 from harness.suite.yaml_safety import located
 from harness.tasks.param_paths import ParamPathError, flatten, layered, leaf_fields
 
-LOCK_SUFFIX = ".tuned.json"
-LOCK_SCHEMA = 1
 TUNE_PROFILE_PREFIX = "tune-"  # the tuning run of profile P is stored as <suite>/tune-P
 
 
@@ -41,19 +40,9 @@ class ArmTuning:
         return math.prod(len(values) for values in self.space.values()) if self.space else 0
 
 
-def lock_path(suite_file: Path) -> Path:
-    return Path(suite_file).with_name(Path(suite_file).stem + LOCK_SUFFIX)
-
-
 def tune_hash(spec: TuneSpec) -> str:
     """What a lock was made for: the tune block as data (formatting and comments do not count)."""
     return hashlib.sha256(canonical_json(spec.model_dump(mode="json")).encode()).hexdigest()[:16]
-
-
-def lock_checksum(document: dict[str, Any]) -> str:
-    """The checksum a lock carries over everything else in it: a hand edit no longer matches."""
-    body = {k: v for k, v in document.items() if k != "checksum"}
-    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
 
 def tune_plan(spec: TuneSpec, arms: dict[str, Arm]) -> dict[str, ArmTuning]:
@@ -164,51 +153,37 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
     lock = lock_path(path)
     if not lock.exists():
         return suite
-    document = read_lock(lock, path)
+    document = TuningLock.read(lock, path)
     if spec.tune is None:
         raise SuiteError(f"{lock}: a tuning lock lies beside the suite but {path} has no tune: block; "
                          "restore the block or remove the lock")
-    if document.get("tune_hash") != tune_hash(spec.tune):
+    if document.tune_hash != tune_hash(spec.tune):
         raise SuiteError(f"{located(path, node, ['tune'])}: tune: the lock {lock.name} was made for another tune "
-                         f"block (hash {document.get('tune_hash')}, the block now hashes to {tune_hash(spec.tune)}); "
+                         f"block (hash {document.tune_hash}, the block now hashes to {tune_hash(spec.tune)}); "
                          f"rerun `harness tune {path}` or restore the block")
-    if document.get("task_version") != suite.task.version:
+    if document.task_version != suite.task.version:
         raise SuiteError(f"{lock}: stale lock: tuned on task {suite.task_name!r} version "
-                         f"{document.get('task_version')}, the task is now version {suite.task.version}; "
+                         f"{document.task_version}, the task is now version {suite.task.version}; "
                          f"rerun `harness tune {path}`")
-    overlap = sorted(set(suite.seeds) & set(document["seeds"]))
+    overlap = sorted(set(suite.seeds) & set(document.seeds))
     if overlap:
         raise SuiteError(f"--seeds: seed(s) {', '.join(map(str, overlap))} tuned the arms in {lock.name}; "
                          "a confirmatory run needs other seeds")
     arms, tuned = dict(suite.arms), {}
     for name, tuning in tune_plan(spec.tune, suite.arms).items():
-        entry = document["arms"].get(name, {})
-        if not isinstance(entry, dict):
+        entry = document.arm(name)
+        if entry is None:
             raise SuiteError(f"{lock}: arms.{name}: not an arm's entry; rerun `harness tune {path}`")
-        if sorted(entry.get("kept", {})) != sorted(tuning.kept):
+        if sorted(entry.kept) != sorted(tuning.kept):
             raise SuiteError(f"{located(path, node, ['arms', name])}: arms.{name}: the arm now sets "
                              f"{', '.join(sorted(tuning.kept)) or 'no tuned key'} itself, but {lock.name} was tuned "
-                             f"with {', '.join(sorted(entry.get('kept', {}))) or 'none'} kept; rerun `harness tune {path}`")
+                             f"with {', '.join(sorted(entry.kept)) or 'none'} kept; rerun `harness tune {path}`")
         check_choice(lock, spec.tune, suite, name, tuning, entry)
-        arms[name] = replace(arms[name], params=layered(arms[name].params, entry["chosen"]))
-        tuned[name] = {"params": entry["chosen"], "kept": entry["kept"]}
-    layers = tuple(ParamLayer(f"lock {lock.name}", name, dict(entry["params"])) for name, entry in tuned.items())
+        arms[name] = replace(arms[name], params=layered(arms[name].params, entry.chosen))
+        tuned[name] = {"params": entry.chosen, "kept": entry.kept}
+    layers = tuple(ParamLayer(f"lock {lock.name}", name, dict(choice["params"])) for name, choice in tuned.items())
     return replace(suite, arms=arms, param_layers=(*suite.param_layers, *layers),
-                   tuned={"lock": lock.name, "tune_hash": document["tune_hash"], "arms": tuned})
-
-
-def read_lock(lock: Path, suite_file: Path) -> dict[str, Any]:
-    """A lock's document, refused when it is not one or its checksum does not match."""
-    try:
-        document = read_json(lock)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SuiteError(f"{lock}: not a readable tuning lock ({exc}); rerun `harness tune {suite_file}`") from None
-    if not isinstance(document, dict) or document.get("schema") != LOCK_SCHEMA or not isinstance(document.get("arms"), dict):
-        raise SuiteError(f"{lock}: not a tuning lock of schema {LOCK_SCHEMA}; rerun `harness tune {suite_file}`")
-    if document.get("checksum") != lock_checksum(document):
-        raise SuiteError(f"{lock}: the lock does not match its checksum (edited by hand?); a lock is made only by "
-                         f"`harness tune {suite_file}`: rerun it")
-    return document
+                   tuned={"lock": lock.name, "tune_hash": document.tune_hash, "arms": tuned})
 
 
 def grid_points(suite: Suite, arm: str, tuning: ArmTuning) -> list[dict[str, Any]]:
@@ -247,17 +222,17 @@ def best_point(means: Sequence[float | None], direction: str) -> int | None:
     return max(scored, key=lambda item: sign * item[1], default=(None, None))[0]  # max keeps the first of equals
 
 
-def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: ArmTuning, entry: dict[str, Any]) -> None:
+def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: ArmTuning, entry: LockedArm) -> None:
     """Refuse a lock whose choice for ``arm`` is not the one its own per-seed grid values give by the tune
     block's rule, or whose grid is not the arm's grid: the checksum only says the lock was not edited by
     accident, since whoever edits it can recompute it."""
     refuse = f"{lock}: arms.{arm}"
-    chosen = entry.get("chosen")
+    chosen = entry.chosen
     expected = grid_points(suite, arm, tuning) if tuning.space else []
     if not isinstance(chosen, dict) or (expected and chosen not in expected) or (not expected and chosen):
         raise SuiteError(f"{refuse}: the chosen params {_shown(chosen)} are not a point of the arm's grid; "
                          f"rerun `harness tune {suite.source}`")
-    grid = entry.get("grid")
+    grid = entry.grid
     recorded = [point.get("params") if isinstance(point, dict) else None for point in grid] \
         if isinstance(grid, list) else None
     if recorded != expected:
