@@ -3,11 +3,13 @@ its clamp, the gate (learned or fixed at one) and how well it finds the hard pos
 and the settings a suite may not give it."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pydantic
 import pytest
 import torch
+import yaml
 
 from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
 from harness.metrics import metric_key_problem
@@ -277,3 +279,34 @@ def test_the_shipped_er2_suites_give_every_distilled_arm_the_same_budget_and_pre
     assert premises["compressed_gain_off_clamp"].metric == "at_bound/gain"
     (pilot,) = load_suites(suite_file, profile="pilot", apply_locks=False)
     assert not set(pilot.seeds) & set(range(min(suite.seeds), min(suite.seeds) + 6))  # fresh confirmatory seeds
+
+
+@pytest.mark.parametrize(("name", "head_dim"), [("er2_mqar_rank", 32), ("er2_passkey_rank", 16)])
+def test_the_rank_suites_tune_raw_and_every_rank_on_grids_of_one_size(name: str, head_dim: int):
+    """Ranks 1-16 at one state size (the rank costs no bytes), each tuned like raw, on seeds no other er2
+    suite runs, and each arm's convergence a premise."""
+    suites = Path(__file__).parents[1] / "suites"
+    (suite,) = load_suites(suites / f"{name}.yaml", apply_locks=False)
+    ranks = {arm.params["code_rank"] for n, arm in suite.arms.items() if n.startswith("compressed_r")}
+    assert ranks == {1, 2, 4, 8, 16} and max(ranks) <= head_dim
+    tune = yaml.safe_load((suites / f"{name}.yaml").read_text())["tune"]
+    assert set(tune["arms"]) == {"raw"} | {f"compressed_r{r}" for r in ranks}
+    sizes = {arm: math.prod(len(values) for values in tune["arm_spaces"].get(arm, tune["space"]).values())
+             for arm in tune["arms"]}
+    assert set(sizes.values()) == {8}, sizes
+    assert {"lr", "gain_lr_scale", "gate_init"} <= set(tune["space"])
+    converged = {p.arm for p in suite.premises if p.metric == "loss_late_fall"}
+    assert converged == {"raw"} | {f"compressed_r{r}" for r in ranks}
+    others = set().union(*(set(load_suites(path, apply_locks=False)[0].seeds) for path in suites.glob("er2*.yaml")
+                           if path.stem != name))
+    assert not (set(tune["seeds"]) | set(suite.seeds)) & others
+
+
+def test_the_mqar_claims_on_compressed_need_its_convergence_its_gate_and_a_nonlocal_memory():
+    (suite,) = load_suites(Path(__file__).parents[1] / "suites" / "er2_mqar.yaml", apply_locks=False)
+    needed = {p.name for p in suite.premises if not p.claims or "compressed-vs-raw" in p.claims}
+    assert {"compressed_converged", "raw_converged", "gate_informative", "memory_is_nonlocal"} <= needed
+    tests = {(c.contrast, c.metric): c.test for c in suite.claims}
+    for metric in ("load_recall@32", "load_recall@64"):
+        assert tests[("compressed-vs-raw", metric)] == "superior"
+        assert tests[("compressed-noninferior-raw", metric)] == "non_inferior"
