@@ -166,9 +166,9 @@ BREAKS = (
           "        running = p_values[index] * m / rank\n", (),
           "Benjamini-Hochberg q-values without the running minimum"),
     Break("gate-claims-skipped-without-speed", "gating", "harness/gating/gate.py",
-          "    not_gated = {identity for identity, e in stored.items() if not speed and _speed_value(results, e)}\n",
-          "    not_gated = {identity for identity, e in stored.items() if not speed and (_speed_value(results, e) "
-          "or e['check'] == CLAIM)}\n", (),
+          "    not_gated = {identity for identity, v in stored.items() if not speed and _speed_value(results, v)}\n",
+          "    not_gated = {identity for identity, v in stored.items() if not speed and (_speed_value(results, v) "
+          "or v.check == CLAIM)}\n", (),
           "a profile that does not gate speed skips every claim check"),
     Break("routing-sharp-exponent-is-temperature", "routing", "harness/tasks/routing/routers.py",
           "            router.power = 1.0 / sharp_temperature\n",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,6 +18,7 @@ from harness.gating.values import (
     MEMORY,
     QUALITY,
     SPEED_RATIO,
+    GatedValue,
     GateError,
     TrialKey,
     baseline_values,
@@ -25,7 +27,6 @@ from harness.gating.values import (
     finished_keys,
     numeric_environment,
     trial_name,
-    value_identity,
 )
 from harness.numeric import DETERMINISTIC
 from harness.store import clean_stray_tmp, read_json, write_json_atomic
@@ -39,24 +40,71 @@ def baseline_filename(suite: str, profile: str, device_class: str) -> str:
     return f"{suite}-{profile}-{device_class}.json"
 
 
-def make_baseline(results: RunResults) -> dict[str, Any]:
-    environments = [t.environment for t in results.finished]
-    return {
-        "schema": BASELINE_SCHEMA,
-        "suite": results.suite,
-        "profile": results.profile,
-        "device_class": results.device_class,
-        "device_name": results.stored.device_name,
-        "task": results.stored.task,
-        "task_version": results.stored.task_version,
-        "seeds": results.seeds,
-        "sweep": dict(results.stored.sweep),
-        "trials": [{"arm": label, "point": point, "seed": seed} for label, point, seed in declared_trials(results)],
-        "git_commit": next((e["git_commit"] for e in environments if e.get("git_commit")), None),
-        "environment": numeric_environment(results),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "values": baseline_values(results),
-    }
+@dataclass(frozen=True)
+class Baseline:
+    """A committed baseline: the run it was saved from (suite, profile, device class, seeds, sweep, its
+    declared trials, task version, numeric environment) and the values the gate holds a run to. Fields a
+    file written before they were recorded lacks are None (``sweep``, ``trials``)."""
+
+    suite: str
+    profile: str
+    device_class: str
+    seeds: tuple[int, ...]
+    values: tuple[GatedValue, ...]
+    sweep: Mapping[str, Any] | None = None
+    trials: tuple[TrialKey, ...] | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+    task: str | None = None
+    task_version: Any = None
+    device_name: str | None = None
+    git_commit: str | None = None
+    created_at: str | None = None
+
+    @classmethod
+    def of_run(cls, results: RunResults) -> Baseline:
+        environments = [t.environment for t in results.finished]
+        return cls(
+            suite=results.suite, profile=results.profile, device_class=results.device_class,
+            seeds=tuple(results.seeds), values=tuple(baseline_values(results)), sweep=dict(results.stored.sweep),
+            trials=tuple(declared_trials(results)), environment=numeric_environment(results),
+            task=results.stored.task, task_version=results.stored.task_version,
+            device_name=results.stored.device_name,
+            git_commit=next((e["git_commit"] for e in environments if e.get("git_commit")), None),
+            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> Baseline:
+        """A baseline file's content, every entry checked; GateError names what is wrong."""
+        problem = _baseline_problem(data)
+        if problem:
+            raise GateError(problem)
+        trials = data.get("trials")
+        return cls(
+            suite=data["suite"], profile=data["profile"], device_class=data["device_class"], seeds=tuple(data["seeds"]),
+            values=tuple(GatedValue.from_stored(entry) for entry in data["values"]), sweep=data.get("sweep"),
+            trials=tuple((t["arm"], t["point"], t["seed"]) for t in trials) if trials else None,
+            environment=data.get("environment", {}), task=data.get("task"), task_version=data.get("task_version"),
+            device_name=data.get("device_name"), git_commit=data.get("git_commit"), created_at=data.get("created_at"),
+        )
+
+    def as_stored(self) -> dict[str, Any]:
+        return {
+            "schema": BASELINE_SCHEMA, "suite": self.suite, "profile": self.profile, "device_class": self.device_class,
+            "device_name": self.device_name, "task": self.task, "task_version": self.task_version,
+            "seeds": list(self.seeds), "sweep": dict(self.sweep or {}),
+            "trials": [{"arm": label, "point": point, "seed": seed} for label, point, seed in self.trials or ()],
+            "git_commit": self.git_commit, "environment": dict(self.environment), "created_at": self.created_at,
+            "values": [value.as_stored() for value in self.values],
+        }
+
+    def trial_keys(self) -> list[TrialKey]:
+        """The trials the baseline was saved from; for a baseline written before they were listed, every
+        arm and point its quality and memory values name, at every seed."""
+        if self.trials:
+            return list(self.trials)
+        cells = dict.fromkeys((v.subject, v.point) for v in self.values if v.check in (QUALITY, MEMORY))
+        return [(label, point, seed) for seed in self.seeds for label, point in cells]
 
 
 STRAY_TMP_AGE_S = 60  # a temporary file older than this is no concurrent save's: a killed one left it
@@ -72,12 +120,12 @@ def save_baselines(run_dirs: list[Path], out_dir: Path = DEFAULT_BASELINES_DIR,
     paths = []
     for name, baseline in made:
         path = Path(out_dir) / name
-        write_json_atomic(path, baseline)
+        write_json_atomic(path, baseline.as_stored())
         paths.append(path)
     return paths
 
 
-def _checked_baseline(run_dir: Path, numeric: str = DETERMINISTIC) -> tuple[str, dict[str, Any]]:
+def _checked_baseline(run_dir: Path, numeric: str = DETERMINISTIC) -> tuple[str, Baseline]:
     """(file name, baseline) of a complete run with something to gate, else GateError."""
     results = load_results(run_dir)
     if results.incomplete:
@@ -98,26 +146,26 @@ def _checked_baseline(run_dir: Path, numeric: str = DETERMINISTIC) -> tuple[str,
             "a baseline must come from a complete run (rerun the suite to finish them)"
         )
     refuse_baseline_mode(results, numeric)
-    baseline = make_baseline(results)
-    if not baseline["values"]:
+    baseline = Baseline.of_run(results)
+    if not baseline.values:
         raise GateError(f"{results.run_dir}: no quality, memory or speed-ratio values to gate; a baseline of nothing "
                         "would pass every run")
     return baseline_filename(results.suite, results.profile, results.device_class), baseline
 
 
-def load_baseline(path: Path) -> dict[str, Any]:
+def load_baseline(path: Path) -> Baseline:
     try:
-        baseline = read_json(path)
+        data = read_json(path)
     except FileNotFoundError as exc:
         raise GateError(f"no baseline at {path}; create one with `harness baseline save RESULTS`") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GateError(f"baseline {path} cannot be read ({' '.join(str(exc).split())})") from exc
-    if not isinstance(baseline, dict) or baseline.get("schema") != BASELINE_SCHEMA or "values" not in baseline:
+    if not isinstance(data, dict) or data.get("schema") != BASELINE_SCHEMA or "values" not in data:
         raise GateError(f"{path} is not a harness baseline (schema {BASELINE_SCHEMA})")
-    problem = _baseline_problem(baseline)
-    if problem:
-        raise GateError(f"baseline {path} is malformed: {problem}; save it again with `harness baseline save RESULTS`")
-    return baseline
+    try:
+        return Baseline.from_stored(data)
+    except GateError as exc:
+        raise GateError(f"baseline {path} is malformed: {exc}; save it again with `harness baseline save RESULTS`") from None
 
 
 def _is_int(value: Any) -> bool:
@@ -167,7 +215,7 @@ def _baseline_problem(baseline: Mapping[str, Any]) -> str | None:
         entry_seeds = entry.get("seeds", seeds)
         if (not isinstance(entry_seeds, list) or not entry_seeds or not all(_is_int(s) and s in seeds for s in entry_seeds)):
             return f"{where}: 'seeds' must be a non-empty list of the baseline's seeds, not {entry_seeds!r}"
-        identity = value_identity(entry)
+        identity = (check, entry["subject"], entry.get("point", ""), entry["metric"])
         if identity in seen:
             return f"{where}: {check_name(identity)} appears twice"
         seen.add(identity)
@@ -195,12 +243,3 @@ def _evidence_problem(entry: Mapping[str, Any]) -> str | None:
     if not isinstance(bounds, list) or not all(_is_number(b) for b in bounds):
         return f"'bounds' must be a list of finite numbers, not {bounds!r}"
     return None
-
-
-def baseline_trials(baseline: Mapping[str, Any]) -> list[TrialKey]:
-    """The trials a baseline was saved from; for a baseline written before they were listed, every
-    arm and point its quality and memory values name, at every seed."""
-    if baseline.get("trials"):
-        return [(t["arm"], t["point"], t["seed"]) for t in baseline["trials"]]
-    cells = dict.fromkeys((e["subject"], e["point"]) for e in baseline["values"] if e["check"] in (QUALITY, MEMORY))
-    return [(label, point, seed) for seed in baseline["seeds"] for label, point in cells]

@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from harness.analysis.compare.claim_moves import SPREAD_Z, ClaimEvidence, judge, round_off, suite_tolerance
 from harness.analysis.decide.verdicts import contrast_variants
 from harness.analysis.present.markdown_tables import plain
 from harness.analysis.run_results import RunResults, load_results
-from harness.gating.baseline import DEFAULT_BASELINES_DIR, baseline_filename, baseline_trials, load_baseline
+from harness.gating.baseline import DEFAULT_BASELINES_DIR, Baseline, baseline_filename, load_baseline
 from harness.gating.numeric_modes import refuse_other_mode
 from harness.gating.values import (
     CLAIM,
@@ -19,7 +19,9 @@ from harness.gating.values import (
     NUMERIC_ENVIRONMENT,
     QUALITY,
     SPEED_RATIO,
+    GatedValue,
     GateError,
+    Identity,
     baseline_values,
     check_name,
     finished_keys,
@@ -31,7 +33,6 @@ from harness.gating.values import (
     speed_gated,
     speed_ratio,
     trial_name,
-    value_identity,
 )
 from harness.metrics import better_sign
 from harness.suite.schema import GateSpec
@@ -126,12 +127,9 @@ class GateResult:
         return "\n".join(lines)
 
 
-def environment_differences(baseline: Mapping[str, Any], results: RunResults) -> list[str]:
+def environment_differences(baseline: Baseline, results: RunResults) -> list[str]:
     """``key 'baseline' vs 'run'`` for each numeric-environment value both record and that differs."""
-    theirs = baseline.get("environment")
-    if not isinstance(theirs, dict):
-        return []
-    ours = numeric_environment(results)
+    theirs, ours = baseline.environment, numeric_environment(results)
     return [f"{key} {theirs[key]!r} vs {ours[key]!r}" for key in NUMERIC_ENVIRONMENT
             if key in theirs and key in ours and str(theirs[key]) != ours[key]]
 
@@ -145,34 +143,34 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     baseline = load_baseline(path)
     _refuse_mismatch(baseline, results, path)
     _refuse_other_task_version(baseline, results, path)
-    refuse_other_mode(baseline, results, path)
+    refuse_other_mode(baseline.environment, results, path)
     tolerances = results.stored.gate
     speed = speed_gated(results)
-    stored = {value_identity(e): e for e in baseline["values"]}
-    not_gated = {identity for identity, e in stored.items() if not speed and _speed_value(results, e)}
-    reference = {identity: e for identity, e in stored.items() if identity not in not_gated}
+    stored = {v.identity: v for v in baseline.values}
+    not_gated = {identity for identity, v in stored.items() if not speed and _speed_value(results, v)}
+    reference = {identity: v for identity, v in stored.items() if identity not in not_gated}
     entries = baseline_values(results)  # evaluates the claims once: their results are in the CLAIM entries
-    current = {value_identity(e) for e in entries if speed or not _speed_value(results, e)}
+    current = {v.identity for v in entries if speed or not _speed_value(results, v)}
 
     finished = finished_keys(results)
     failed = {(f.arm_label, f.point_label, f.seed) for f in results.failed}
-    expected = baseline_trials(baseline)
+    expected = baseline.trial_keys()
     missing_trials = [key for key in expected if key not in finished and key not in failed]
     named_trials = failed | set(missing_trials)
     ratios = {f"{v.treatment_label}-vs-{v.control_label}": (v.treatment_label, v.control_label)
               for v in contrast_variants(results)}
 
-    claim_entries = {(e["subject"], e["point"], e["metric"]): e for e in entries if e["check"] == CLAIM}
+    claim_entries = {(v.subject, v.point, v.metric): v for v in entries if v.check == CLAIM}
     checks: list[GateCheck] = []
     missing_in_run: list[str] = []
     dropped: list[str] = []
-    named: set[tuple[str, str, str, str]] = set()  # the values reported as missing or dropped
+    named: set[Identity] = set()  # the values reported as missing or dropped
 
-    def missing(identity: tuple[str, str, str, str], why: str = "") -> None:
+    def missing(identity: Identity, why: str = "") -> None:
         missing_in_run.append(check_name(identity) + why)
         named.add(identity)
 
-    def drop(identity: tuple[str, str, str, str], why: str) -> None:
+    def drop(identity: Identity, why: str) -> None:
         dropped.append(f"{check_name(identity)}: {why}")
         named.add(identity)
 
@@ -185,7 +183,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
             else:
                 checks.append(_claim_check(entry, now, suite_tolerance(tolerances, key, tolerances.default_tolerance)))
             continue
-        seeds = list(entry.get("seeds") or baseline["seeds"])
+        seeds = list(entry.seeds or baseline.seeds)
         labels = ratios.get(subject) if check in (SPEED_RATIO, CONTRAST) else (subject,)
         if labels is None:
             missing(identity)
@@ -236,20 +234,18 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     )
 
 
-def _speed_value(results: RunResults, entry: Mapping[str, Any]) -> bool:
+def _speed_value(results: RunResults, value: GatedValue) -> bool:
     """A speed ratio, or a claim on a speed metric: what a profile that does not gate speed leaves out."""
-    return entry["check"] == SPEED_RATIO or (entry["check"] == CLAIM and results.spec_for(entry["metric"]).kind == "speed")
+    return value.check == SPEED_RATIO or (value.check == CLAIM and results.spec_for(value.metric).kind == "speed")
 
 
-def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
-    ours = {"suite": results.suite, "profile": results.profile, "device class": results.device_class,
-            "seeds": sorted(results.seeds)}
-    theirs = {
-        "suite": baseline.get("suite"), "profile": baseline.get("profile"), "device class": baseline.get("device_class"),
-        "seeds": sorted(baseline["seeds"]),
-    }
-    if "sweep" in baseline:  # baselines written before the sweep was recorded name their points in values
-        ours["sweep"], theirs["sweep"] = dict(results.stored.sweep), baseline["sweep"]
+def _refuse_mismatch(baseline: Baseline, results: RunResults, path: Path) -> None:
+    ours: dict[str, Any] = {"suite": results.suite, "profile": results.profile, "device class": results.device_class,
+                            "seeds": sorted(results.seeds)}
+    theirs: dict[str, Any] = {"suite": baseline.suite, "profile": baseline.profile,
+                              "device class": baseline.device_class, "seeds": sorted(baseline.seeds)}
+    if baseline.sweep is not None:  # baselines written before the sweep was recorded name their points in values
+        ours["sweep"], theirs["sweep"] = dict(results.stored.sweep), baseline.sweep
     differing = [f"{k} {theirs[k]!r} vs {ours[k]!r}" for k in ours if theirs[k] != ours[k]]
     if differing:
         raise GateError(
@@ -258,25 +254,25 @@ def _refuse_mismatch(baseline: Mapping[str, Any], results: RunResults, path: Pat
         )
 
 
-def _refuse_other_task_version(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
+def _refuse_other_task_version(baseline: Baseline, results: RunResults, path: Path) -> None:
     """A task's version changes when its metrics change meaning: its old values are no yardstick."""
-    theirs, ours = baseline.get("task_version"), results.stored.task_version
+    theirs, ours = baseline.task_version, results.stored.task_version
     if theirs is not None and str(theirs) != str(ours):
         raise GateError(
-            f"refusing to gate: baseline {path} was saved with task {baseline.get('task')!r} version {theirs}, these "
+            f"refusing to gate: baseline {path} was saved with task {baseline.task!r} version {theirs}, these "
             f"results ran version {ours}; save a new baseline from a run of this version"
         )
 
 
-def _check(reference: Mapping[str, Any], current: float, tolerances: GateSpec,
+def _check(reference: GatedValue, current: float, tolerances: GateSpec,
            current_spread: float | None = None) -> GateCheck:
-    check, key, value = reference["check"], reference["metric"], float(reference["value"])
-    sign = better_sign(reference.get("direction", ""))
+    check, key, value = reference.check, reference.metric, reference.value
+    sign = better_sign(reference.direction)
     if check == MEMORY:
         passed, rule = current == value, "must be equal"
     elif check in (QUALITY, CONTRAST):
         what = "difference to control" if check == CONTRAST else "mean"
-        baseline_spread = reference.get("spread")
+        baseline_spread = reference.spread
         if baseline_spread is not None and current_spread is not None:
             # a floor for float round-off, where every seed gave the same value (zero spread)
             tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), round_off(value))
@@ -285,7 +281,7 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: GateSpec,
             tolerance = suite_tolerance(tolerances, key, tolerances.default_tolerance)
             source = "the suite's tolerance (one seed: no spread)"
         passed = sign * (current - value) >= -tolerance
-        rule = f"{what}, {reference['direction']} is better, may worsen by {tolerance:.3g} = {source}"
+        rule = f"{what}, {reference.direction} is better, may worsen by {tolerance:.3g} = {source}"
         if check == CONTRAST and _direction_certain(value, baseline_spread):
             # The baseline is sure which arm is ahead: a change either way beyond the noise means the
             # mechanism (or its control) now computes something else, and the sign must hold.
@@ -296,8 +292,8 @@ def _check(reference: Mapping[str, Any], current: float, tolerances: GateSpec,
         tolerance = suite_tolerance(tolerances, key, tolerances.speed_tolerance)
         # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
         passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
-        rule = f"ratio to control, {reference['direction']} is better, may worsen by {tolerance:.0%}"
-    return GateCheck(check, reference["subject"], reference["point"], key, value, current, passed, rule)
+        rule = f"ratio to control, {reference.direction} is better, may worsen by {tolerance:.0%}"
+    return GateCheck(check, reference.subject, reference.point, key, value, current, passed, rule)
 
 
 def _direction_certain(value: float, spread: float | None) -> bool:
@@ -306,11 +302,12 @@ def _direction_certain(value: float, spread: float | None) -> bool:
     return spread is not None and value != 0 and abs(value) > SPREAD_Z * spread
 
 
-def _claim_check(reference: Mapping[str, Any], current: Mapping[str, Any], tolerance: float) -> GateCheck:
+def _claim_check(reference: GatedValue, current: GatedValue, tolerance: float) -> GateCheck:
     """A claim's evidence against the baseline's (``claim_moves``): a headline that flips far from its
     boundary, or an estimate that moves beyond its tolerance, is what CI exists to catch; a flip on the
     boundary is float or seed noise, reported as a warning. A baseline saved before claims stored their
     evidence compares results only. ``tolerance``: the suite's, where a run measured no spread."""
-    move = judge(ClaimEvidence.from_entry(reference), ClaimEvidence.from_entry(current), tolerance)
-    return GateCheck(CLAIM, reference["subject"], reference["point"], reference["metric"], float(reference["value"]),
-                     float(current["value"]), not move.regression, move.rule, move.near_boundary)
+    move = judge(ClaimEvidence.from_entry(reference.claim or {}), ClaimEvidence.from_entry(current.claim or {}),
+                 tolerance)
+    return GateCheck(CLAIM, reference.subject, reference.point, reference.metric, reference.value,
+                     current.value, not move.regression, move.rule, move.near_boundary)

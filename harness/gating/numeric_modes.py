@@ -9,7 +9,7 @@ baseline is saved from it, as before modes existed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from harness.analysis.run_results import RunResults
 from harness.gating.values import GateError, numeric_environment
@@ -18,10 +18,10 @@ from harness.numeric import DETERMINISTIC, OPTION
 MODE_KEY = "numeric_mode"  # in each trial's environment and a baseline's numeric environment
 
 
-def refuse_other_mode(baseline: Mapping[str, Any], results: RunResults, path: Path) -> None:
-    """GateError when the baseline and the run both record a numeric mode and the two differ."""
-    environment = baseline.get("environment")
-    theirs = environment.get(MODE_KEY) if isinstance(environment, dict) else None
+def refuse_other_mode(environment: Mapping[str, str], results: RunResults, path: Path) -> None:
+    """GateError when the baseline (its numeric ``environment``) and the run both record a numeric mode and
+    the two differ."""
+    theirs = environment.get(MODE_KEY)
     ours = numeric_environment(results).get(MODE_KEY)
     if theirs is None or ours is None or theirs == ours:
         return

@@ -4,6 +4,7 @@ the numeric environment. The identity of a value (check, subject, point, metric)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from harness.analysis.compare.claim_moves import claim_evidence
@@ -27,6 +28,48 @@ class GateError(ValueError):
 
 
 TrialKey = tuple[str, str, int]  # (arm label, point label, seed)
+Identity = tuple[str, str, str, str]  # (check, subject, point, metric)
+
+
+@dataclass(frozen=True)
+class GatedValue:
+    """One gated value, of a baseline or of the run being gated: what it is (``identity``), its
+    direction, value and the seeds it averages; a quality mean's or a contrast's spread over seeds; a
+    claim's result and evidence (``analysis.compare.claim_moves``), as the baseline stores them."""
+
+    check: str
+    subject: str  # arm label, or "<treatment>-vs-<control>" for contrasts, speed ratios and claims
+    point: str
+    metric: str
+    direction: str
+    value: float
+    seeds: tuple[int, ...] | None = None  # None: a baseline entry saved without them (the baseline's seeds)
+    spread: float | None = None
+    claim: Mapping[str, Any] | None = None  # a claim's "result" and evidence fields
+
+    @property
+    def identity(self) -> Identity:
+        return (self.check, self.subject, self.point, self.metric)
+
+    def as_stored(self) -> dict[str, Any]:
+        stored: dict[str, Any] = {"check": self.check, "subject": self.subject, "point": self.point,
+                                  "metric": self.metric, "direction": self.direction, "value": self.value}
+        if self.seeds is not None:
+            stored["seeds"] = list(self.seeds)
+        if self.check in (QUALITY, CONTRAST):
+            stored["spread"] = self.spread
+        return {**stored, **(self.claim or {})}
+
+    @classmethod
+    def from_stored(cls, entry: Mapping[str, Any]) -> GatedValue:
+        """A baseline's entry, already checked (``baseline.entry_problem``)."""
+        seeds = entry.get("seeds")
+        claim = {k: v for k, v in entry.items() if k not in _VALUE_FIELDS} if entry["check"] == CLAIM else None
+        return cls(entry["check"], entry["subject"], entry.get("point", ""), entry["metric"], entry["direction"],
+                   float(entry["value"]), tuple(seeds) if seeds is not None else None, entry.get("spread"), claim)
+
+
+_VALUE_FIELDS = ("check", "subject", "point", "metric", "direction", "value", "seeds", "spread")
 
 
 def declared_seeds(results: RunResults) -> set[int] | None:
@@ -39,10 +82,9 @@ def seed_values(results: RunResults, label: str, point: str, key: str) -> dict[i
     return {s: v for s, v in results.values(label, point, key).items() if declared is None or s in declared}
 
 
-def _entry(check: str, subject: str, point: str, key: str, direction: str, value: float, seeds,
-           **extra: Any) -> dict[str, Any]:
-    return {"check": check, "subject": subject, "point": point, "metric": key, "direction": direction,
-            "value": value, "seeds": sorted(seeds), **extra}
+def _entry(check: str, subject: str, point: str, key: str, direction: str, value: float, seeds: Iterable[int],
+           spread: float | None = None, claim: Mapping[str, Any] | None = None) -> GatedValue:
+    return GatedValue(check, subject, point, key, direction, value, tuple(sorted(seeds)), spread, claim)
 
 
 def seed_spread(values: Iterable[float]) -> float | None:
@@ -65,10 +107,10 @@ def speed_gated(results: RunResults) -> bool:
     return results.stored.gate.speed and not results.speed_under_load
 
 
-def baseline_values(results: RunResults) -> list[dict[str, Any]]:
+def baseline_values(results: RunResults) -> list[GatedValue]:
     """The gated values of a run: quality and memory means per arm, speed ratios per contrast,
     each with the seeds it averages (a seed without a finite value is not in it)."""
-    entries: list[dict[str, Any]] = []
+    entries: list[GatedValue] = []
     for label in results.arm_labels():
         for point in results.point_labels():
             for key in results.metric_keys(label, point):
@@ -76,9 +118,9 @@ def baseline_values(results: RunResults) -> list[dict[str, Any]]:
                 check = MEMORY if spec.kind == "memory" else QUALITY if spec.kind == "quality" and spec.better_sign else None
                 values = seed_values(results, label, point, key)
                 if check and values:
-                    extra = {"spread": seed_spread(values.values())} if check == QUALITY else {}
+                    spread = seed_spread(values.values()) if check == QUALITY else None
                     entries.append(_entry(check, label, point, key, spec.direction, seed_mean(values.values()), values,
-                                          **extra))
+                                          spread))
     for variant in contrast_variants(results):
         subject = f"{variant.treatment_label}-vs-{variant.control_label}"
         for point in results.point_labels():
@@ -92,7 +134,7 @@ def baseline_values(results: RunResults) -> list[dict[str, Any]]:
         estimate = claim.estimate if claim.estimate is not None and math.isfinite(claim.estimate) else 0.0
         evidence = claim_evidence(claim, results.spec_for(claim.key).better_sign)
         entries.append(_entry(CLAIM, claim.contrast, claim.point, claim.key, "none", estimate,
-                              results.seeds or [], result=claim.status, **evidence.entry_fields()))
+                              results.seeds or [], claim={"result": claim.status, **evidence.entry_fields()}))
     if results.speed_under_load:  # timings of concurrent trials say nothing about the code
         return entries
     for variant in contrast_variants(results):
@@ -153,10 +195,6 @@ def seed_mean(values: Iterable[float]) -> float:
     return sum(values) / len(values)
 
 
-def value_identity(entry: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    return (entry["check"], entry["subject"], entry["point"], entry["metric"])
-
-
-def check_name(identity: tuple[str, str, str, str]) -> str:
+def check_name(identity: Identity) -> str:
     check, subject, point, metric = identity
     return f"{check} {subject}{f' @ {point}' if point else ''} {metric}"
