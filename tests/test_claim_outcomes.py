@@ -16,7 +16,8 @@ import pytest
 from records import make_record
 from test_strict_claims import SPREAD, claim, two_arm_run
 
-from harness.analysis.decide.claims import FAIL, PASS, SHORT, TIMING_FAMILY, evaluate_claims
+from harness.analysis.claim_tests.base import TIMING_FAMILY
+from harness.analysis.decide.claims import FAIL, PASS, SHORT, evaluate_claims
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.present.forest_plots import COLOURS, forest_panels
 from harness.analysis.present.run_summary import SuiteSummary, totals_line

@@ -18,6 +18,7 @@ from scipy import stats
 from harness.analysis.present.markdown_tables import plain
 from harness.evidence.bundle import SUFFIX, Bundle, read_bundle
 from harness.evidence.verdicts import Verdict, verdicts_of
+from harness.suite.claim_needs import reads_ratios
 from harness.terminal import format_table, format_value
 from harness.tracking.claim_metrics import CLAIM_PREFIX, metric_path
 
@@ -81,7 +82,7 @@ def claim_sealings(bundles: Sequence[Bundle]) -> dict[str, list[Sealing]]:
 
 
 def _differences(claim: dict[str, Any], row: dict[str, Any] | None) -> tuple[float, ...]:
-    if claim.get("test") == "ratio" or row is None:
+    if reads_ratios(claim.get("test")) or row is None:
         return ()
     values = row.get("differences")
     if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):

@@ -6,7 +6,9 @@ from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ClaimTest = Literal["superior", "non_inferior", "equivalent", "equal", "ratio"]
+from harness.suite.claim_needs import CLAIM_TEST_NEEDS, needs_problem
+
+ClaimTest = Literal[tuple(CLAIM_TEST_NEEDS)]  # type: ignore[valid-type]  # the table's names, in its order
 SweepAxes = dict[str, list[Any]]
 
 # Names that become folder, file or experiment names (suite, profile, arm, contrast): a plain word.
@@ -84,24 +86,9 @@ class ClaimSpec(Strict):
 
     @model_validator(mode="after")
     def _needs(self) -> "ClaimSpec":
-        if self.test == "superior" and (self.relative_margin is not None or self.reference):
-            raise ValueError("test 'superior' takes an absolute 'margin' only (better by more than it), "
-                             "no 'relative_margin' or 'reference'")
-        margined = self.test in ("non_inferior", "equivalent")
-        if margined and (self.margin is None) == (self.relative_margin is None):
-            raise ValueError(f"test {self.test!r} needs exactly one of 'margin' (absolute, >= 0) or "
-                             "'relative_margin' (a fraction in (0, 1) of the reference effect)")
-        if margined and not self.reference:
-            raise ValueError(
-                f"test {self.test!r} needs a 'reference': a contrast whose treatment is this claim's control "
-                "(e.g. raw-vs-none), showing the control works in this run; without it the claim passes "
-                "even when neither arm works"
-            )
-        if not margined and self.test != "superior" and (
-                self.margin is not None or self.relative_margin is not None or self.reference):
-            raise ValueError(f"test {self.test!r} takes no 'margin', 'relative_margin' or 'reference'")
-        if self.test == "ratio" and self.min is None and self.max is None:
-            raise ValueError("test 'ratio' needs 'min' and/or 'max'")
+        problem = needs_problem(self.test, self.margin, self.relative_margin, self.reference, self.min, self.max)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

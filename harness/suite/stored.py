@@ -16,6 +16,7 @@ from typing import Annotated, Any, Callable, Mapping, TypeVar
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from harness.metrics import DetailScatter, Metric, ParetoView
+from harness.suite.claim_needs import CLAIM_TEST_NEEDS, REQUIRED_MARGIN
 from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, PremiseSpec, ValiditySpec
 
 SCHEMA_VERSION = 1  # bump when a field changes meaning; a reader refuses a folder of a newer one
@@ -250,7 +251,7 @@ def _claim(value: Any, key: str) -> ClaimSpec:
     """A stored claim; a margined test without its margin (which every claim of that test had when it was
     declared) is refused here, not met as a None in every report that states the claim."""
     claim = _spec(ClaimSpec, value, key)
-    if claim.test in ("non_inferior", "equivalent") and claim.margin is None and claim.relative_margin is None:
+    if CLAIM_TEST_NEEDS[claim.test].margin == REQUIRED_MARGIN and claim.margin is None and claim.relative_margin is None:
         raise StoredSuiteError(f"{key}: test {claim.test!r} without a 'margin' or 'relative_margin'")
     return claim
 

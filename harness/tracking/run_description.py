@@ -48,7 +48,7 @@ def _polarity(analysis: RunAnalysis) -> str:
     """Which way each claimed metric is better, and what the estimate measures."""
     ways: dict[str, str] = {}
     for claim in analysis.claims:
-        if claim.claim.test == "ratio":
+        if claim.test.needs.ratio:
             ways.setdefault(claim.key, "a ratio treatment / control")
         else:
             ways.setdefault(claim.key, _POLARITY.get(claim.better_sign, "no better direction"))

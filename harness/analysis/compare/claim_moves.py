@@ -91,20 +91,10 @@ def decision_bounds(claim: ClaimResult, better_sign: int) -> tuple[float, ...]:
     margin' parts from 'surely not better'. A bound that does not split labels only makes a label
     change less likely to be called near."""
     spec = claim.claim
-    if spec.test == "ratio":
-        return tuple(float(b) for b in (spec.min, spec.max) if b is not None)
     margin = claim.reference.margin if claim.reference is not None else float(spec.margin or 0.0)
     if margin is None or not math.isfinite(margin):
         return ()
-    sign = better_sign or 1
-    beside_zero = (0.0,) if margin else ()
-    if spec.test == "superior":
-        return (sign * margin, *beside_zero)
-    if spec.test == "non_inferior":
-        return (-sign * margin, *beside_zero)
-    if spec.test == "equivalent":
-        return (-margin, margin)
-    return ()
+    return claim.test.decision_bounds(spec, better_sign or 1, margin)
 
 
 @dataclass(frozen=True)

@@ -13,18 +13,9 @@ the same error a two-sided interval at the run's confidence makes, which is what
 interval already accepts. Intervals are read in 'better is positive' units (the metric's direction).
 A strict test's boundary is strict: ``superior`` never passes on an exactly zero difference (an arm
 identical to its control fails it); the bounds of non-inferiority, equivalence and ratio are
-inclusive:
-
-- ``superior``: pass when the treatment is better than the control by more than its ``margin`` (0 when
-  none is declared); fail when it is surely not (a declared margin is the smallest gain worth having,
-  so a mechanism that helps by less is decided as FAIL instead of staying open for ever).
-- ``non_inferior``: pass when the treatment is worse by less than the margin; fail when it is
-  surely worse by more.
-- ``equivalent``: pass when the difference lies within +-margin (two one-sided tests); fail when
-  it surely lies outside.
-- ``equal``: pass when every paired difference is exactly zero (deterministic quantities such as
-  bytes); fail otherwise. The only test one pair decides.
-- ``ratio``: per-pair treatment / control; pass when its mean is within [min, max].
+inclusive. Each test (``superior``, ``non_inferior``, ``equivalent``, ``equal``, ``ratio``) is one class
+in harness/analysis/claim_tests/, whose module says what it passes and fails on; this module runs the
+steps they share and asks the claim's test for the rest.
 
 Claims without sampling error (``equal``, and any claim whose observed differences do not vary at
 all) sit outside the Holm family: they cannot be false positives, and a failing one must not make
@@ -64,6 +55,10 @@ from typing import Callable, Mapping
 import numpy as np
 import scipy.stats
 
+from harness.analysis.claim_tests import claim_test
+from harness.analysis.claim_tests.base import QUALITY_FAMILY, ClaimTest, Outcome
+from harness.analysis.claim_tests.bounds import p_better
+from harness.analysis.decide.claim_status import DECIDED, FAIL, FUTILE, INCONCLUSIVE, INSUFFICIENT, PASS, SHORT, VACUOUS
 from harness.analysis.decide.looks import claim_alpha, looks_taken, run_design, spent_level
 from harness.analysis.decide.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
 from harness.analysis.decide.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named
@@ -74,23 +69,12 @@ from harness.analysis.stats.paired_stats import (
     critical_t,
     holm_adjust,
     mean_estimate,
-    minimum_detectable_effect,
-    sign_flip_p_beyond,
     smallest_one_sided_sign_flip_p,
 )
 from harness.analysis.stats.sequential_design import Design, conditional_power, nominal_levels
-from harness.metrics import Metric, metric_family
+from harness.metrics import metric_family
 from harness.suite.schema import ClaimSpec
 
-PASS = "pass"
-FAIL = "fail"
-INCONCLUSIVE = "inconclusive"
-VACUOUS = "vacuous"
-INSUFFICIENT = "insufficient pairs"
-FUTILE = "futile"
-SHORT = "short of margin"  # surely better than 0, surely short of a superiority margin: a decided FAIL of the claim
-DECIDED = (PASS, FAIL, SHORT, FUTILE)
-QUALITY_FAMILY, TIMING_FAMILY = "quality", "timing"
 FOR, AGAINST = "for", "against"  # a decided claim's polarity: it favours the suite's mechanism, or its control
 IDENTICAL_ARMS = "treatment and control bit-identical on every seed: is the mechanism on?"
 
@@ -160,24 +144,20 @@ class ClaimResult:
         return self.status.upper()
 
     @property
+    def test(self) -> ClaimTest:
+        """The claim's test (harness/analysis/claim_tests/)."""
+        return claim_test(self.claim.test)
+
+    @property
     def statement(self) -> str:
-        claim = self.claim
-        if claim.test in ("non_inferior", "equivalent"):
-            if claim.relative_margin is not None:
-                return f"{claim.test} (margin {claim.relative_margin:g} x {claim.reference})"
-            return f"{claim.test} (margin {claim.margin:g})"
-        if claim.test == "superior" and claim.margin:
-            return f"superior (by more than {claim.margin:g})"
-        if claim.test == "ratio":
-            return f"ratio in [{_bound(claim.min)}, {_bound(claim.max)}]"
-        return str(claim.test)
+        return self.test.statement(self.claim)
 
     def polarity(self, mechanism: str | None) -> str:
         """FOR when the result favours the suite's mechanism arm, AGAINST when it favours the arm it
         is compared with, '' when it says neither: undecided, an exact check (equal bytes), a suite
         that names no mechanism or a contrast without it. A claim with the mechanism as control reads
         the other way round: its PASS (or SHORT OF MARGIN) favours the other arm."""
-        if not mechanism or self.claim.test == "equal" or self.status not in (PASS, FAIL, SHORT):
+        if not mechanism or not self.test.favours_an_arm() or self.status not in (PASS, FAIL, SHORT):
             return ""
         if self.treatment_arm == mechanism:
             return FOR if self.status == PASS else AGAINST
@@ -203,19 +183,6 @@ class ClaimResult:
         if self.nominal_level is None or self.n < 2:
             return None
         return critical_t(self.nominal_level, self.n)
-
-
-def in_holm_family(test: str, spec: Metric) -> bool:
-    """Claims tested for sampling error: not ``equal``, and testable (a direction, or a two-sided test).
-    A testable claim leaves the family only when its observed spread is zero (``_exact``), whatever
-    the metric's kind; one that could not be tested stays in it at p = 1."""
-    return test != "equal" and (spec.better_sign != 0 or test in ("equivalent", "ratio"))
-
-
-def holm_family(spec: Metric) -> str:
-    """Timing claims form a Holm family of their own: their noise follows the machine's load, so a
-    timing claim must not make a quality claim harder to pass, nor the reverse."""
-    return TIMING_FAMILY if spec.kind == "speed" else QUALITY_FAMILY
 
 
 def _exact(estimate: MeanEstimate) -> bool:
@@ -276,7 +243,7 @@ def _tested(results: RunResults, include_speed: bool, reference_level: float) ->
         matching = variants_named(variants, claim.contrast)
         if not matching:
             out.append(_undecided(claim, claim.contrast, "", claim.metric, "no such contrast in this run",
-                                  holm_family(results.spec_for(claim.metric))))
+                                  claim_test(claim.test).family(results.spec_for(claim.metric))))
         for variant in matching:
             for point in results.point_labels():
                 out.extend(_evaluate_at(results, variants, claim, variant, point, reference_level))
@@ -295,7 +262,7 @@ def _evaluate_at(
     keys = [wanted] if wanted in reported else sorted(family_keys, key=metric_order)
     if not keys:
         return [_undecided(claim, variant.name, point, wanted, "metric not reported by both arms",
-                           holm_family(results.spec_for(wanted)))]
+                           claim_test(claim.test).family(results.spec_for(wanted)))]
     identical = results.identical_arms(variant.treatment_label, variant.control_label, point)
     return [replace(_evaluate_key(results, variants, claim, variant, point, key, reference_level), identical_arms=identical,
                     treatment_arm=variant.treatment_arm, control_arm=variant.control_arm)
@@ -307,12 +274,12 @@ def _evaluate_key(
     point: str, key: str, reference_level: float,
 ) -> ClaimResult:
     """The claim's test before multiplicity: p-values for passing and for failing, or why there are none."""
-    test = claim.test
+    test = claim_test(claim.test)
     spec = results.spec_for(key)
-    in_family = in_holm_family(test, spec)
-    family = holm_family(spec)
-    if test == "ratio":
-        ratio = _ratio(results, claim, variant, point, key)
+    in_family = test.in_holm_family(spec)
+    family = test.family(spec)
+    if test.needs.ratio:
+        ratio = _ratio(results, claim, test, variant, point, key, family)
         exact = ratio.mean_estimate is not None and _exact(ratio.mean_estimate)
         return replace(ratio, in_family=in_family and not exact, family=family)
     difference = compare(results, variant.treatment_label, variant.control_label, point, key)
@@ -324,16 +291,14 @@ def _evaluate_key(
                   estimate=difference.mean_difference, interval=difference.interval, dropped=len(difference.dropped),
                   in_family=in_family and not _exact(estimate), mean_estimate=estimate,
                   family=family, better_sign=spec.better_sign, skewness=_skewness(difference.differences))
-    if test == "equal":
-        exact = all(d == 0 for d in difference.differences)
-        return ClaimResult(**common, status=PASS if exact else FAIL,
-                           detail="every paired difference is 0" if exact else "paired differences are not all 0")
     sign = spec.better_sign
-    if sign == 0 and test != "equivalent":
+    if test.exact:
+        return _outcome(common, test.decide(claim, estimate, difference.differences, sign, 0.0))
+    if sign == 0 and test.directional:
         return ClaimResult(**common, status=INCONCLUSIVE, detail="metric has no direction")
     reference = None
     margin = float(claim.margin or 0.0)
-    if test in ("non_inferior", "equivalent"):
+    if test.needs.reference:
         reference = _reference_effect(results, variants, claim, variant, point, key, sign or 1, reference_level)
         margin = reference.margin if reference.margin is not None else math.nan
     if estimate.insufficient:
@@ -342,48 +307,12 @@ def _evaluate_key(
     common.update(reference=reference)
     if reference is not None and not reference.established:
         return ClaimResult(**common, status=VACUOUS, detail=reference.reason)
-    if test in ("superior", "non_inferior"):
-        bound = margin if test == "superior" else -margin
-        where = (f"vs {margin:.4g} (better side)" if test == "superior" else f"vs -{margin:.4g} (worse side)")
-        strict = test == "superior"  # a superiority bound is strict: an exact tie is not better, it fails
-        differences = difference.differences
-        return ClaimResult(**common, status=INCONCLUSIVE, p_value=_p_better(estimate, sign, bound, inclusive=not strict),
-                           p_fail=_p_worse(estimate, sign, bound, inclusive=strict), detail=f"one-sided t {where}",
-                           p_flip=sign_flip_p_beyond(differences, sign * bound, sign),
-                           p_flip_fail=sign_flip_p_beyond(differences, sign * bound, -sign))
-    p = max(estimate.p_above(-margin), estimate.p_below(margin))
-    p_outside = _either_side(_strict(estimate, margin, +1), _strict(estimate, -margin, -1))
-    return ClaimResult(**common, status=INCONCLUSIVE, p_value=p, p_fail=p_outside,
-                       detail=f"two one-sided t tests vs +-{margin:.4g}")
+    return _outcome(common, test.decide(claim, estimate, difference.differences, sign, margin))
 
 
-def _either_side(p_high: float, p_low: float) -> float:
-    """p of 'surely outside [low, high]': either one-sided test, Bonferroni over the two sides, so the
-    FAIL of a two-sided claim is held to the same level as every other claim's."""
-    return min(1.0, 2.0 * min(p_high, p_low))
-
-
-def _p_better(estimate: MeanEstimate, sign: int, bound: float, inclusive: bool = True) -> float:
-    """One-sided p of H0: the oriented true mean <= bound (oriented: better is positive); a deterministic
-    tie at the bound passes only when the bound is ``inclusive``."""
-    if not inclusive:
-        return _strict(estimate, sign * bound, sign)
-    return estimate.p_above(bound) if sign > 0 else estimate.p_below(-bound)
-
-
-def _p_worse(estimate: MeanEstimate, sign: int, bound: float, inclusive: bool = False) -> float:
-    """One-sided p of H0: the oriented true mean >= bound (small when it is surely on the worse side); a
-    deterministic tie at the bound fails only when ``inclusive`` (the pass side was strict)."""
-    if inclusive:
-        return estimate.p_below(bound) if sign > 0 else estimate.p_above(-bound)
-    return _strict(estimate, sign * bound, -sign)
-
-
-def _strict(estimate: MeanEstimate, bound: float, side: int) -> float:
-    """One-sided p of H0: side * (mean - bound) <= 0, with a deterministic tie counted as not beyond."""
-    if (estimate.standard_error or 0.0) == 0.0:
-        return 0.0 if side * (estimate.mean - bound) > 0 else 1.0
-    return estimate.p_above(bound) if side > 0 else estimate.p_below(bound)
+def _outcome(common: dict, outcome: Outcome) -> ClaimResult:
+    return ClaimResult(**common, status=outcome.status, detail=outcome.detail, p_value=outcome.p_value,
+                       p_fail=outcome.p_fail, p_flip=outcome.p_flip, p_flip_fail=outcome.p_flip_fail)
 
 
 def _reference_effect(
@@ -410,7 +339,7 @@ def _reference_effect(
     low, _ = oriented(interval, sign)
     # The fixed-margin method: a fraction of the reference's conservative bound, not of its point estimate.
     margin = absolute if relative is None else float(relative) * max(low, 0.0)
-    p_value = _p_better(estimate, sign, margin if relative is None else 0.0)
+    p_value = p_better(estimate, sign, margin if relative is None else 0.0)
     label = (f"reference {chosen[0].name} {difference.mean_difference:+.4g} "
              f"[{interval.low:+.4g}, {interval.high:+.4g}]")
     found = ReferenceEffect(chosen[0].name, difference.mean_difference, interval, difference.n, margin, False, "",
@@ -423,28 +352,21 @@ def _reference_effect(
     return replace(found, established=True, reason=f"{label} established")
 
 
-def _ratio(results: RunResults, claim: ClaimSpec, variant: ContrastVariant, point: str, key: str) -> ClaimResult:
+def _ratio(results: RunResults, claim: ClaimSpec, test: ClaimTest, variant: ContrastVariant, point: str, key: str,
+           family: str) -> ClaimResult:
     difference = compare(results, variant.treatment_label, variant.control_label, point, key)
     controlled = np.asarray(difference.control if difference else ())
     usable = controlled != 0
     if not usable.any():
-        return _undecided(claim, variant.name, point, key, "no pair with a non-zero control value")
+        return _undecided(claim, variant.name, point, key, "no pair with a non-zero control value", family)
     ratios = np.asarray(difference.treatment)[usable] / controlled[usable]
     estimate = mean_estimate(ratios, results.confidence)
-    lower = -math.inf if claim.min is None else float(claim.min)
-    upper = math.inf if claim.max is None else float(claim.max)
     common = dict(claim=claim, contrast=variant.name, point=point, key=key, n=estimate.n, estimate=estimate.mean,
                   interval=estimate.interval, dropped=len(difference.dropped) + int(np.count_nonzero(~usable)),
                   mean_estimate=estimate)
     if estimate.insufficient:
         return ClaimResult(**common, status=INSUFFICIENT, detail=f"{estimate.n} pair(s): a t interval needs at least 2")
-    p = max(estimate.p_above(lower) if math.isfinite(lower) else 0.0,
-            estimate.p_below(upper) if math.isfinite(upper) else 0.0)
-    below = _strict(estimate, lower, -1) if math.isfinite(lower) else 1.0
-    above = _strict(estimate, upper, +1) if math.isfinite(upper) else 1.0
-    p_outside = _either_side(above, below) if math.isfinite(lower) and math.isfinite(upper) else min(above, below)
-    return ClaimResult(**common, status=INCONCLUSIVE, p_value=p, p_fail=p_outside,
-                       detail="one-sided t of the mean treatment/control ratio vs its bounds")
+    return _outcome(common, test.decide(claim, estimate, ratios, 0, math.nan))
 
 
 # -- decisions ---------------------------------------------------------------------------------------
@@ -573,38 +495,24 @@ def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: H
 
 
 def _which_way(result: ClaimResult) -> ClaimResult:
-    """Say where the deciding interval lies beside 0 as well as beside the claim's boundary, read off
-    that one interval (so no new test and no new level): a superiority claim with a margin that is
-    surely short of it is SHORT OF MARGIN when the interval lies inside (0, margin), a plain FAIL
-    ('not better') when it lies at or below 0; a non-inferiority PASS whose interval lies above 0 is
-    superior too; a non-inferiority FAIL is 'worse by more than the margin'."""
-    test, interval, sign = result.claim.test, result.decision_interval, result.better_sign
+    """Say where the deciding interval lies beside 0 as well as beside the claim's boundary, as the
+    claim's test reads it (a superiority claim surely short of its margin but surely better than 0 is
+    SHORT OF MARGIN)."""
+    interval, sign = result.decision_interval, result.better_sign
     if interval is None or sign == 0 or result.status not in (PASS, FAIL):
         return result
     low, high = oriented(interval, sign)
-    margin = float(result.claim.margin or 0.0)
-    if test == "superior" and result.status == FAIL:
-        if margin > 0 and low > 0:
-            return replace(result, status=SHORT, which_way=f"better, by less than {margin:g}")
-        if high <= 0:
-            return replace(result, which_way="not better")
-        return replace(result, which_way=f"short of {margin:g}, not shown better than 0")
-    if test == "non_inferior":
-        if result.status == PASS and low > 0:
-            return replace(result, which_way="superior too")
-        if result.status == FAIL:
-            return replace(result, which_way="worse by more than the margin")
-    return result
+    status, which_way = result.test.which_way(result.claim, result.status, low, high)
+    return replace(result, status=status, which_way=which_way) if which_way else result
 
 
 def _mde(result: ClaimResult) -> float | None:
-    """What the claim could have found: 80% power at its n, its spread and the level it was tested at
-    (a superiority margin added: the true gain it needs is beyond the margin)."""
+    """What the claim could have found, as its test powers it (80% power at its n, its spread and the
+    level it was tested at)."""
     estimate = result.mean_estimate
     if estimate is None or result.nominal_level is None:
         return None
-    beyond = float(result.claim.margin or 0.0) if result.claim.test == "superior" else 0.0
-    return beyond + minimum_detectable_effect(estimate.sd or 0.0, estimate.n, result.nominal_level, sided=1)
+    return result.test.mde(result.claim, estimate, result.nominal_level)
 
 
 def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: int, alpha: float) -> ClaimResult:
@@ -663,8 +571,4 @@ def _missing_cannot_pass(result: ClaimResult) -> ClaimResult:
 def _undecided(claim: ClaimSpec, contrast: str, point: str, key: str, detail: str, family: str) -> ClaimResult:
     """A claim that could not be tested: it stays in its Holm family at p = 1 (it does not shrink it)."""
     return ClaimResult(claim, contrast, point, key, INCONCLUSIVE, 0, None, None, detail,
-                       in_family=claim.test != "equal", family=family)
-
-
-def _bound(value: float | None) -> str:
-    return "-" if value is None else f"{value:g}"
+                       in_family=not claim_test(claim.test).exact, family=family)

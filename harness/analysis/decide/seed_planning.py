@@ -8,13 +8,12 @@ timing claims are tested apart): conservative by design.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import scipy.stats
-
-from harness.analysis.decide.claims import QUALITY_FAMILY, ClaimResult, claim_alpha, holm_family, in_holm_family
+from harness.analysis.claim_tests import claim_test
+from harness.analysis.claim_tests.base import QUALITY_FAMILY
+from harness.analysis.decide.claims import ClaimResult, claim_alpha
 from harness.analysis.stats.paired_stats import POWER
 from harness.analysis.stats.sequential_design import (
     Design,
@@ -77,7 +76,7 @@ def plan_suite(name: str, confidence: float, family_sizes: dict[str, int], desig
     alpha = claim_alpha(confidence)
     level = alpha / max(family_sizes.get(QUALITY_FAMILY) or next(iter(family_sizes.values()), 1), 1)  # the ladder's
     if pilot:
-        rows = [_row(_label(c), _pilot_effect(c), alpha / max(family_sizes.get(c.family, 1), 1), design)
+        rows = [_row(_label(c), c.test.effect_in_sd(c.p_value, c.n), alpha / max(family_sizes.get(c.family, 1), 1), design)
                 for c in pilot if c.in_family]
         source = "from the pilot run"
     else:
@@ -92,8 +91,9 @@ def family_sizes(claims: Sequence[dict[str, Any]], metrics: dict[str, Metric]) -
     sizes: dict[str, int] = {}
     for claim in claims:
         spec = metrics.get(metric_family(claim["metric"])) or Metric.undeclared(claim["metric"])
-        if in_holm_family(claim["test"], spec):
-            sizes[holm_family(spec)] = sizes.get(holm_family(spec), 0) + 1
+        test = claim_test(claim["test"])
+        if test.in_holm_family(spec):
+            sizes[test.family(spec)] = sizes.get(test.family(spec), 0) + 1
     return sizes
 
 
@@ -102,14 +102,6 @@ def _row(label: str, effect: float | None, level: float, design: Design) -> Clai
         return ClaimPlan(label, effect, None, None)
     fixed = fixed_seeds_for_power(effect, level, POWER)
     return ClaimPlan(label, effect, fixed, operating_characteristics(design, effect, level, paths=4000))
-
-
-def _pilot_effect(claim: ClaimResult) -> float | None:
-    """The pilot's standardized distance from the pass bound: the one-sided t over sqrt(n)."""
-    if claim.p_value is None or claim.n < 2:
-        return None
-    p = min(max(claim.p_value, 1e-300), 1.0 - 1e-16)
-    return float(scipy.stats.t.isf(p, claim.n - 1)) / math.sqrt(claim.n)
 
 
 def _label(claim: ClaimResult) -> str:

@@ -73,7 +73,7 @@ def forest_panels(analysis: RunAnalysis, point: str = "") -> list[ForestPanel]:
     for claim in analysis.claims:
         if claim.point != point or claim.estimate is None:
             continue
-        ratio = claim.claim.test == "ratio"
+        ratio = claim.test.needs.ratio
         spec = results.spec_for(claim.key)
         panels.append(ForestPanel(
             metric=claim.key, xlabel=_xlabel(claim.key, spec.unit, spec.direction, ratio), null=1.0 if ratio else 0.0,
@@ -108,24 +108,14 @@ def _xlabel(key: str, unit: str, direction: str, ratio: bool) -> str:
 def _claim_rows(claim: ClaimResult, sign: int, mechanism: str | None = None) -> list[ForestRow]:
     """The claim's row, with its margin on the worse side (non-inferiority), +-margin (equivalence)
     or [min, max] (ratio); then its reference effect, the evidence that the control works here."""
-    test = claim.claim.test
     interval = claim.interval
-    bounds: tuple[float, ...] = ()
     reference = claim.reference
-    margin = reference.margin if reference is not None else None
-    if test == "superior" and claim.claim.margin:
-        bounds = ((sign or 1) * float(claim.claim.margin),)
-    elif test == "non_inferior" and margin is not None:
-        bounds = (-(sign or 1) * margin,)
-    elif test == "equivalent" and margin is not None:
-        bounds = (-margin, margin)
-    elif test == "ratio":
-        bounds = tuple(float(bound) for bound in (claim.claim.min, claim.claim.max) if bound is not None)
+    bounds = claim.test.plot_marks(claim.claim, sign or 1, reference.margin if reference is not None else None)
     premise = f"; VACUOUS: premise {claim.premise.name} {'not met' if claim.premise.status == 'fails' else 'open'}" \
         if claim.premise is not None else ""
     which_way = f"; {claim.which_way}" if claim.which_way else ""
     which_way += f"; {claim.favours(mechanism)}" if claim.favours(mechanism) else ""
-    rows = [ForestRow(f"{claim.contrast} {claim.key} ({test}{premise}{which_way})", claim.estimate,
+    rows = [ForestRow(f"{claim.contrast} {claim.key} ({claim.claim.test}{premise}{which_way})", claim.estimate,
                       None if interval is None else interval.low, None if interval is None else interval.high,
                       claim.status, bounds)]
     if reference is not None and reference.estimate is not None:

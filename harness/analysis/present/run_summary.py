@@ -121,7 +121,7 @@ def estimate_text(claim: ClaimResult) -> str:
     claims table shows: the repeated CI (the one the decision read) in a sequential design."""
     if claim.estimate is None:
         return "-"
-    signed = claim.claim.test != "ratio"
+    signed = not claim.test.needs.ratio
     interval = claim.decision_interval if claim.sequential else claim.interval
     if interval is None:
         return f"{fmt(claim.estimate, signed)} (no CI)"

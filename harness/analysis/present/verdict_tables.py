@@ -199,7 +199,7 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
     sequential = any(c.sequential for c in claims)
     lines = []
     for claim in claims:
-        signed = claim.claim.test != "ratio"
+        signed = not claim.test.needs.ratio
         head = [claim.contrast, claim.point or "-", claim.key, claim.statement,
                 str(claim.n) + (f" (-{claim.dropped})" if claim.dropped else "")]
         if sequential:
