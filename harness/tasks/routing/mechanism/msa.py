@@ -270,13 +270,3 @@ class MemoryBank:
     def get_routing_keys(self, layer: int) -> tuple[torch.Tensor | None, list[str]]:
         """(kr_all (n_chunks_total, router_dim) or None when empty, the doc id of every chunk)."""
         return self.concatenated(layer, "KR")
-
-    def per_document(self, layer: int, name: str) -> torch.Tensor:
-        """(n_docs, n_chunks, width) view of ``name`` at ``layer``; documents must be equally long."""
-        stacked, _ = self.concatenated(layer, name)
-        if stacked is None:
-            raise ValueError(f"the bank has no layer {layer}")
-        lengths = {entry[name].shape[0] for entry in self._entries[layer]}
-        if len(lengths) != 1:
-            raise ValueError(f"documents have different chunk counts {sorted(lengths)}")
-        return stacked.view(len(self.doc_ids), lengths.pop(), stacked.shape[-1])
