@@ -151,10 +151,10 @@ class ConstructedRecallWorkload(RecallWorkload):
 
     @torch.no_grad()
     def swapped_comparison(self, teacher, mixer: Mixer | None, context: int, documents: int, device: torch.device,
-                           generator: torch.Generator) -> SwapComparison:
+                           generator: torch.Generator, reference: SwapComparison | None = None) -> SwapComparison:
         """Fresh sequences of the mixture, the same for every arm of a seed."""
         tokens, answers = self.training_batch(documents, context, generator)
-        return self.scored(teacher, mixer, tokens.to(device), answers.to(device))
+        return self.scored(teacher, mixer, tokens.to(device), answers.to(device), reference)
 
     @torch.no_grad()
     def load_comparisons(self, teacher, mixer: Mixer | None, context: int, documents: int, device: torch.device,

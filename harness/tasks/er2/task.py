@@ -28,7 +28,8 @@ from harness.tasks.er2.positions import fed_capture, fed_mixer
 from harness.tasks.er2.params import ConstructedTeacherParams, ER2Params
 from harness.tasks.er2.recipe import LATE_SPAN, Convergence, late_fall
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
-from harness.tasks.er2.teacher import Mixer, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher
+from harness.tasks.er2.shared import arm_comparison, pool_capture, zeroed_reference
+from harness.tasks.er2.teacher import Mixer, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher, zero_layer
 from harness.tasks.er2.workloads import Workload, capture, make_workload
 
 CONTEXT = "context (tokens)"
@@ -36,11 +37,6 @@ LOAD = "bindings per sequence"
 KV_BYTES = 2  # the teacher's KV cache is fp16
 # a distilled layer's scores reported once, at the training context
 TRAIN_CONTEXT_SCORES = ("hard_teacher_nmse", "gate_mean", "gate_auroc", "effective_gain_abs_mean")
-
-
-def zero_layer(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """The probed layer removed: its attention output is zero."""
-    return torch.zeros_like(q)
 
 
 class ER2Task(Task):
@@ -245,7 +241,7 @@ class ER2Task(Task):
         """Distil on batches drawn from one teacher pass over a fixed pool (the same for every arm)."""
         data = ctx.stream("distil-batches")
         pool_tokens, _ = workload.training_batch(params.train_pool, params.train_context, data)
-        pool = fed_capture(capture(teacher, pool_tokens.to(ctx.device)), params.qk_positions, teacher.config.rope_base)
+        pool = fed_capture(pool_capture(ctx, teacher, pool_tokens), params.qk_positions, teacher.config.rope_base)
 
         def next_capture(_: int):
             rows = torch.randint(0, params.train_pool, (params.batch,), generator=data).to(ctx.device)
@@ -300,13 +296,11 @@ class ER2Task(Task):
                 metrics.update({name: scores[name] for name in TRAIN_CONTEXT_SCORES if name in scores})
                 metrics.update(decode_prefill_agreement(er2, captured["q"], captured["k"], captured["v"]))
 
-            def compare(swap: Mixer | None):
-                return workload.swapped_comparison(
-                    teacher, swap, context, params.eval_documents, ctx.device, ctx.stream("swap-eval", context)
-                )
-
-            comparison = compare(mixer)
-            zeroed = (comparison if mixer is zero_layer else compare(zero_layer)).summary()
+            # the teacher's and the zeroed layer's scores are the same for every arm: once per seed
+            reference = zeroed_reference(ctx, workload, params.workload.model_dump(mode="json"), teacher, context,
+                                         params.eval_documents)
+            comparison = arm_comparison(ctx, workload, teacher, mixer, reference, context, params.eval_documents)
+            zeroed = reference.summary()
             metrics[f"zero_layer_nll_cost@{context}"] = zeroed["nll_delta"]
             if "recall" in zeroed:
                 metrics[f"zero_layer_recall@{context}"] = zeroed["recall"]

@@ -23,6 +23,11 @@ Mixer = Callable[[Tensor, Tensor, Tensor], Tensor]  # (q, k, v) -> attention out
 Batches = Callable[[torch.Generator], tuple[Tensor, Tensor | None]]  # data stream -> (tokens, loss mask or weights)
 
 
+def zero_layer(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """The probed layer removed: its attention output is zero."""
+    return torch.zeros_like(q)
+
+
 @dataclass(frozen=True)
 class TeacherConfig:
     vocab_size: int = 256

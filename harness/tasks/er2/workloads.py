@@ -43,6 +43,10 @@ class SwapComparison:
             table.update(teacher_recall=self.teacher_recall, layer_recall=self.layer_recall, guess_recall=self.guess_recall)
         return table
 
+    def teacher_scores(self) -> dict[str, tuple[list[float], list[float]]]:
+        """The teacher's per-document (NLL, recall), to reuse on the same sequences without running it again."""
+        return {"teacher": (self.teacher_nll, self.teacher_recall)}
+
     def summary(self) -> dict[str, float]:
         n = len(self.documents)
         result = {
@@ -72,9 +76,10 @@ class Workload(Protocol):
 
     def swapped_comparison(
         self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
-        generator: torch.Generator,
+        generator: torch.Generator, reference: SwapComparison | None = None,
     ) -> SwapComparison:
-        """Teacher and swapped LM on ``documents`` evaluation sequences of ``context`` tokens."""
+        """Teacher and swapped LM on ``documents`` evaluation sequences of ``context`` tokens; the teacher's
+        scores are taken from ``reference`` (an earlier comparison on the same sequences) when given."""
 
 
 @torch.no_grad()
@@ -119,14 +124,14 @@ class TextWorkload:
     @torch.no_grad()
     def swapped_comparison(
         self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
-        generator: torch.Generator,
+        generator: torch.Generator, reference: SwapComparison | None = None,
     ) -> SwapComparison:
         """The held-out topics themselves (``generator`` is unused: documents are fixed)."""
         names, tokens = document_windows(self.corpus.held_out, context + 1, documents)
         tokens = tokens.to(device)
         return SwapComparison(
             documents=names,
-            teacher_nll=next_token_nll(teacher, tokens).tolist(),
+            teacher_nll=next_token_nll(teacher, tokens).tolist() if reference is None else reference.teacher_nll,
             layer_nll=next_token_nll(teacher, tokens, mixer).tolist(),
         )
 
@@ -159,20 +164,23 @@ class RecallWorkload:
     @torch.no_grad()
     def swapped_comparison(
         self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
-        generator: torch.Generator,
+        generator: torch.Generator, reference: SwapComparison | None = None,
     ) -> SwapComparison:
         """Fresh sequences from ``generator``, the same for every arm of a seed."""
         tokens, answers = recall_batch(self.layout, documents, context, self.pairs, generator)
-        return self.scored(teacher, mixer, tokens.to(device), answers.to(device))
+        return self.scored(teacher, mixer, tokens.to(device), answers.to(device), reference)
 
     @torch.no_grad()
-    def scored(self, teacher: TeacherLM, mixer: Mixer, tokens: Tensor, answers: Tensor) -> SwapComparison:
+    def scored(self, teacher: TeacherLM, mixer: Mixer, tokens: Tensor, answers: Tensor,
+               reference: SwapComparison | None = None) -> SwapComparison:
         """Teacher and swapped LM on these sequences: NLL and recall on the answers, and guessing."""
         documents = tokens.shape[0]
         scores = {}
         for label, swap in (("teacher", None), ("layer", mixer)):
-            scores[label] = (next_token_nll(teacher, tokens, swap, answers).tolist(),
-                             answer_recall(teacher, tokens, answers, swap))
+            if label == "layer" or reference is None:
+                scores[label] = (next_token_nll(teacher, tokens, swap, answers).tolist(),
+                                 answer_recall(teacher, tokens, answers, swap))
+        scores.update(reference.teacher_scores() if reference is not None else {})
         return SwapComparison(
             documents=[f"sequence-{i}" for i in range(documents)],
             teacher_nll=scores["teacher"][0], layer_nll=scores["layer"][0],
@@ -214,13 +222,14 @@ class PasskeyWorkload(TextWorkload):
     @torch.no_grad()
     def swapped_comparison(
         self, teacher: TeacherLM, mixer: Mixer, context: int, documents: int, device: torch.device,
-        generator: torch.Generator,
+        generator: torch.Generator, reference: SwapComparison | None = None,
     ) -> SwapComparison:
         """Held-out windows with fresh pass keys from ``generator``, the same for every arm of a seed."""
         windows = sample_windows(self.held_out_stream, documents, context + 1, generator)
         tokens, answers = (t.to(device) for t in plant_passkeys(windows, generator))
         scores = {label: (next_token_nll(teacher, tokens, swap).tolist(), answer_recall(teacher, tokens, answers, swap))
-                  for label, swap in (("teacher", None), ("layer", mixer))}
+                  for label, swap in (("teacher", None), ("layer", mixer)) if label == "layer" or reference is None}
+        scores.update(reference.teacher_scores() if reference is not None else {})
         return SwapComparison(
             documents=[f"window-{i}" for i in range(documents)],
             teacher_nll=scores["teacher"][0], layer_nll=scores["layer"][0],
