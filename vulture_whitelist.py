@@ -16,6 +16,12 @@ ER2Task
 RoutingTask
 VocabTask
 
+# found through the executor registry (harness.execution.registry), never imported by name
+Auto
+Parallel
+Ray
+Serial
+
 # references and seed ports the tests check the mechanisms against
 _.auxiliary_losses
 delta_token_reference

@@ -41,8 +41,8 @@ from harness.analysis.run_results import ResultsError, load_results
 from harness.analysis.stats.sequential_design import Design
 from harness.devices import resolve_device
 from harness.execution.allocation import ALLOCATIONS
-from harness.execution.executor import Executor, SerialExecutor
-from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
+from harness.execution.executor import Executor
+from harness.execution.registry import ExecutorError, ExecutorKind, executor_kind, executor_options
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.execution.trials import identical_arms, planned_trials
 from harness.execution.tuning import TUNE_TAGS, TuneOutcome, tune_suite
@@ -99,8 +99,8 @@ class RunOptions:
     mlflow: bool = True
     device: str = "auto"
     resume: bool = True  # skip trials whose finished result is stored
-    executor: str = "auto"  # parallel where cores allow trials side by side, else serial; or "ray"
-    workers: int | None = None  # trials side by side under the parallel executor (default: cores // threads)
+    executor: str = "auto"  # a registered executor (harness.execution.registry): auto, serial, parallel, ray
+    workers: int | None = None  # trials side by side under auto or parallel (default: cores // threads)
     ray_address: str | None = None
     ray_workers: int | None = None
     threads: int | None = None  # torch intra-op threads (float results can depend on it)
@@ -158,38 +158,24 @@ def _writable_folder(results: Path) -> None:
         raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
 
 
-def side_by_side(options: RunOptions, device: torch.device) -> int:
-    """Trials the run may put side by side in worker processes, 0 for none: under ``auto``, as many
-    as the cores hold at the trial's thread count (one unless --threads says otherwise), on the CPU,
-    where at least two fit (and only once a trial proves long enough to repay starting them);
-    under ``parallel``, that count or --workers."""
-    fit = side_by_side_workers(options.threads or 1)
-    if options.executor == "parallel":
-        return options.workers or max(fit, 1)
-    if options.executor == "auto" and device.type == "cpu":
-        workers = options.workers or fit
-        return workers if workers >= 2 else 0
-    return 0
+EXECUTOR_OPTIONS = ("workers", "ray_address", "ray_workers")  # the RunOptions fields an executor may take
 
 
-def _executor(options: RunOptions, workers: int) -> Executor:
-    """The executor, started (a Ray cluster reached or launched) before any trial trains."""
-    if options.workers and options.executor not in ("auto", "parallel"):
-        raise UsageError("--workers sizes the parallel executor; it does not apply to --executor "
-                         f"{options.executor}")
-    if options.executor != "ray":
-        if options.ray_address or options.ray_workers:
-            raise UsageError("--ray-address and --ray-workers need --executor ray")
-        if not workers:
-            return SerialExecutor()
-        return ProcessExecutor(workers, inline_below_s=WORTH_WORKERS_S if options.executor == "auto" else None)
-    if options.ray_address and options.ray_workers:
-        raise UsageError("--ray-workers sizes a local cluster; a cluster at --ray-address has its own workers")
-    from harness.execution.ray_executor import RayExecutor, RayUnavailable  # Ray is an optional extra
-
+def _executor_kind(options: RunOptions) -> tuple[type[ExecutorKind], object]:
+    """The registered executor the options name, with its own options from theirs."""
+    given = {name: getattr(options, name) for name in EXECUTOR_OPTIONS if getattr(options, name)}
     try:
-        return RayExecutor(address=options.ray_address, workers=options.ray_workers).start()
-    except RayUnavailable as exc:
+        kind = executor_kind(options.executor)
+        return kind, executor_options(kind, given)
+    except ExecutorError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _executor(kind: type[ExecutorKind], kind_options: object, slots: int) -> Executor:
+    """The executor, started (a Ray cluster reached or launched) before any trial trains."""
+    try:
+        return kind.start(kind_options, slots)
+    except ExecutorError as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -197,7 +183,7 @@ def suite_executor(suite: Suite, executor: Executor, console: Console) -> Execut
     """The session's executor. A suite that claims a speed metric keeps its trials side by side but takes
     every timing alone (the run loop's quiet room): a claim on timings taken beside another trial's
     training would read the machine's load; Ray's workers, on machines of their own, are left as they are."""
-    if executor.name == SerialExecutor.name or executor.name == "ray" or not suite.speed_claims:
+    if executor.name in ("serial", "ray") or not suite.speed_claims:
         return executor
     console.line(f"timing: {suite.name} claims a speed metric ({', '.join(sorted(set(suite.speed_claims)))}): "
                  "its trials run side by side and each timing is taken alone, the others waiting at their next step")
@@ -310,7 +296,8 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
         device = resolve_device(options.device)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    workers = side_by_side(options, device)
+    kind, kind_options = _executor_kind(options)
+    workers = kind.slots(kind_options, device, options.threads or 1)  # trials side by side in processes here
     threads = options.threads or (1 if workers else None)  # side by side: one thread each unless told
     if threads:  # before anything reads the count: the trials, their records and the device name
         torch.set_num_threads(threads)
@@ -342,7 +329,7 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
                 moved, aside = folder.set_aside_all()
                 warn(f"warning: --redesign: {moved} stored trial(s) of another or an unreadable design moved to "
                      f"{aside}; {suite.name}/{suite.profile} runs its design afresh")
-        executor = _executor(options, workers)
+        executor = _executor(kind, kind_options, workers)
         if on_started:
             on_started(device)
         try:

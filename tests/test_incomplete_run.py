@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from harness import api
 from harness.api import RunOptions, load_suites
 from harness.cli import main
-from harness.execution.executor import SerialExecutor, TrialJob
+from harness.execution.executor import TrialJob
+from harness.execution.serial import SerialExecutor
 from harness.execution.runner import run_suite
 from harness.gating.values import SPEED_RATIO
 from harness.record import TrialRecord

@@ -10,7 +10,8 @@ from typing import Iterator, Sequence
 import torch
 
 from harness.api import RunOptions, load_suites
-from harness.execution.executor import SerialExecutor, TrialJob
+from harness.execution.executor import TrialJob
+from harness.execution.serial import SerialExecutor
 from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.trials import expand_trials
 from harness.listeners import RunStart

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from harness.execution.registry import DEFAULT_EXECUTOR, ENTRY_POINT_GROUP, executor_names, executor_summaries
 from harness.numeric import DETERMINISTIC, MODES, OPTION
 from harness.suite.model import DEFAULT_PROFILE
 from harness.suite.references import MAX_TRIALS
@@ -98,11 +99,11 @@ def execution_options(command):
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
         click.option("--no-resume", is_flag=True, help="Rerun trials even if a finished result is stored."),
         click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow."),
-        click.option("--executor", "executor_name", type=click.Choice(["auto", "serial", "parallel", "ray"]),
-                     default="auto", show_default=True,
-                     help="serial: one trial at a time in this process; parallel: trials side by side in worker "
-                     "processes, --threads each (default 1); auto: parallel on the CPU where at least two trials fit "
-                     "the cores, else serial; ray: trials as Ray tasks (pip install 'harness[ray]')."),
+        click.option("--executor", "executor_name", type=click.Choice(executor_names()),
+                     default=DEFAULT_EXECUTOR, show_default=True,
+                     help="How trials run, any executor registered under the entry-point group "
+                     f"{ENTRY_POINT_GROUP}: " + "; ".join(f"{name}: {line}" for name, line in executor_summaries().items())
+                     + "."),
         click.option("--workers", type=click.IntRange(min=1),
                      help="Trials side by side under the parallel executor [default: cores // threads]."),
         click.option("--ray-address", help="Use the Ray cluster at host:port (its GCS), ray://host:port or 'auto' "

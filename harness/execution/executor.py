@@ -1,9 +1,9 @@
 """Running trials: one trial in-process, and the executor seam that maps trials to records.
 
-``SerialExecutor`` runs trials one after another in this process. A distributed executor
-(``harness.execution.ray_executor``) implements the same ``run`` signature: it receives
-picklable ``TrialJob`` objects and yields records as they complete; the driver alone writes
-the store and MLflow, so nothing else (store, tracking, analysis) changes.
+Every executor (``serial``, ``parallel``, ``auto``, ``ray``, each in its own module and registered by name in
+``harness.execution.registry``) implements ``Executor.run``: it receives picklable ``TrialJob`` objects and
+yields records as they complete; the driver alone writes the store and MLflow, so nothing else (store,
+tracking, analysis) changes.
 """
 from __future__ import annotations
 
@@ -287,21 +287,6 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """Release what the executor started (a local cluster)."""
-
-
-@dataclass
-class SerialExecutor:
-    """Trials one at a time in this process: deterministic order, exact CPU timings."""
-
-    name: ClassVar[str] = "serial"
-
-    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
-        for job in jobs:
-            console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
-            yield execute_job(job, console)
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 def run_single(

@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from multiprocessing.connection import Connection, wait
 from typing import Any, ClassVar, Iterator, Sequence
 
+import torch
+
 from harness.execution.executor import Executor, ThrottledSteps, TrialJob, execute_job, trial_record
 from harness.record import Status, TrialRecord
 from harness.terminal import Console
@@ -226,3 +228,25 @@ def bounded(executor: Executor, timeout_s: float | None) -> Executor:
     if isinstance(executor, ProcessExecutor) and executor.inline_below_s is None:
         return executor
     return ProcessExecutor(executor.workers if isinstance(executor, ProcessExecutor) else 1)
+
+
+@dataclass(frozen=True)
+class ParallelOptions:
+    workers: int | None = None  # trials side by side (default: as many as the cores hold at --threads each)
+
+
+class Parallel:
+    """The registered ``parallel`` executor: every trial in a worker process, ``workers`` at a time."""
+
+    name: ClassVar[str] = ProcessExecutor.name
+    summary: ClassVar[str] = "trials side by side in worker processes, --threads each (default 1)"
+    Options: ClassVar[type] = ParallelOptions
+
+    @staticmethod
+    def slots(options: ParallelOptions, device: torch.device, threads: int) -> int:
+        return options.workers or max(side_by_side_workers(threads), 1)
+
+    @staticmethod
+    def start(options: ParallelOptions, slots: int) -> ProcessExecutor:
+        return ProcessExecutor(slots)
+

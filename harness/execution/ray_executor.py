@@ -19,7 +19,10 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Sequence
 
+import torch
+
 from harness.execution.executor import STEP_INTERVAL_S, ThrottledSteps, TrialJob, execute_job, trial_record
+from harness.execution.registry import ExecutorError
 from harness.numeric import worker_environment
 from harness.files import private_folder
 from harness.record import Status
@@ -239,3 +242,33 @@ def _reason(exc: Exception) -> str:
     if isinstance(cause, BaseException):
         return f"{type(cause).__name__}: {cause}".strip()
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    ray_address: str | None = None  # an existing cluster (host:port, ray://host:port or auto)
+    ray_workers: int | None = None  # a local cluster's CPUs (default: this machine's)
+
+    def __post_init__(self) -> None:
+        if self.ray_address and self.ray_workers:
+            raise ValueError("--ray-workers sizes a local cluster; a cluster at --ray-address has its own workers")
+
+
+class Ray:
+    """The registered ``ray`` executor (Ray is the optional extra ``harness[ray]``)."""
+
+    name: ClassVar[str] = RayExecutor.name
+    summary: ClassVar[str] = f"trials as Ray tasks, on a local cluster or one at --ray-address ({INSTALL_HINT})"
+    Options: ClassVar[type] = RayOptions
+
+    @staticmethod
+    def slots(options: RayOptions, device: torch.device, threads: int) -> int:
+        return 0  # Ray's workers, on machines of their own, are sized by the cluster
+
+    @staticmethod
+    def start(options: RayOptions, slots: int) -> RayExecutor:
+        try:
+            return RayExecutor(address=options.ray_address, workers=options.ray_workers).start()
+        except RayUnavailable as exc:
+            raise ExecutorError(str(exc)) from None
+

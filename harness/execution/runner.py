@@ -19,7 +19,8 @@ from harness.analysis.decide.verdicts import INVALID, UNDETERMINED, evaluate_val
 from harness.analysis.run_results import RunResults, load_results
 from harness.devices import device_class, device_name
 from harness.execution.allocation import allocate, needed_cells, stopped_arms
-from harness.execution.executor import Executor, SerialExecutor
+from harness.execution.executor import Executor
+from harness.execution.serial import SerialExecutor
 from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.trials import Trial, expand_trials
 from harness.listeners import RunListener

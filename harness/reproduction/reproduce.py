@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from harness.analysis.compare.environment_diff import Difference, environment_differences, package_differences
 from harness.devices import device_class, resolve_device
-from harness.execution.executor import SerialExecutor
+from harness.execution.serial import SerialExecutor
 from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.runner import on_device, with_declarations
 from harness.execution.trials import Trial
