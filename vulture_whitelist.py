@@ -6,7 +6,7 @@ file, by a test as the reference a fast path is checked against, or by a task au
 _.writeable  # numpy's read-only flag on the cached null paths
 _.extra_repr  # torch prints it in a module's repr
 _.kernel_unavailable  # why the fused decode kernel did not build, for whoever inspects a decoder
-ProgressHandle  # the protocol named in a string annotation (services/loop.py)
+ProgressHandle  # the protocol named in a string annotation (services/training_loop.py)
 
 include  # a suite file's key, read by name
 token_names  # the vocab corpus's words, read by the workload tests

@@ -13,7 +13,7 @@ import yaml
 
 from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
 from harness.metrics import metric_key_problem
-from harness.services.loop import fit
+from harness.services.training_loop import fit
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
 from harness.tasks.er2.distill import budget_metrics, distil_step, gate_auroc, mean_abs_gain, parameter_groups

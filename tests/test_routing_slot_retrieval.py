@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from harness.tasks.routing.mechanism.model import PrecisionHead
 from harness.tasks.routing.mechanism.msa import chunk_mean_pool
-from harness.services.loop import optimizer_step
+from harness.services.training_loop import optimizer_step
 from harness.tasks.routing.backbone import (
     BackboneSpec,
     backbone_loss,

@@ -14,7 +14,7 @@ import torch
 
 from harness.services.cache import artifact_key, artifact_path
 from harness.execution.executor import TrialRecorder
-from harness.services.loop import NonFiniteLoss
+from harness.services.training_loop import NonFiniteLoss
 from harness.services.seeding import derive_seed, numpy_stream, torch_stream
 from harness.store import write_atomic
 from harness.tasks.base import TrialContext

@@ -28,7 +28,7 @@ from harness.measure.quiet import pause, quiet_room
 from harness.numeric import unpinned
 from harness.processes import exit_refused
 from harness.record import Status, TrialRecord, task_step, task_value, usable
-from harness.services.loop import NonFiniteLoss
+from harness.services.training_loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
 from harness.tasks import Task, TrialContext, load_task
 from harness.tasks.source import task_code

@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 
 from harness.metrics import DetailScatter, Metric, ParetoView, metric_family
 from harness.services.cache import artifact_key, artifact_path, load_or_build
-from harness.services.loop import StepResult, StopRule, TrialLogger, fit
+from harness.services.training_loop import StepResult, StopRule, TrialLogger, fit
 from harness.services.seeding import forked_rng, numpy_stream, torch_stream
 from harness.tasks.param_paths import leaf_fields, nest
 
@@ -159,7 +159,7 @@ class TrialContext:
         self, steps: int, step: Callable[[int], StepResult], name: str = "train", log_every: int = 1,
         until: StopRule | None = None,
     ) -> dict[str, float]:
-        """Run a training loop (see ``harness.services.loop.fit``; ``until`` may stop it before
+        """Run a training loop (see ``harness.services.training_loop.fit``; ``until`` may stop it before
         ``steps``); its final values are recorded under the detail ``fit`` and returned."""
         final = fit(self.logger, steps, step, name, log_every, until)
         self._record("fit", name, {"steps": steps, "final": final})

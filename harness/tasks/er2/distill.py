@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from harness.measure.ranks import auroc
-from harness.services.loop import optimizer_step
+from harness.services.training_loop import optimizer_step
 from harness.tasks.base import training_budget
 from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from harness.tasks.er2.mechanism.ops.attention import softmax_reference
-from harness.services.loop import optimizer_step
+from harness.services.training_loop import optimizer_step
 from harness.services.seeding import global_rng_from
 from harness.tasks.base import TrialContext
 

@@ -48,7 +48,7 @@ from harness.tasks.routing.mechanism.msa import (
     msa_layer_indices,
     routing_contrastive_loss,
 )
-from harness.services.loop import optimizer_step
+from harness.services.training_loop import optimizer_step
 from harness.services.seeding import global_rng_from
 from harness.measure.timing import throughput
 from harness.tasks.base import TrialContext

@@ -21,7 +21,7 @@ from typing import Literal
 import torch
 import torch.nn as nn
 
-from harness.services.loop import optimizer_step
+from harness.services.training_loop import optimizer_step
 from harness.tasks.routing.mechanism.msa import RouterProjector, routing_contrastive_loss
 from harness.tasks.routing.mechanism.precision_router import (
     MeanPoolRouter,

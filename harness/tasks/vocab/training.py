@@ -11,7 +11,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from harness.services.loop import optimizer_step
+from harness.services.training_loop import optimizer_step
 from harness.tasks.vocab.mechanism.embedder import StaticEmbedder, symmetric_info_nce
 from harness.tasks.base import TrialContext
 from harness.tasks.vocab.corpus import ParallelSet
