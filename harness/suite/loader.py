@@ -145,7 +145,65 @@ def _axes(path: Path, node, loc: list[Any], axes: Any) -> SweepAxes:
     return dict(axes)
 
 
+@dataclass
+class _Where:
+    """A suite file being resolved: its path, its YAML node (for line numbers), its spec and task."""
+
+    path: Path
+    node: Any
+    spec: SuiteSpec
+    task: type[Task]
+
+    def leaves(self, loc: list[Any], values: dict[str, Any]) -> dict[str, Any]:
+        return _leaves(self.path, self.node, loc, self.task, values)
+
+    def located(self, loc: list[Any]) -> str:
+        return located(self.path, self.node, loc)
+
+
+@dataclass
+class _Draft:
+    """A suite as its layers apply (the suite file's, then its profile's, then the command line's): the
+    params and sweeps, the seeds and design, and where each sweep was written (for messages about it)."""
+
+    params: dict[str, Any]
+    sweep: SweepAxes
+    arm_params: dict[str, dict[str, Any]]
+    arm_sweeps: dict[str, SweepAxes]
+    sweep_locs: dict[str | None, list[Any]]
+    layers: list[ParamLayer]  # lowest precedence first
+    arm_layers: list[ParamLayer]
+    seeds: list[int]
+    gate: GateSpec
+    sequential: SequentialSpec | None
+    sequential_loc: list[Any]
+
+
 def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limits: _Limits) -> Suite:
+    """A suite file's data as one validated suite: its spec, at ``profile``, at ``seeds`` (the command
+    line's, else the profile's or the file's), with the arms ``arm_filter`` keeps, checked, its lock applied."""
+    where = _parsed(path, node, data)
+    draft = _draft(where)
+    if profile != DEFAULT_PROFILE:
+        _apply_profile(where, draft, profile)
+    if seeds is not None:
+        draft.seeds, draft.sequential = list(seeds), None  # --seeds: exactly these, a fixed design
+    if not draft.seeds:
+        raise SuiteError(f"{path}: no seeds to run")
+    if draft.sequential is not None:
+        _check_design(path, node, draft.sequential_loc, draft.seeds, draft.sequential)
+    suite = _suite(where, draft, profile, _kept_arms(where, draft, arm_filter), arm_filter)
+    _check(where, draft, suite, limits)
+    if limits.apply_locks:
+        locked = apply_lock(path, node, where.spec, suite)
+        if locked is not suite:
+            check_params(path, node, locked, draft.sweep_locs)
+        suite = locked
+    return suite
+
+
+def _parsed(path: Path, node, data: dict) -> _Where:
+    """The file's data validated against the schema, and its task found."""
     _check_names(path, node, data)
     try:
         spec = SuiteSpec.model_validate(data)
@@ -155,101 +213,108 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
         task = load_task(spec.task)
     except UnknownTaskError as exc:
         raise SuiteError(f"{located(path, node, ['task'])}: task: {exc}") from None
+    return _Where(path, node, spec, task)
 
-    def leaves(loc: list[Any], values: dict[str, Any]) -> dict[str, Any]:
-        return _leaves(path, node, loc, task, values)
 
-    params, sweep, arm_specs, run_seeds = leaves(["params"], spec.params), dict(spec.sweep), dict(spec.arms), list(spec.seeds)
-    gate = spec.gate
-    sequential, sequential_loc = spec.sequential, ["sequential"]
-    arm_params = {name: leaves(["arms", name], a.params) for name, a in arm_specs.items()}
-    arm_sweeps = {
-        name: _axes(path, node, ["arms", name, "sweep"], (a.model_extra or {}).get("sweep"))
-        for name, a in arm_specs.items()
-    }
-    # where each sweep was written, for messages about its values
-    sweep_locs: dict[str | None, list[Any]] = {None: ["sweep"], **{n: ["arms", n, "sweep"] for n in arm_specs}}
-    layers = [ParamLayer("suite params", None, dict(params))]  # lowest precedence first
-    arm_layers = [ParamLayer("arm", name, dict(p)) for name, p in arm_params.items()]
-    if profile != DEFAULT_PROFILE:
-        if profile not in spec.profiles:
-            valid = ", ".join([DEFAULT_PROFILE, *sorted(spec.profiles)])
-            raise SuiteError(f"{path}: unknown profile {profile!r} for suite {spec.suite!r}; valid profiles: {valid}")
-        chosen = spec.profiles[profile]
-        profile_params = leaves(["profiles", profile, "params"], chosen.params)
-        params = layered(params, profile_params)
-        layers.append(ParamLayer(f"profile {profile} params", None, profile_params))
-        if chosen.sweep is not None:
-            sweep = dict(chosen.sweep)
-            sweep_locs[None] = ["profiles", profile, "sweep"]
-        if chosen.seeds is not None:
-            run_seeds = list(chosen.seeds)
-            sequential = None
-        if "sequential" in chosen.model_fields_set:
-            sequential, sequential_loc = chosen.sequential, ["profiles", profile, "sequential"]
-        if chosen.gate:
-            try:
-                gate = GateSpec.model_validate(_deep_merge(spec.gate.model_dump(), chosen.gate))
-            except ValidationError as exc:
-                raise SuiteError(validation_message(path, node, exc, ["profiles", profile, "gate"])) from None
-        for name, override in chosen.arms.items():
-            if name not in arm_params:
-                raise SuiteError(
-                    f"{located(path, node, ['profiles', profile, 'arms', name])}: profiles.{profile}.arms: "
-                    f"unknown arm {name!r}; arms: {', '.join(arm_params)}"
-                )
-            override = dict(override)
-            if "sweep" in override:
-                sweep_locs[name] = ["profiles", profile, "arms", name, "sweep"]
-                arm_sweeps[name] = _axes(path, node, sweep_locs[name], override.pop("sweep"))
-            override = leaves(["profiles", profile, "arms", name], override)
-            arm_params[name] = layered(arm_params[name], override)
-            arm_layers.append(ParamLayer(f"profile {profile} arms.{name}", name, override))
-    if seeds is not None:
-        run_seeds, sequential = list(seeds), None  # --seeds: exactly these, a fixed design
-    if not run_seeds:
-        raise SuiteError(f"{path}: no seeds to run")
-    if sequential is not None:
-        _check_design(path, node, sequential_loc, run_seeds, sequential)
-
-    every_arm_params = dict(arm_params)
-    if arm_filter is not None:
-        unknown = [a for a in arm_filter if a not in arm_params]
-        if unknown:
-            raise SuiteError(f"--arms: unknown arm(s) {', '.join(unknown)} in suite {spec.suite!r}; arms: {', '.join(arm_params)}")
-        arm_params = {k: v for k, v in arm_params.items() if k in arm_filter}
-
-    arms = {name: Arm(name, p, arm_sweeps[name]) for name, p in arm_params.items()}
-    suite = Suite(
-        name=spec.suite, description=spec.description, source=path, profile=profile, task_name=spec.task,
-        task=task, seeds=run_seeds, params=params, sweep=sweep, arms=arms,
-        contrasts=[c for c in spec.contrasts if not arm_filter or (c.treatment in arms and c.control in arms)],
-        validity=spec.validity, claims=spec.claims, gate=gate, confidence=spec.confidence, profiles=sorted(spec.profiles),
-        sequential=sequential, premises=spec.premises, param_layers=(*layers, *arm_layers), tune=spec.tune,
-        mechanism=spec.mechanism,
+def _draft(where: _Where) -> _Draft:
+    """The suite file's own layer: its params, sweeps, arms, seeds, gate and design."""
+    spec = where.spec
+    params = where.leaves(["params"], spec.params)
+    arm_params = {name: where.leaves(["arms", name], a.params) for name, a in spec.arms.items()}
+    arm_sweeps = {name: _axes(where.path, where.node, ["arms", name, "sweep"], (a.model_extra or {}).get("sweep"))
+                  for name, a in spec.arms.items()}
+    return _Draft(
+        params=params, sweep=dict(spec.sweep), arm_params=arm_params, arm_sweeps=arm_sweeps,
+        sweep_locs={None: ["sweep"], **{name: ["arms", name, "sweep"] for name in spec.arms}},
+        layers=[ParamLayer("suite params", None, dict(params))],
+        arm_layers=[ParamLayer("arm", name, dict(p)) for name, p in arm_params.items()],
+        seeds=list(spec.seeds), gate=spec.gate, sequential=spec.sequential, sequential_loc=["sequential"],
     )
+
+
+def _apply_profile(where: _Where, draft: _Draft, profile: str) -> None:
+    """The profile's layer over the file's: params, sweeps, seeds (a profile's seeds make a fixed design
+    unless it names its own), the design, the gate and each arm's overrides."""
+    spec, path = where.spec, where.path
+    if profile not in spec.profiles:
+        valid = ", ".join([DEFAULT_PROFILE, *sorted(spec.profiles)])
+        raise SuiteError(f"{path}: unknown profile {profile!r} for suite {spec.suite!r}; valid profiles: {valid}")
+    chosen = spec.profiles[profile]
+    profile_params = where.leaves(["profiles", profile, "params"], chosen.params)
+    draft.params = layered(draft.params, profile_params)
+    draft.layers.append(ParamLayer(f"profile {profile} params", None, profile_params))
+    if chosen.sweep is not None:
+        draft.sweep = dict(chosen.sweep)
+        draft.sweep_locs[None] = ["profiles", profile, "sweep"]
+    if chosen.seeds is not None:
+        draft.seeds = list(chosen.seeds)
+        draft.sequential = None
+    if "sequential" in chosen.model_fields_set:
+        draft.sequential, draft.sequential_loc = chosen.sequential, ["profiles", profile, "sequential"]
+    if chosen.gate:
+        try:
+            draft.gate = GateSpec.model_validate(_deep_merge(spec.gate.model_dump(), chosen.gate))
+        except ValidationError as exc:
+            raise SuiteError(validation_message(path, where.node, exc, ["profiles", profile, "gate"])) from None
+    for name, override in chosen.arms.items():
+        if name not in draft.arm_params:
+            raise SuiteError(
+                f"{where.located(['profiles', profile, 'arms', name])}: profiles.{profile}.arms: "
+                f"unknown arm {name!r}; arms: {', '.join(draft.arm_params)}"
+            )
+        override = dict(override)
+        if "sweep" in override:
+            draft.sweep_locs[name] = ["profiles", profile, "arms", name, "sweep"]
+            draft.arm_sweeps[name] = _axes(path, where.node, draft.sweep_locs[name], override.pop("sweep"))
+        override = where.leaves(["profiles", profile, "arms", name], override)
+        draft.arm_params[name] = layered(draft.arm_params[name], override)
+        draft.arm_layers.append(ParamLayer(f"profile {profile} arms.{name}", name, override))
+
+
+def _kept_arms(where: _Where, draft: _Draft, arm_filter: Sequence[str] | None) -> dict[str, Arm]:
+    """The arms a run keeps (``--arms``), each with its resolved params and sweep."""
+    kept = draft.arm_params
+    if arm_filter is not None:
+        unknown = [a for a in arm_filter if a not in draft.arm_params]
+        if unknown:
+            raise SuiteError(f"--arms: unknown arm(s) {', '.join(unknown)} in suite {where.spec.suite!r}; arms: "
+                             f"{', '.join(draft.arm_params)}")
+        kept = {k: v for k, v in draft.arm_params.items() if k in arm_filter}
+    return {name: Arm(name, p, draft.arm_sweeps[name]) for name, p in kept.items()}
+
+
+def _suite(where: _Where, draft: _Draft, profile: str, arms: dict[str, Arm], arm_filter: Sequence[str] | None) -> Suite:
+    """The suite the draft resolves to (the contrasts of arms ``--arms`` left out left out too)."""
+    spec = where.spec
+    return Suite(
+        name=spec.suite, description=spec.description, source=where.path, profile=profile, task_name=spec.task,
+        task=where.task, seeds=draft.seeds, params=draft.params, sweep=draft.sweep, arms=arms,
+        contrasts=[c for c in spec.contrasts if not arm_filter or (c.treatment in arms and c.control in arms)],
+        validity=spec.validity, claims=spec.claims, gate=draft.gate, confidence=spec.confidence,
+        profiles=sorted(spec.profiles), sequential=draft.sequential, premises=spec.premises,
+        param_layers=(*draft.layers, *draft.arm_layers), tune=spec.tune, mechanism=spec.mechanism,
+    )
+
+
+def _check(where: _Where, draft: _Draft, suite: Suite, limits: _Limits) -> None:
+    """The resolved suite's size, sweeps, references, params and tune block."""
+    path, node = where.path, where.node
     check_size(path, suite, limits.trials)
-    for arm in arms.values():
-        shadowed = next((axis for axis in arm.sweep if axis in sweep), None)
+    for arm in suite.arms.values():
+        shadowed = next((axis for axis in arm.sweep if axis in suite.sweep), None)
         if shadowed is not None:
-            loc = [*sweep_locs[arm.name], shadowed]
+            loc = [*draft.sweep_locs[arm.name], shadowed]
             raise SuiteError(
                 f"{located(path, node, loc)}: {'.'.join(map(str, loc))}: {shadowed!r} is also swept by the suite's sweep, "
                 "which would override every value of this one; sweep it in one place"
             )
-    for name, axes in (("", suite.sweep), *((a.name, a.sweep) for a in arms.values())):
-        _check_axes(path, node, sweep_locs[name or None], task, axes)
-    check_references(path, node, spec, suite)
-    check_params(path, node, suite, sweep_locs)
-    if spec.tune is not None:  # with every arm: the tuning budget is the same however a run filters arms
-        every_arm = {name: Arm(name, p, arm_sweeps[name]) for name, p in every_arm_params.items()}
-        check_tune(path, node, spec, replace(suite, arms=every_arm), limits.trials)
-    if limits.apply_locks:
-        locked = apply_lock(path, node, spec, suite)
-        if locked is not suite:
-            check_params(path, node, locked, sweep_locs)
-        suite = locked
-    return suite
+    for name, axes in (("", suite.sweep), *((a.name, a.sweep) for a in suite.arms.values())):
+        _check_axes(path, node, draft.sweep_locs[name or None], where.task, axes)
+    check_references(path, node, where.spec, suite)
+    check_params(path, node, suite, draft.sweep_locs)
+    if where.spec.tune is not None:  # with every arm: the tuning budget is the same however a run filters arms
+        every_arm = {name: Arm(name, p, draft.arm_sweeps[name]) for name, p in draft.arm_params.items()}
+        check_tune(path, node, where.spec, replace(suite, arms=every_arm), limits.trials)
 
 
 def _leaves(path: Path, node, loc: list[Any], task: type[Task], values: dict[str, Any]) -> dict[str, Any]:
