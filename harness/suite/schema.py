@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from harness.suite.claim_needs import CLAIM_TEST_NEEDS, needs_problem
 
-ClaimTest = Literal[tuple(CLAIM_TEST_NEEDS)]  # type: ignore[valid-type]  # the table's names, in its order
+ClaimTestName = Literal[tuple(CLAIM_TEST_NEEDS)]  # type: ignore[valid-type]  # the table's names, in its order
 SweepAxes = dict[str, list[Any]]
 
 # Names that become folder, file or experiment names (suite, profile, arm, contrast): a plain word.
@@ -77,7 +77,7 @@ class ClaimSpec(Strict):
 
     contrast: str
     metric: str
-    test: ClaimTest
+    test: ClaimTestName
     margin: float | None = Field(None, ge=0)
     relative_margin: float | None = Field(None, gt=0, lt=1)
     reference: str | None = None
