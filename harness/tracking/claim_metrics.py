@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 
 from harness.analysis.decide.verdicts import INFO
 from harness.analysis.stats.paired_stats import METHOD
-from harness.tracking.mlflow_tracker import NOTE_TAG, mlflow_key
+from harness.tracking.mlflow_names import mlflow_key
+from harness.tracking.mlflow_tracker import NOTE_TAG
 from harness.tracking.run_description import run_description
 
 if TYPE_CHECKING:

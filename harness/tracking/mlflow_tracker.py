@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 from harness.faults import fault
-from harness.metrics import tracking_name
 from harness.record import TrialRecord
 from harness.store import read_json, write_atomic, write_json_atomic
 from harness.suite.stored import StoredSuite
+from harness.tracking.mlflow_names import flatten, mlflow_key
 
 if TYPE_CHECKING:
     from harness.tracking.trial_view import TrialView
@@ -56,7 +56,6 @@ RESULTS_ID_TAG = "harness.results_id"  # which results folder logged a run: othe
 MARKER_DIR = "mlflow"
 RESULTS_ID_FILE = "results-id"
 PARENTS_DIR = "parents"
-_BAD_NAME = re.compile(r"[^/\w.\- :]")
 _CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
@@ -82,21 +81,6 @@ def missing_store(uri: str) -> Path | None:
         return None
     path = Path(uri[len("sqlite:///"):])
     return None if path.is_file() else path
-
-
-def mlflow_key(key: str) -> str:
-    """MLflow names allow [/\\w.- :]; '@' qualifiers become '_at_' (nmse@1024 -> nmse_at_1024)."""
-    return _BAD_NAME.sub("_", tracking_name(key))
-
-
-def flatten(prefix: str, value: Any) -> dict[str, str]:
-    if isinstance(value, Mapping):
-        out: dict[str, str] = {}
-        for k, v in value.items():
-            out.update(flatten(f"{prefix}.{k}" if prefix else str(k), v))
-        return out
-    text = json.dumps(value) if isinstance(value, (list, tuple)) else str(value)
-    return {mlflow_key(prefix): text[:6000]}
 
 
 def location_inside(location: str, artifact_root: Path) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 from harness.metrics import metric_family
 from harness.record import TrialRecord
 from harness.suite.stored import StoredSuite
-from harness.tracking.mlflow_tracker import flatten, mlflow_key
+from harness.tracking.mlflow_names import flatten, mlflow_key
 
 DATASET_SOURCE_TYPE = "code"  # MLflow's kind for data a program builds rather than reads from a path
 DATASET_CONTEXT_TAG = "mlflow.data.context"
