@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from harness.analysis.claim_status import FAIL, PASS
 from harness.analysis.claim_tests.base import ClaimTest, Outcome, register
-from harness.analysis.decide.claim_status import FAIL, PASS
 from harness.analysis.stats.paired_stats import MeanEstimate
 from harness.suite.schema import ClaimSpec
 

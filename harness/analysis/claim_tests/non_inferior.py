@@ -4,9 +4,9 @@ claim is vacuous unless its reference contrast shows the control works in the ru
 inclusive."""
 from __future__ import annotations
 
+from harness.analysis.claim_status import FAIL, PASS
 from harness.analysis.claim_tests.base import register
 from harness.analysis.claim_tests.one_sided import OneSidedTest
-from harness.analysis.decide.claim_status import FAIL, PASS
 from harness.suite.schema import ClaimSpec
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import ClassVar, Sequence
 
+from harness.analysis.claim_status import INCONCLUSIVE
 from harness.analysis.claim_tests.base import ClaimTest, Outcome
 from harness.analysis.claim_tests.bounds import p_better, p_worse
-from harness.analysis.decide.claim_status import INCONCLUSIVE
 from harness.analysis.stats.paired_stats import MeanEstimate, sign_flip_p_beyond
 from harness.suite.schema import ClaimSpec
 

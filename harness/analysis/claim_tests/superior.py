@@ -4,9 +4,9 @@ so a mechanism that helps by less is decided (SHORT OF MARGIN) instead of stayin
 bound is strict: an arm identical to its control fails."""
 from __future__ import annotations
 
+from harness.analysis.claim_status import FAIL, SHORT
 from harness.analysis.claim_tests.base import register
 from harness.analysis.claim_tests.one_sided import OneSidedTest
-from harness.analysis.decide.claim_status import FAIL, SHORT
 from harness.analysis.stats.paired_stats import MeanEstimate
 from harness.suite.schema import ClaimSpec
 

@@ -55,10 +55,10 @@ from typing import Callable, Mapping
 import numpy as np
 import scipy.stats
 
+from harness.analysis.claim_status import DECIDED, FAIL, FUTILE, INCONCLUSIVE, INSUFFICIENT, PASS, SHORT, VACUOUS
 from harness.analysis.claim_tests import claim_test
 from harness.analysis.claim_tests.base import QUALITY_FAMILY, ClaimTest, Outcome
 from harness.analysis.claim_tests.bounds import p_better
-from harness.analysis.decide.claim_status import DECIDED, FAIL, FUTILE, INCONCLUSIVE, INSUFFICIENT, PASS, SHORT, VACUOUS
 from harness.analysis.decide.looks import claim_alpha, looks_taken, run_design, spent_level
 from harness.analysis.decide.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
 from harness.analysis.decide.verdicts import ContrastVariant, compare, contrast_variants, oriented, variants_named

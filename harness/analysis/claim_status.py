@@ -1,5 +1,5 @@
 """The results a primary claim can have: the claim tests give them and every report reads them, so
-they sit below both (harness/analysis/claim_tests/ and decide/claims.py)."""
+they sit beside and below both (harness/analysis/claim_tests/ and decide/claims.py)."""
 from __future__ import annotations
 
 PASS = "pass"
