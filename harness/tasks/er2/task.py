@@ -1,11 +1,13 @@
 """Task ``er2``: distil one attention layer of a small LM into ER2 layers and compare residual modes.
 
-Per seed a teacher LM is trained once (cached, shared by the arms). An ``er2`` arm trains its layer
-on the teacher's captured q/k/v -> attention output at the training context, is evaluated at each
-evaluation context, swapped into the frozen LM for held-out NLL, and measured for state bytes and
-speed against SDPA (prefill, and decode from a carried state). Control arms train nothing: the
-teacher's own layer (upper bound), a sliding-window attention whose KV cache has the ER2 state's
-bytes (same-bytes exact memory), the layer zeroed, and on recall the guess-from-context baseline.
+Per seed a teacher LM is trained once, and its capture of the distillation pool and the reference scores
+(teacher, zeroed layer) at each evaluation context computed once: cached, shared by the arms (``shared``).
+An ``er2`` arm trains its layer on the teacher's captured q/k/v -> attention output at the training
+context, is evaluated at each evaluation context, swapped into the frozen LM for held-out NLL, and
+measured for state bytes and speed against SDPA (prefill, and decode from a carried state). Control
+arms train nothing: the teacher's own layer (upper bound), a sliding-window attention whose KV cache has
+the ER2 state's bytes (same-bytes exact memory), the layer zeroed, and on recall the guess-from-context
+baseline.
 Every arm reports what zeroing the probed layer costs, the range the arms move in.
 """
 from __future__ import annotations
