@@ -1,5 +1,6 @@
-"""The trial record: the one shape of what a trial produced, from the executor that builds it to the
-store, the MLflow mirror, analysis, the gate and reproduce.
+"""The trial and its record: what one trial is (``Trial``: suite, arm, seed, sweep point, params, code,
+identified by a content hash) and the one shape of what it produced (``TrialRecord``, which holds its
+``Trial``), from the executor that builds it to the store, the MLflow mirror, analysis, the gate and reproduce.
 
 A record is a frozen ``TrialRecord``; JSON exists only at the store's edge. Records enter the program
 from JSON only through ``from_json``, which checks every field and fills the ones older records lack,
@@ -8,7 +9,10 @@ written by a newer harness (a higher ``schema``) is refused rather than misread.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -32,12 +36,20 @@ def trial_title(arm_label: str, seed: int, point_label: str) -> str:
     return f"{arm_label} seed={seed}" + (f" {point_label}" if point_label else "")
 
 
-@dataclass(frozen=True)
-class TrialRecord:
-    """What one trial produced. Frozen, so every reader sees the record as it was stored; its values are
-    plain JSON-able data, so ``to_json`` is a field-by-field copy."""
+def point_label(point: Mapping[str, Any]) -> str:
+    """A sweep point's ``axis=value,...`` label, by which results, reports and baselines name it."""
+    return ",".join(f"{k}={v}" for k, v in point.items())
 
-    trial_id: str
+
+def config_hash(config: dict[str, Any]) -> str:
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial of a suite: an arm variant at a seed and sweep point, with the params it runs."""
+
     suite: str
     profile: str
     task: str
@@ -46,8 +58,48 @@ class TrialRecord:
     arm_label: str
     seed: int
     point: dict[str, Any]  # the sweep point: axis -> value
+    params: dict[str, Any]  # the validated params the task runs with
+    # sha256 of the task's source (harness.tasks.source); "" for records made before it was kept. A record
+    # stores it in its environment, not beside the other fields, so two trials are the same trial without it.
+    code: str = field(default="", compare=False)
+
+    @property
+    def point_label(self) -> str:
+        return point_label(self.point)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What determines the result: the hash covers exactly this."""
+        identity = {
+            "task": self.task,
+            "task_version": self.task_version,
+            "arm": self.arm_label,
+            "seed": self.seed,
+            "params": self.params,
+        }
+        return identity | {"code": self.code} if self.code else identity
+
+    @property
+    def trial_id(self) -> str:
+        return config_hash(self.identity)
+
+    @property
+    def title(self) -> str:
+        return trial_title(self.arm_label, self.seed, self.point_label)
+
+
+_TRIAL_FIELDS = ("suite", "profile", "task", "task_version", "arm", "arm_label", "seed", "point", "params")
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """What one trial produced: the trial (``trial``; its fields read through the record, as ``record.seed``)
+    and its outcome. Frozen, so every reader sees the record as it was stored; its values are plain JSON-able
+    data. ``trial_id`` and ``point_label`` are as stored (a record may predate how they are computed now)."""
+
+    trial_id: str
+    trial: Trial
     point_label: str
-    params: dict[str, Any]  # the validated params the task ran with
     status: Status
     error: str | None = None  # why a failed trial failed
     metrics: dict[str, float | None] = field(default_factory=dict)  # final values; None where not finite
@@ -58,6 +110,42 @@ class TrialRecord:
     started_at: str = ""  # ISO 8601, UTC
     wall_seconds: float = 0.0
     schema: int = RECORD_SCHEMA
+
+    @property
+    def suite(self) -> str:
+        return self.trial.suite
+
+    @property
+    def profile(self) -> str:
+        return self.trial.profile
+
+    @property
+    def task(self) -> str:
+        return self.trial.task
+
+    @property
+    def task_version(self) -> str:
+        return self.trial.task_version
+
+    @property
+    def arm(self) -> str:
+        return self.trial.arm
+
+    @property
+    def arm_label(self) -> str:
+        return self.trial.arm_label
+
+    @property
+    def seed(self) -> int:
+        return self.trial.seed
+
+    @property
+    def point(self) -> dict[str, Any]:
+        return self.trial.point
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.trial.params
 
     @property
     def finished(self) -> bool:
@@ -217,11 +305,13 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "details": _mapping, "seed": _seed, "status": _status, "error": _error, "metrics": _metrics, "curves": _curves,
     "environment": _environment, "packages": _packages, "wall_seconds": _wall_seconds,
 }
-_FIELDS = {spec.name: spec for spec in dataclasses.fields(TrialRecord) if spec.name != "schema"}
+_OUTCOME = {spec.name: spec for spec in dataclasses.fields(TrialRecord) if spec.name not in ("trial", "schema")}
+_REQUIRED = ("trial_id", *_TRIAL_FIELDS, "point_label", "status")  # every record has had these
 
 
-def _default(spec: dataclasses.Field) -> Any:
+def _default(name: str) -> Any:
     """The value standing in for a field that a record written before it existed lacks."""
+    spec = _OUTCOME[name]
     return spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
 
 
@@ -234,15 +324,23 @@ def from_json(data: Any) -> TrialRecord:
         raise RecordError(f"schema must be a positive integer, not {schema!r}")
     if schema > RECORD_SCHEMA:
         raise RecordError(f"written by a newer harness (record schema {schema}; this one reads up to {RECORD_SCHEMA})")
-    missing = [name for name, spec in _FIELDS.items()
-               if name not in data and spec.default is spec.default_factory is dataclasses.MISSING]
+    missing = [name for name in _CHECKS if name in _REQUIRED and name not in data]
     if missing:
         raise RecordError(f"missing {', '.join(missing)}")
-    return TrialRecord(**{name: check(name, data[name] if name in data else _default(_FIELDS[name]))
-                          for name, check in _CHECKS.items()})
+    checked = {name: check(name, data[name] if name in data else _default(name)) for name, check in _CHECKS.items()}
+    trial = Trial(**{name: checked.pop(name) for name in _TRIAL_FIELDS},
+                  code=checked["environment"].get("task_code_sha256", ""))
+    return TrialRecord(trial=trial, **checked)
+
+
+def _fields(record: TrialRecord) -> dict[str, Any]:
+    """The record's fields as the store writes them: the trial's (but its code, which the environment holds
+    as task_code_sha256) beside the rest."""
+    trial = {name: getattr(record.trial, name) for name in _TRIAL_FIELDS}
+    return trial | {name: getattr(record, name) for name in _OUTCOME} | {"schema": record.schema}
 
 
 def to_json(record: TrialRecord) -> dict[str, Any]:
     """The record as the JSON object the store writes, checked on the way out as on the way in."""
-    checked = from_json(dataclasses.asdict(record))
-    return dataclasses.asdict(checked) | {"status": str(checked.status)}
+    checked = from_json(_fields(record))
+    return copy.deepcopy(_fields(checked)) | {"status": str(checked.status)}

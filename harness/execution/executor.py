@@ -22,12 +22,11 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequenc
 import torch
 
 from harness.devices import device_name, resolve_device
-from harness.execution.trials import Trial, config_hash
 from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.measure.quiet import pause, quiet_room
 from harness.numeric import unpinned
 from harness.processes import exit_refused
-from harness.record import Status, TrialRecord, task_step, task_value, usable
+from harness.record import Status, Trial, TrialRecord, config_hash, task_step, task_value, usable
 from harness.services.training_loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
 from harness.tasks import Task, TrialContext, load_task
@@ -206,16 +205,8 @@ def trial_record(
     """The one shape of a trial record, whether the task returned it or its worker died."""
     return TrialRecord(
         trial_id=trial.trial_id,
-        suite=trial.suite,
-        profile=trial.profile,
-        task=trial.task,
-        task_version=trial.task_version,
-        arm=trial.arm,
-        arm_label=trial.arm_label,
-        seed=trial.seed,
-        point=trial.point,
+        trial=trial,
         point_label=trial.point_label,
-        params=trial.params,
         status=status,
         error=error,
         metrics=dict(metrics or {}),

@@ -1,59 +1,11 @@
 """Suite -> trials (arm variant x seed x sweep point), each identified by a content hash."""
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
-from typing import Any
-
-from harness.record import trial_title
+from harness.record import Trial, config_hash
 from harness.suite.model import Suite
-from harness.suite.points import arm_label, point_label, sweep_points
+from harness.suite.points import arm_label, sweep_points
 from harness.tasks.param_paths import layered
 from harness.tasks.source import task_code
-
-
-def config_hash(config: dict[str, Any]) -> str:
-    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class Trial:
-    suite: str
-    profile: str
-    task: str
-    task_version: str
-    arm: str
-    arm_label: str
-    seed: int
-    point: dict[str, Any]
-    params: dict[str, Any]
-    code: str = ""  # sha256 of the task's source (harness.tasks.source); "" for records made before it was kept
-
-    @property
-    def point_label(self) -> str:
-        return point_label(self.point)
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        """What determines the result: the hash covers exactly this."""
-        identity = {
-            "task": self.task,
-            "task_version": self.task_version,
-            "arm": self.arm_label,
-            "seed": self.seed,
-            "params": self.params,
-        }
-        return identity | {"code": self.code} if self.code else identity
-
-    @property
-    def trial_id(self) -> str:
-        return config_hash(self.identity)
-
-    @property
-    def title(self) -> str:
-        return trial_title(self.arm_label, self.seed, self.point_label)
 
 
 def expand_trials(suite: Suite) -> list[Trial]:

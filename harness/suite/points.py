@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from harness.record import point_label
 from harness.suite.schema import SweepAxes
 
 
@@ -12,10 +13,6 @@ def sweep_points(axes: SweepAxes) -> list[dict[str, Any]]:
     """Cartesian product of sweep axes in declaration order; one empty point without axes."""
     names = list(axes)
     return [dict(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
-
-
-def point_label(point: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in point.items())
 
 
 def arm_label(arm_name: str, point: dict[str, Any]) -> str:
