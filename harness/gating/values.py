@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping
 
 from harness.analysis.compare.claim_moves import claim_evidence
 from harness.analysis.decide.claims import evaluate_claims
-from harness.analysis.decide.verdicts import contrast_variants
+from harness.analysis.decide.verdicts import ContrastVariant, contrast_variants
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.paired_stats import mean_estimate
 from harness.suite.points import point_label, sweep_points
@@ -107,6 +107,19 @@ def speed_gated(results: RunResults) -> bool:
     return results.stored.gate.speed and not results.speed_under_load
 
 
+def _distinct_pairs(variants: list[ContrastVariant]) -> list[ContrastVariant]:
+    """One variant per treatment/control pair: a suite may name the same pair twice (one claim per contrast
+    and metric, so a second test of the pair gets its own name), and the pair's values are the same."""
+    seen: set[tuple[str, str]] = set()
+    distinct = []
+    for variant in variants:
+        pair = (variant.treatment_label, variant.control_label)
+        if pair not in seen:
+            seen.add(pair)
+            distinct.append(variant)
+    return distinct
+
+
 def baseline_values(results: RunResults) -> list[GatedValue]:
     """The gated values of a run: quality and memory means per arm, speed ratios per contrast,
     each with the seeds it averages (a seed without a finite value is not in it)."""
@@ -121,7 +134,7 @@ def baseline_values(results: RunResults) -> list[GatedValue]:
                     spread = seed_spread(values.values()) if check == QUALITY else None
                     entries.append(_entry(check, label, point, key, spec.direction, seed_mean(values.values()), values,
                                           spread))
-    for variant in contrast_variants(results):
+    for variant in _distinct_pairs(contrast_variants(results)):
         subject = f"{variant.treatment_label}-vs-{variant.control_label}"
         for point in results.point_labels():
             for key in results.metric_keys(variant.treatment_label, point):
@@ -137,7 +150,7 @@ def baseline_values(results: RunResults) -> list[GatedValue]:
                               results.seeds or [], claim={"result": claim.status, **evidence.entry_fields()}))
     if results.speed_under_load:  # timings of concurrent trials say nothing about the code
         return entries
-    for variant in contrast_variants(results):
+    for variant in _distinct_pairs(contrast_variants(results)):
         for point in results.point_labels():
             for key in results.metric_keys(variant.treatment_label, point):
                 spec = results.spec_for(key)

@@ -163,8 +163,11 @@ def contrast_variants(results: RunResults) -> list[ContrastVariant]:
 
 
 def variants_named(variants: list[ContrastVariant], name: str) -> list[ContrastVariant]:
-    """The variants a claim or premise naming ``name`` (a declared contrast or a variant) reads."""
-    return [v for v in variants if name in (v.name, v.declared_name, f"{v.treatment_arm}-vs-{v.control_arm}")]
+    """The variants a claim or premise naming ``name`` (a declared contrast or a variant) reads. The
+    ``<treatment>-vs-<control>`` alias reads a named contrast only where no contrast bears ``name`` itself:
+    a suite that names the same pair twice (a second test of it) reads each name's claims once."""
+    named = [v for v in variants if name in (v.name, v.declared_name)]
+    return named or [v for v in variants if name == f"{v.treatment_arm}-vs-{v.control_arm}"]
 
 
 def compare(results: RunResults, treatment_label: str, control_label: str, point: str, key: str) -> PairedDifference | None:
