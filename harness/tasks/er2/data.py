@@ -171,8 +171,14 @@ def guess_from_context_recall(layout: RecallLayout, tokens: Tensor, answers: Ten
     distinct values shown before it. The bound value is always among them, so this is what a model
     scores that knows the answer is "some value from the context" without recalling which."""
     is_value = (tokens >= layout.num_keys) & (tokens < layout.filler)
-    seen = torch.zeros(*tokens.shape, layout.num_values, dtype=torch.bool)
-    seen.scatter_(2, (tokens - layout.num_keys).clamp(0, layout.num_values - 1).unsqueeze(-1), is_value.unsqueeze(-1))
-    distinct = seen.cummax(dim=1).values.sum(-1).clamp_min(1)  # values seen up to and including t
+    value_ids = (tokens - layout.num_keys).clamp(0, layout.num_values - 1)
+    steps = tokens.shape[1]
+    positions = torch.arange(steps).expand_as(tokens)
+    # each value's first position per sequence: the values seen up to t are the first sightings up to t
+    # (per position, not a [B,T,values] table: that cost grew with the vocabulary)
+    first = torch.full((tokens.shape[0], layout.num_values), steps, dtype=torch.long)
+    first = first.scatter_reduce(1, value_ids, torch.where(is_value, positions, steps), reduce="amin")
+    first_sighting = is_value & (first.gather(1, value_ids) == positions)
+    distinct = first_sighting.cumsum(1).clamp_min(1)  # values seen up to and including t
     per_query = answers.to(torch.float32) / distinct
     return per_query.sum(1) / answers.sum(1).clamp_min(1)
