@@ -12,7 +12,7 @@ from harness.execution.executor import run_single
 from harness.tasks.routing.reader import NoMemoryAnswers, asked_keys, lookup_answers
 from harness.tasks.routing.task import RoutingTask
 from harness.tasks.routing.workload import Layout, Vocabulary, make_documents, make_queries
-from tests.test_routing_task import TINY
+from test_routing_task import TINY
 
 LAYOUT = Layout(Vocabulary(n_entities=16, n_attributes=4, n_values=8), entity_len=2, doc_facts=4, query_facts=1,
                 chunk_size=2, regime="uncertain_key", segments=4)

@@ -191,7 +191,7 @@ def test_plan_reads_each_claims_effect_from_a_pilot_run(tmp_path):
     folder = RunFolder(tmp_path / "pilot", "seq", "default")
     folder.save_suite({**results.stored.as_stored(), "sequential": None})
     for trial in results.finished:
-        folder.save_trial(dataclasses.replace(trial, suite="seq", profile="default"))
+        folder.save_trial(dataclasses.replace(trial, trial=dataclasses.replace(trial.trial, suite="seq", profile="default")))
     suite = tmp_path / "seq.yaml"
     suite.write_text("suite: seq\ntask: calibration_task:CalibrationTask\nseeds: [0, 1, 2]\n"
                      "sequential: {max_seeds: 8}\narms:\n  control: {tag: a}\n  treat: {tag: b}\n"
