@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch
 
 from harness.tasks.er2.mechanism.decode import ER2Decoder
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.er2.consistency import AGREEMENT_TOLERANCE, decode_prefill_agreement
 
 SHAPES = dict(num_heads=6, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
 
 
-def _layer(cls: type = SelectiveCompressedPDelta2Layer, **overrides) -> SelectiveCompressedPDelta2Layer:
+def _layer(cls: type = ER2Layer, **overrides) -> ER2Layer:
     layer = cls(**{**SHAPES, **overrides})
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -34,7 +34,7 @@ class _DecoderWithoutConvolution(ER2Decoder):
         return output, type(new_state)(base=new_state.base, residual=new_state.residual, conv_tail=None)
 
 
-class _LayerWithBrokenDecode(SelectiveCompressedPDelta2Layer):
+class _LayerWithBrokenDecode(ER2Layer):
     def decoder(self) -> ER2Decoder:
         return _DecoderWithoutConvolution(self)
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from harness.execution.executor import run_single
-from harness.tasks.er2.mechanism.er2 import GAIN_LIMIT, SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import GAIN_LIMIT, ER2Layer
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
 from harness.tasks.er2.constructed import (
@@ -127,7 +127,7 @@ def test_distillation_on_answers_ignores_every_other_position():
     assert selected.shape == (1, 1, int(answers.sum()), 16)
     assert torch.equal(selected[0, 0], captured["out"][:, 0][answers])
     torch.manual_seed(0)
-    layer = SelectiveCompressedPDelta2Layer(1, 1, 16, feature_dim=8, residual_dim=4, code_rank=2, residual_mode="compressed")
+    layer = ER2Layer(1, 1, 16, feature_dim=8, residual_dim=4, code_rank=2, residual_mode="compressed")
     changed = dict(captured, out=torch.where(answers[:, None, :, None], captured["out"], torch.randn_like(captured["out"])))
     assert transfer_loss(layer, captured)[0].item() == pytest.approx(transfer_loss(layer, changed)[0].item())
     moved = dict(captured, out=captured["out"] + answers[:, None, :, None])
@@ -135,11 +135,11 @@ def test_distillation_on_answers_ignores_every_other_position():
 
 
 def test_budget_metrics_count_steps_sequences_and_gains_at_the_clamp():
-    layer = SelectiveCompressedPDelta2Layer(4, 2, 8, feature_dim=8, residual_dim=4, code_rank=2, residual_mode="raw")
+    layer = ER2Layer(4, 2, 8, feature_dim=8, residual_dim=4, code_rank=2, residual_mode="raw")
     with torch.no_grad():
         layer.residual_gain.copy_(torch.tensor([0.0, GAIN_LIMIT, -2.0, 0.3]))
     assert budget_metrics(layer, 50, 8) == {"budget/steps": 50.0, "budget/examples": 400.0, "at_bound/gain": 0.5}
-    none = SelectiveCompressedPDelta2Layer(4, 2, 8, feature_dim=8, residual_mode="none")
+    none = ER2Layer(4, 2, 8, feature_dim=8, residual_mode="none")
     assert budget_metrics(none, 50, 8)["at_bound/gain"] == 0.0
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
+from harness.tasks.er2.mechanism.er2 import ER2Layer, hard_error_mask
 from harness.metrics import metric_key_problem
 from harness.services.training_loop import fit
 from harness.suite.loader import load_suites
@@ -84,11 +84,11 @@ def test_rate_warms_up_holds_then_decays_to_one_over_decay():
 
 
 def test_the_gain_gets_its_own_learning_rate_only_when_there_is_one():
-    raw = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=8, residual_dim=4, residual_mode="raw")
+    raw = ER2Layer(2, 1, 8, feature_dim=8, residual_dim=4, residual_mode="raw")
     groups = parameter_groups(raw, 2e-3, 10.0)
     assert [g["lr"] for g in groups] == [2e-3, pytest.approx(2e-2)] and groups[1]["params"] == [raw.residual_gain]
     assert sum(len(g["params"]) for g in groups) == len(list(raw.parameters()))
-    none = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=8, residual_mode="none")
+    none = ER2Layer(2, 1, 8, feature_dim=8, residual_mode="none")
     assert len(parameter_groups(none, 2e-3, 10.0)) == 1 and mean_abs_gain(none) == 0.0
     with torch.no_grad():
         raw.residual_gain.copy_(torch.tensor([3.0, -0.5]))
@@ -126,12 +126,12 @@ def test_the_learned_gate_starts_at_gate_init():
     q = torch.randn(1, 2, 8, 8)
     kv = torch.randn(1, 1, 8, 8)
     for start in (0.2, 0.5):
-        layer = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=4, residual_dim=2, code_rank=2, gate_init=start)
+        layer = ER2Layer(2, 1, 8, feature_dim=4, residual_dim=2, code_rank=2, gate_init=start)
         _, _, parts = layer.components(q, kv, kv)
         assert float(parts["gate"].detach().mean()) == pytest.approx(start)
         assert type(layer)(**layer.config).gate_init == start
     with pytest.raises(ValueError, match="gate_init"):
-        SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=4, residual_dim=2, code_rank=2, gate_init=1.0)
+        ER2Layer(2, 1, 8, feature_dim=4, residual_dim=2, code_rank=2, gate_init=1.0)
 
 
 def test_the_fixed_budget_runs_exactly_its_steps_whatever_the_values_do():
@@ -146,7 +146,7 @@ def test_the_gain_is_kept_inside_its_clamp_where_it_still_gets_a_gradient():
     """Past the clamp the applied gain is constant (no gradient: the old recipe's stuck heads); on it the
     loss still moves it back in."""
     torch.manual_seed(0)
-    layer = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=8, residual_dim=4, residual_mode="raw", state_dtype="fp32")
+    layer = ER2Layer(2, 1, 8, feature_dim=8, residual_dim=4, residual_mode="raw", state_dtype="fp32")
     q, k, v = torch.randn(1, 2, 12, 8), torch.randn(1, 1, 12, 8), torch.randn(1, 1, 12, 8)
     with torch.no_grad():
         layer.residual_gain.copy_(torch.tensor([3.0, -0.5]))
@@ -177,14 +177,14 @@ def test_the_gate_modes_cross_projection_and_gate():
     for name, mode, gate in [("raw", "raw", None), ("raw_gated", "raw", "learned"), ("compressed", "compressed", None),
                              ("compressed_gate1", "compressed", "one")]:
         torch.manual_seed(2)
-        layer = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=8, residual_dim=4, code_rank=2, residual_mode=mode,
+        layer = ER2Layer(2, 1, 8, feature_dim=8, residual_dim=4, code_rank=2, residual_mode=mode,
                                                 gate_mode=gate, state_dtype="fp32")
         with torch.no_grad():
             layer.residual_gain.fill_(0.8)
         kinds[name] = layer
     assert [kinds[n].gated for n in kinds] == [False, True, True, False]
     assert kinds["compressed_gate1"].error_gate_w is None and kinds["raw_gated"].residual_basis is None
-    assert SelectiveCompressedPDelta2Layer(**kinds["raw_gated"].config).gated  # the config rebuilds the gate
+    assert ER2Layer(**kinds["raw_gated"].config).gated  # the config rebuilds the gate
     with torch.no_grad():
         _, _, raw = kinds["raw"].components(q, k, v)
         _, _, gated = kinds["raw_gated"].components(q, k, v)
@@ -198,12 +198,12 @@ def test_the_gate_modes_cross_projection_and_gate():
     assert kinds["raw_gated"].error_directed_losses(gated, teacher)["gate_bce"] > 0
     assert kinds["compressed_gate1"].error_directed_losses(one, teacher)["gate_bce"] == 0
     with pytest.raises(ValueError, match="no residual correction to gate"):
-        SelectiveCompressedPDelta2Layer(2, 1, 8, residual_mode="none", gate_mode="learned")
+        ER2Layer(2, 1, 8, residual_mode="none", gate_mode="learned")
     with pytest.raises(ValueError, match="unknown gate_mode 'half'"):
-        SelectiveCompressedPDelta2Layer(2, 1, 8, residual_mode="raw", gate_mode="half")
+        ER2Layer(2, 1, 8, residual_mode="raw", gate_mode="half")
     for limit in (0.0, -1.0, float("inf")):
         with pytest.raises(ValueError, match="gain_limit must be a finite positive"):
-            SelectiveCompressedPDelta2Layer(2, 1, 8, residual_mode="raw", gain_limit=limit)
+            ER2Layer(2, 1, 8, residual_mode="raw", gain_limit=limit)
 
 
 def test_gate_auroc_is_one_for_a_gate_on_the_hard_positions_and_a_half_for_a_constant():

@@ -58,9 +58,9 @@ def test_text_workload_end_to_end_and_rerun_identical(tmp_path: Path):
     assert {"decode_latency_s", "decode_crossover_context", "prefill_crossover_context"} <= metrics.keys()
     assert metrics["hard_teacher_nmse"] > 0 and metrics["train_tokens_per_s"] > 0
     # probe layer of the tiny teacher: Hkv=1, D=8; the state measured from tensors equals the formula
-    from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+    from harness.tasks.er2.mechanism.er2 import ER2Layer
 
-    layer = SelectiveCompressedPDelta2Layer(2, 1, 8, feature_dim=8, residual_dim=4, code_rank=2)
+    layer = ER2Layer(2, 1, 8, feature_dim=8, residual_dim=4, code_rank=2)
     assert metrics["state_bytes"] == layer.recurrent_state_bytes(1)
     assert metrics["kv_cache_bytes@64"] == 2 * 64 * 1 * 8 * 2
     assert metrics["break_even_context"] * 32 >= metrics["state_bytes"] > (metrics["break_even_context"] - 1) * 32

@@ -12,15 +12,15 @@ from harness.tasks.er2.mechanism.er import (
     causal_value_conv_stream,
     value_conv_taps,
 )
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
-from harness.tasks.er2.mechanism.features import PDelta2Core, PDeltaState
+from harness.tasks.er2.mechanism.er2 import ER2Layer
+from harness.tasks.er2.mechanism.features import ER2Core, PDeltaState
 from harness.tasks.er2.mechanism.ops.fused_decode import KernelUnavailable, load_kernel
 
 SMALL = dict(num_heads=6, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
 KINDS = ["fused", "eager"]
 
 
-def _decoder(layer: SelectiveCompressedPDelta2Layer, kind: str):
+def _decoder(layer: ER2Layer, kind: str):
     """The decoder of this kind; the fused one is skipped (with the reason) where no C compiler builds it."""
     if kind == "fused":
         try:
@@ -48,7 +48,7 @@ def _qkv(heads: int, kv_heads: int, steps: int, dim: int = 8, dtype=torch.float3
 
 
 def test_core_step_equals_chunked_forward_float64():
-    core = PDelta2Core(6, 2, 8, feature_dim=12, chunk_size=8).double()
+    core = ER2Core(6, 2, 8, feature_dim=12, chunk_size=8).double()
     _perturb(core)
     q, k, v = _qkv(6, 2, 37, dtype=torch.float64)
     gen = torch.Generator().manual_seed(5)
@@ -102,7 +102,7 @@ VARIANTS = {
 @pytest.mark.parametrize("mode", list(VARIANTS))
 def test_layer_decode_equals_chunked_forward(mode, conv_kernel, kind):
     """fp32 storage: token-by-token decode reproduces the chunked forward's outputs and final state."""
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, **VARIANTS[mode], state_dtype="fp32", conv_kernel=conv_kernel)
+    layer = ER2Layer(**SMALL, **VARIANTS[mode], state_dtype="fp32", conv_kernel=conv_kernel)
     _perturb(layer)
     q, k, v = _qkv(6, 2, 29)
     with torch.no_grad():
@@ -123,7 +123,7 @@ def test_layer_decode_equals_chunked_forward(mode, conv_kernel, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_layer_decode_equals_one_token_forward_with_fp16_state(kind):
     """With fp16 storage both paths round the same state the same way after every token."""
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed", state_dtype="fp16")
+    layer = ER2Layer(**SMALL, residual_mode="compressed", state_dtype="fp16")
     _perturb(layer)
     q, k, v = _qkv(6, 2, 12)
     with torch.no_grad():
@@ -143,7 +143,7 @@ def test_layer_decode_equals_one_token_forward_with_fp16_state(kind):
 @pytest.mark.parametrize("state_dtype", ["fp16", "fp32"])
 def test_decoder_never_modifies_given_or_returned_states(state_dtype, kind):
     """The decoder's working buffer is reused across steps; no state a caller holds may alias it."""
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed", state_dtype=state_dtype)
+    layer = ER2Layer(**SMALL, residual_mode="compressed", state_dtype=state_dtype)
     _perturb(layer)
     q, k, v = _qkv(6, 2, 9)
     snapshot = lambda s: [t.clone() for t in (s.base.memory, s.base.curvature, s.residual.memory, s.conv_tail)]
@@ -167,7 +167,7 @@ def test_decoder_never_modifies_given_or_returned_states(state_dtype, kind):
 def test_fused_kernel_follows_the_eager_step_token_after_token(mode, state_dtype):
     """Each path carries its own state for 40 tokens from a prefilled one: fp32 states agree to float
     rounding; fp16 states may round one value a unit apart, which must not grow."""
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, **VARIANTS[mode], state_dtype=state_dtype)
+    layer = ER2Layer(**SMALL, **VARIANTS[mode], state_dtype=state_dtype)
     _perturb(layer, scale=0.3)
     q, k, v = _qkv(6, 2, 48, seed=3)
     tolerance = 1e-5 if state_dtype == "fp32" else 2e-3
@@ -190,7 +190,7 @@ def test_fused_kernel_follows_the_eager_step_token_after_token(mode, state_dtype
 
 
 def test_decoder_falls_back_to_eager_where_the_kernel_cannot_be_built(monkeypatch):
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed")
+    layer = ER2Layer(**SMALL, residual_mode="compressed")
     monkeypatch.setenv("CC", "no-such-c-compiler")
     load_kernel.cache_clear()
     try:

@@ -18,7 +18,7 @@ import pytest
 import torch
 from test_pdelta_decode import SMALL, _decoder, _perturb, _qkv
 
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.er2.mechanism.ops.fused_decode import FLAGS, SOURCE
 
 pytestmark = [
@@ -46,7 +46,7 @@ def builds(tmp_path_factory) -> dict[str, ctypes.CDLL]:
 
 @pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
 def test_native_and_baseline_isa_builds_decode_the_same_bits(builds, mode):
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype="fp32")
+    layer = ER2Layer(**SMALL, residual_mode=mode, state_dtype="fp32")
     _perturb(layer, scale=0.3)
     q, k, v = _qkv(6, 2, 48, seed=5)
     outputs = {}

@@ -12,8 +12,8 @@ from harness.tasks.er2.mechanism.er import (
     initialize_retention_spectrum,
     retention_half_lives,
 )
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
-from harness.tasks.er2.mechanism.features import PDelta2Core
+from harness.tasks.er2.mechanism.er2 import ER2Layer
+from harness.tasks.er2.mechanism.features import ER2Core
 
 SMALL = dict(num_heads=4, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
 
@@ -24,7 +24,7 @@ def _qkv(steps=30, batch=2, seed=0):
             torch.randn(batch, 2, steps, 8, generator=gen))
 
 
-def _perturbed(layer: SelectiveCompressedPDelta2Layer, seed: int = 1) -> SelectiveCompressedPDelta2Layer:
+def _perturbed(layer: ER2Layer, seed: int = 1) -> ER2Layer:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for param in layer.parameters():
@@ -57,7 +57,7 @@ def test_conv_stream_pieces_equal_one_shot():
 
 @pytest.mark.parametrize("state_dtype", ["fp16", "fp32"])
 def test_streaming_token_by_token_equals_full_sequence(state_dtype):
-    layer = _perturbed(SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed", state_dtype=state_dtype))
+    layer = _perturbed(ER2Layer(**SMALL, residual_mode="compressed", state_dtype=state_dtype))
     assert layer.residual_gain.abs().min() > 0
     q, k, v = _qkv(steps=21)
     with torch.no_grad():
@@ -74,10 +74,10 @@ def test_streaming_token_by_token_equals_full_sequence(state_dtype):
 
 
 def test_zero_residual_gain_equals_base_only_layer():
-    compressed = _perturbed(SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed"))
+    compressed = _perturbed(ER2Layer(**SMALL, residual_mode="compressed"))
     with torch.no_grad():
         compressed.residual_gain.zero_()
-    none = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="none")
+    none = ER2Layer(**SMALL, residual_mode="none")
     shared = {name: value for name, value in compressed.state_dict().items() if name in none.state_dict()}
     none.load_state_dict(shared)
     q, k, v = _qkv()
@@ -90,7 +90,7 @@ def test_zero_residual_gain_equals_base_only_layer():
 @pytest.mark.parametrize("mode", ["none", "raw", "compressed"])
 @pytest.mark.parametrize("state_dtype", ["fp16", "fp32"])
 def test_state_dtypes_and_measured_bytes(mode, state_dtype):
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode=mode, state_dtype=state_dtype)
+    layer = ER2Layer(**SMALL, residual_mode=mode, state_dtype=state_dtype)
     q, k, v = _qkv(batch=3)
     _, state = layer(q, k, v, return_state=True)
     storage = torch.float16 if state_dtype == "fp16" else torch.float32
@@ -104,22 +104,22 @@ def test_state_dtypes_and_measured_bytes(mode, state_dtype):
 
 
 def test_raw_and_compressed_share_the_state_budget():
-    raw = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="raw")
-    compressed = SelectiveCompressedPDelta2Layer(**{**SMALL, "code_rank": 7}, residual_mode="compressed")
-    none = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="none")
+    raw = ER2Layer(**SMALL, residual_mode="raw")
+    compressed = ER2Layer(**{**SMALL, "code_rank": 7}, residual_mode="compressed")
+    none = ER2Layer(**SMALL, residual_mode="none")
     assert raw.recurrent_state_bytes() == compressed.recurrent_state_bytes() > none.recurrent_state_bytes()
 
 
 def test_reference_figures_for_smollm2_shapes():
     """The spec's arithmetic: Hkv=3, D=64, F=96, Residual16, fp16 storage."""
-    none = SelectiveCompressedPDelta2Layer(9, 3, 64, residual_mode="none")
-    raw = SelectiveCompressedPDelta2Layer(9, 3, 64, residual_mode="raw")
+    none = ER2Layer(9, 3, 64, residual_mode="none")
+    raw = ER2Layer(9, 3, 64, residual_mode="raw")
     assert none.recurrent_state_bytes() == 39_168 and raw.recurrent_state_bytes() == 45_504
 
 
 def test_config_round_trip():
-    layer = _perturbed(SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="raw", state_dtype="fp32"))
-    clone = SelectiveCompressedPDelta2Layer(**layer.config)
+    layer = _perturbed(ER2Layer(**SMALL, residual_mode="raw", state_dtype="fp32"))
+    clone = ER2Layer(**layer.config)
     clone.load_state_dict(layer.state_dict())
     q, k, v = _qkv()
     with torch.no_grad():
@@ -128,21 +128,21 @@ def test_config_round_trip():
 
 def test_bad_configuration_lists_valid_choices():
     with pytest.raises(ValueError, match="none, raw, compressed"):
-        SelectiveCompressedPDelta2Layer(4, 2, 8, residual_mode="lowrank")
+        ER2Layer(4, 2, 8, residual_mode="lowrank")
     with pytest.raises(ValueError, match="fp16, fp32"):
-        SelectiveCompressedPDelta2Layer(4, 2, 8, state_dtype="bf16")
+        ER2Layer(4, 2, 8, state_dtype="bf16")
     with pytest.raises(ValueError, match="divisible"):
-        SelectiveCompressedPDelta2Layer(5, 2, 8)
+        ER2Layer(5, 2, 8)
     with pytest.raises(ValueError, match="code_rank"):
-        SelectiveCompressedPDelta2Layer(4, 2, 8, code_rank=9)
+        ER2Layer(4, 2, 8, code_rank=9)
     with pytest.raises(ValueError, match="chunk_size"):
-        SelectiveCompressedPDelta2Layer(4, 2, 8, chunk_size=64)
+        ER2Layer(4, 2, 8, chunk_size=64)
     with pytest.raises(ValueError, match="unknown implementation"):
-        SelectiveCompressedPDelta2Layer(4, 2, 8, feature_dim=8)(*_qkv(steps=3), implementation="token")
+        ER2Layer(4, 2, 8, feature_dim=8)(*_qkv(steps=3), implementation="token")
 
 
 def test_retention_spectrum():
-    core = PDelta2Core(4, 2, 8, feature_dim=5)
+    core = ER2Core(4, 2, 8, feature_dim=5)
     initialize_retention_spectrum(core, 8.0, 2048.0)
     half_lives = retention_half_lives(core)
     expected = torch.logspace(math.log10(8.0), math.log10(2048.0), 5)
@@ -150,7 +150,7 @@ def test_retention_spectrum():
     assert torch.equal(core.forget_w, torch.zeros_like(core.forget_w))
     with pytest.raises(ValueError, match="minimum"):
         initialize_retention_spectrum(core, 10.0, 10.0)
-    layer = SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed")
+    layer = ER2Layer(**SMALL, residual_mode="compressed")
     stats = layer.retention_statistics()
     assert stats["base_half_life_min"] == pytest.approx(8.0, rel=1e-3)
     assert stats["residual_half_life_max"] == pytest.approx(8192.0, rel=1e-3)
@@ -158,7 +158,7 @@ def test_retention_spectrum():
 
 
 def test_auxiliary_losses_train_the_residual_branch():
-    layer = _perturbed(SelectiveCompressedPDelta2Layer(**SMALL, residual_mode="compressed"))
+    layer = _perturbed(ER2Layer(**SMALL, residual_mode="compressed"))
     q, k, v = _qkv()
     teacher = torch.randn(2, 4, 30, 8)
     losses = layer.auxiliary_losses(q, k, v, teacher)

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.tasks.er2.mechanism.features import PDelta2Core
+from harness.tasks.er2.mechanism.features import ER2Core
 from harness.tasks.er2.mechanism.ops.attention import (
     local_window_attention,
     softmax_reference,
@@ -74,7 +74,7 @@ def test_chunk_size_out_of_range(chunk_size):
     with pytest.raises(ValueError, match="chunk_size"):
         delta_recurrence(**_recurrence_inputs(), groups=2, chunk_size=chunk_size)
     with pytest.raises(ValueError, match="chunk_size"):
-        PDelta2Core(4, 2, 8, chunk_size=chunk_size)
+        ER2Core(4, 2, 8, chunk_size=chunk_size)
 
 
 def test_inconsistent_shapes_are_named():
@@ -85,15 +85,15 @@ def test_inconsistent_shapes_are_named():
     with pytest.raises(ValueError, match=r"erase \(2, 2, 10, 6\)"):
         delta_token_reference(**bad, groups=2)
     with pytest.raises(ValueError, match="num_kv_heads"):
-        PDelta2Core(5, 2, 8)
-    core = PDelta2Core(4, 2, 8, feature_dim=6)
+        ER2Core(5, 2, 8)
+    core = ER2Core(4, 2, 8, feature_dim=6)
     with pytest.raises(ValueError, match=r"got q \(1, 3, 5, 8\)"):
         core(torch.zeros(1, 3, 5, 8), torch.zeros(1, 2, 5, 8), torch.zeros(1, 2, 5, 8))
 
 
 @pytest.mark.parametrize("chunk_size", [1, 7, 32])
 def test_preconditioner_chunked_equals_reference(chunk_size):
-    core = PDelta2Core(4, 2, 8, feature_dim=6)
+    core = ER2Core(4, 2, 8, feature_dim=6)
     with torch.no_grad():  # non-default parameters so every term matters
         core.pre_log_decay.uniform_(-0.03, -0.001)
         core.pre_gain_logit.normal_()
@@ -110,7 +110,7 @@ def test_preconditioner_chunked_equals_reference(chunk_size):
 
 
 def test_core_fresh_state_and_precondition_ranges():
-    core = PDelta2Core(4, 2, 8, feature_dim=8)
+    core = ER2Core(4, 2, 8, feature_dim=8)
     alpha, beta, log_x, center = core.precondition_parameters()
     assert torch.allclose(alpha, torch.full_like(alpha, 0.995))
     assert torch.allclose(beta, torch.full_like(beta, 0.12))

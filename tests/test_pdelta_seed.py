@@ -9,11 +9,12 @@ import torch
 from seed_files import seed_module
 
 from harness.measure.memory import tensor_bytes
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2Layer
 
 IMPORT_REWRITES = {
     "from tinycenn_lm.pdelta2_er import (": "from harness.tasks.er2.mechanism.er import (",
-    "from tinycenn_lm.pdelta2_features import": "from harness.tasks.er2.mechanism.features import",
+    "from tinycenn_lm.pdelta2_features import PDelta2Core,":
+        "from harness.tasks.er2.mechanism.features import ER2Core as PDelta2Core,",
 }
 
 
@@ -38,7 +39,7 @@ def _pair(seed_module, mode: str, state_dtype: str = "fp16"):
     torch.manual_seed(3)
     theirs = seed_module.SelectiveCompressedPDelta2Layer(**kwargs)
     torch.manual_seed(3)
-    ours = SelectiveCompressedPDelta2Layer(**kwargs)
+    ours = ER2Layer(**kwargs)
     with torch.no_grad():  # move away from the function-preserving init so every branch matters
         for name, param in theirs.named_parameters():
             param.add_(0.05 * torch.randn_like(param))
@@ -55,7 +56,7 @@ def test_seed_and_ours_agree(seed, mode):
     shared = {key: value for key, value in ours.config.items() if key in theirs.config}
     assert shared == theirs.config
     assert {key: value for key, value in ours.config.items() if key not in theirs.config} == {
-        "gain_limit": 1.5, "gate_mode": {"none": None, "raw": "one", "compressed": "learned"}[mode]}
+        "gain_limit": 1.5, "gate_init": 0.2, "gate_mode": {"none": None, "raw": "one", "compressed": "learned"}[mode]}
     q, k, v, teacher = _inputs()
     out_t, state_t = theirs(q[:, :, :20], k[:, :, :20], v[:, :, :20], return_state=True)
     out_o, state_o = ours(q[:, :, :20], k[:, :, :20], v[:, :, :20], return_state=True)
@@ -88,7 +89,7 @@ def test_seed_and_ours_agree_fp32_storage_and_same_init(seed):
     torch.manual_seed(11)
     fresh_theirs = seed.SelectiveCompressedPDelta2Layer(4, 2, 8, feature_dim=12)
     torch.manual_seed(11)
-    fresh_ours = SelectiveCompressedPDelta2Layer(4, 2, 8, feature_dim=12)
+    fresh_ours = ER2Layer(4, 2, 8, feature_dim=12)
     for (name, a), (_, b) in zip(fresh_theirs.state_dict().items(), fresh_ours.state_dict().items()):
         torch.testing.assert_close(b, a, rtol=0, atol=0, msg=name)
 

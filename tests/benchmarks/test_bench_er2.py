@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.er2.mechanism.ops.attention import softmax_reference
 from harness.tasks.er2.mechanism.ops.chunk import delta_recurrence
 from harness.tasks.er2.mechanism.ops.naive import delta_token_reference
@@ -48,7 +48,7 @@ def test_bench_delta_recurrence(benchmark, form):
 @pytest.mark.parametrize("op", ["er2", "sdpa"])
 def test_bench_prefill(benchmark, op, context):
     """SmolLM2-like probe shapes: 9 query heads, 3 KV heads, head dim 64."""
-    layer = SelectiveCompressedPDelta2Layer(9, 3, 64, residual_mode="compressed").eval()
+    layer = ER2Layer(9, 3, 64, residual_mode="compressed").eval()
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(1, 9, context, 64, generator=gen)
     k, v = torch.randn(1, 3, context, 64, generator=gen), torch.randn(1, 3, context, 64, generator=gen)
@@ -63,7 +63,7 @@ def test_bench_prefill(benchmark, op, context):
 def test_bench_decode(benchmark, op):
     """One new token, SmolLM2-like probe shapes: the ER2 decode step (the fused C kernel where it
     builds; er2-eager: the tensor-op step) vs SDPA reading the whole KV cache."""
-    layer = SelectiveCompressedPDelta2Layer(9, 3, 64, residual_mode="compressed").eval()
+    layer = ER2Layer(9, 3, 64, residual_mode="compressed").eval()
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(1, 9, 1, 64, generator=gen)
     k, v = torch.randn(1, 3, 1, 64, generator=gen), torch.randn(1, 3, 1, 64, generator=gen)

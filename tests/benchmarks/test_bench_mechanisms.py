@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from harness.devices import resolve_device
 from harness.measure.memory import read_bandwidth
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.routing.mechanism.model import PrecisionHead
 from harness.tasks.routing.mechanism.msa import RouterProjector
 from harness.tasks.routing.mechanism.precision_router import PrecisionGuidedRouter
@@ -184,9 +184,9 @@ def test_split_vocabulary_pooled_served(benchmark, vocab_inputs, use_gate):
 HEADS, KV_HEADS, HEAD_DIM, CONTEXT = 4, 2, 32, 512
 
 
-def er2_layer(mode: str) -> SelectiveCompressedPDelta2Layer:
+def er2_layer(mode: str) -> ER2Layer:
     torch.manual_seed(0)
-    return SelectiveCompressedPDelta2Layer(
+    return ER2Layer(
         HEADS, KV_HEADS, HEAD_DIM, feature_dim=32, residual_dim=8, code_rank=4, residual_mode=mode
     ).to(DEVICE)
 

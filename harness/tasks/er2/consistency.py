@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import torch
 
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2Layer
 
 # fp32 state on both paths; the unit tests hold random layers to 1e-4 relative.
 AGREEMENT_TOLERANCE = 1e-3
 
 
-def decode_prefill_agreement(layer: SelectiveCompressedPDelta2Layer, q: torch.Tensor, k: torch.Tensor,
+def decode_prefill_agreement(layer: ER2Layer, q: torch.Tensor, k: torch.Tensor,
                              v: torch.Tensor) -> dict[str, float]:
     """Largest |decode - chunked forward| over the sequence, relative to the forward's RMS, and whether it
     is within ``AGREEMENT_TOLERANCE``. Both paths run on an fp32-state twin of ``layer`` so that the

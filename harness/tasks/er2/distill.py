@@ -11,7 +11,7 @@ from torch import Tensor
 from harness.measure.ranks import auroc
 from harness.services.training_loop import optimizer_step
 from harness.tasks.base import training_budget
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer, hard_error_mask
+from harness.tasks.er2.mechanism.er2 import ER2Layer, hard_error_mask
 
 HARD_FRACTION = 0.25
 HARD_BOOST = 3.0
@@ -33,7 +33,7 @@ def at_answers(tensor: Tensor, answers: Tensor) -> Tensor:
     return tensor.transpose(1, 2)[answers].transpose(0, 1).unsqueeze(0)
 
 
-def scored_outputs(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> tuple[Tensor, dict, Tensor]:
+def scored_outputs(layer: ER2Layer, capture: Capture) -> tuple[Tensor, dict, Tensor]:
     """(output, parts, teacher output) where the layer is scored: every position, or only the answers
     when the capture marks them (recall distilled on what it is scored on, not on filler)."""
     output, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
@@ -55,7 +55,7 @@ def output_cosine(prediction: Tensor, target: Tensor) -> Tensor:
     return F.cosine_similarity(prediction.float(), target.float(), dim=-1).mean()
 
 
-def transfer_loss(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> tuple[Tensor, dict[str, float]]:
+def transfer_loss(layer: ER2Layer, capture: Capture) -> tuple[Tensor, dict[str, float]]:
     """nmse + 0.1 (1 - cosine), plus the error-directed terms when the layer has a residual memory."""
     output, parts, teacher = scored_outputs(layer, capture)
     nmse = output_nmse(output, teacher)
@@ -69,7 +69,7 @@ def transfer_loss(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> t
     return loss, terms
 
 
-def parameter_groups(layer: SelectiveCompressedPDelta2Layer, lr: float, gain_lr_scale: float) -> list[dict]:
+def parameter_groups(layer: ER2Layer, lr: float, gain_lr_scale: float) -> list[dict]:
     """The residual gain in its own group at ``gain_lr_scale`` x ``lr``: it starts at zero and Adam moves
     a parameter by about lr per step, so at the shared rate it could not leave its start in the budget."""
     gain = [p for name, p in layer.named_parameters() if name == "residual_gain"]
@@ -80,14 +80,14 @@ def parameter_groups(layer: SelectiveCompressedPDelta2Layer, lr: float, gain_lr_
     return groups
 
 
-def mean_abs_gain(layer: SelectiveCompressedPDelta2Layer) -> float:
+def mean_abs_gain(layer: ER2Layer) -> float:
     """Mean |residual gain| as applied (clamped); 0 without a residual memory."""
     if layer.residual_gain is None:
         return 0.0
     return float(layer.applied_gain().detach().abs().mean())
 
 
-def budget_metrics(layer: SelectiveCompressedPDelta2Layer, steps: float, batch: int) -> dict[str, float]:
+def budget_metrics(layer: ER2Layer, steps: float, batch: int) -> dict[str, float]:
     """The fair-arm facts of a distilled arm: the optimizer steps and sequences it trained on, and the
     fraction of its residual gains at or past the clamp, where they get no gradient (0 without a residual)."""
     at_bound = 0.0 if layer.residual_gain is None else float(layer.gain_at_bound().float().mean())
@@ -95,7 +95,7 @@ def budget_metrics(layer: SelectiveCompressedPDelta2Layer, steps: float, batch: 
 
 
 def distil_step(
-    layer: SelectiveCompressedPDelta2Layer, next_capture: Callable[[int], Capture], lr: float,
+    layer: ER2Layer, next_capture: Callable[[int], Capture], lr: float,
     rate: Callable[[int], float], gain_lr_scale: float = 1.0,
 ) -> Callable[[int], dict[str, float]]:
     """One update per call: AdamW (lr 2e-3 in the original) with the multiplier ``rate(step)``; the
@@ -125,7 +125,7 @@ def output_fidelity(output: Tensor, teacher: Tensor) -> dict[str, float]:
 
 
 @torch.no_grad()
-def fidelity(layer: SelectiveCompressedPDelta2Layer, capture: Capture) -> dict[str, float]:
+def fidelity(layer: ER2Layer, capture: Capture) -> dict[str, float]:
     """Output NMSE, cosine and the hard-position NMSE of a layer against the teacher's output."""
     output, parts, teacher = scored_outputs(layer, capture)
     losses = layer.error_directed_losses(parts, teacher, HARD_FRACTION, HARD_BOOST)

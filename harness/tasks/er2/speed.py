@@ -8,12 +8,12 @@ import torch
 import torch.nn.functional as F
 
 from harness.measure.timing import seconds_per_call, throughput
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.er2.mechanism.ops.attention import softmax_reference
 
 
 def _random_qkv(
-    layer: SelectiveCompressedPDelta2Layer, batch: int, steps: int, device: torch.device, generator: torch.Generator
+    layer: ER2Layer, batch: int, steps: int, device: torch.device, generator: torch.Generator
 ):
     shape_q = (batch, layer.num_heads, steps, layer.head_dim)
     shape_kv = (batch, layer.num_kv_heads, steps, layer.head_dim)
@@ -28,7 +28,7 @@ def crossover_context(context: int, attention_seconds: float, layer_seconds: flo
 
 
 def prefill_speeds(
-    layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float,
+    layer: ER2Layer, contexts: list[int], device: torch.device, min_run_time: float,
     generator: torch.Generator,
 ) -> dict[str, float]:
     """Tokens/s of the layer and of causal SDPA (the teacher's op) for one sequence at each context."""
@@ -51,7 +51,7 @@ def prefill_speeds(
 
 
 def decode_latencies(
-    layer: SelectiveCompressedPDelta2Layer, contexts: list[int], device: torch.device, min_run_time: float,
+    layer: ER2Layer, contexts: list[int], device: torch.device, min_run_time: float,
     generator: torch.Generator,
 ) -> dict[str, float]:
     """One new token: the layer's decode step from a carried state vs SDPA reading the whole KV cache
@@ -83,7 +83,7 @@ def decode_latencies(
 
 
 def training_speed(
-    layer: SelectiveCompressedPDelta2Layer, batch: int, context: int, device: torch.device, min_run_time: float,
+    layer: ER2Layer, batch: int, context: int, device: torch.device, min_run_time: float,
     generator: torch.Generator,
 ) -> float:
     """Forward+backward tokens/s at the training shape (gradients discarded)."""

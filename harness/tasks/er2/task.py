@@ -20,25 +20,34 @@ import torch
 from torch import Tensor
 
 from harness.measure.memory import tensor_bytes
-from harness.tasks.er2.mechanism.er2 import SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.er2.mechanism.ops.attention import local_window_attention
 from harness.tasks.base import Metric, ParetoView, Task, TrialContext, training_budget_metrics
 from harness.tasks.er2.consistency import decode_prefill_agreement
 from harness.tasks.er2.constructed import ConstructedRecallWorkload, ConstructedTeacher, load_metrics
 from harness.tasks.er2.distill import budget_metrics, cosine, distil_step, fidelity, output_fidelity
 from harness.tasks.er2.positions import fed_capture, fed_mixer
-from harness.tasks.er2.params import ConstructedTeacherParams, ER2Params
+from harness.tasks.er2.params import ConstructedTeacherParams, ER2Params, PasskeyParams, RecallParams, TextParams
 from harness.tasks.er2.recipe import LATE_SPAN, Convergence, late_fall
 from harness.tasks.er2.speed import decode_latencies, prefill_speeds, training_speed
 from harness.tasks.er2.shared import arm_comparison, pool_capture, zeroed_reference
 from harness.tasks.er2.teacher import Mixer, TeacherLM, TeacherRecipe, frozen_teacher, train_teacher, zero_layer
-from harness.tasks.er2.workloads import Workload, capture, make_workload
+from harness.tasks.er2.workloads import PasskeyWorkload, RecallWorkload, TextWorkload, Workload, capture
 
 CONTEXT = "context (tokens)"
 LOAD = "bindings per sequence"
 KV_BYTES = 2  # the teacher's KV cache is fp16
 # a distilled layer's scores reported once, at the training context
 TRAIN_CONTEXT_SCORES = ("hard_teacher_nmse", "gate_mean", "gate_auroc", "effective_gain_abs_mean")
+
+
+def make_workload(spec: TextParams | PasskeyParams | RecallParams) -> TextWorkload | PasskeyWorkload | RecallWorkload:
+    """The workload its params describe (here, not in workloads.py, which params.py reaches: no circle)."""
+    if spec.kind == "passkey":
+        return PasskeyWorkload(spec.weight, spec.short_context)
+    if spec.kind == "recall":
+        return RecallWorkload(spec.pairs, spec.keys, spec.teacher_pairs)
+    return TextWorkload()
 
 
 class ER2Task(Task):
@@ -174,7 +183,7 @@ class ER2Task(Task):
             else make_workload(params.workload)
         teacher = self._teacher(params, workload, ctx)
         # Built in every arm: the window arm's cache gets exactly this layer's state bytes.
-        layer = SelectiveCompressedPDelta2Layer(
+        layer = ER2Layer(
             teacher.config.num_heads, teacher.config.num_kv_heads, teacher.config.head_dim,
             feature_dim=params.feature_dim, residual_dim=params.residual_dim, code_rank=params.code_rank,
             chunk_size=params.chunk_size, conv_kernel=params.conv_kernel, residual_mode=params.residual_mode,
@@ -204,7 +213,7 @@ class ER2Task(Task):
         return metrics
 
     def _control(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
-                 layer: SelectiveCompressedPDelta2Layer, ctx: TrialContext) -> dict[str, float]:
+                 layer: ER2Layer, ctx: TrialContext) -> dict[str, float]:
         """A control arm: nothing is trained, the probe layer is replaced (or kept) and scored like the arms."""
         metrics: dict[str, float] = {}
         mixer: Mixer | None = None  # teacher and guess: the unchanged LM
@@ -239,7 +248,7 @@ class ER2Task(Task):
         )
 
     def _train(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
-               layer: SelectiveCompressedPDelta2Layer, ctx: TrialContext) -> dict[str, float]:
+               layer: ER2Layer, ctx: TrialContext) -> dict[str, float]:
         """Distil on batches drawn from one teacher pass over a fixed pool (the same for every arm)."""
         data = ctx.stream("distil-batches")
         pool_tokens, _ = workload.training_batch(params.train_pool, params.train_context, data)
@@ -277,7 +286,7 @@ class ER2Task(Task):
                 **budget_metrics(layer, steps, params.batch)}
 
     def _quality(self, params: ER2Params, workload: Workload, teacher: TeacherLM, mixer: Mixer | None,
-                 ctx: TrialContext, er2: SelectiveCompressedPDelta2Layer | None = None) -> dict[str, float]:
+                 ctx: TrialContext, er2: ER2Layer | None = None) -> dict[str, float]:
         """Fidelity to the teacher's layer output and the swapped LM's scores at each evaluation context,
         with the cost of zeroing the layer on the same sequences (the range the arms move in)."""
         metrics: dict[str, float] = {}
@@ -318,7 +327,7 @@ class ER2Task(Task):
                                         ctx.device, ctx.stream("load-eval")))
         return metrics
 
-    def _memory(self, params: ER2Params, layer: SelectiveCompressedPDelta2Layer, device) -> dict[str, float]:
+    def _memory(self, params: ER2Params, layer: ER2Layer, device) -> dict[str, float]:
         q = torch.zeros(1, layer.num_heads, 3, layer.head_dim, device=device)
         kv = torch.zeros(1, layer.num_kv_heads, 3, layer.head_dim, device=device)
         with torch.no_grad():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -22,8 +22,6 @@ from harness.tasks.er2.data import (
 from harness.tasks.er2.distill import Capture
 from harness.tasks.er2.teacher import Batches, Mixer, TeacherLM, next_token_nll
 
-if TYPE_CHECKING:  # params.py reaches this module through constructed.py
-    from harness.tasks.er2.params import PasskeyParams, RecallParams, TextParams
 
 
 @dataclass
@@ -236,12 +234,3 @@ class PasskeyWorkload(TextWorkload):
             teacher_recall=scores["teacher"][1], layer_recall=scores["layer"][1],
             guess_recall=[self.digit_chance] * documents,
         )
-
-
-def make_workload(spec: TextParams | PasskeyParams | RecallParams) -> TextWorkload | PasskeyWorkload | RecallWorkload:
-    """The workload its params describe."""
-    if spec.kind == "passkey":
-        return PasskeyWorkload(spec.weight, spec.short_context)
-    if spec.kind == "recall":
-        return RecallWorkload(spec.pairs, spec.keys, spec.teacher_pairs)
-    return TextWorkload()

@@ -5,17 +5,17 @@ convolution, retention spectra), ``er2`` (the ER2 layer and its training losses)
 one-token decoder)."""
 from harness.tasks.er2.mechanism.er2 import (
     ER2State,
-    SelectiveCompressedPDelta2Layer,
+    ER2Layer,
     hard_error_mask,
     normalized_hard_weights,
 )
-from harness.tasks.er2.mechanism.features import PDelta2Core, PDeltaState
+from harness.tasks.er2.mechanism.features import ER2Core, PDeltaState
 
 __all__ = [
     "ER2State",
-    "PDelta2Core",
+    "ER2Core",
     "PDeltaState",
-    "SelectiveCompressedPDelta2Layer",
+    "ER2Layer",
     "hard_error_mask",
     "normalized_hard_weights",
 ]

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from harness.tasks.er2.mechanism.er import causal_value_conv_step, value_conv_taps
-from harness.tasks.er2.mechanism.er2 import ER2State, SelectiveCompressedPDelta2Layer
+from harness.tasks.er2.mechanism.er2 import ER2State, ER2Layer
 from harness.tasks.er2.mechanism.features import CoreDecoder, PDeltaState
 from harness.tasks.er2.mechanism.ops.fused_decode import (
     FusedDecodeStep,
@@ -38,7 +38,7 @@ class ER2Decoder:
     """
 
     @torch.no_grad()
-    def __init__(self, layer: SelectiveCompressedPDelta2Layer, fused: bool | None = None):
+    def __init__(self, layer: ER2Layer, fused: bool | None = None):
         self.layer = layer
         self.cores = CoreDecoder([layer.base] if layer.residual is None else [layer.base, layer.residual])
         self.taps = value_conv_taps(
@@ -62,7 +62,7 @@ class ER2Decoder:
                     raise
                 self.kernel_unavailable = str(error)
 
-    def _gated_correction(self, layer: SelectiveCompressedPDelta2Layer):
+    def _gated_correction(self, layer: ER2Layer):
         """(gain x projector [Hq,D,D], gate weight [Hq,1,D], gate bias [Hq,1]) of the projected-and-gated
         step, or Nones when the correction is the plain gained read-out (raw, gate one). The ablations
         map onto that one step: raw with a learned gate projects by the identity; compressed with the

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from harness.tasks.er2.mechanism.features import PDelta2Core
+from harness.tasks.er2.mechanism.features import ER2Core
 
 DECAY_SCALE = 0.25  # log_decay = -DECAY_SCALE * sigmoid(forget pre-activation)
 
@@ -80,7 +80,7 @@ def causal_value_conv_step(v: Tensor, taps: Tensor, tail: Tensor | None = None) 
     return (stream.unsqueeze(3) * taps).sum(dim=2), stream[:, :, 1:]
 
 
-def initialize_retention_spectrum(core: PDelta2Core, minimum: float = 8.0, maximum: float = 2048.0) -> None:
+def initialize_retention_spectrum(core: ER2Core, minimum: float = 8.0, maximum: float = 2048.0) -> None:
     """Spread the bias-only half-lives of the F features log-uniformly over [minimum, maximum]."""
     if not 0.0 < minimum < maximum:
         raise ValueError(f"need 0 < minimum < maximum, got minimum={minimum}, maximum={maximum}")
@@ -93,7 +93,7 @@ def initialize_retention_spectrum(core: PDelta2Core, minimum: float = 8.0, maxim
         core.forget_w.zero_()
 
 
-def retention_half_lives(core: PDelta2Core) -> Tensor:
+def retention_half_lives(core: ER2Core) -> Tensor:
     """Tokens for the bias-only decay to halve a memory row, [Hkv, F]."""
     log_decay = (-DECAY_SCALE * core.forget_b.detach().sigmoid()).clamp_max(-1e-7)
     return math.log(0.5) / log_decay

@@ -22,7 +22,7 @@ from harness.tasks.er2.mechanism.er import (
     initialize_retention_spectrum,
     retention_half_lives,
 )
-from harness.tasks.er2.mechanism.features import PDelta2Core, PDeltaState
+from harness.tasks.er2.mechanism.features import ER2Core, PDeltaState
 
 if TYPE_CHECKING:
     from harness.tasks.er2.mechanism.decode import ER2Decoder
@@ -68,7 +68,7 @@ def _masked_nmse(prediction: Tensor, target: Tensor, mask: Tensor) -> Tensor:
     return ((prediction - target).square() * mask).sum() / (target.square() * mask).sum().clamp_min(1e-8)
 
 
-class SelectiveCompressedPDelta2Layer(nn.Module):
+class ER2Layer(nn.Module):
     """Drop-in replacement for one attention layer: (q, k, v) -> output [B,Hq,T,D], bounded state."""
 
     def __init__(
@@ -162,8 +162,8 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
             for name in ("error_gate_w", "error_gate_b"):
                 self.register_parameter(name, None)
 
-    def _core(self, feature_dim: int, retention_min: float, retention_max: float) -> PDelta2Core:
-        core = PDelta2Core(
+    def _core(self, feature_dim: int, retention_min: float, retention_max: float) -> ER2Core:
+        core = ER2Core(
             self.num_heads, self.num_kv_heads, self.head_dim, feature_dim=feature_dim, chunk_size=self.chunk_size
         )
         if self.retention_spectrum:
@@ -238,7 +238,7 @@ class SelectiveCompressedPDelta2Layer(nn.Module):
         return self.residual_gain.detach().abs() >= self.gain_limit * (1 - 1e-6)
 
     # --- state handling ---
-    def _working_state(self, state: PDeltaState | None, core: PDelta2Core) -> PDeltaState | None:
+    def _working_state(self, state: PDeltaState | None, core: ER2Core) -> PDeltaState | None:
         if state is None:
             return None
         return PDeltaState(state.memory.to(core.wq.dtype), state.curvature.to(core.wq.dtype))

@@ -35,7 +35,7 @@ def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
-class PDelta2Core(nn.Module):
+class ER2Core(nn.Module):
     """Normalised feature maps, gated erase/write and preconditioned keys feeding a delta memory."""
 
     def __init__(
@@ -182,7 +182,7 @@ class CoreDecoder:
     """
 
     @torch.no_grad()
-    def __init__(self, cores: Sequence[PDelta2Core]):
+    def __init__(self, cores: Sequence[ER2Core]):
         first = cores[0]
         if any((c.num_heads, c.num_kv_heads, c.head_dim) != (first.num_heads, first.num_kv_heads, first.head_dim)
                for c in cores):
