@@ -11,8 +11,8 @@ from harness.tasks.er2.consistency import AGREEMENT_TOLERANCE, decode_prefill_ag
 SHAPES = dict(num_heads=6, num_kv_heads=2, head_dim=8, feature_dim=12, residual_dim=6, code_rank=3, chunk_size=8)
 
 
-def _layer(cls: type = ER2Layer, **overrides) -> ER2Layer:
-    layer = cls(**{**SHAPES, **overrides})
+def _layer(**overrides) -> ER2Layer:
+    layer = ER2Layer(**{**SHAPES, **overrides})
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for param in layer.parameters():
@@ -34,11 +34,6 @@ class _DecoderWithoutConvolution(ER2Decoder):
         return output, type(new_state)(base=new_state.base, residual=new_state.residual, conv_tail=None)
 
 
-class _LayerWithBrokenDecode(ER2Layer):
-    def decoder(self) -> ER2Decoder:
-        return _DecoderWithoutConvolution(self)
-
-
 def test_trained_layer_decode_agrees_in_every_mode_and_storage_dtype() -> None:
     for mode in ("none", "raw", "compressed"):
         for dtype in ("fp16", "fp32"):
@@ -48,6 +43,6 @@ def test_trained_layer_decode_agrees_in_every_mode_and_storage_dtype() -> None:
 
 
 def test_a_decode_path_that_drops_state_is_reported() -> None:
-    result = decode_prefill_agreement(_layer(_LayerWithBrokenDecode, residual_mode="compressed"), *_qkv())
+    result = decode_prefill_agreement(_layer(residual_mode="compressed"), *_qkv(), _DecoderWithoutConvolution)
     assert result["decode_agrees"] == 0.0
     assert result["decode_prefill_max_error"] > AGREEMENT_TOLERANCE

@@ -12,6 +12,7 @@ from harness.tasks.er2.mechanism.er import (
     causal_value_conv_stream,
     value_conv_taps,
 )
+from harness.tasks.er2.mechanism.decode import ER2Decoder
 from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.er2.mechanism.features import ER2Core, PDeltaState
 from harness.tasks.er2.mechanism.ops.fused_decode import KernelUnavailable, load_kernel
@@ -27,7 +28,7 @@ def _decoder(layer: ER2Layer, kind: str):
             load_kernel()
         except KernelUnavailable as error:
             pytest.skip(f"fused decode kernel unavailable here: {error}")
-    decoder = layer.decoder(fused=kind == "fused")
+    decoder = ER2Decoder(layer, fused=kind == "fused")
     assert decoder.kernel == kind
     return decoder
 
@@ -194,10 +195,10 @@ def test_decoder_falls_back_to_eager_where_the_kernel_cannot_be_built(monkeypatc
     monkeypatch.setenv("CC", "no-such-c-compiler")
     load_kernel.cache_clear()
     try:
-        decoder = layer.decoder()
+        decoder = ER2Decoder(layer)
         assert decoder.kernel == "eager" and "no-such-c-compiler" in decoder.kernel_unavailable
         with pytest.raises(KernelUnavailable, match="no C compiler"):
-            layer.decoder(fused=True)
+            ER2Decoder(layer, fused=True)
         q, k, v = _qkv(6, 2, 1)
         output, _ = decoder.step(q, k, v)
         assert output.shape == (2, 6, 1, 8)

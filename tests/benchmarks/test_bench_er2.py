@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from harness.tasks.er2.mechanism.decode import ER2Decoder
 from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.er2.mechanism.ops.attention import softmax_reference
 from harness.tasks.er2.mechanism.ops.chunk import delta_recurrence
@@ -71,7 +72,7 @@ def test_bench_decode(benchmark, op):
         if op.startswith("er2"):
             _, state = layer(torch.randn(1, 9, 64, 64, generator=gen), torch.randn(1, 3, 64, 64, generator=gen),
                              torch.randn(1, 3, 64, 64, generator=gen), return_state=True)
-            decoder = layer.decoder(fused=False if op == "er2-eager" else None)
+            decoder = ER2Decoder(layer, fused=False if op == "er2-eager" else None)
             benchmark.extra_info["kernel"] = decoder.kernel
             output, _ = benchmark(lambda: decoder.step(q, k, v, state))
         else:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import torch
 
+from harness.tasks.er2.mechanism.decode import ER2Decoder
 from harness.tasks.er2.mechanism.er2 import ER2Layer
 
 # fp32 state on both paths; the unit tests hold random layers to 1e-4 relative.
 AGREEMENT_TOLERANCE = 1e-3
 
 
-def decode_prefill_agreement(layer: ER2Layer, q: torch.Tensor, k: torch.Tensor,
-                             v: torch.Tensor) -> dict[str, float]:
+def decode_prefill_agreement(layer: ER2Layer, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                             decoder_type: type[ER2Decoder] = ER2Decoder) -> dict[str, float]:
     """Largest |decode - chunked forward| over the sequence, relative to the forward's RMS, and whether it
     is within ``AGREEMENT_TOLERANCE``. Both paths run on an fp32-state twin of ``layer`` so that the
     comparison measures the two algorithms, not the storage dtype's rounding after every token."""
@@ -26,7 +27,7 @@ def decode_prefill_agreement(layer: ER2Layer, q: torch.Tensor, k: torch.Tensor,
     twin.eval()
     with torch.no_grad():
         forward = twin(q, k, v)
-        decoder, state, outputs = twin.decoder(), None, []
+        decoder, state, outputs = decoder_type(twin), None, []
         for t in range(q.shape[2]):
             output, state = decoder.step(q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1], state)
             outputs.append(output)

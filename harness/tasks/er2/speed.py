@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.measure.timing import seconds_per_call, throughput
+from harness.tasks.er2.mechanism.decode import ER2Decoder
 from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.er2.mechanism.ops.attention import softmax_reference
 
@@ -63,7 +64,7 @@ def decode_latencies(
         q, k, v = _random_qkv(layer, 1, max(contexts) + 1, device, generator)
         _, state = layer(q[:, :, :64], k[:, :, :64], v[:, :, :64], return_state=True)
         step = (q[:, :, -1:], k[:, :, -1:], v[:, :, -1:])
-        decoder, eager = layer.decoder(), layer.decoder(fused=False)
+        decoder, eager = ER2Decoder(layer), ER2Decoder(layer, fused=False)
         layer_seconds = seconds_per_call(lambda: decoder.step(*step, state), min_run_time)
         result["decode_latency_s"] = layer_seconds
         result["decode_eager_latency_s"] = seconds_per_call(lambda: eager.step(*step, state), min_run_time)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,9 +23,6 @@ from harness.tasks.er2.mechanism.er import (
     retention_half_lives,
 )
 from harness.tasks.er2.mechanism.features import ER2Core, PDeltaState
-
-if TYPE_CHECKING:
-    from harness.tasks.er2.mechanism.decode import ER2Decoder
 
 RESIDUAL_MODES = ("none", "raw", "compressed")
 GATE_MODES = ("learned", "one")
@@ -283,19 +280,6 @@ class ER2Layer(nn.Module):
             residual=None if residual is None else self._stored_state(residual),
             conv_tail=None if tail is None else tail.to(self.storage_dtype),
         )
-
-    def decoder(self, fused: bool | None = None) -> "ER2Decoder":
-        """The one-token decode step, with the weight-only terms computed once (hold it in a decode loop).
-
-        ``fused``: None runs the C kernel where it can be built and holds these sizes, else the eager
-        step; True requires the kernel; False is the eager step (the reference)."""
-        from harness.tasks.er2.mechanism.decode import ER2Decoder  # decode builds on this module: import it late
-
-        return ER2Decoder(self, fused)
-
-    def step(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None) -> tuple[Tensor, ER2State]:
-        """Decode one token (q [B,Hq,1,D], k/v [B,Hkv,1,D]); see ``ER2Decoder.step``."""
-        return self.decoder().step(q, k, v, state)
 
     def components(self, q: Tensor, k: Tensor, v: Tensor, state: ER2State | None = None):
         """(output, new state, parts): parts holds base, residual_raw, residual_projected, gate, output."""
