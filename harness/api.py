@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import torch
 
-from harness import numeric
+from harness.core import numeric
 from harness.analysis.compare.comparison_plot import write_comparison_plot
 from harness.analysis.compare.comparison_text import run_label
 from harness.analysis.compare.run_comparison import CompareError, Comparison, load_pair
@@ -39,7 +39,7 @@ from harness.analysis.present.trial_table import export_frame, write_frame
 from harness.analysis.present.verdict_tables import render_report
 from harness.analysis.run_results import ResultsError, load_results
 from harness.analysis.stats.sequential_design import Design
-from harness.devices import resolve_device
+from harness.core.devices import resolve_device
 from harness.execution.allocation import ALLOCATIONS
 from harness.execution.executor import Executor
 from harness.execution.registry import ExecutorError, ExecutorKind, executor_kind, executor_options
@@ -53,7 +53,7 @@ from harness.gating.gate import GateResult
 from harness.gating.gate import gate as gate_run
 from harness.gating.values import GateError
 from harness.listeners import FAILED, FINISHED, KILLED, RunEnd, RunListener, RunStart
-from harness.locks import LockBusy, lock_writer
+from harness.core.locks import LockBusy, lock_writer
 from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
@@ -63,7 +63,7 @@ from harness.suite.loader import load_suites as load_suite_files
 from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
-from harness.terminal import Console
+from harness.core.terminal import Console
 from harness.tracking.history import claim_history, stored_claim_history
 from harness.tracking.mirror import MlflowMirror
 from harness.tracking.mlflow_tracker import (
@@ -104,7 +104,7 @@ class RunOptions:
     ray_address: str | None = None
     ray_workers: int | None = None
     threads: int | None = None  # torch intra-op threads (float results can depend on it)
-    numeric: str = numeric.DETERMINISTIC  # numeric mode (harness.numeric): the CPU kernels' ISA level pinned, or "fast"
+    numeric: str = numeric.DETERMINISTIC  # numeric mode (harness.core.numeric): the CPU kernels' ISA level pinned, or "fast"
     trial_timeout: float | None = None
     max_trials: int = MAX_TRIALS
     max_nodes: int = MAX_SUITE_NODES

@@ -1,10 +1,10 @@
 """The ``harness`` command's entry point: the numeric mode's pins go into the environment before the
-CLI's imports load torch, which reads them once, when it loads (``harness.numeric``)."""
+CLI's imports load torch, which reads them once, when it loads (``harness.core.numeric``)."""
 from __future__ import annotations
 
 import sys
 
-from harness.numeric import mode_from_argv, set_environment
+from harness.core.numeric import mode_from_argv, set_environment
 
 
 def main() -> None:

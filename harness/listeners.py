@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, Sequence
 
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import RunFolder
 from harness.suite.stored import StoredSuite
 

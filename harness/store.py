@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
-from harness.files import UnsafeFile, open_regular
-from harness.record import RecordError, TrialRecord, from_json, to_json
+from harness.core.files import UnsafeFile, open_regular
+from harness.core.record import RecordError, TrialRecord, from_json, to_json
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)

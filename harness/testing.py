@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.execution.executor import run_single
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.tasks import Task
 from harness.tasks.base import metric_family, param_bounds, unbounded_params
 

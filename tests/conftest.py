@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.numeric import DETERMINISTIC, set_environment
+from harness.core.numeric import DETERMINISTIC, set_environment
 
 # Before any test module imports torch, which reads the pins once: a run in this process trains under
 # the mode the CLI defaults to (its in-process check refuses a torch loaded unpinned).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.record import TrialRecord, from_json
+from harness.core.record import TrialRecord, from_json
 from harness.suite.points import point_label
 
 

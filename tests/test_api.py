@@ -7,7 +7,7 @@ import mlflow
 import pytest
 
 from harness import api
-from harness.record import Status
+from harness.core.record import Status
 from harness.store import iter_trial_files, read_trial
 
 pytestmark = pytest.mark.integration  # trains the toy task and writes a real MLflow store

@@ -21,7 +21,7 @@ from harness.analysis.claim_tests import claim_test
 from harness.analysis.claim_tests.base import REGISTERED, ClaimTest, Outcome, register
 from harness.analysis.decide.claims import INCONCLUSIVE, evaluate_claims
 from harness.analysis.stats.paired_stats import mean_estimate
-from harness.metrics import Metric
+from harness.core.metrics import Metric
 from harness.suite.claim_needs import CLAIM_TEST_NEEDS, reads_ratios
 from harness.suite.schema import ClaimSpec
 

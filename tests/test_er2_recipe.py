@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from harness.tasks.er2.mechanism.er2 import ER2Layer, hard_error_mask
-from harness.metrics import metric_key_problem
+from harness.core.metrics import metric_key_problem
 from harness.services.training_loop import fit
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError

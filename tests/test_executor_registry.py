@@ -15,9 +15,9 @@ from harness import api
 from harness.cli import main
 from harness.execution.executor import TrialJob, execute_job
 from harness.execution.registry import ENTRY_POINT_GROUP, executor_names
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import iter_trial_files, read_trial
-from harness.terminal import Console
+from harness.core.terminal import Console
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """Interrupts at named points, broken and moved stores, corrupt trial files, concurrent runs.
 
-Each interrupt is a real SIGKILL of a real `harness run` (the HARNESS_FAULT hook, harness/faults.py)
+Each interrupt is a real SIGKILL of a real `harness run` (the HARNESS_FAULT hook, harness/core/faults.py)
 followed by a normal run that must repair everything: nothing lost, nothing duplicated
 (``fault_injection.check_results``). Runs whose process is not what the test is about (setting a
 folder up, repairing it, refusing it) run in this process (``run_here``); kills and concurrent runs are
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.locks import LockBusy, lock_writer
+from harness.core.locks import LockBusy, lock_writer
 
 from fault_injection import (
     check_results, cli_env, harness, harness_here, mlflow_runs, slow_suite, start, trial_records,

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from harness.files import UnsafeFile, open_regular, unused_path
-from harness.locks import FileLock
+from harness.core.files import UnsafeFile, open_regular, unused_path
+from harness.core.locks import FileLock
 from harness.store import read_regular
 
 

@@ -13,7 +13,7 @@ import pytest
 from fault_injection import harness_here
 from records import make_record
 
-from harness.record import to_json
+from harness.core.record import to_json
 from harness.tasks import rescan_tasks
 
 PLANTED = 'open({marker!r}, "w").write("ran")\nfrom toy_task import ToyTask as Task\n'

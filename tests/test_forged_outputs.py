@@ -18,7 +18,7 @@ from harness.cli import main
 from harness.cli.outputs import append_step_summary, output_problem
 from harness.gating.gate import GateCheck, GateResult
 from harness.gating.gate_report import junit_xml, render_markdown
-from harness.metrics import metric_key_problem, tracking_name
+from harness.core.metrics import metric_key_problem, tracking_name
 from test_hostile_input import TOY, refused, write
 
 FORGED = "acc\n**Totals:** claims 9 PASS\x1b[2J<img src=x onerror=alert(1)>]]>\x00"

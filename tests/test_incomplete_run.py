@@ -19,9 +19,9 @@ from harness.execution.executor import TrialJob
 from harness.execution.serial import SerialExecutor
 from harness.execution.runner import run_suite
 from harness.gating.values import SPEED_RATIO
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import INCOMPLETE_FILE
-from harness.terminal import Console
+from harness.core.terminal import Console
 
 TOY = Path(__file__).resolve().parent / "suites" / "toy.yaml"  # smoke: 3 trials of 20 steps
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from records import make_record
 
 from harness.cli import main
-from harness.metrics import Metric
+from harness.core.metrics import Metric
 from harness.store import RunFolder
 from harness.tasks import UnknownTaskError, load_task
 

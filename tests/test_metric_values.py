@@ -17,7 +17,7 @@ import torch
 from fault_injection import harness_here
 from harness.execution.executor import execute_trial
 from harness.execution.trials import Trial
-from harness.record import MAX_MAGNITUDE, from_json, to_json
+from harness.core.record import MAX_MAGNITUDE, from_json, to_json
 from harness.store import CorruptTrial, read_trial
 from records import make_record
 from toy_task import ToyTask

@@ -12,7 +12,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from harness.processes import stop_process_group
+from harness.core.processes import stop_process_group
 
 from test_cli_run import free_port, run_cli
 

@@ -20,7 +20,7 @@ from harness.cli import main
 from harness.scaffold import class_stem
 from harness.tasks import load_task, registered_tasks, rescan_tasks
 from harness.tasks.source import task_code
-from harness.terminal import Console
+from harness.core.terminal import Console
 from harness.testing import check_task_contract
 
 TESTS = Path(__file__).resolve().parent

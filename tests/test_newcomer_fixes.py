@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.terminal import format_value
+from harness.core.terminal import format_value
 
 CLAIMS = ("suite: twice\ntask: toy_task:ToyTask\nseeds: [0, 1]\narms:\n  sgd: {}\n  momentum: {momentum: 0.9}\n"
           "contrasts:\n  - {treatment: momentum, control: sgd}\nclaims:\n"

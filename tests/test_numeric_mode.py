@@ -11,8 +11,8 @@ import torch
 from fault_injection import cli_env, harness, harness_here, trial_records
 from toy_task import ToyTask
 
-from harness import numeric
-from harness.numeric import ATEN_VARIABLE, CAPABILITY_NAMES, DETERMINISTIC, FAST, PIN_VARIABLES
+from harness.core import numeric
+from harness.core.numeric import ATEN_VARIABLE, CAPABILITY_NAMES, DETERMINISTIC, FAST, PIN_VARIABLES
 
 PINNED = CAPABILITY_NAMES[numeric.pins()[ATEN_VARIABLE]]  # what torch dispatches to under the pin here
 SMOKE = ("--profile", "smoke", "--no-mlflow", "--threads", "1", "--executor", "serial")
@@ -111,7 +111,7 @@ def test_torch_loaded_before_the_pins_is_refused_in_one_line(tmp_path, toy_suite
 def test_a_worker_whose_torch_ignores_the_pins_fails_its_trial(monkeypatch) -> None:
     from harness.execution.executor import TrialJob, execute_job
     from harness.execution.trials import Trial
-    from harness.record import Status
+    from harness.core.record import Status
 
     other = next(level for level, name in CAPABILITY_NAMES.items() if name != torch.backends.cpu.get_cpu_capability())
     monkeypatch.setenv(numeric.MODE_VARIABLE, DETERMINISTIC)

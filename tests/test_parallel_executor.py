@@ -9,7 +9,7 @@ import torch
 
 from harness import api
 from harness.execution.parallel import side_by_side_workers
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import iter_trial_files, read_trial
 
 pytestmark = pytest.mark.integration  # starts worker processes and trains the toy task in them

@@ -19,7 +19,7 @@ from harness.execution.loop import by_rank
 from harness.execution.trials import Trial
 from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.services.cache import exclusive
-from harness.terminal import Console
+from harness.core.terminal import Console
 from toy_task import ToyParams, ToyTask
 
 

@@ -9,8 +9,8 @@ import pytest
 from harness import api
 from harness.execution.executor import ThrottledSteps
 from harness.execution.trials import planned_trials
-from harness.progress import RunClock, clock_text
-from harness.terminal import Console
+from harness.core.progress import RunClock, clock_text
+from harness.core.terminal import Console
 
 from calibration_task import sequential_suite
 

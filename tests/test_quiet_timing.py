@@ -14,7 +14,7 @@ from harness.execution.parallel import ProcessExecutor
 from harness.measure.quiet import QuietRoom
 from harness.measure.timing import seconds_per_call
 from harness.tasks.base import Metric, Task, TaskParams, TrialContext
-from harness.terminal import Console
+from harness.core.terminal import Console
 
 
 class TimedParams(TaskParams):

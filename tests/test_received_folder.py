@@ -26,7 +26,7 @@ from harness import api
 from harness.cli import main
 from harness.execution.executor import execute_trial
 from harness.execution.trials import Trial
-from harness.record import to_json
+from harness.core.record import to_json
 from harness.tracking.environment import code_checkout, environment, git_diff, git_state
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, results_id
 from records import make_record

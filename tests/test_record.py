@@ -10,7 +10,7 @@ from records import make_record
 from toy_task import ToyTask
 
 from harness.execution.executor import run_single
-from harness.record import _CHECKS, RECORD_SCHEMA, RecordError, Status, TrialRecord, from_json, to_json
+from harness.core.record import _CHECKS, RECORD_SCHEMA, RecordError, Status, TrialRecord, from_json, to_json
 from harness.store import CorruptTrial, RunFolder, read_trial
 
 

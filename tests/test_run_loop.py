@@ -15,10 +15,10 @@ from harness.execution.serial import SerialExecutor
 from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.trials import expand_trials
 from harness.listeners import RunStart
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import RunFolder, read_trial
 from harness.suite.stored import StoredSuite
-from harness.terminal import Console
+from harness.core.terminal import Console
 
 TOY = Path(__file__).resolve().parent / "suites" / "toy.yaml"  # smoke: 3 trials of 20 steps
 

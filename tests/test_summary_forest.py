@@ -23,7 +23,7 @@ from harness.analysis.run_results import load_results
 from harness.cli import main
 from harness.execution.runner import stored_suite
 from harness.execution.trials import expand_trials
-from harness.record import from_json
+from harness.core.record import from_json
 from harness.store import RunFolder
 from harness.suite.loader import load_suites
 from harness.tracking.claim_metrics import claim_tags, metric_path, parent_metrics

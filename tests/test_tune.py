@@ -10,7 +10,7 @@ from records import make_record
 
 from harness.analysis.decide.tune_grid import score_grid
 from harness.execution.trials import expand_trials
-from harness.record import Status, TrialRecord
+from harness.core.record import Status, TrialRecord
 from harness.store import write_json_atomic
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError

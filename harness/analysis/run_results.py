@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.analysis.stats.paired_stats import CONFIDENCE
-from harness.metrics import Metric, metric_family
-from harness.record import TrialRecord, trial_title
+from harness.core.metrics import Metric, metric_family
+from harness.core.record import TrialRecord, trial_title
 from harness.store import SUITE_FILE, CorruptTrial, incomplete_note, iter_trial_files, read_json, read_trial, stale_note
 from harness.suite.points import point_label, sweep_points
 from harness.suite.stored import StoredSuite, StoredSuiteError

@@ -14,7 +14,7 @@ import click
 from harness.cli.outputs import append_step_summary, output_problem, write_output
 from harness.analysis.present import EXPORT_FORMATS
 from harness.gating import DEFAULT_BASELINES_DIR
-from harness.numeric import DETERMINISTIC, MODES, OPTION
+from harness.core.numeric import DETERMINISTIC, MODES, OPTION
 from harness.suite.model import DEFAULT_PROFILE
 
 # The analysis stack (torch, scipy, matplotlib: seconds to import) loads only when a command runs, so

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from harness.files import open_regular
+from harness.core.files import open_regular
 from harness.store import write_text_atomic
 
 STEP_SUMMARY = "GITHUB_STEP_SUMMARY"

@@ -12,7 +12,7 @@ from typing import NoReturn
 
 import click
 
-from harness import numeric
+from harness.core import numeric
 
 USAGE_ERROR = 2
 DIFFERS = 1

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from harness.execution.registry import DEFAULT_EXECUTOR, ENTRY_POINT_GROUP, executor_names, executor_summaries
-from harness.numeric import DETERMINISTIC, MODES, OPTION
+from harness.core.numeric import DETERMINISTIC, MODES, OPTION
 from harness.suite.model import DEFAULT_PROFILE
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
@@ -151,8 +151,8 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     from harness import api
     from harness.analysis.present.verdict_tables import render_arm_table
     from harness.cli.outputs import append_step_summary
-    from harness.devices import device_name
-    from harness.terminal import Console
+    from harness.core.devices import device_name
+    from harness.core.terminal import Console
 
     options = api.RunOptions(
         profile=profile, seeds=seeds, arms=arms, results=results_root, tracking_uri=tracking_uri,
@@ -300,7 +300,7 @@ def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     refused = _cannot_listen(port)
     if refused:  # at once, before importing mlflow: its server would retry for about a minute, then exit 0
         _fail(f"cannot serve on 127.0.0.1:{port} ({refused}); pick another port with --port")
-    from harness.processes import stop_process_group
+    from harness.core.processes import stop_process_group
     from harness.tracking.mlflow_tracker import ARMS_VIEW, MODEL_TRAINING_VIEW, MlflowTracker, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri(results_root)

@@ -19,8 +19,8 @@ def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_
     """Run every tuned arm of SUITE.yaml over its grid on the tuning seeds, choose each arm's best point by
     its mean, and write <suite>.tuned.json (and a plot) beside the suite file: commit it, `harness run` uses it."""
     from harness import api
-    from harness.devices import device_name
-    from harness.terminal import Console
+    from harness.core.devices import device_name
+    from harness.core.terminal import Console
 
     options = api.RunOptions(
         profile=profile, results=results_root, tracking_uri=tracking_uri, mlflow=not no_mlflow, device=device,

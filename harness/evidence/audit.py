@@ -27,7 +27,7 @@ from harness.evidence.bundle import SUFFIX, Bundle, BundleError, read_bundle
 from harness.evidence.citations import citations
 from harness.evidence.history import DesignUnreadable, Repository
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import canonical_json
 from harness.suite.design import design_record
 

@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
-from harness.files import UnsafeFile
-from harness.record import RecordError, TrialRecord, from_json, to_json
+from harness.core.files import UnsafeFile
+from harness.core.record import RecordError, TrialRecord, from_json, to_json
 from harness.store import canonical_json, read_regular
 from harness.suite.design import design_record
 from harness.suite.references import MAX_TRIALS

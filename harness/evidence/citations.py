@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.files import UnsafeFile
+from harness.core.files import UnsafeFile
 from harness.store import read_regular
 
 FINDINGS_DIR = Path("docs") / "findings"

@@ -13,7 +13,7 @@ from harness.analysis.present.run_report import SUMMARY_JSON_FILE
 from harness.evidence.bundle import SUFFIX, TARGET_BYTES, BundleError, encode, parse
 from harness.evidence.history import Repository
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import (
     REPORT_DIR,
     SUITE_FILE,

@@ -18,7 +18,7 @@ from harness.analysis.present.summary_json import summary_document
 from harness.analysis.run_results import ResultsError, load_results
 from harness.evidence.bundle import Bundle, BundleError
 from harness.store import SUITE_FILE, RunFolder, write_json_atomic
-from harness.terminal import format_value
+from harness.core.terminal import format_value
 from harness.tracking.claim_metrics import CLAIM_PREFIX, metric_path
 
 VALIDITY = "validity"

@@ -21,17 +21,17 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Protocol, Sequenc
 
 import torch
 
-from harness.devices import device_name, resolve_device
+from harness.core.devices import device_name, resolve_device
 from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.measure.quiet import pause, quiet_room
-from harness.numeric import unpinned
-from harness.processes import exit_refused
-from harness.record import Status, Trial, TrialRecord, config_hash, task_step, task_value, usable
+from harness.core.numeric import unpinned
+from harness.core.processes import exit_refused
+from harness.core.record import Status, Trial, TrialRecord, config_hash, task_step, task_value, usable
 from harness.services.training_loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
 from harness.tasks import Task, TrialContext, load_task
 from harness.tasks.source import task_code
-from harness.terminal import Console
+from harness.core.terminal import Console
 from harness.tracking.environment import package_lock
 
 

@@ -15,10 +15,10 @@ from harness.execution.executor import Executor, TrialJob
 from harness.execution.parallel import bounded
 from harness.execution.trials import Trial
 from harness.listeners import RunListener, RunStart
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import RunFolder
 from harness.suite.stored import StoredSuite
-from harness.terminal import Console
+from harness.core.terminal import Console
 
 
 @dataclass(frozen=True)

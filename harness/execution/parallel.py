@@ -21,8 +21,8 @@ from typing import Any, ClassVar, Iterator, Sequence
 import torch
 
 from harness.execution.executor import Executor, ThrottledSteps, TrialJob, execute_job, trial_record
-from harness.record import Status, TrialRecord
-from harness.terminal import Console
+from harness.core.record import Status, TrialRecord
+from harness.core.terminal import Console
 
 WORTH_WORKERS_S = 5.0  # a trial of this much CPU time repays starting worker processes (a few seconds each)
 WORTH_WORKERS_LEFT = 4  # ... and so do this many times as much left in the look, at the last trial's CPU time

@@ -23,10 +23,10 @@ import torch
 
 from harness.execution.executor import STEP_INTERVAL_S, ThrottledSteps, TrialJob, execute_job, trial_record
 from harness.execution.registry import ExecutorError
-from harness.numeric import worker_environment
-from harness.files import private_folder
-from harness.record import Status
-from harness.terminal import Console
+from harness.core.numeric import worker_environment
+from harness.core.files import private_folder
+from harness.core.record import Status
+from harness.core.terminal import Console
 
 
 INSTALL_HINT = "pip install 'harness[ray]'"

@@ -1,7 +1,7 @@
 """One suite, end to end: expand trials look by look, skip finished ones, and run the rest through the
 run loop (harness.execution.loop), which stores them and tells the listeners (the MLflow mirror).
 
-The caller holds the suite's writer lock (harness.locks): this process is the only one writing
+The caller holds the suite's writer lock (harness.core.locks): this process is the only one writing
 the suite's run folder, cache and MLflow runs, so leftovers of a crash (temporary files, RUNNING
 runs, a corrupt trial file) are safe to clean up here.
 """
@@ -17,20 +17,20 @@ import torch
 from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.verdicts import INVALID, UNDETERMINED, evaluate_validity
 from harness.analysis.run_results import RunResults, load_results
-from harness.devices import device_class, device_name
+from harness.core.devices import device_class, device_name
 from harness.execution.allocation import allocate, needed_cells, stopped_arms
 from harness.execution.executor import Executor
 from harness.execution.serial import SerialExecutor
 from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.trials import Trial, expand_trials
 from harness.listeners import RunListener
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import REPORT_DIR, SUPERSEDED_DIR, RunFolder, clean_stray_tmp, stale_note
 from harness.suite.design import Design, check_design
 from harness.suite.model import Suite
 from harness.suite.stored import StoredSuite
 from harness.tasks import Task
-from harness.terminal import Console
+from harness.core.terminal import Console
 from harness.tracking.environment import environment, save_diff, task_environment
 
 

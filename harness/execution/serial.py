@@ -7,8 +7,8 @@ from typing import ClassVar, Iterator, Sequence
 import torch
 
 from harness.execution.executor import TrialJob, execute_job
-from harness.record import TrialRecord
-from harness.terminal import Console
+from harness.core.record import TrialRecord
+from harness.core.terminal import Console
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Suite -> trials (arm variant x seed x sweep point), each identified by a content hash."""
 from __future__ import annotations
 
-from harness.record import Trial, config_hash
+from harness.core.record import Trial, config_hash
 from harness.suite.model import Suite
 from harness.suite.points import arm_label, sweep_points
 from harness.tasks.param_paths import layered

@@ -18,7 +18,7 @@ from harness.store import write_json_atomic
 from harness.suite.model import Suite
 from harness.suite.tuning import ArmTuning, grid_points, tune_hash, tune_plan, tuning_suite
 from harness.suite.tuning_lock import LockedArm, TuningLock, lock_path
-from harness.terminal import Console
+from harness.core.terminal import Console
 from harness.tracking.environment import code_checkout, git_state
 
 TUNE_TAGS = {"tune": "true"}

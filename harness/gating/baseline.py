@@ -28,7 +28,7 @@ from harness.gating.values import (
     numeric_environment,
     trial_name,
 )
-from harness.numeric import DETERMINISTIC
+from harness.core.numeric import DETERMINISTIC
 from harness.store import clean_stray_tmp, read_json, write_json_atomic
 
 BASELINE_SCHEMA = 1

@@ -34,7 +34,7 @@ from harness.gating.values import (
     speed_ratio,
     trial_name,
 )
-from harness.metrics import better_sign
+from harness.core.metrics import better_sign
 from harness.suite.schema import GateSpec
 
 

@@ -1,4 +1,4 @@
-"""The numeric mode (``harness.numeric``) of a baseline and of a run: values of the two modes differ by
+"""The numeric mode (``harness.core.numeric``) of a baseline and of a run: values of the two modes differ by
 the kernels that computed them, not by the code, so the gate compares a run only with a baseline of its
 own mode (exit 2 otherwise, like any baseline of another run), and a baseline comes from the
 deterministic mode unless asked otherwise.
@@ -13,7 +13,7 @@ from typing import Mapping
 
 from harness.analysis.run_results import RunResults
 from harness.gating.values import GateError, numeric_environment
-from harness.numeric import DETERMINISTIC, OPTION
+from harness.core.numeric import DETERMINISTIC, OPTION
 
 MODE_KEY = "numeric_mode"  # in each trial's environment and a baseline's numeric environment
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from harness.locks import FileLock
+from harness.core.locks import FileLock
 
 PAUSE_EVERY_S = 0.05  # a trial steps out at most this often: a waiting timing starts within a step and this
 

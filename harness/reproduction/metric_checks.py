@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from harness.analysis.compare.environment_diff import Difference
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 
 SPEED = "speed"
 

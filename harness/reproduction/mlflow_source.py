@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.reproduction.sources import Original, ReproduceError, check_record
 from harness.store import SUITE_FILE, read_json
 from harness.tracking.mlflow_tracker import TRIAL_ID_TAG, MlflowTracker, TrackingError, missing_store

@@ -18,20 +18,20 @@ import torch
 from pydantic import ValidationError
 
 from harness.analysis.compare.environment_diff import Difference, environment_differences, package_differences
-from harness.devices import device_class, resolve_device
+from harness.core.devices import device_class, resolve_device
 from harness.execution.serial import SerialExecutor
 from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.runner import on_device, with_declarations
 from harness.execution.trials import Trial
-from harness.files import unused_path
-from harness.record import TrialRecord
+from harness.core.files import unused_path
+from harness.core.record import TrialRecord
 from harness.reproduction.metric_checks import MetricComparison, compare_metrics
 from harness.reproduction.mlflow_source import check_store, load_run, looks_like_run_id, parents_of
 from harness.reproduction.sources import Original, ReproduceError, load_path
 from harness.store import RunFolder, write_json_atomic
 from harness.suite.stored import StoredArm, StoredSuite
 from harness.tasks import Task, UnknownTaskError, load_received_task
-from harness.terminal import Console
+from harness.core.terminal import Console
 from harness.tracking.environment import environment, package_lock, task_environment
 from harness.tracking.mirror import ReproductionMirror
 from harness.tracking.mlflow_tracker import (

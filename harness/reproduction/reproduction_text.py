@@ -6,7 +6,7 @@ from collections import defaultdict
 from harness.analysis.compare.environment_diff import Difference
 from harness.reproduction.metric_checks import MetricComparison, geometric_mean
 from harness.reproduction.reproduce import Outcome, Plan, differing_keys, regressed, result_word
-from harness.terminal import format_table
+from harness.core.terminal import format_table
 from harness.tracking.mlflow_tracker import redacted
 
 

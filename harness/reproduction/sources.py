@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.record import RecordError, TrialRecord, from_json
+from harness.core.record import RecordError, TrialRecord, from_json
 from harness.store import SUITE_FILE, TRIALS_DIR, incomplete_note, iter_runs, iter_trial_files, read_json
 from harness.suite.stored import StoredSuite, StoredSuiteError
 from harness.tracking.mlflow_tracker import marker_path

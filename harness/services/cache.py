@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
-from harness.locks import FileLock
+from harness.core.locks import FileLock
 from harness.measure.phases import waiting
 from harness.store import read_verified, write_atomic, write_checksum
 

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from harness.numeric import DETERMINISTIC, current_mode
+from harness.core.numeric import DETERMINISTIC, current_mode
 
 NumpyStreams = Callable[..., np.random.Generator]  # purpose parts -> generator, seed already bound
 

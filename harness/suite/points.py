@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from harness.record import point_label
+from harness.core.record import point_label
 from harness.suite.schema import SweepAxes
 
 

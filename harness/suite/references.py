@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.metrics import metric_key_problem, tracking_name
+from harness.core.metrics import metric_key_problem, tracking_name
 from harness.suite.model import Arm, Suite, SuiteError
 from harness.suite.points import point_label, sweep_points
 from harness.suite.schema import (

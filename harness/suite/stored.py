@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from harness.metrics import DetailScatter, Metric, ParetoView
+from harness.core.metrics import DetailScatter, Metric, ParetoView
 from harness.suite.claim_needs import CLAIM_TEST_NEEDS, REQUIRED_MARGIN
 from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, PremiseSpec, ValiditySpec
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Mapping, Sequence
 
-from harness.metrics import better_sign
+from harness.core.metrics import better_sign
 from harness.store import canonical_json
 from harness.suite.model import Arm, ParamLayer, Suite, SuiteError
 from harness.suite.points import sweep_points

@@ -21,7 +21,7 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
-from harness.metrics import DetailScatter, Metric, ParetoView, metric_family
+from harness.core.metrics import DetailScatter, Metric, ParetoView, metric_family
 from harness.services.cache import artifact_key, artifact_path, load_or_build
 from harness.services.training_loop import StepResult, StopRule, TrialLogger, fit
 from harness.services.seeding import forked_rng, numpy_stream, torch_stream

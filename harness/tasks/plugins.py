@@ -15,7 +15,7 @@ import importlib
 import io
 from types import ModuleType
 
-from harness.processes import exit_refused
+from harness.core.processes import exit_refused
 
 
 class PluginExit(BaseException):

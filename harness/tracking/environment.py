@@ -1,5 +1,5 @@
 """The environment a result was produced in: code version, libraries, hardware, determinism and the
-numeric mode (``harness.numeric``: the ISA levels pinned, and the one torch dispatches to, ``cpu_capability``).
+numeric mode (``harness.core.numeric``: the ISA levels pinned, and the one torch dispatches to, ``cpu_capability``).
 
 The code is named two ways: the git state of the harness checkout that ran (``git_*``, also written
 ``harness_*`` for a record read beside an outside task's; a suite's own tree is never read: it may be a
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-from harness import numeric
-from harness.devices import cpu_capability, cpu_model, device_name
+from harness.core import numeric
+from harness.core.devices import cpu_capability, cpu_model, device_name
 from harness.services.seeding import determinism_settings
 from harness.tasks import Task
 from harness.tasks.source import task_code

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 from harness.listeners import KILLED, RunEnd, RunStart
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.suite.stored import StoredSuite
 from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
 from harness.tracking.environment import provenance_texts

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from harness.metrics import tracking_name
+from harness.core.metrics import tracking_name
 
 _BAD_NAME = re.compile(r"[^/\w.\- :]")
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
-from harness.faults import fault
-from harness.record import TrialRecord
+from harness.core.faults import fault
+from harness.core.record import TrialRecord
 from harness.store import read_json, write_atomic, write_json_atomic
 from harness.suite.stored import StoredSuite
 from harness.tracking.mlflow_names import flatten, mlflow_key

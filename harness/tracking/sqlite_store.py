@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness.files import linked_entry, open_trusted, private_folder, unused_path
-from harness.locks import FileLock
+from harness.core.files import linked_entry, open_trusted, private_folder, unused_path
+from harness.core.locks import FileLock
 from harness.store import _UMASK, read_json, write_checksum, write_json_atomic
 from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, redacted
 
@@ -405,7 +405,7 @@ def _make_schema(uri: str, artifact_root: str, upgrade: bool) -> None:
     from sqlalchemy import create_engine, event
     from sqlalchemy.engine import Engine
 
-    from harness import faults
+    from harness.core import faults
 
     def kill_point(*_args) -> None:
         faults.fault("schema")

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness.metrics import metric_family
-from harness.record import TrialRecord
+from harness.core.metrics import metric_family
+from harness.core.record import TrialRecord
 from harness.suite.stored import StoredSuite
 from harness.tracking.mlflow_names import flatten, mlflow_key
 

@@ -24,7 +24,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.devices import resolve_device
+from harness.core.devices import resolve_device
 from harness.measure.memory import read_bandwidth
 from harness.tasks.er2.mechanism.er2 import ER2Layer
 from harness.tasks.routing.mechanism.model import PrecisionHead

@@ -16,7 +16,7 @@ from typing import ClassVar, Sequence, TypeVar
 import scipy.stats
 
 from harness.analysis.stats.paired_stats import MeanEstimate, minimum_detectable_effect
-from harness.metrics import Metric
+from harness.core.metrics import Metric
 from harness.suite.claim_needs import CLAIM_TEST_NEEDS, REQUIRED_MARGIN, Needs
 from harness.suite.schema import ClaimSpec
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.analysis.decide.claims import ClaimResult
-from harness.metrics import metric_family
+from harness.core.metrics import metric_family
 from harness.suite.schema import GateSpec
 
 SPREAD_Z = 3.0  # a move beyond 3 standard errors of the difference of two estimates is not seed noise

@@ -5,7 +5,7 @@ from harness.analysis.compare.environment_diff import environment_differences, p
 from harness.analysis.compare.run_comparison import PAIRED, Change, Comparison, Shift
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.number_format import fmt
-from harness.terminal import format_table
+from harness.core.terminal import format_table
 
 
 def render_comparison(comparison: Comparison, all_metrics: bool) -> str:

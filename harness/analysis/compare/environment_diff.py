@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 
 NOT_RECORDED = "not recorded"
 ABSENT = "absent"

@@ -72,7 +72,7 @@ from harness.analysis.stats.paired_stats import (
     smallest_one_sided_sign_flip_p,
 )
 from harness.analysis.stats.sequential_design import Design, conditional_power, nominal_levels
-from harness.metrics import metric_family
+from harness.core.metrics import metric_family
 from harness.suite.schema import ClaimSpec
 
 FOR, AGAINST = "for", "against"  # a decided claim's polarity: it favours the suite's mechanism, or its control

@@ -31,7 +31,7 @@ from harness.analysis.run_results import RunResults, metric_order
 from harness.analysis.stats.number_format import fmt
 from harness.analysis.decide.looks import claim_alpha
 from harness.analysis.stats.paired_stats import MeanEstimate, mean_estimate
-from harness.metrics import Metric, metric_family
+from harness.core.metrics import Metric, metric_family
 from harness.suite.schema import PremiseSpec
 
 HOLDS, FAILS, OPEN = "holds", "fails", "open"

@@ -21,7 +21,7 @@ from harness.analysis.stats.sequential_design import (
     fixed_seeds_for_power,
     operating_characteristics,
 )
-from harness.metrics import Metric, metric_family
+from harness.core.metrics import Metric, metric_family
 
 ASSUMED_EFFECTS = (0.5, 0.8, 1.2, 2.0)  # mean difference / sd of the paired differences
 

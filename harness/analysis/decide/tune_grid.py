@@ -11,7 +11,7 @@ from typing import Any, Iterable
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from harness.record import TrialRecord
+from harness.core.record import TrialRecord
 from harness.store import write_atomic
 from harness.suite.points import point_label
 from harness.suite.tuning import at_dotted, best_point, point_mean

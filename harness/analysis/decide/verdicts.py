@@ -26,7 +26,7 @@ from harness.analysis.decide.looks import power_by_last_look, spent_level
 from harness.analysis.run_results import RunResults, metric_order
 from harness.analysis.stats.number_format import fmt
 from harness.analysis.stats.paired_stats import Interval, PairedDifference, benjamini_hochberg, paired_difference
-from harness.metrics import Metric, better_sign, metric_family
+from harness.core.metrics import Metric, better_sign, metric_family
 
 BETTER = "better"
 WORSE = "worse"

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from harness.analysis.present.forest_plots import COLOURS, UNDECIDED_COLOUR
 from harness.store import write_atomic
-from harness.terminal import format_table, format_value
+from harness.core.terminal import format_table, format_value
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Sequence
 from harness.analysis.run_results import RunResults
 from harness.measure.phases import PHASE_DETAIL
 from harness.store import write_json_atomic
-from harness.terminal import format_table
+from harness.core.terminal import format_table
 
 PHASES_FILE = "phases.json"
 

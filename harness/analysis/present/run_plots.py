@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 from harness.analysis.decide.verdicts import compare, contrast_variants
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.paired_stats import CONFIDENCE, summarize
-from harness.metrics import ParetoView, metric_family
+from harness.core.metrics import ParetoView, metric_family
 from harness.suite.points import point_label
 
 LOG_AXIS_SPAN = 8.0

@@ -23,7 +23,7 @@ from harness.analysis.decide.verdicts import (
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.number_format import fmt
 from harness.analysis.stats.paired_stats import METHOD, Interval, PairedDifference
-from harness.terminal import format_table, format_value
+from harness.core.terminal import format_table, format_value
 
 ARM_TABLE_COLUMNS = 6
 

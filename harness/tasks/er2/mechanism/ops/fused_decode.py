@@ -22,8 +22,8 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from harness.devices import cpu_features
-from harness.files import UnsafeFile, open_trusted, private_folder
+from harness.core.devices import cpu_features
+from harness.core.files import UnsafeFile, open_trusted, private_folder
 from harness.store import write_checksum
 
 SOURCE = Path(__file__).with_name("kernels") / "er2_decode.c"

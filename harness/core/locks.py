@@ -12,7 +12,7 @@ import socket
 import time
 from pathlib import Path
 
-from harness.files import open_regular
+from harness.core.files import open_regular
 
 WRITER_LOCK = ".writer.lock"
 

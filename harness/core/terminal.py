@@ -1,14 +1,14 @@
 """Terminal output: a progress line over trials and inside training, and aligned tables.
 
 On a terminal a rich progress bar redraws in place; elsewhere (CI logs) each finished trial
-prints one line with the invocation's ETA, so logs stay readable (harness.progress).
+prints one line with the invocation's ETA, so logs stay readable (harness.core.progress).
 """
 from __future__ import annotations
 
 import sys
 from typing import Sequence, TextIO
 
-from harness.progress import HEARTBEAT_S, LiveBar, LogLines, RunClock
+from harness.core.progress import HEARTBEAT_S, LiveBar, LogLines, RunClock
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
