@@ -79,8 +79,12 @@ def check_task_contract(task_cls: type[Task], work_root: Path, params: Mapping[s
     moved = sorted(k for k, v in _not_speed(task_cls, first).items() if _not_speed(task_cls, second).get(k) != v)
     _require(not moved, task_cls, f"a rerun at the same seed moved {moved}: draw every random thing from "
                                   "ctx.stream(purpose) and build shared artifacts with ctx.cached")
-    for kind, entry in first.details.get("cache", {}).items():
-        _require(second.details.get("cache", {}).get(kind) == dict(entry, loaded=True), task_cls,
+    # every artifact the rerun asks for is the one the first run cached, loaded; an artifact built inside
+    # another's build is not asked for again once the outer one loads, and that rebuilds nothing either
+    built, again = first.details.get("cache", {}), second.details.get("cache", {})
+    _require(bool(again) == bool(built), task_cls, "the rerun asked the cache for nothing, though the first run did")
+    for kind, entry in again.items():
+        _require(kind in built and entry == dict(built[kind], loaded=True), task_cls,
                  f"the rerun rebuilt cached artifact {kind!r} instead of loading it: its identity must not vary")
     _require("device" not in first.details, task_cls, "the spine records the device (record.environment)")
     _require(first.environment.get("device_name"), task_cls, "the record names no device")

@@ -77,6 +77,31 @@ def test_the_contract_names_a_task_that_moves_on_a_rerun_or_reports_undeclared_m
         check_task_contract(Undeclared, tmp_path / "b", smoke)
 
 
+def test_the_contract_names_an_artifact_whose_identity_varies_and_accepts_one_built_inside_another(
+        tmp_path: Path) -> None:
+    class Varying(ToyTask):
+        name = "varying"
+        runs = 0
+
+        def run(self, params, ctx):  # the identity carries state from outside the trial: every rerun rebuilds
+            Varying.runs += 1
+            ctx.cached("table", {"run": Varying.runs}, build=lambda: {"rows": 1})
+            return super().run(params, ctx)
+
+    class Nested(ToyTask):
+        name = "nested"
+
+        def run(self, params, ctx):  # the inner artifact is asked for only while the outer one is built
+            ctx.cached("outer", {"of": "inner"}, build=lambda: {"inner": ctx.cached("inner", {}, build=lambda: 2)})
+            return super().run(params, ctx)
+
+    smoke = {"steps": 2, "samples": 8}
+    with pytest.raises(ContractViolation, match=r"varying: the rerun rebuilt cached artifact 'table'"):
+        check_task_contract(Varying, tmp_path / "a", smoke)
+    record = check_task_contract(Nested, tmp_path / "b", smoke)
+    assert set(record.details["cache"]) == {"outer", "inner"}
+
+
 def test_metric_axes_name_what_the_qualifier_counts() -> None:
     er2, routing = load_task("er2"), load_task("routing")
     assert er2.metric_for("recall@128").axis == "context (tokens)"  # er2_mqar: recall at each context
