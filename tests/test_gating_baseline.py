@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from records import make_record
 
 from harness.cli import main
-from harness.store import RunFolder
+from harness.gating.baseline import Baseline, load_baseline
+from harness.store import RunFolder, canonical_json
 
 METRICS = {
     "acc": {"direction": "higher", "unit": "fraction", "kind": "quality", "key": True},
@@ -298,18 +299,28 @@ def set_entry(index: int, **fields: Any):
 @pytest.mark.parametrize(
     ("edit", "named"),
     [
-        (lambda b: b.update(values=[]), "'values' holds no entries"),
-        (lambda b: b.update(values={}), "'values' holds no entries"),
-        (set_entry(0, check="qualty"), "values[0]: unknown check 'qualty'"),
-        (set_entry(1, value="fast"), "values[1]: value 'fast' is not a finite number"),
-        (set_entry(1, value=None), "values[1]: value None is not a finite number"),
-        (set_entry(2, metric=None), "values[2]: 'metric' must be a non-empty string"),
-        (set_entry(0, direction="sideways"), "values[0]: direction 'sideways'"),
-        (set_entry(0, seeds=[7]), "values[0]: 'seeds' must be a non-empty list of the baseline's seeds"),
-        (lambda b: b["values"].__setitem__(3, "garbage"), "values[3] is not an entry: garbage"),
+        (lambda b: b.update(values=[]), "values: expected a non-empty list of entries"),
+        (lambda b: b.update(values={}), "values: expected a non-empty list of entries"),
+        (set_entry(0, check="qualty"), "values[0].check: expected one of quality, memory, speed_ratio, contrast, "
+                                       "claim, got 'qualty'"),
+        (set_entry(1, value="fast"), "values[1].value: expected a finite number, got 'fast'"),
+        (set_entry(1, value=None), "values[1].value: expected a finite number, got None"),
+        (set_entry(2, metric=None), "values[2].metric: expected a non-empty string, got None"),
+        (set_entry(0, direction="sideways"), "values[0].direction: expected one of higher, lower, none, got 'sideways'"),
+        (set_entry(0, direction="none"), "values[0].direction: expected one of higher, lower, got 'none'"),
+        (set_entry(0, seeds=[7]), "values[0].seeds: expected a non-empty list of the baseline's seeds, got [7]"),
+        (set_entry(0, spread=-1.0), "values[0].spread: expected a non-negative number or null, got -1.0"),
+        (set_entry(0, result="pass"), "values[0]: only a claim entry holds a 'result'"),
+        (lambda b: b["values"][0].pop("metric"), "values[0].metric: missing (expected a non-empty string)"),
+        (lambda b: b["values"].__setitem__(3, "garbage"), "values[3]: expected a mapping, got 'garbage'"),
         (lambda b: b["values"].append(dict(b["values"][0])), "appears twice"),
-        (lambda b: b.update(seeds=[]), "'seeds' must be a non-empty list"),
-        (lambda b: b.update(trials=[{"arm": "treat"}]), "'trials' must list"),
+        (lambda b: b.update(seeds=[]), "seeds: expected a non-empty list of distinct integers, got []"),
+        (lambda b: b.update(seeds=[1, 1]), "seeds: expected a non-empty list of distinct integers, got [1, 1]"),
+        (lambda b: b.pop("profile"), "profile: missing (expected a non-empty string)"),
+        (lambda b: b.update(trials=[{"arm": "treat"}]), "trials[0].point: missing (expected a string)"),
+        (lambda b: b.update(trials=[{"arm": "treat", "point": "", "seed": 99}]),
+         "trials: expected {arm, point, seed} entries with the baseline's seeds"),
+        (lambda b: b.update(environment={"torch": 2}), "environment: expected a mapping of strings, got {'torch': 2}"),
     ],
 )
 def test_a_malformed_baseline_is_a_usage_error_not_a_regression(tmp_path, baseline, edit, named):
@@ -443,6 +454,38 @@ def test_a_claim_whose_result_changes_fails_the_gate(tmp_path):
     assert flipped.exit_code == 1
     assert "REGRESSION claim" in flipped.output and "PASS ->" in flipped.output and "(changed)" in flipped.output
 
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda claim: claim.update(estimate="big"), ".estimate: expected a finite number or null, got 'big'"),
+    (lambda claim: claim.update(standard_error=-0.1), ".standard_error: expected a non-negative number or null"),
+    (lambda claim: claim.update(bounds=[0.0, None]), ".bounds[1]: expected a finite number, got None"),
+    (lambda claim: claim.update(result=""), ".result: expected a non-empty string, got ''"),
+    (lambda claim: claim.pop("result"), ": a claim entry needs its 'result'"),
+])
+def test_a_malformed_claim_entry_is_a_usage_error(tmp_path, edit, named):
+    """A claim entry's evidence sits beside its value fields; each is checked as the others are."""
+    seeds = (0, 1, 2)
+    assert invoke("baseline", "save", make_run(tmp_path / "reference", seeds=seeds, claims=[CLAIM]), "--out",
+                  tmp_path / "baselines").exit_code == 0
+    path = tmp_path / "baselines" / "synth-smoke-cpu.json"
+    index = [v["check"] for v in json.loads(path.read_text())["values"]].index("claim")
+    edit_baseline(path, lambda b: edit(b["values"][index]))
+    one_line_usage_error(gate(tmp_path, seeds=seeds, claims=[CLAIM]), f"is malformed: values[{index}]{named}")
+
+
+def test_a_baseline_reads_back_as_it_was_written(tmp_path):
+    """as_stored and from_stored are inverses on a saved baseline (claim evidence included), and every
+    committed baseline writes back the file it was read from."""
+    assert invoke("baseline", "save", make_run(tmp_path / "reference", seeds=(0, 1, 2), claims=[CLAIM]), "--out",
+                  tmp_path / "baselines").exit_code == 0
+    saved = load_baseline(tmp_path / "baselines" / "synth-smoke-cpu.json")
+    assert any(v.claim is not None and v.claim.standard_error is not None for v in saved.values)
+    assert Baseline.from_stored(saved.as_stored()) == saved
+    committed = sorted((Path(__file__).parents[1] / "baselines").glob("*.json"))
+    assert committed
+    for path in committed:
+        assert canonical_json(load_baseline(path).as_stored()) == canonical_json(json.loads(path.read_text())), path
 
 def test_timings_the_gate_ignores_do_not_move_the_claims_it_gates(tmp_path):
     """Holm ties a suite's claims together, so a speed claim's p-value moves the quality claims' adjusted

@@ -3,6 +3,7 @@ the block applies its chosen params (and changes the trial ids), a stale or hand
 and a grid's choice is the best mean over the tuning seeds."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from harness.store import write_json_atomic
 from harness.suite.loader import load_suites
 from harness.suite.model import SuiteError
 from harness.suite.tuning import tune_hash, tuning_suite
-from harness.suite.tuning_lock import LOCK_SCHEMA, lock_checksum, lock_path
+from harness.suite.tuning_lock import LOCK_SCHEMA, LOCK_SUFFIX, TuningLock, lock_checksum, lock_path
 
 TOY_TUNE = Path(__file__).resolve().parent / "suites" / "toy_tune.yaml"
 SPACE = "space: {lr: [0.001, 0.1, 1.0]}"
@@ -169,7 +170,7 @@ def test_a_stale_or_hand_edited_lock_is_refused(tmp_path, change, expected):
      r"arms.sgd: the lock's grid is not the arm's tuning grid"),
     ({"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}},
      {"sgd": [{**point, "values": {"100": "0.99", "101": 0.5}} for point in grid({"lr": 1.0})]},
-     r"arms.sgd: grid point \{\"lr\": 0.001\} has value '0.99' for seed 100, not a finite number"),
+     r"arms.sgd.grid\[0\].values.100: expected a finite number or null, got '0.99'; rerun `harness tune "),
     ({"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}},
      {"sgd": [{**point, "failed": 1} if point["params"] == {"lr": 1.0} else point for point in grid({"lr": 1.0})]},
      r"arms.sgd: the lock chose \{\"lr\": 1.0\}, but its own per-seed values give \{\"lr\": 0.001\}"),
@@ -184,6 +185,43 @@ def test_a_lock_whose_choice_its_own_values_do_not_give_is_refused(tmp_path, cho
         load_suites(path)
     assert "\n" not in str(caught.value)
 
+
+BEST = {"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}}
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"seeds": [100, "101"]}, r"toy_tune.tuned.json: seeds\[1\]: expected an integer, got '101'; rerun `harness tune "),
+    ({"seeds": None}, r"toy_tune.tuned.json: seeds: expected a list of integers, got None"),
+    ({"arms": ["sgd"]}, r"toy_tune.tuned.json: arms: expected a mapping of arm entries, got \['sgd'\]"),
+    ({"arms": {"sgd": {"chosen": {"lr": 1.0}, "kept": [], "grid": []}}}, r"arms.sgd.kept: expected a mapping, got \[\]"),
+    ({"arms": {"sgd": {"chosen": {"lr": 1.0}, "grid": [{"params": {"lr": 1.0}, "failed": -1}]}}},
+     r"arms.sgd.grid\[0\].failed: expected a count \(an integer >= 0\), got -1"),
+    ({"arms": {"sgd": {"chosen": {"lr": 1.0}, "grid": [{"params": {"lr": 1.0}, "values": {"one": 0.5}}]}}},
+     r"arms.sgd.grid\[0\].values: expected a mapping of seed -> finite number or null, got \{'one': 0.5\}"),
+    ({"arms": {"sgd": {"chosen": {"lr": 1.0}, "grid": "all of it"}}},
+     r"arms.sgd.grid: expected a list of grid points or null, got 'all of it'"),
+])
+def test_a_malformed_lock_is_refused_naming_its_key(tmp_path, changes, expected):
+    """Every field of a lock is read through its declared shape: a lock of the wrong shape (its checksum
+    recomputed) is refused in one line naming the key and what it must hold."""
+    path = suite_file(tmp_path)
+    write_lock(path, BEST, **changes)
+    with pytest.raises(SuiteError, match=expected) as caught:
+        load_suites(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_lock_reads_back_as_it_was_written(tmp_path):
+    """from_stored and as_stored are inverses: every committed lock (each written by `harness tune`) read and
+    written again is the same document, its checksum included; a lock read back from what it writes is itself."""
+    locks = sorted((TOY_TUNE.parents[2] / "suites").glob(f"*{LOCK_SUFFIX}"))
+    assert locks
+    for lock in locks:
+        read = TuningLock.read(lock, lock)
+        assert read.as_stored() == json.loads(lock.read_text()), lock
+        again = tmp_path / lock.name
+        write_json_atomic(again, read.as_stored())
+        assert TuningLock.read(again, again) == read
 
 def test_a_lock_that_tune_wrote_passes_its_own_check():
     """The committed locks, made by `harness tune`, agree with their recorded values."""

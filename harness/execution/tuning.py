@@ -17,7 +17,7 @@ from harness.listeners import RunListener
 from harness.store import write_json_atomic
 from harness.suite.model import Suite
 from harness.suite.tuning import ArmTuning, grid_points, tune_hash, tune_plan, tuning_suite
-from harness.suite.tuning_lock import LockedArm, TuningLock, lock_path
+from harness.suite.tuning_lock import LockedArm, LockedPoint, TuningLock, lock_path
 from harness.core.terminal import Console
 from harness.tracking.environment import code_checkout, git_state
 
@@ -78,7 +78,8 @@ def _lock(outcome: TuneOutcome, plan: dict[str, ArmTuning], run_dir: Path) -> Tu
         grid = outcome.grids.get(name)
         arms[name] = LockedArm(  # kept: tuned keys the arm sets itself, it keeps its own value
             dict(grid.chosen.params) if grid else {}, arm_tuning.kept,
-            [point.as_dict() for point in grid.points] if grid else [])
+            tuple(LockedPoint(point.params, dict(point.values), point.failed, point.mean) for point in grid.points)
+            if grid else ())
     provenance = {
         "suite": suite.name, "suite_file": suite.source.name, "task": suite.task_name, "profile": suite.profile,
         "tune": spec.model_dump(mode="json"), "metric": spec.metric,

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,7 +11,6 @@ from harness.analysis.run_results import RunResults, load_results
 from harness.gating import DEFAULT_BASELINES_DIR
 from harness.gating.numeric_modes import refuse_baseline_mode
 from harness.gating.values import (
-    CHECKS,
     CLAIM,
     CONTRAST,
     MEMORY,
@@ -20,6 +18,7 @@ from harness.gating.values import (
     SPEED_RATIO,
     GatedValue,
     GateError,
+    Identity,
     TrialKey,
     baseline_values,
     check_name,
@@ -29,6 +28,20 @@ from harness.gating.values import (
     trial_name,
 )
 from harness.core.numeric import DETERMINISTIC
+from harness.core.stored_fields import (
+    ANY,
+    INTEGER,
+    MAPPING,
+    STRING,
+    TEXT,
+    TEXT_MAPPING,
+    Shape,
+    StoredFieldError,
+    document,
+    from_stored,
+    list_of,
+    stored,
+)
 from harness.store import clean_stray_tmp, read_json, write_json_atomic
 
 BASELINE_SCHEMA = 1
@@ -41,24 +54,42 @@ def baseline_filename(suite: str, profile: str, device_class: str) -> str:
 
 
 @dataclass(frozen=True)
+class _TrialEntry:
+    """One declared trial of a baseline's run, as ``trials`` lists it."""
+
+    arm: str = stored(STRING)
+    point: str = stored(STRING)
+    seed: int = stored(INTEGER)
+
+
+def _trial_keys(entries: list[Any], where: str) -> tuple[TrialKey, ...] | None:
+    trials = list_of(document(_TrialEntry)).load(entries, where)
+    return tuple((t.arm, t.point, t.seed) for t in trials) or None  # none listed: a baseline saved before they were
+
+
+@dataclass(frozen=True)
 class Baseline:
     """A committed baseline: the run it was saved from (suite, profile, device class, seeds, sweep, its
-    declared trials, task version, numeric environment) and the values the gate holds a run to. Fields a
-    file written before they were recorded lacks are None (``sweep``, ``trials``)."""
+    declared trials, task version, numeric environment) and the values the gate holds a run to. Each field
+    is its key in the file (``stored``); fields a file written before they were recorded lacks are None
+    (``sweep``, ``trials``)."""
 
-    suite: str
-    profile: str
-    device_class: str
-    seeds: tuple[int, ...]
-    values: tuple[GatedValue, ...]
-    sweep: Mapping[str, Any] | None = None
-    trials: tuple[TrialKey, ...] | None = None
-    environment: Mapping[str, str] = field(default_factory=dict)
-    task: str | None = None
-    task_version: Any = None
-    device_name: str | None = None
-    git_commit: str | None = None
-    created_at: str | None = None
+    suite: str = stored(TEXT)
+    profile: str = stored(TEXT)
+    device_class: str = stored(TEXT)
+    seeds: tuple[int, ...] = stored(list_of(INTEGER, "a non-empty list of distinct integers", non_empty=True))
+    values: tuple[GatedValue, ...] = stored(list_of(document(GatedValue), "a non-empty list of entries (a baseline "
+                                                    "of nothing would pass every run)", non_empty=True))
+    sweep: Mapping[str, Any] | None = stored(MAPPING, missing=None, default=None)
+    trials: tuple[TrialKey, ...] | None = stored(Shape("a list of {arm, point, seed} entries",
+                                                       lambda value: isinstance(value, list), _trial_keys),
+                                                 missing=None, default=None)
+    environment: Mapping[str, str] = stored(TEXT_MAPPING, missing={}, default_factory=dict)
+    task: str | None = stored(ANY, missing=None, default=None)
+    task_version: Any = stored(ANY, missing=None, default=None)
+    device_name: str | None = stored(ANY, missing=None, default=None)
+    git_commit: str | None = stored(ANY, missing=None, default=None)
+    created_at: str | None = stored(ANY, missing=None, default=None)
 
     @classmethod
     def of_run(cls, results: RunResults) -> Baseline:
@@ -74,19 +105,16 @@ class Baseline:
         )
 
     @classmethod
-    def from_stored(cls, data: Mapping[str, Any]) -> Baseline:
+    def from_stored(cls, data: Any) -> Baseline:
         """A baseline file's content, every entry checked; GateError names what is wrong."""
-        problem = _baseline_problem(data)
+        try:
+            baseline = from_stored(cls, data)
+        except StoredFieldError as exc:
+            raise GateError(str(exc)) from None
+        problem = _baseline_problem(baseline)
         if problem:
             raise GateError(problem)
-        trials = data.get("trials")
-        return cls(
-            suite=data["suite"], profile=data["profile"], device_class=data["device_class"], seeds=tuple(data["seeds"]),
-            values=tuple(GatedValue.from_stored(entry) for entry in data["values"]), sweep=data.get("sweep"),
-            trials=tuple((t["arm"], t["point"], t["seed"]) for t in trials) if trials else None,
-            environment=data.get("environment", {}), task=data.get("task"), task_version=data.get("task_version"),
-            device_name=data.get("device_name"), git_commit=data.get("git_commit"), created_at=data.get("created_at"),
-        )
+        return baseline
 
     def as_stored(self) -> dict[str, Any]:
         return {
@@ -168,78 +196,25 @@ def load_baseline(path: Path) -> Baseline:
         raise GateError(f"baseline {path} is malformed: {exc}; save it again with `harness baseline save RESULTS`") from None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _baseline_problem(baseline: Mapping[str, Any]) -> str | None:
-    """What is wrong with a loaded baseline (None when nothing is): every entry is checked, so a
-    corrupt one is a usage error here instead of a crash or a silent pass later."""
-    for key in ("suite", "profile", "device_class"):
-        if not isinstance(baseline.get(key), str) or not baseline[key]:
-            return f"{key!r} must be a non-empty string"
-    seeds = baseline.get("seeds")
-    if not isinstance(seeds, list) or not seeds or not all(_is_int(s) for s in seeds) or len(set(seeds)) != len(seeds):
-        return f"'seeds' must be a non-empty list of distinct integers, not {seeds!r}"
-    values = baseline["values"]
-    if not isinstance(values, list) or not values:
-        return "'values' holds no entries (a baseline of nothing would pass every run)"
-    seen: set[tuple[str, str, str, str]] = set()
-    for i, entry in enumerate(values):
+def _baseline_problem(baseline: Baseline) -> str | None:
+    """What is wrong across a baseline's fields, each already of its shape (None when nothing is): every
+    entry is checked, so a corrupt one is a usage error here instead of a crash or a silent pass later."""
+    seeds = set(baseline.seeds)
+    if len(seeds) != len(baseline.seeds):
+        return f"seeds: expected a non-empty list of distinct integers, got {list(baseline.seeds)!r}"
+    seen: set[Identity] = set()
+    for i, value in enumerate(baseline.values):
         where = f"values[{i}]"
-        if not isinstance(entry, dict):
-            return f"{where} is not an entry: {str(entry)[:60]}"
-        check = entry.get("check")
-        if check not in CHECKS:
-            return f"{where}: unknown check {check!r} (expected {', '.join(CHECKS)})"
-        for key in ("subject", "metric"):
-            if not isinstance(entry.get(key), str) or not entry[key]:
-                return f"{where}: {key!r} must be a non-empty string"
-        if not isinstance(entry.get("point", ""), str):
-            return f"{where}: 'point' must be a string"
-        if entry.get("direction") not in DIRECTIONS[check]:
-            return f"{where}: direction {entry.get('direction')!r} is not one of {', '.join(DIRECTIONS[check])}"
-        if not _is_number(entry.get("value")):
-            return f"{where}: value {entry.get('value')!r} is not a finite number"
-        spread = entry.get("spread")
-        if spread is not None and not (_is_number(spread) and spread >= 0):
-            return f"{where}: spread {spread!r} is not a non-negative number"
-        if check == CLAIM and (not isinstance(entry.get("result"), str) or not entry["result"]):
-            return f"{where}: a claim entry needs its 'result' (e.g. 'pass')"
-        if check == CLAIM and _evidence_problem(entry):
-            return f"{where}: {_evidence_problem(entry)}"
-        entry_seeds = entry.get("seeds", seeds)
-        if (not isinstance(entry_seeds, list) or not entry_seeds or not all(_is_int(s) and s in seeds for s in entry_seeds)):
-            return f"{where}: 'seeds' must be a non-empty list of the baseline's seeds, not {entry_seeds!r}"
-        identity = (check, entry["subject"], entry.get("point", ""), entry["metric"])
-        if identity in seen:
-            return f"{where}: {check_name(identity)} appears twice"
-        seen.add(identity)
-    trials = baseline.get("trials", [])
-    if not isinstance(trials, list) or not all(
-        isinstance(t, dict) and isinstance(t.get("arm"), str) and isinstance(t.get("point"), str) and t.get("seed") in seeds
-        and _is_int(t.get("seed")) for t in trials
-    ):
-        return "'trials' must list {arm, point, seed} entries with the baseline's seeds"
-    if not isinstance(baseline.get("sweep", {}), dict):
-        return "'sweep' must be a mapping"
-    environment = baseline.get("environment", {})
-    if not isinstance(environment, dict) or not all(isinstance(v, str) for v in environment.values()):
-        return "'environment' must be a mapping of strings"
-    return None
-
-
-def _evidence_problem(entry: Mapping[str, Any]) -> str | None:
-    """What is wrong with a claim entry's evidence (each field optional: older baselines hold none)."""
-    for key, least in (("estimate", -math.inf), ("standard_error", 0.0), ("boundary_t", 0.0)):
-        value = entry.get(key)
-        if value is not None and not (_is_number(value) and value >= least):
-            return f"{key} {value!r} is not a {'finite' if key == 'estimate' else 'non-negative'} number"
-    bounds = entry.get("bounds", [])
-    if not isinstance(bounds, list) or not all(_is_number(b) for b in bounds):
-        return f"'bounds' must be a list of finite numbers, not {bounds!r}"
+        if value.direction not in DIRECTIONS[value.check]:
+            return f"{where}.direction: expected one of {', '.join(DIRECTIONS[value.check])}, got {value.direction!r}"
+        if (value.check == CLAIM) != (value.claim is not None):
+            return f"{where}: {'a claim entry needs its' if value.check == CLAIM else 'only a claim entry holds a'} " \
+                   "'result' (e.g. 'pass')"
+        if value.seeds is not None and not seeds.issuperset(value.seeds):
+            return f"{where}.seeds: expected a non-empty list of the baseline's seeds, got {list(value.seeds)!r}"
+        if value.identity in seen:
+            return f"{where}: {check_name(value.identity)} appears twice"
+        seen.add(value.identity)
+    if any(seed not in seeds for _, _, seed in baseline.trials or ()):
+        return "trials: expected {arm, point, seed} entries with the baseline's seeds"
     return None

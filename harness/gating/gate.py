@@ -307,7 +307,12 @@ def _claim_check(reference: GatedValue, current: GatedValue, tolerance: float) -
     boundary, or an estimate that moves beyond its tolerance, is what CI exists to catch; a flip on the
     boundary is float or seed noise, reported as a warning. A baseline saved before claims stored their
     evidence compares results only. ``tolerance``: the suite's, where a run measured no spread."""
-    move = judge(ClaimEvidence.from_entry(reference.claim or {}), ClaimEvidence.from_entry(current.claim or {}),
-                 tolerance)
+    move = judge(_evidence(reference), _evidence(current), tolerance)
     return GateCheck(CLAIM, reference.subject, reference.point, reference.metric, reference.value,
                      current.value, not move.regression, move.rule, move.near_boundary)
+
+
+def _evidence(value: GatedValue) -> ClaimEvidence:
+    """A claim value's evidence (a claim entry always holds one: the baseline refuses one without)."""
+    assert value.claim is not None
+    return value.claim

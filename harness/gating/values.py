@@ -7,11 +7,24 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from harness.analysis.compare.claim_moves import claim_evidence
+from harness.analysis.compare.claim_moves import ClaimEvidence, claim_evidence
 from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.verdicts import ContrastVariant, contrast_variants
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.paired_stats import mean_estimate
+from harness.core.stored_fields import (
+    INTEGER,
+    NON_NEGATIVE,
+    NUMBER,
+    STRING,
+    TEXT,
+    Shape,
+    list_of,
+    one_of,
+    optional,
+    read_keys,
+    stored,
+)
 from harness.suite.points import point_label, sweep_points
 
 QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM = "quality", "memory", "speed_ratio", "contrast", "claim"
@@ -27,25 +40,46 @@ class GateError(ValueError):
     """The gate cannot compare (missing, malformed or mismatched baseline): a usage error, not a regression."""
 
 
+def _is_mapping(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
 TrialKey = tuple[str, str, int]  # (arm label, point label, seed)
 Identity = tuple[str, str, str, str]  # (check, subject, point, metric)
+
+
+# a claim entry's result and evidence (``analysis.compare.claim_moves``), stored beside its value fields;
+# a baseline saved before claims stored their evidence holds the result only
+CLAIM_EVIDENCE = {"result": TEXT, "estimate": optional(NUMBER), "standard_error": optional(NON_NEGATIVE),
+                  "boundary_t": optional(NON_NEGATIVE),
+                  "bounds": list_of(NUMBER, "a list of finite numbers")}
+
+
+def _claim_evidence(entry: Mapping[str, Any], where: str) -> ClaimEvidence | None:
+    """A claim entry's evidence; None for an entry without a result (only a claim's has one)."""
+    if "result" not in entry:
+        return None
+    return ClaimEvidence(**read_keys(CLAIM_EVIDENCE, entry, where, optional_keys=set(CLAIM_EVIDENCE) - {"result"}))
 
 
 @dataclass(frozen=True)
 class GatedValue:
     """One gated value, of a baseline or of the run being gated: what it is (``identity``), its
     direction, value and the seeds it averages; a quality mean's or a contrast's spread over seeds; a
-    claim's result and evidence (``analysis.compare.claim_moves``), as the baseline stores them."""
+    claim's result and evidence. Each field is its key in a baseline's entry (``stored``)."""
 
-    check: str
-    subject: str  # arm label, or "<treatment>-vs-<control>" for contrasts, speed ratios and claims
-    point: str
-    metric: str
-    direction: str
-    value: float
-    seeds: tuple[int, ...] | None = None  # None: a baseline entry saved without them (the baseline's seeds)
-    spread: float | None = None
-    claim: Mapping[str, Any] | None = None  # a claim's "result" and evidence fields
+    check: str = stored(one_of(*CHECKS))
+    subject: str = stored(TEXT)  # arm label, or "<treatment>-vs-<control>" for contrasts, speed ratios and claims
+    point: str = stored(STRING, missing="")
+    metric: str = stored(TEXT)
+    direction: str = stored(one_of("higher", "lower", "none"))
+    value: float = stored(Shape(NUMBER.expected, NUMBER.test, lambda value, where: float(value)))
+    # None: a baseline entry saved without them (the baseline's seeds)
+    seeds: tuple[int, ...] | None = stored(list_of(INTEGER, "a non-empty list of integers", non_empty=True),
+                                           missing=None)
+    spread: float | None = stored(optional(NON_NEGATIVE), missing=None)
+    claim: ClaimEvidence | None = stored(Shape("a claim's result and evidence", _is_mapping, _claim_evidence),
+                                         flat=True)
 
     @property
     def identity(self) -> Identity:
@@ -58,18 +92,9 @@ class GatedValue:
             stored["seeds"] = list(self.seeds)
         if self.check in (QUALITY, CONTRAST):
             stored["spread"] = self.spread
-        return {**stored, **(self.claim or {})}
-
-    @classmethod
-    def from_stored(cls, entry: Mapping[str, Any]) -> GatedValue:
-        """A baseline's entry, already checked (``baseline.entry_problem``)."""
-        seeds = entry.get("seeds")
-        claim = {k: v for k, v in entry.items() if k not in _VALUE_FIELDS} if entry["check"] == CLAIM else None
-        return cls(entry["check"], entry["subject"], entry.get("point", ""), entry["metric"], entry["direction"],
-                   float(entry["value"]), tuple(seeds) if seeds is not None else None, entry.get("spread"), claim)
-
-
-_VALUE_FIELDS = ("check", "subject", "point", "metric", "direction", "value", "seeds", "spread")
+        if self.claim is not None:
+            stored.update(result=self.claim.result, **self.claim.entry_fields())
+        return stored
 
 
 def declared_seeds(results: RunResults) -> set[int] | None:
@@ -83,7 +108,7 @@ def seed_values(results: RunResults, label: str, point: str, key: str) -> dict[i
 
 
 def _entry(check: str, subject: str, point: str, key: str, direction: str, value: float, seeds: Iterable[int],
-           spread: float | None = None, claim: Mapping[str, Any] | None = None) -> GatedValue:
+           spread: float | None = None, claim: ClaimEvidence | None = None) -> GatedValue:
     return GatedValue(check, subject, point, key, direction, value, tuple(sorted(seeds)), spread, claim)
 
 
@@ -147,7 +172,7 @@ def baseline_values(results: RunResults) -> list[GatedValue]:
         estimate = claim.estimate if claim.estimate is not None and math.isfinite(claim.estimate) else 0.0
         evidence = claim_evidence(claim, results.spec_for(claim.key).better_sign)
         entries.append(_entry(CLAIM, claim.contrast, claim.point, claim.key, "none", estimate,
-                              results.seeds or [], claim={"result": claim.status, **evidence.entry_fields()}))
+                              results.seeds or [], claim=evidence))
     if results.speed_under_load:  # timings of concurrent trials say nothing about the code
         return entries
     for variant in _distinct_pairs(contrast_variants(results)):

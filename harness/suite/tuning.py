@@ -21,7 +21,7 @@ from harness.suite.model import Arm, ParamLayer, Suite, SuiteError
 from harness.suite.points import sweep_points
 from harness.suite.references import check_params, check_size
 from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
-from harness.suite.tuning_lock import LockedArm, TuningLock, lock_path
+from harness.suite.tuning_lock import LockedArm, LockedPoint, TuningLock, lock_path
 from harness.suite.yaml_safety import located
 from harness.tasks.param_paths import ParamPathError, flatten, layered, leaf_fields
 
@@ -169,7 +169,7 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
     if overlap:
         raise SuiteError(f"--seeds: seed(s) {', '.join(map(str, overlap))} tuned the arms in {lock.name}; "
                          "a confirmatory run needs other seeds")
-    arms, tuned = dict(suite.arms), {}
+    arms, tuned, layers = dict(suite.arms), {}, []
     for name, tuning in tune_plan(spec.tune, suite.arms).items():
         entry = document.arm(name)
         if entry is None:
@@ -181,7 +181,7 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
         check_choice(lock, spec.tune, suite, name, tuning, entry)
         arms[name] = replace(arms[name], params=layered(arms[name].params, entry.chosen))
         tuned[name] = {"params": entry.chosen, "kept": entry.kept}
-    layers = tuple(ParamLayer(f"lock {lock.name}", name, dict(choice["params"])) for name, choice in tuned.items())
+        layers.append(ParamLayer(f"lock {lock.name}", name, dict(entry.chosen)))
     return replace(suite, arms=arms, param_layers=(*suite.param_layers, *layers),
                    tuned={"lock": lock.name, "tune_hash": document.tune_hash, "arms": tuned})
 
@@ -232,14 +232,12 @@ def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: Arm
     if not isinstance(chosen, dict) or (expected and chosen not in expected) or (not expected and chosen):
         raise SuiteError(f"{refuse}: the chosen params {_shown(chosen)} are not a point of the arm's grid; "
                          f"rerun `harness tune {suite.source}`")
-    grid = entry.grid
-    recorded = [point.get("params") if isinstance(point, dict) else None for point in grid] \
-        if isinstance(grid, list) else None
-    if recorded != expected:
+    grid = entry.grid or ()
+    if entry.grid is None or [point.params for point in grid] != expected:
         raise SuiteError(f"{refuse}: the lock's grid is not the arm's tuning grid; rerun `harness tune {suite.source}`")
     if not expected:
         return  # the arm sets every tuned key itself: nothing to choose
-    means = [point_mean(_values(refuse, point, spec.seeds), _failed(refuse, point), spec.seeds) for point in grid]
+    means = [point_mean(_values(point, spec.seeds), point.failed, spec.seeds) for point in grid]
     best = best_point(means, suite.task.metric_for(spec.metric).direction)
     if best is None or expected[best] != chosen:
         rule = f"the best mean {spec.metric} over tuning seeds {', '.join(map(str, spec.seeds))}"
@@ -249,27 +247,9 @@ def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: Arm
                          f"`harness tune {suite.source}`")
 
 
-def _values(refuse: str, point: dict[str, Any], seeds: Sequence[int]) -> dict[int, float]:
-    values = point.get("values")
-    if not isinstance(values, dict):
-        raise SuiteError(f"{refuse}: a grid point's values are not a mapping of seed -> value")
-    out = {}
-    for seed in seeds:
-        value = values.get(str(seed))
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SuiteError(f"{refuse}: grid point {_shown(point.get('params'))} has value {value!r} for seed "
-                             f"{seed}, not a finite number")
-        out[seed] = float(value)
-    return out
-
-
-def _failed(refuse: str, point: dict[str, Any]) -> int:
-    failed = point.get("failed", 0)
-    if isinstance(failed, bool) or not isinstance(failed, int) or failed < 0:
-        raise SuiteError(f"{refuse}: grid point {_shown(point.get('params'))} has failed={failed!r}, not a count")
-    return failed
+def _values(point: LockedPoint, seeds: Sequence[int]) -> dict[int, float]:
+    """The point's value on each tuning seed that has one (the lock's reader checked each is a finite number)."""
+    return {seed: float(value) for seed, value in point.values.items() if seed in seeds and value is not None}
 
 
 def _shown(params: Any) -> str:

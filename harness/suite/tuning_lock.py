@@ -8,10 +8,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.core.stored_fields import (
+    ANY,
+    COUNT,
+    INTEGER,
+    MAPPING,
+    NUMBER,
+    Shape,
+    StoredFieldError,
+    document,
+    from_stored,
+    list_of,
+    mapping_of,
+    optional,
+    stored,
+)
 from harness.store import canonical_json, read_json
 from harness.suite.model import SuiteError
 
@@ -29,31 +44,80 @@ def lock_checksum(document: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
 
+def _is_seed(key: str) -> bool:
+    try:
+        int(key)
+    except ValueError:
+        return False
+    return True
+
+
+def _seed_values(values: dict[str, Any], where: str) -> dict[int, float | None]:
+    checked = mapping_of(optional(NUMBER), "").load(values, where)
+    return {int(seed): value for seed, value in checked.items()}
+
+
+# a grid point's value on each tuning seed, keyed by the seed as text (JSON keys are strings)
+SEED_VALUES = Shape("a mapping of seed -> finite number or null",
+                    lambda value: isinstance(value, dict) and all(_is_seed(key) for key in value), _seed_values)
+
+
+@dataclass(frozen=True)
+class LockedPoint:
+    """One grid point of a tuned arm, as the tuning run scored it: its params, each tuning seed's value
+    (null where the seed gave none), the failed trials and the mean (``analysis.decide.tune_grid``)."""
+
+    params: Any = stored(ANY, missing=None)
+    values: Mapping[int, float | None] = stored(SEED_VALUES, missing={})
+    failed: int = stored(COUNT, missing=0)
+    mean: Any = stored(ANY, missing=None)
+
+    def as_stored(self) -> dict[str, Any]:
+        return {"params": self.params, "mean": self.mean, "values": {str(s): v for s, v in self.values.items()},
+                "failed": self.failed}
+
+
 @dataclass(frozen=True)
 class LockedArm:
     """One tuned arm's entry: the params it chose, the tuned keys it sets itself (it keeps their values)
-    and its grid (each point's params, per-seed values and failed trials). A forged lock may hold anything
-    here: ``suite.tuning.check_choice`` checks the choice against the grid."""
+    and its grid. A forged lock may choose anything: ``suite.tuning.check_choice`` checks the choice against
+    the grid and the grid's own values."""
 
-    chosen: Any = None
-    kept: Any = field(default_factory=dict)
-    grid: Any = None
+    chosen: Any = stored(ANY, missing=None, default=None)
+    kept: Mapping[str, Any] = stored(MAPPING, missing={}, default_factory=dict)
+    grid: tuple[LockedPoint, ...] | None = stored(
+        optional(list_of(document(LockedPoint), "a list of grid points")), missing=None, default=None)
 
     def as_stored(self) -> dict[str, Any]:
-        return {"chosen": self.chosen, "kept": self.kept, "grid": self.grid}
+        grid = [point.as_stored() for point in self.grid] if self.grid is not None else None
+        return {"chosen": self.chosen, "kept": self.kept, "grid": grid}
+
+
+def _arms(entries: dict[str, Any], where: str) -> dict[str, LockedArm | None]:
+    """Each arm's entry; None for an entry that is not a mapping (refused where the arm is applied)."""
+    return {str(name): from_stored(LockedArm, entry, f"{where}.{name}.") if isinstance(entry, dict) else None
+            for name, entry in entries.items()}
+
+
+def _provenance(document: dict[str, Any], where: str) -> dict[str, Any]:
+    """What the lock records of how it was made: every key but the checked fields, the schema and checksum."""
+    named = {"schema", "checksum", *(f.name for f in fields(TuningLock))}
+    return {key: value for key, value in document.items() if key not in named}
 
 
 @dataclass(frozen=True)
 class TuningLock:
     """What a lock hands the suite (each arm's choice, for the tune block ``tune_hash`` hashes, on
     ``seeds``, at ``task_version``) and how it was made (``provenance``: suite, task, profile, tune block,
-    metric, direction, commit, date, the tuning run's folder and time)."""
+    metric, direction, commit, date, the tuning run's folder and time). Each field is its key in the file."""
 
-    tune_hash: Any
-    task_version: Any
-    seeds: tuple[int, ...]
-    arms: Mapping[str, LockedArm | None]  # None: an entry that is not an arm's
-    provenance: Mapping[str, Any] = field(default_factory=dict)
+    tune_hash: Any = stored(ANY, missing=None)
+    task_version: Any = stored(ANY, missing=None)
+    seeds: tuple[int, ...] = stored(list_of(INTEGER, "a list of integers"))
+    arms: Mapping[str, LockedArm | None] = stored(Shape("a mapping of arm entries", lambda v: isinstance(v, dict),
+                                                        _arms))
+    provenance: Mapping[str, Any] = stored(Shape("the lock's provenance", lambda v: True, _provenance), flat=True,
+                                           default_factory=dict)
 
     def as_stored(self) -> dict[str, Any]:
         """The document as written, its checksum included."""
@@ -68,23 +132,19 @@ class TuningLock:
 
     @classmethod
     def read(cls, lock: Path, suite_file: Path) -> TuningLock:
-        """The lock at ``lock``, refused in one line when it is not one or its checksum does not match."""
+        """The lock at ``lock``, refused in one line when it is not one, its checksum does not match, or a
+        field is not of its shape."""
+        rerun = f"rerun `harness tune {suite_file}`"
         try:
             document = read_json(lock)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise SuiteError(f"{lock}: not a readable tuning lock ({exc}); rerun `harness tune {suite_file}`") from None
-        not_a_lock = SuiteError(f"{lock}: not a tuning lock of schema {LOCK_SCHEMA}; rerun `harness tune {suite_file}`")
+            raise SuiteError(f"{lock}: not a readable tuning lock ({exc}); {rerun}") from None
         if not isinstance(document, dict) or document.get("schema") != LOCK_SCHEMA:
-            raise not_a_lock
-        arms, seeds = document.get("arms"), document.get("seeds")
-        if not isinstance(arms, dict) or not isinstance(seeds, list) or not all(
-                isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-            raise not_a_lock
+            raise SuiteError(f"{lock}: not a tuning lock of schema {LOCK_SCHEMA}; {rerun}")
         if document.get("checksum") != lock_checksum(document):
             raise SuiteError(f"{lock}: the lock does not match its checksum (edited by hand?); a lock is made only by "
                              f"`harness tune {suite_file}`: rerun it")
-        named = {"schema", "checksum", "tune_hash", "task_version", "seeds", "arms"}
-        return cls(document.get("tune_hash"), document.get("task_version"), tuple(seeds),
-                   {str(name): LockedArm(**{k: entry[k] for k in ("chosen", "kept", "grid") if k in entry})
-                    if isinstance(entry, dict) else None for name, entry in arms.items()},
-                   {key: value for key, value in document.items() if key not in named})
+        try:
+            return from_stored(cls, document)
+        except StoredFieldError as exc:
+            raise SuiteError(f"{lock}: {exc}; {rerun}") from None

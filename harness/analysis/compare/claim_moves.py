@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from harness.analysis.decide.claims import ClaimResult
 from harness.core.metrics import metric_family
@@ -68,12 +68,6 @@ class ClaimEvidence:
         """The fields a baseline's claim entry stores."""
         return {"estimate": self.estimate, "standard_error": self.standard_error, "boundary_t": self.boundary_t,
                 "bounds": list(self.bounds)}
-
-    @classmethod
-    def from_entry(cls, entry: Mapping[str, Any]) -> ClaimEvidence:
-        """A stored claim entry; one saved before evidence was stored holds its label only."""
-        return cls(str(entry["result"]), entry.get("estimate"), entry.get("standard_error"), entry.get("boundary_t"),
-                   tuple(float(b) for b in entry.get("bounds", ())))
 
 
 def claim_evidence(claim: ClaimResult, better_sign: int, result: str | None = None) -> ClaimEvidence:

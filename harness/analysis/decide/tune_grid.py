@@ -29,10 +29,6 @@ class GridPoint:
     failed: int = 0
     mean: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"params": self.params, "mean": self.mean, "values": {str(s): v for s, v in self.values.items()},
-                "failed": self.failed}
-
 
 @dataclass
 class ArmGrid:
