@@ -57,6 +57,7 @@ from harness.core.locks import LockBusy, lock_writer
 from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
+from harness.reproduction.trial_values import SuiteValues, compare_trial_values
 from harness.store import SUITE_FILE, RunFolder, iter_runs, write_json_atomic, write_text_atomic
 from harness.suite.design import DesignChanged, check_design
 from harness.suite.loader import load_suites as load_suite_files
@@ -662,6 +663,15 @@ def reproduce(reproduction: Plan, console: Console | None = None) -> Outcome:
         return run_reproduction(reproduction, console or Console())
     except TrackingError as exc:
         raise UsageError(f"{exc} (the rerun is stored under {reproduction.out_root})") from None
+
+
+def compare_trials(results_a: Path, results_b: Path) -> list[SuiteValues]:
+    """Two runs of the same suites trial by trial, matched by (suite, arm, point, seed): every value but
+    speed, bit for bit (``harness compare --trials``)."""
+    try:
+        return compare_trial_values(Path(results_a), Path(results_b))
+    except (CompareError, ResultsError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def compare(results_a: Path, results_b: Path, out: Path | None = None) -> list[tuple[Comparison, Path, Path | None]]:

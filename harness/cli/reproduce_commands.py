@@ -88,7 +88,10 @@ def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, 
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for compare-<suite>.png and .json [default: RESULTS_B/compare].")
 @click.option("--all", "all_metrics", is_flag=True, help="Show every metric, not only the key ones.")
-def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: bool) -> None:
+@click.option("--trials", "by_trial", is_flag=True,
+              help="Instead: every trial's values but speed, bit for bit, matched by (suite, arm, point, seed); "
+                   "exit 1 when any differs or a trial ran on one side only. Writes nothing.")
+def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: bool, by_trial: bool) -> None:
     """Two runs of the same suite: every verdict or claim that changed, then each metric's shift.
 
     RESULTS_A and RESULTS_B are <suite>/<profile> folders, or results roots holding the same
@@ -99,6 +102,9 @@ def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: boo
     from harness import api
     from harness.analysis.compare.comparison_text import render_comparison
 
+    if by_trial:
+        _compare_trials(results_a, results_b)
+        return
     try:
         written = api.compare(results_a, results_b, out)
     except api.UsageError as exc:
@@ -117,6 +123,20 @@ def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: boo
         click.echo("a primary claim changed from A to B (its result, or its estimate beyond its tolerance)")
     if changed or incomplete:
         raise SystemExit(DIFFERS)
+
+
+def _compare_trials(results_a: Path, results_b: Path) -> None:
+    from harness import api
+    from harness.reproduction.trial_values import render_trial_values
+
+    try:
+        suites = api.compare_trials(results_a, results_b)
+    except api.UsageError as exc:
+        _fail(str(exc))
+    click.echo(render_trial_values(suites))
+    if not all(suite.identical for suite in suites):
+        raise SystemExit(DIFFERS)
+    click.echo("every trial's values but speed are bit-identical")
 
 
 COMMANDS = (reproduce, compare)

@@ -93,7 +93,8 @@ def compare_metrics(original: Iterable[TrialRecord], reproduced: Iterable[TrialR
         before, after = record.metrics, other.metrics
         for key in sorted(before.keys() | after.keys()):
             kind = kinds(key)
-            check = MetricCheck(title, record.trial_id, key, kind, _number(before.get(key)), _number(after.get(key)))
+            check = MetricCheck(title, record.trial_id, key, kind, metric_number(before.get(key)),
+                                metric_number(after.get(key)))
             (speed if kind == SPEED else exact).append(check)
     return MetricComparison(tuple(exact), tuple(speed), tuple(changes), tuple(missing))
 
@@ -109,7 +110,7 @@ def _status(record: TrialRecord) -> str:
     return f"{record.status} ({record.error})" if record.error else str(record.status)
 
 
-def _number(value: Any) -> float | None:
+def metric_number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)

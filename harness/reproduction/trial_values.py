@@ -1,0 +1,84 @@
+"""Two runs of the same suites, trial by trial: every metric but speed must be bit-identical.
+
+Trials are matched by (suite, arm, point, seed), not by id, so two commits whose trial ids differ
+(a param default added, the trial's hash changed) still compare: what a refactor must leave alone
+is each trial's values. Speed cannot repeat and is left out, as ``harness reproduce`` leaves it out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.analysis.compare.run_comparison import pair_runs
+from harness.analysis.run_results import RunResults, load_results
+from harness.core.record import TrialRecord
+from harness.reproduction.metric_checks import SPEED, MetricCheck, metric_number
+
+TrialKey = tuple[str, str, int]  # (arm label, point label, seed)
+
+
+@dataclass(frozen=True)
+class SuiteValues:
+    """One suite's trials compared: every non-speed value of the trials both runs finished, and the
+    finished trials only one of them has."""
+
+    suite: str
+    checks: tuple[MetricCheck, ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+
+    @property
+    def differing(self) -> list[MetricCheck]:
+        return [check for check in self.checks if not check.identical]
+
+    @property
+    def trials(self) -> int:
+        return len({check.trial for check in self.checks})
+
+    @property
+    def identical(self) -> bool:
+        return not self.differing and not self.only_a and not self.only_b
+
+
+def compare_trial_values(a: Path, b: Path) -> list[SuiteValues]:
+    """Each suite A and B both hold (``pair_runs``: a <suite>/<profile> folder or a results root each),
+    compared trial by trial; CompareError or ResultsError when they hold different suites."""
+    return [suite_values(load_results(path_a), load_results(path_b)) for path_a, path_b in pair_runs(a, b)]
+
+
+def suite_values(a: RunResults, b: RunResults) -> SuiteValues:
+    trials_a, trials_b = _by_key(a), _by_key(b)
+    checks = []
+    for key in sorted(trials_a.keys() & trials_b.keys()):
+        before, after = trials_a[key].metrics, trials_b[key].metrics
+        for metric in sorted(before.keys() | after.keys()):
+            kind = a.spec_for(metric).kind
+            if kind != SPEED:
+                checks.append(MetricCheck(_title(key), trials_b[key].trial_id, metric, kind,
+                                          metric_number(before.get(metric)), metric_number(after.get(metric))))
+    return SuiteValues(b.suite, tuple(checks), tuple(_title(k) for k in sorted(trials_a.keys() - trials_b.keys())),
+                       tuple(_title(k) for k in sorted(trials_b.keys() - trials_a.keys())))
+
+
+def _by_key(results: RunResults) -> dict[TrialKey, TrialRecord]:
+    return {(r.arm_label, r.point_label, r.seed): r for r in results.finished}
+
+
+def _title(key: TrialKey) -> str:
+    label, point, seed = key
+    return f"{label} seed={seed}{f' @ {point}' if point else ''}"
+
+
+def render_trial_values(suites: list[SuiteValues], shown: int = 20) -> str:
+    """One row per suite (trials matched, values compared, how many differ, trials on one side only), then
+    the first ``shown`` differing values."""
+    rows = [f"{'suite':<24} {'trials':>6} {'values':>7} {'differ':>6} {'only A':>6} {'only B':>6}"]
+    rows += [f"{s.suite:<24} {s.trials:>6} {len(s.checks):>7} {len(s.differing):>6} {len(s.only_a):>6} "
+             f"{len(s.only_b):>6}" for s in suites]
+    differing = [(s.suite, check) for s in suites for check in s.differing]
+    rows += [f"differs: [{suite}] {c.trial} {c.key}: {c.recorded!r} -> {c.reproduced!r}" for suite, c in differing[:shown]]
+    if len(differing) > shown:
+        rows.append(f"... and {len(differing) - shown} more differing values")
+    rows += [f"only in {side}: [{s.suite}] {title}" for s in suites
+             for side, titles in (("A", s.only_a), ("B", s.only_b)) for title in titles[:shown]]
+    return "\n".join(rows)

@@ -1,0 +1,44 @@
+"""`harness compare --trials`: two runs' values trial by trial, bit for bit, speed aside (what a refactor
+must leave unchanged), on synthetic results folders."""
+from __future__ import annotations
+
+from fault_injection import harness_here
+from test_gating_baseline import make_run, scale, shift
+
+
+def compare_trials(tmp_path, edit_a=None, edit_b=None, **run):
+    return harness_here("compare", "--trials", str(make_run(tmp_path / "a", edit_a, **run)),
+                        str(make_run(tmp_path / "b", edit_b, **run)))
+
+
+def test_the_same_values_are_bit_identical(tmp_path):
+    outcome = compare_trials(tmp_path)
+    assert outcome.returncode == 0, outcome.stderr
+    assert "synth" in outcome.stdout and "every trial's values but speed are bit-identical" in outcome.stdout
+
+
+def test_speed_is_left_out(tmp_path):
+    outcome = compare_trials(tmp_path, edit_b=scale("treat", "qps", 2.0))
+    assert outcome.returncode == 0, outcome.stdout
+
+
+def test_a_value_that_moves_in_its_last_digits_differs(tmp_path):
+    outcome = compare_trials(tmp_path, edit_b=shift("treat", "err", 1e-16))
+    assert outcome.returncode == 1, outcome.stdout
+    assert "differs: [synth] treat seed=0 err: 0.45 -> 0.4500000000000001" in outcome.stdout
+    assert "control seed=0 err" not in outcome.stdout  # only the trials whose value moved
+
+
+def test_a_trial_on_one_side_only_differs(tmp_path):
+    outcome = compare_trials(tmp_path, seeds=(0, 1))
+    assert outcome.returncode == 0
+    fewer = harness_here("compare", "--trials", str(make_run(tmp_path / "c", seeds=(0, 1))),
+                         str(make_run(tmp_path / "d", seeds=(0,))))
+    assert fewer.returncode == 1 and "only in A: [synth] control seed=1" in fewer.stdout
+
+
+def test_runs_of_other_suites_are_a_usage_error(tmp_path):
+    outcome = harness_here("compare", "--trials", str(make_run(tmp_path / "a")),
+                           str(make_run(tmp_path / "b", suite="other")))
+    assert outcome.returncode == 2
+    assert outcome.stderr.startswith("error: ") and len(outcome.stderr.strip().splitlines()) == 1
