@@ -50,6 +50,25 @@ def test_contrastive_loss_matches_hand_computation() -> None:
     assert routing_contrastive_loss(scores, positive, tau).item() == pytest.approx(expected, rel=1e-12)
 
 
+def test_contrastive_loss_at_positives_only_equals_every_pair_bit_for_bit() -> None:
+    """The loss keeps the positives before its per-pair terms, not after: a trained model must not
+    move by a single bit for it, so value and gradient equal the every-pair form exactly in float32."""
+    gen = torch.Generator().manual_seed(3)
+    scores = torch.randn(96, 640, generator=gen).tanh()
+    positive = torch.rand(96, 640, generator=gen) < 0.002
+    positive[torch.arange(96), torch.randint(640, (96,), generator=gen)] = True
+    ours = scores.clone().requires_grad_(True)
+    every_pair = scores.clone().requires_grad_(True)
+    loss = routing_contrastive_loss(ours, positive, 0.05)
+    logits = every_pair / 0.05
+    negatives = torch.logsumexp(logits.masked_fill(positive, float("-inf")), dim=-1, keepdim=True)
+    reference = (torch.logaddexp(logits, negatives) - logits)[positive].mean()
+    loss.backward()
+    reference.backward()
+    assert torch.equal(loss.detach(), reference.detach())
+    assert torch.equal(ours.grad, every_pair.grad)
+
+
 def test_router_projector_score_is_max_over_tokens_of_mean_head_cosine() -> None:
     torch.manual_seed(0)
     router = RouterProjector(d_model=8, router_dim=6, n_heads=3).double()
