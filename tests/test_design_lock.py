@@ -18,7 +18,7 @@ from harness.analysis.run_results import load_results
 from harness.cli import main
 from harness.reproduction.sources import load_path
 from harness.store import SUITE_FILE, RunFolder
-from harness.suite.design import Design
+from harness.suite.design import Design, UnreadableDesign
 
 SUITE = """\
 suite: lock
@@ -180,3 +180,30 @@ def test_a_tuning_folder_without_a_readable_design_is_refused_until_redesign(tmp
     assert "\n" not in str(refused.value)
     assert api.tune(suite, replace(options, redesign=True)).exit_code == 0
     assert len(list((folder / "trials" / "superseded").glob("*.json"))) == 12
+
+
+RECORD = Design((0, 1, 2), {"first": 3, "max_seeds": 12}, ({"contrast": "b-vs-a", "metric": "score"},), (), None,
+                0.95).as_stored()
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"claims": 5}, "design.claims: expected a list, got 5"),
+    ({"seeds": ["0"]}, "design.seeds[0]: expected an integer, got '0'"),
+    ({"seeds": [True]}, "design.seeds[0]: expected an integer, got True"),
+    ({"sequential": [3]}, "design.sequential: expected a mapping or null, got [3]"),
+    ({"confidence": "high"}, "design.confidence: expected a finite number or null, got 'high'"),
+    ({"schedule": "fixed"}, "design.schedule: not a field of a design"),
+])
+def test_a_malformed_design_record_is_refused_naming_its_key(change, named):
+    with pytest.raises(UnreadableDesign, match=f"^{re.escape(named)}$"):
+        Design.from_stored({**RECORD, **change})
+    without = {k: v for k, v in RECORD.items() if k != "premises"}
+    with pytest.raises(UnreadableDesign, match=r"^design.premises: missing \(expected a list\)$"):
+        Design.from_stored(without)
+
+
+def test_a_design_reads_back_as_it_was_written():
+    """as_stored and from_stored are inverses, so the digest that names a design does not move on a read."""
+    design = Design.from_stored(RECORD)
+    assert design.as_stored() == RECORD and Design.from_stored(design.as_stored()) == design
+    assert design.label() == f"design {design.digest} (seeds 0-2, sequential to 12 seeds, 1 claim, 0 premises)"

@@ -13,14 +13,21 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from harness.core.stored_fields import (
+    ANY,
+    INTEGER,
+    MAPPING,
+    NUMBER,
+    StoredFieldError,
+    from_stored,
+    list_of,
+    optional,
+    stored,
+)
 from harness.store import SUITE_FILE, RunFolder, canonical_json, iter_trial_files, read_json
 
 DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to
 DESIGN_KEYS = ("seeds", "sequential", "claims", "premises", "validity", "confidence")
-_NONE = type(None)
-_SHAPE: dict[str, tuple[type, ...]] = {"seeds": (list,), "sequential": (dict, _NONE), "claims": (list,),
-                                       "premises": (list,), "validity": (dict, _NONE),
-                                       "confidence": (int, float, _NONE)}
 REDESIGN_HINT = ("rerun with --redesign to set them aside (kept in trials/superseded/, read by nothing) and run the "
                  "design afresh here, or give another --results folder")
 
@@ -35,39 +42,31 @@ class UnreadableDesign(ValueError):
 
 @dataclass(frozen=True)
 class Design:
-    """One design lock, as ``suite.json`` records it (its values the JSON the suite's models dump)."""
+    """One design lock, as ``suite.json`` records it (its values the JSON the suite's models dump); each
+    field is its key in the record (``stored``)."""
 
-    seeds: tuple[int, ...]
-    sequential: Mapping[str, Any] | None = None
-    claims: tuple[Mapping[str, Any], ...] = ()
-    premises: tuple[Mapping[str, Any], ...] = ()
-    validity: Mapping[str, Any] | None = None
-    confidence: float | None = None
+    seeds: tuple[int, ...] = stored(list_of(INTEGER, "a list of integers"))
+    sequential: Mapping[str, Any] | None = stored(optional(MAPPING), missing=None, default=None)
+    claims: tuple[Mapping[str, Any], ...] = stored(list_of(ANY, "a list"), default=())
+    premises: tuple[Mapping[str, Any], ...] = stored(list_of(ANY, "a list"), default=())
+    validity: Mapping[str, Any] | None = stored(optional(MAPPING), missing=None, default=None)
+    confidence: float | None = stored(optional(NUMBER), missing=None, default=None)
 
     @classmethod
     def from_stored(cls, data: Any) -> Design:
         """A stored design, each field checked; UnreadableDesign names the key that is wrong."""
-        if not isinstance(data, dict):
-            raise UnreadableDesign(f"{DESIGN_KEY}: expected a mapping, got {type(data).__name__}")
-        for key, kinds in _SHAPE.items():
-            value = data.get(key)
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                named = " or ".join(k.__name__ for k in kinds if k is not _NONE)
-                raise UnreadableDesign(f"{DESIGN_KEY}.{key}: expected {named}{' or null' if _NONE in kinds else ''}, "
-                                       f"got {type(value).__name__}")
-        if any(isinstance(seed, bool) or not isinstance(seed, int) for seed in data["seeds"]):
-            raise UnreadableDesign(f"{DESIGN_KEY}.seeds: expected a list of integers")
-        unknown = sorted(set(data) - set(DESIGN_KEYS))
-        if unknown:
-            raise UnreadableDesign(f"{DESIGN_KEY}.{unknown[0]}: not a field of a design")
-        return cls(tuple(data["seeds"]), data["sequential"], tuple(data["claims"]), tuple(data["premises"]),
-                   data["validity"], data["confidence"])
+        try:
+            return from_stored(cls, data, f"{DESIGN_KEY}.", unknown="not a field of a design")
+        except StoredFieldError as exc:
+            raise UnreadableDesign(str(exc)) from None
 
     @classmethod
     def of_suite(cls, stored: Mapping[str, Any]) -> Design:
         """A stored suite's design: its record, or for a folder written before designs were recorded, the
         same fields rebuilt from the suite (``design_record``)."""
-        record = stored.get(DESIGN_KEY)
+        if not isinstance(stored, dict):
+            raise UnreadableDesign(f"expected a stored suite (a mapping), got {type(stored).__name__}")
+        record = _read_suite(stored).design
         if record is not None and not isinstance(record, dict):
             raise UnreadableDesign(f"{DESIGN_KEY}: expected a mapping, got {type(record).__name__}")
         return cls.from_stored(design_record(stored))
@@ -86,7 +85,8 @@ class Design:
         seeds = list(self.seeds)
         contiguous = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds)))
         seed_text = f"{seeds[0]}-{seeds[-1]}" if contiguous else ",".join(map(str, seeds))
-        schedule = f"sequential to {self.sequential.get('max_seeds')} seeds" if self.sequential is not None else "fixed"
+        sequential = self.sequential
+        schedule = f"sequential to {_schedule(sequential).max_seeds} seeds" if sequential is not None else "fixed"
         claims, premises = len(self.claims), len(self.premises)
         return (f"design {self.digest} (seeds {seed_text or '-'}, {schedule}, {claims} claim{'s' * (claims != 1)}, "
                 f"{premises} premise{'s' * (premises != 1)})")
@@ -97,20 +97,49 @@ class Design:
         return [key for key in DESIGN_KEYS if canonical_json(mine[key]) != canonical_json(theirs[key])]
 
 
+@dataclass(frozen=True)
+class _Schedule:
+    """What a design reads of its sequential schedule (``SequentialSpec`` as stored, with its first look)."""
+
+    first: Any = stored(ANY, missing=None)
+    max_seeds: Any = stored(ANY, missing=None)
+
+
+def _schedule(sequential: Mapping[str, Any]) -> _Schedule:
+    return from_stored(_Schedule, sequential)
+
+
+@dataclass(frozen=True)
+class _SuiteDesign:
+    """The keys of a stored suite a design is read from: its design record, or in a folder written before
+    designs were recorded, the design's fields at the suite's top level (of any type: ``Design`` checks them)."""
+
+    design: Any = stored(ANY, missing=None)
+    seeds: Any = stored(ANY, missing=None)
+    sequential: Any = stored(ANY, missing=None)
+    claims: Any = stored(ANY, missing=None)
+    premises: Any = stored(ANY, missing=None)
+    validity: Any = stored(ANY, missing=None)
+    confidence: Any = stored(ANY, missing=None)
+
+
+def _read_suite(stored: Mapping[str, Any]) -> _SuiteDesign:
+    return from_stored(_SuiteDesign, stored)
+
+
 def design_record(stored: Mapping[str, Any]) -> Any:
     """A stored suite's design record as written (what its hash is taken over), or for a folder written
     before designs were recorded, the same fields rebuilt from the suite (the first look's seeds of a
     sequential design); not checked (``Design.from_stored`` checks it)."""
-    record = stored.get(DESIGN_KEY)
-    if isinstance(record, dict):
-        return record
-    seeds = stored.get("seeds") or []  # of any type: the reader checks the design's shape
-    sequential = stored.get("sequential")
-    if isinstance(seeds, list) and isinstance(sequential, dict) and isinstance(sequential.get("first"), int):
-        seeds = seeds[: sequential["first"]]
-    return {"seeds": seeds, "sequential": sequential, "claims": stored.get("claims") or [],
-            "premises": stored.get("premises") or [], "validity": stored.get("validity"),
-            "confidence": stored.get("confidence")}
+    suite = _read_suite(stored)
+    if isinstance(suite.design, dict):
+        return suite.design
+    seeds, sequential = suite.seeds or [], suite.sequential
+    first = _schedule(sequential).first if isinstance(sequential, dict) else None
+    if isinstance(seeds, list) and isinstance(first, int):
+        seeds = seeds[:first]
+    return {"seeds": seeds, "sequential": sequential, "claims": suite.claims or [], "premises": suite.premises or [],
+            "validity": suite.validity, "confidence": suite.confidence}
 
 
 def stored_design(folder: RunFolder) -> Design | None:
