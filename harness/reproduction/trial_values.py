@@ -76,7 +76,8 @@ def render_trial_values(suites: list[SuiteValues], shown: int = 20) -> str:
     rows += [f"{s.suite:<24} {s.trials:>6} {len(s.checks):>7} {len(s.differing):>6} {len(s.only_a):>6} "
              f"{len(s.only_b):>6}" for s in suites]
     differing = [(s.suite, check) for s in suites for check in s.differing]
-    rows += [f"differs: [{suite}] {c.trial} {c.key}: {c.recorded!r} -> {c.reproduced!r}" for suite, c in differing[:shown]]
+    rows += [f"differs: [{suite}] {c.trial} {c.key}: {c.recorded!r} -> {c.reproduced!r}"
+             for suite, c in differing[:shown]]
     if len(differing) > shown:
         rows.append(f"... and {len(differing) - shown} more differing values")
     rows += [f"only in {side}: [{s.suite}] {title}" for s in suites
