@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from harness.core.stored_fields import (
@@ -27,7 +27,6 @@ from harness.core.stored_fields import (
 from harness.store import SUITE_FILE, RunFolder, canonical_json, iter_trial_files, read_json
 
 DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to
-DESIGN_KEYS = ("seeds", "sequential", "claims", "premises", "validity", "confidence")
 REDESIGN_HINT = ("rerun with --redesign to set them aside (kept in trials/superseded/, read by nothing) and run the "
                  "design afresh here, or give another --results folder")
 
@@ -93,8 +92,10 @@ class Design:
 
     def differing(self, other: Design) -> list[str]:
         """The fields in which ``other`` is another design than this one."""
-        mine, theirs = self.as_stored(), other.as_stored()
-        return [key for key in DESIGN_KEYS if canonical_json(mine[key]) != canonical_json(theirs[key])]
+        return [key for key in DESIGN_KEYS if canonical_json(getattr(self, key)) != canonical_json(getattr(other, key))]
+
+
+DESIGN_KEYS = tuple(f.name for f in fields(Design))  # the record's keys, in the order the suite names them
 
 
 @dataclass(frozen=True)
