@@ -93,14 +93,14 @@ class Baseline:
 
     @classmethod
     def of_run(cls, results: RunResults) -> Baseline:
-        environments = [t.environment for t in results.finished]
+        commits = [t.environment.get("git_commit") for t in results.finished]
         return cls(
             suite=results.suite, profile=results.profile, device_class=results.device_class,
             seeds=tuple(results.seeds), values=tuple(baseline_values(results)), sweep=dict(results.stored.sweep),
             trials=tuple(declared_trials(results)), environment=numeric_environment(results),
             task=results.stored.task, task_version=results.stored.task_version,
             device_name=results.stored.device_name,
-            git_commit=next((e["git_commit"] for e in environments if e.get("git_commit")), None),
+            git_commit=next(filter(None, commits), None),
             created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
 

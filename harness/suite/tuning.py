@@ -239,9 +239,10 @@ def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: Arm
         return  # the arm sets every tuned key itself: nothing to choose
     means = [point_mean(_values(point, spec.seeds), point.failed, spec.seeds) for point in grid]
     best = best_point(means, suite.task.metric_for(spec.metric).direction)
-    if best is None or expected[best] != chosen:
+    wanted = expected[best] if best is not None else None
+    if wanted is None or wanted != chosen:
         rule = f"the best mean {spec.metric} over tuning seeds {', '.join(map(str, spec.seeds))}"
-        gives = f"give {_shown(expected[best])}" if best is not None else "give no point"
+        gives = f"give {_shown(wanted)}" if wanted is not None else "give no point"
         raise SuiteError(f"{refuse}: the lock chose {_shown(chosen)}, but its own per-seed values {gives} by "
                          f"the tune block's rule ({rule}); a lock cannot choose for an arm: rerun "
                          f"`harness tune {suite.source}`")

@@ -106,6 +106,14 @@ def _provenance(document: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class _Header:
+    """What a lock is checked by before any field is taken from it: its schema and its checksum."""
+
+    schema: Any = stored(ANY, missing=None, default=None)
+    checksum: Any = stored(ANY, missing=None, default=None)
+
+
+@dataclass(frozen=True)
 class TuningLock:
     """What a lock hands the suite (each arm's choice, for the tune block ``tune_hash`` hashes, on
     ``seeds``, at ``task_version``) and how it was made (``provenance``: suite, task, profile, tune block,
@@ -128,7 +136,7 @@ class TuningLock:
 
     def arm(self, name: str) -> LockedArm | None:
         """An arm's entry (an empty one when the lock has none for it); None when the entry is not an arm's."""
-        return self.arms[name] if name in self.arms else LockedArm()
+        return self.arms.get(name, LockedArm())
 
     @classmethod
     def read(cls, lock: Path, suite_file: Path) -> TuningLock:
@@ -139,9 +147,13 @@ class TuningLock:
             document = read_json(lock)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise SuiteError(f"{lock}: not a readable tuning lock ({exc}); {rerun}") from None
-        if not isinstance(document, dict) or document.get("schema") != LOCK_SCHEMA:
+        try:
+            header = from_stored(_Header, document)
+        except StoredFieldError:
+            header = _Header()
+        if header.schema != LOCK_SCHEMA:
             raise SuiteError(f"{lock}: not a tuning lock of schema {LOCK_SCHEMA}; {rerun}")
-        if document.get("checksum") != lock_checksum(document):
+        if header.checksum != lock_checksum(document):
             raise SuiteError(f"{lock}: the lock does not match its checksum (edited by hand?); a lock is made only by "
                              f"`harness tune {suite_file}`: rerun it")
         try:

@@ -1,0 +1,67 @@
+"""The stored documents (baseline, tuning lock, design lock) are read through the declarative reader
+(harness/core/stored_fields.py), so the code that holds them barely indexes a dict: every read by key
+(``x[key]``, ``x["name"]``; not a list index, a slice or a type) and every ``.get(`` call there is counted,
+whatever it reads (an upper bound on the reads of the raw document), and held at 3 or fewer per document."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "harness"
+# each document's modules; names confine the count to those classes or functions (the rest of gating/values.py
+# computes a run's values, the rest of suite/tuning.py resolves the suite's tune block)
+DOCUMENTS = {
+    "baseline": (("gating/baseline.py", ()), ("gating/values.py", ("GatedValue",))),
+    "tuning lock": (("suite/tuning_lock.py", ()), ("suite/tuning.py", ("check_choice", "_values"))),
+    "design lock": (("suite/design.py", ()),),
+}
+MOST = 3
+TYPES = {"tuple", "dict", "list", "set", "frozenset", "type"}  # tuple[int, ...] names a type, reads nothing
+
+
+def _is_index(node: ast.expr) -> bool:
+    """A list index or slice (``seeds[0]``, ``seeds[-1]``, ``seeds[1:]``), not a read by key."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Slice) or (isinstance(node, ast.Constant) and isinstance(node.value, int))
+
+
+def dict_reads(tree: ast.AST) -> list[int]:
+    """Line numbers of each read by key (not a store, an index or a type) and each ``.get(`` call."""
+    annotations = [node.annotation for node in ast.walk(tree) if isinstance(node, (ast.AnnAssign, ast.arg))]
+    annotations += [node.returns for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+    typed = {id(inner) for annotation in annotations if annotation is not None for inner in ast.walk(annotation)}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and id(node) not in typed:
+            names_a_type = isinstance(node.value, ast.Name) and (node.value.id in TYPES or node.value.id[:1].isupper())
+            if not names_a_type and not _is_index(node.slice):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def document_reads(document: str) -> dict[str, list[int]]:
+    """``{module: lines}`` of the dict reads in a document's code."""
+    reads = {}
+    for path, within in DOCUMENTS[document]:
+        tree = ast.parse((PACKAGE / path).read_text())
+        parts = [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name in within]
+        assert len(parts) == len(within), (path, within)  # a renamed part must be named here again
+        reads[path] = sorted(line for part in (parts or [tree]) for line in dict_reads(part))
+    return reads
+
+
+def test_the_count_sees_reads_by_key_and_not_indexes_or_types():
+    source = ("a = d['k']\nb = d.get('k')\nd['k'] = 1\nc: tuple[int, ...] = ()\ne = s[1:] + s[0] + s[-1]\n"
+              "f = rows[i][key]\nKey = tuple[str, int]\ndef g(x: dict[str, Any]) -> Mapping[str, Any]: return x[k]\n")
+    assert dict_reads(ast.parse(source)) == [1, 2, 6, 6, 8]
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_each_document_is_read_with_at_most_three_dict_reads(document):
+    reads = document_reads(document)
+    assert sum(len(lines) for lines in reads.values()) <= MOST, reads
