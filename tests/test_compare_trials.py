@@ -2,6 +2,8 @@
 must leave unchanged), on synthetic results folders."""
 from __future__ import annotations
 
+import json
+
 from fault_injection import harness_here
 from test_gating_baseline import make_run, scale, shift
 
@@ -42,3 +44,17 @@ def test_runs_of_other_suites_are_a_usage_error(tmp_path):
                            str(make_run(tmp_path / "b", suite="other")))
     assert outcome.returncode == 2
     assert outcome.stderr.startswith("error: ") and len(outcome.stderr.strip().splitlines()) == 1
+
+
+def test_a_trial_run_with_other_params_is_told_apart(tmp_path):
+    """A differing value whose trial ran with other params is a design change; one whose params match is
+    the code's doing."""
+    a, b = make_run(tmp_path / "a"), make_run(tmp_path / "b", shift("treat", "err", 0.01))
+    trial = next((b / "trials").glob("treat-0.json"))
+    record = json.loads(trial.read_text())
+    record["params"] = {**record.get("params", {}), "lr": 0.5}
+    trial.write_text(json.dumps(record))
+    outcome = harness_here("compare", "--trials", str(a), str(b))
+    assert outcome.returncode == 1
+    assert "treat seed=0 err: 0.45 -> 0.46 (the trial ran with other params)" in outcome.stdout
+    assert "treat seed=1 err: 0.46 -> 0.47000000000000003\n" in outcome.stdout

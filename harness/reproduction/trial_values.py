@@ -26,6 +26,7 @@ class SuiteValues:
     checks: tuple[MetricCheck, ...]
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
+    other_params: tuple[str, ...] = ()  # matched trials that ran with other params (a design change, not code)
 
     @property
     def differing(self) -> list[MetricCheck]:
@@ -56,8 +57,10 @@ def suite_values(a: RunResults, b: RunResults) -> SuiteValues:
             if kind != SPEED:
                 checks.append(MetricCheck(_title(key), trials_b[key].trial_id, metric, kind,
                                           metric_number(before.get(metric)), metric_number(after.get(metric))))
+    other_params = tuple(_title(key) for key in sorted(trials_a.keys() & trials_b.keys())
+                         if trials_a[key].trial.params != trials_b[key].trial.params)
     return SuiteValues(b.suite, tuple(checks), tuple(_title(k) for k in sorted(trials_a.keys() - trials_b.keys())),
-                       tuple(_title(k) for k in sorted(trials_b.keys() - trials_a.keys())))
+                       tuple(_title(k) for k in sorted(trials_b.keys() - trials_a.keys())), other_params)
 
 
 def _by_key(results: RunResults) -> dict[TrialKey, TrialRecord]:
@@ -70,14 +73,15 @@ def _title(key: TrialKey) -> str:
 
 
 def render_trial_values(suites: list[SuiteValues], shown: int = 20) -> str:
-    """One row per suite (trials matched, values compared, how many differ, trials on one side only), then
-    the first ``shown`` differing values."""
-    rows = [f"{'suite':<24} {'trials':>6} {'values':>7} {'differ':>6} {'only A':>6} {'only B':>6}"]
+    """One row per suite (trials matched, values compared, how many differ, trials on one side only, matched
+    trials run with other params), then the first ``shown`` differing values, each saying whether its trial's
+    params differ (a design change explains it) or not (the code changed a result)."""
+    rows = [f"{'suite':<24} {'trials':>6} {'values':>7} {'differ':>6} {'only A':>6} {'only B':>6} {'params':>6}"]
     rows += [f"{s.suite:<24} {s.trials:>6} {len(s.checks):>7} {len(s.differing):>6} {len(s.only_a):>6} "
-             f"{len(s.only_b):>6}" for s in suites]
-    differing = [(s.suite, check) for s in suites for check in s.differing]
+             f"{len(s.only_b):>6} {len(s.other_params):>6}" for s in suites]
+    differing = [(s.suite, check, check.trial in s.other_params) for s in suites for check in s.differing]
     rows += [f"differs: [{suite}] {c.trial} {c.key}: {c.recorded!r} -> {c.reproduced!r}"
-             for suite, c in differing[:shown]]
+             f"{' (the trial ran with other params)' if moved else ''}" for suite, c, moved in differing[:shown]]
     if len(differing) > shown:
         rows.append(f"... and {len(differing) - shown} more differing values")
     rows += [f"only in {side}: [{s.suite}] {title}" for s in suites
