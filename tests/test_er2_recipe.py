@@ -264,21 +264,41 @@ def test_premises_may_name_the_fair_arm_facts_and_nothing_that_leaves_a_word():
         assert metric_key_problem(bad), bad
 
 
-@pytest.mark.parametrize("name", ["er2", "er2_passkey"])
-def test_the_shipped_er2_suites_give_every_distilled_arm_the_same_budget_and_premises(name: str):
-    suite_file = Path(__file__).parents[1] / "suites" / f"{name}.yaml"
-    (suite,) = load_suites(suite_file, apply_locks=False)
-    distilled = {n: arm for n, arm in suite.arms.items() if arm.params.get("layer", "er2") == "er2"}
+@pytest.mark.parametrize(("name", "ablations"), [("er2", "er2"), ("er2_passkey", "er2_passkey_ablation")])
+def test_the_shipped_er2_suites_give_every_distilled_arm_the_same_budget_and_premises(name: str, ablations: str):
+    """Every distilled arm on one fixed budget; the ablations in the suite or, where the default must stay
+    inside its time budget, in a suite of their own on the same workload and recipe."""
+    suites = Path(__file__).parents[1] / "suites"
+    (suite,) = load_suites(suites / f"{name}.yaml", apply_locks=False)
+    (ablation,) = load_suites(suites / f"{ablations}.yaml", apply_locks=False)
+    distilled = {n: arm for s in (suite, ablation) for n, arm in s.arms.items() if arm.params.get("layer", "er2") == "er2"}
     assert set(distilled) == {"none", "raw", "compressed", "compressed_gate1", "raw_gated"}
-    budgets = {(suite.params | arm.params)["steps"] for arm in distilled.values()}
-    assert len(budgets) == 1 and suite.params["schedule"] == "fixed"
+    budgets = {(s.params | arm.params)["steps"] for s in (suite, ablation) for arm in s.arms.values()}
+    assert len(budgets) == 1 and suite.params["schedule"] == ablation.params["schedule"] == "fixed"
+    assert ablation.params == suite.params
     assert distilled["compressed_gate1"].params["residual_gate"] == "one"
     assert distilled["raw_gated"].params["residual_gate"] == "learned"
     premises = {p.name: p for p in suite.premises}
     assert premises["equal_budget"].metric == "budget/steps" and premises["equal_budget"].at_most == 0
     assert premises["compressed_gain_off_clamp"].metric == "at_bound/gain"
-    (pilot,) = load_suites(suite_file, profile="pilot", apply_locks=False)
+    (pilot,) = load_suites(suites / f"{name}.yaml", profile="pilot", apply_locks=False)
     assert not set(pilot.seeds) & set(range(min(suite.seeds), min(suite.seeds) + 6))  # fresh confirmatory seeds
+
+
+def test_the_passkey_ablations_run_at_the_claim_suites_points():
+    """raw and compressed of the ablation suite are er2_passkey's; compressed_gate1 is compressed without its
+    gate, raw_gated raw under compressed's gate start; and er2_passkey's default runs no ablation."""
+    suites = Path(__file__).parents[1] / "suites"
+    (claims,) = load_suites(suites / "er2_passkey.yaml", apply_locks=False)
+    (ablation,) = load_suites(suites / "er2_passkey_ablation.yaml", apply_locks=False)
+    assert not {"compressed_gate1", "raw_gated"} & set(claims.arms)
+    for name in ("raw", "compressed"):
+        assert ablation.arms[name].params == claims.arms[name].params, name
+    compressed, raw = claims.arms["compressed"].params, claims.arms["raw"].params
+    assert ablation.arms["compressed_gate1"].params == {**compressed, "residual_gate": "one"}
+    gate_start = {"gate_init": compressed["gate_init"]} if "gate_init" in compressed else {}
+    assert ablation.arms["raw_gated"].params == {**raw, "residual_gate": "learned", **gate_start}
+    assert not set(ablation.seeds) & set(claims.seeds)
 
 
 @pytest.mark.parametrize(("name", "head_dim"), [("er2_mqar_rank", 32), ("er2_passkey_rank", 16)])

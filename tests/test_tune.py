@@ -225,7 +225,7 @@ def test_a_lock_reads_back_as_it_was_written(tmp_path):
 
 def test_a_lock_that_tune_wrote_passes_its_own_check():
     """The committed locks, made by `harness tune`, agree with their recorded values."""
-    for name in ("er2", "er2_passkey", "vocab"):
+    for name in ("er2", "er2_mqar_rank", "vocab"):
         (suite,) = load_suites(TOY_TUNE.parents[2] / "suites" / f"{name}.yaml")
         assert suite.tuned is not None and suite.tuned["arms"]
 
