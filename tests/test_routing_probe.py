@@ -38,7 +38,7 @@ def _accuracy(holds_name: bool) -> float:
     test_docs = make_documents(LAYOUT, 16, gen, names=test_names)
     backbone = SimpleNamespace(model=NameInSlot(holds_name), routing_layer=1)
     training = ProbeTraining(queries=512, steps=150, lr=0.05, max_noise_step=1)
-    probe = train_probe(backbone, train_docs, LAYOUT, training, gen, torch.device("cpu"))
+    probe = train_probe(backbone, train_docs, LAYOUT, training, gen, torch.device("cpu"), torch.Generator().manual_seed(1))
     queries = make_queries(LAYOUT, test_docs, torch.arange(16).repeat(4), 1, 100, gen)
     hidden = backbone.model.hidden_before(1, queries.noisy, queries.t)
     return probe_accuracy(probe, *slot_states(hidden, queries, test_docs, LAYOUT))
@@ -50,3 +50,20 @@ def test_probe_reads_a_linearly_held_name_of_an_unseen_document() -> None:
 
 def test_probe_reads_nothing_from_states_without_the_name() -> None:
     assert _accuracy(holds_name=False) < 0.1  # chance: 1/64 names
+
+
+def test_probe_is_the_same_whatever_the_global_rng_holds() -> None:
+    """The shared probe is built by whichever trial of a seed gets there first, and the arms leave torch's
+    global RNG in different states (a pooled router's construction draws from it): the probe must not read it."""
+    gen = torch.Generator().manual_seed(0)
+    train_names, _ = split_names(LAYOUT, [48, 16], gen)
+    train_docs = make_documents(LAYOUT, 48, gen, names=train_names)
+    training = ProbeTraining(queries=64, steps=5, lr=0.05, max_noise_step=1)
+    probes = []
+    for global_seed in (11, 12):
+        torch.manual_seed(global_seed)
+        backbone = SimpleNamespace(model=NameInSlot(holds_name=True), routing_layer=1)
+        probes.append(train_probe(backbone, train_docs, LAYOUT, training, torch.Generator().manual_seed(2),
+                                  torch.device("cpu"), torch.Generator().manual_seed(3)))
+    for name in ("weight", "bias"):
+        assert torch.equal(probes[0][name], probes[1][name])

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import torch
 import torch.nn.functional as F
 
+from harness.services.seeding import global_rng_from
 from harness.tasks.routing.backbone import Backbone
 from harness.tasks.routing.workload import Layout, QueryBatch, make_queries
 
@@ -25,6 +26,9 @@ class ProbeTraining:
     steps: int
     lr: float
     max_noise_step: int
+    # the stream the probe's initial weights are drawn from: seeded, so the probe is the same whichever
+    # trial builds it (the global RNG differs by arm at that point); part of the cached probe's identity
+    init: str = "probe-init"
 
 
 def slot_states(hidden: torch.Tensor, queries: QueryBatch, documents: torch.Tensor,
@@ -36,8 +40,9 @@ def slot_states(hidden: torch.Tensor, queries: QueryBatch, documents: torch.Tens
 
 
 def train_probe(backbone: Backbone, documents: torch.Tensor, layout: Layout, training: ProbeTraining,
-                generator: torch.Generator, device: torch.device) -> dict[str, Any]:
-    """Fit the probe on queries about ``documents`` (the training documents); full-batch Adam."""
+                generator: torch.Generator, device: torch.device, init: torch.Generator) -> dict[str, Any]:
+    """Fit the probe on queries about ``documents`` (the training documents); full-batch Adam from
+    initial weights drawn from ``init`` (``generator`` draws the queries)."""
     gold = torch.randint(documents.shape[0], (training.queries,), generator=generator)
     queries = make_queries(layout, documents, gold, training.max_noise_step,
                            backbone.model.config.n_diffusion_steps, generator).to(device)
@@ -46,7 +51,8 @@ def train_probe(backbone: Backbone, documents: torch.Tensor, layout: Layout, tra
     states, names = slot_states(hidden, queries, documents.to(device), layout)
     mean, std = states.mean(dim=0), states.std(dim=0).clamp_min(1e-6)
     n_names = layout.vocabulary.n_entities
-    probe = torch.nn.Linear(states.shape[1], layout.entity_len * n_names).to(device)
+    with global_rng_from(init, device):
+        probe = torch.nn.Linear(states.shape[1], layout.entity_len * n_names).to(device)
     optimizer = torch.optim.Adam(probe.parameters(), lr=training.lr)
     features = (states - mean) / std
     for _ in range(training.steps):

@@ -372,7 +372,8 @@ def fit_probe(params: RoutingParams, spec: BackboneSpec, backbone: Backbone, tra
     bank size reads the same probe)."""
     training = probe_training(params)
     return ctx.cached("probe", {"backbone": asdict(spec), "training": asdict(training)},
-                      build=lambda: train_probe(backbone, training_docs, spec.layout, training, ctx.stream("probe"), ctx.device))
+                      build=lambda: train_probe(backbone, training_docs, spec.layout, training, ctx.stream("probe"), ctx.device,
+                                                ctx.stream(training.init)))
 
 
 def probe_training(params: RoutingParams) -> ProbeTraining:
