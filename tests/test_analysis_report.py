@@ -365,8 +365,8 @@ def test_mde_is_at_the_level_the_claim_was_tested_at(tmp_path):
     sd = float(np.std(HOLM_DIFFS, ddof=1))
     for result in family:
         assert result.level == pytest.approx(0.025 / 4)
-        assert result.mde == pytest.approx(minimum_detectable_effect(sd, 5, 0.025 / 4, sided=1), rel=1e-9)
-        assert result.mde > minimum_detectable_effect(sd, 5, 0.025, sided=1) * 1.3
+        assert result.mde == pytest.approx(minimum_detectable_effect(sd, 5, 0.025 / 4), rel=1e-9)
+        assert result.mde > minimum_detectable_effect(sd, 5, 0.025) * 1.3
 
 
 def test_deterministic_claims_stay_outside_the_holm_family(tmp_path):

@@ -23,7 +23,7 @@ from harness.analysis.run_results import index_results
 from harness.suite.stored import StoredSuite
 from harness.analysis.stats.paired_stats import (
     benjamini_hochberg,
-    detectable_shift,
+    detectable_effect,
     holm_adjust,
     mean_estimate,
     minimum_detectable_effect,
@@ -31,7 +31,7 @@ from harness.analysis.stats.paired_stats import (
     smallest_sign_flip_p,
     t_quantile,
     t_sf,
-    t_test_power,
+    t_power,
 )
 
 ALPHA = 0.05
@@ -61,31 +61,30 @@ def test_noncentral_t_power_matches_simulation(n, shift):
     sample = rng.normal(shift / math.sqrt(n), 1.0, size=(draws, n))
     statistic = sample.mean(1) / (sample.std(1, ddof=1) / math.sqrt(n))
     critical = t_quantile(0.975, n - 1)
-    predicted = t_test_power(shift, n - 1, critical)
+    predicted = t_power(shift / math.sqrt(n), n, 0.025)
     low, high = binomial_bounds(draws, predicted)
-    assert low <= int(np.sum(np.abs(statistic) > critical)) <= high
+    assert low <= int(np.sum(statistic > critical)) <= high
 
 
 def test_minimum_detectable_effect_has_the_stated_power():
     mde = minimum_detectable_effect(sd=2.0, n=6, alpha=ALPHA)
-    assert t_test_power(mde * math.sqrt(6) / 2.0, 5, t_quantile(0.975, 5)) == pytest.approx(0.8, abs=1e-6)
+    assert t_power(mde / 2.0, 6, ALPHA) == pytest.approx(0.8, abs=1e-6)
     assert minimum_detectable_effect(sd=0.0, n=6, alpha=ALPHA) == 0.0
     assert minimum_detectable_effect(sd=1.0, n=1, alpha=ALPHA) is None
-    # more seeds detect smaller effects; one-sided at the same alpha detects smaller ones too
+    # more seeds, or a wider level, detect smaller effects
     assert minimum_detectable_effect(1.0, 10, ALPHA) < minimum_detectable_effect(1.0, 5, ALPHA)
-    assert minimum_detectable_effect(1.0, 5, ALPHA, sided=1) < minimum_detectable_effect(1.0, 5, ALPHA)
+    assert minimum_detectable_effect(1.0, 5, 2 * ALPHA) < minimum_detectable_effect(1.0, 5, ALPHA)
 
 
-def test_the_detectable_shift_is_the_designs_so_the_mde_scales_with_the_spread_and_is_found_once():
+def test_the_detectable_effect_is_the_designs_so_the_mde_scales_with_the_spread_and_is_found_once():
     """A sequential run re-analyses its earlier looks at every new one: the design's part of the MDE (its
-    noncentrality) is found once per (df, level), and each spread scales it exactly."""
+    effect in sd) is found once per (n, level), and each spread scales it exactly."""
     level = 0.0031  # a level no other test asks for
-    first = minimum_detectable_effect(1.0, 7, level, sided=1)
-    hits = detectable_shift.cache_info().hits
-    assert minimum_detectable_effect(3.0, 7, level, sided=1) == pytest.approx(3.0 * first, rel=1e-14)
-    assert detectable_shift.cache_info().hits == hits + 1
-    shift = first * math.sqrt(7)
-    assert t_test_power(shift, 6, t_quantile(1 - level, 6), sided=1) == pytest.approx(0.8, abs=1e-9)
+    first = minimum_detectable_effect(1.0, 7, level)
+    hits = detectable_effect.cache_info().hits
+    assert minimum_detectable_effect(3.0, 7, level) == pytest.approx(3.0 * first, rel=1e-14)
+    assert detectable_effect.cache_info().hits == hits + 1
+    assert t_power(first, 7, level) == pytest.approx(0.8, abs=1e-9)
 
 
 def test_sign_flip_p_is_exact_and_bounded_below_by_two_over_two_to_the_n():
@@ -149,7 +148,7 @@ def test_planted_effect_is_found_with_the_predicted_power(seeds, effect):
     found = sum(row.verdict == BETTER for row in rows)
     sd_of_difference = math.sqrt(2.0)  # two independent N(0, 1) draws; the shared offset cancels
     shift = effect * math.sqrt(seeds) / sd_of_difference
-    predicted = t_test_power(shift, seeds - 1, t_quantile(1 - ALPHA / 2, seeds - 1), sided=1)
+    predicted = t_power(shift / math.sqrt(seeds), seeds, ALPHA / 2)
     assert 0.3 < predicted < 0.9  # a planted effect the testbed is sized to find only sometimes
     low, high = binomial_bounds(len(rows), predicted)
     assert low <= found <= high

@@ -110,7 +110,7 @@ class ClaimTest(ABC):
 
     def mde(self, claim: ClaimSpec, estimate: MeanEstimate, level: float) -> float:
         """The effect the claim could have found: 80% power at its n, its spread and ``level``."""
-        return minimum_detectable_effect(estimate.sd or 0.0, estimate.n, level, sided=1)
+        return minimum_detectable_effect(estimate.sd or 0.0, estimate.n, level)
 
     def effect_in_sd(self, p_value: float | None, n: int) -> float | None:
         """A pilot's standardized distance from the pass bound (the one-sided t over sqrt(n)): the effect

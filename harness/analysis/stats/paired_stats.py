@@ -9,27 +9,31 @@ difference, which is exact under normal differences at every n >= 2. The exact s
 permutation test is reported beside it as a distribution-free check; it can only reach a two-sided
 5% level from 6 pairs on (its smallest p-value is 2 / 2**n).
 
-The t and noncentral-t distributions come from scipy.stats, the reference implementation; the
-calibration tests hold them to published tables and to simulation all the same.
+Whatever a well-kept library computes comes from it: the t distribution, t intervals and the sign-flip
+permutation test from scipy.stats, Holm, Benjamini–Hochberg and the t test's power from statsmodels
+(tests/test_library_statistics.py holds each to the library on random inputs); the calibration tests
+hold them to published tables and to simulation all the same.
 """
 from __future__ import annotations
 
-import itertools
 import math
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Hashable, Mapping, Sequence
+from typing import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 import scipy.optimize
 import scipy.stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
 
 CONFIDENCE = 0.95
 METHOD = "paired Student-t"
 MIN_PAIRS = 2  # a t interval needs one degree of freedom
 POWER = 0.80  # for the minimum detectable effect
 EXACT_PERMUTATION_MAX_PAIRS = 16  # 2**16 sign patterns; beyond that a seeded Monte Carlo sample
-PERMUTATION_SAMPLES = 20_000
+PERMUTATION_SAMPLES = 20_000  # beyond the exact limit (the smallest p is then 1 / (PERMUTATION_SAMPLES + 1))
 PERMUTATION_SEED = 20_240_601
 
 
@@ -41,7 +45,8 @@ def t_sf(t: float, df: float) -> float:
 
 
 def critical_t(level: float, n: int) -> float:
-    """The t value a one-sided test at nominal ``level`` with n pairs must reach."""
+    """The t value a one-sided test at nominal ``level`` with n pairs must reach (the upper tail's inverse:
+    at an early look's level, 1e-15, ``ppf(1 - level)`` would have lost most of its digits)."""
     return float(scipy.stats.t.isf(level, n - 1))
 
 
@@ -53,19 +58,14 @@ def t_quantile(p: float, df: float) -> float:
     return float(scipy.stats.t.ppf(p, df))
 
 
-def t_test_power(shift: float, df: int, critical: float, sided: int = 2) -> float:
-    """Power of a t test whose statistic is noncentral t(df, shift) against the critical value;
-    ``sided=1`` rejects only for T > c."""
-    upper = float(scipy.stats.nct.sf(critical, df, shift))
-    if sided == 1:
-        return upper
-    return upper + float(scipy.stats.nct.cdf(-critical, df, shift))
+def t_power(effect_in_sd: float, n: int, alpha: float) -> float:
+    """Power of the one-sided paired t test at ``alpha`` with n pairs when the true mean difference is
+    ``effect_in_sd`` standard deviations (statsmodels' TTestPower: the noncentral t at its own critical value)."""
+    return float(TTestPower().power(effect_in_sd, n, alpha, alternative="larger"))
 
 
-def minimum_detectable_effect(
-    sd: float, n: int, alpha: float, power: float = POWER, sided: int = 2
-) -> float | None:
-    """Smallest true mean difference a paired t test at level alpha finds with the given power.
+def minimum_detectable_effect(sd: float, n: int, alpha: float, power: float = POWER) -> float | None:
+    """Smallest true mean difference a one-sided paired t test at level alpha finds with the given power.
 
     None below MIN_PAIRS; 0 when the differences do not vary (a deterministic quantity).
     """
@@ -73,20 +73,19 @@ def minimum_detectable_effect(
         return None
     if sd == 0:
         return 0.0
-    return detectable_shift(n - 1, alpha, power, sided) * sd / math.sqrt(n)
+    return detectable_effect(n, alpha, power) * sd
 
 
 @lru_cache(maxsize=4096)
-def detectable_shift(df: int, alpha: float, power: float, sided: int) -> float:
-    """The noncentrality at which the t test reaches ``power``: a property of the design, not of the data,
-    so each is found once per process. A sequential run re-analyses every earlier look at each new one,
-    and at an early look's tiny level (a claim settled at look 1 of 22: level 2e-15 at 3 seeds) the
-    noncentral t converges slowly: 25 s a time, which was most of such a run's wall time."""
-    critical = t_quantile(1.0 - alpha / sided, df)
+def detectable_effect(n: int, alpha: float, power: float) -> float:
+    """The effect (in sd of the differences) at which the t test reaches ``power``: a property of the design,
+    not of the data, so each is found once per process. A sequential run re-analyses every earlier look at
+    each new one, and at an early look's tiny level (a claim settled at look 1 of 22: level 2e-15 at 3
+    seeds) the noncentral t converges slowly: 25 s a time, which was most of such a run's wall time."""
     high = 1.0
-    while t_test_power(high, df, critical, sided) < power:
+    while t_power(high, n, alpha) < power:
         high *= 2.0
-    return scipy.optimize.brentq(lambda s: t_test_power(s, df, critical, sided) - power, 0.0, high, xtol=1e-12)
+    return scipy.optimize.brentq(lambda d: t_power(d, n, alpha) - power, 0.0, high, xtol=1e-12)
 
 
 # -- samples and pairs ---------------------------------------------------------------------------
@@ -118,7 +117,8 @@ class MeanEstimate:
 
     def interval_at(self, level: float) -> Interval:
         """The two-sided interval with ``level`` in each tail (a point for a deterministic quantity):
-        what a one-sided test at ``level`` reads, on either side."""
+        what a one-sided test at ``level`` reads, on either side. Not scipy's ``confidence_interval``:
+        it inverts ``1 - level``, which keeps few digits at a sequential look's nominal level (1e-9 and below)."""
         half = critical_t(level, self.n) * (self.standard_error or 0.0)
         return Interval(self.mean - half, self.mean + half)
 
@@ -149,37 +149,23 @@ def mean_estimate(values: Sequence[float], confidence: float = CONFIDENCE) -> Me
     if data.size < MIN_PAIRS:
         return MeanEstimate(int(data.size), mean, None, None, None, confidence)
     sd = float(data.std(ddof=1))
-    se = sd / math.sqrt(data.size)
-    half = t_quantile(0.5 + confidence / 2.0, data.size - 1) * se
-    if se == 0.0:
-        p_value = 1.0 if mean == 0.0 else 0.0
-    else:
-        p_value = min(1.0, 2.0 * t_sf(abs(mean) / se, data.size - 1))
-    return MeanEstimate(int(data.size), mean, sd, Interval(mean - half, mean + half), p_value, confidence)
+    if sd == 0.0:  # a deterministic quantity: scipy's t test divides by its zero spread
+        return MeanEstimate(int(data.size), mean, sd, Interval(mean, mean), 1.0 if mean == 0.0 else 0.0, confidence)
+    with warnings.catch_warnings():  # nearly equal values: scipy warns of the cancellation the t test survives
+        warnings.simplefilter("ignore", RuntimeWarning)
+        test = scipy.stats.ttest_1samp(data, 0.0)
+        interval = test.confidence_interval(confidence)
+    return MeanEstimate(int(data.size), mean, sd, Interval(float(interval.low), float(interval.high)),
+                        float(test.pvalue), confidence)
 
 
 def sign_flip_p_value(differences: Sequence[float]) -> float | None:
-    """Two-sided exact sign-flip permutation p of H0: differences symmetric about 0.
-
-    Every sign pattern up to EXACT_PERMUTATION_MAX_PAIRS pairs, a seeded sample beyond. Counts
-    patterns whose |mean| reaches the observed one, the observed pattern included.
-    """
+    """Two-sided exact sign-flip permutation p of H0: differences symmetric about 0 (the patterns whose
+    |mean| reaches the observed one, the observed pattern included)."""
     data = np.asarray(differences, dtype=np.float64)
     if data.size == 0:
         return None
-    observed = abs(data.mean())
-    means = np.abs(_sign_patterns(data.size) @ data) / data.size
-    return float(np.mean(means >= observed * (1.0 - 1e-12) - 1e-300))
-
-
-@lru_cache(maxsize=32)
-def _sign_patterns(n: int) -> np.ndarray:
-    """Every sign pattern of n pairs, or a seeded sample of them (the identity first) beyond the limit."""
-    if n <= EXACT_PERMUTATION_MAX_PAIRS:
-        return np.array(list(itertools.product((1.0, -1.0), repeat=n)))
-    signs = np.random.default_rng(PERMUTATION_SEED).choice((1.0, -1.0), size=(PERMUTATION_SAMPLES, n))
-    signs[0] = 1.0
-    return signs
+    return _sign_flip(data, lambda x, axis: np.abs(np.mean(x, axis=axis)))
 
 
 def sign_flip_p_beyond(values: Sequence[float], bound: float, side: int) -> float | None:
@@ -190,9 +176,21 @@ def sign_flip_p_beyond(values: Sequence[float], bound: float, side: int) -> floa
     data = side * (np.asarray(values, dtype=np.float64) - bound)
     if data.size == 0:
         return None
-    observed = data.sum()
-    sums = _sign_patterns(data.size) @ data
-    return float(np.mean(sums >= observed - 1e-12 * abs(observed) - 1e-300))
+    return _sign_flip(data, lambda x, axis: np.mean(x, axis=axis))
+
+
+def _sign_flip(data: np.ndarray, statistic: Callable[..., np.ndarray]) -> float:
+    """scipy's permutation test of one sample's signs (``permutation_type='samples'``), large statistics
+    significant: every sign pattern up to EXACT_PERMUTATION_MAX_PAIRS pairs (so the p-value is the exact
+    one), a seeded sample of PERMUTATION_SAMPLES patterns beyond."""
+    if data.size == 1:  # scipy needs two observations; one value's two patterns are itself and its negative
+        flipped = statistic(np.stack([data, -data]), axis=-1)
+        return float(np.mean(flipped >= flipped[0]))
+    exact = data.size <= EXACT_PERMUTATION_MAX_PAIRS
+    result = scipy.stats.permutation_test(
+        (data,), statistic, permutation_type="samples", vectorized=True, alternative="greater",
+        n_resamples=2**data.size if exact else PERMUTATION_SAMPLES, rng=np.random.default_rng(PERMUTATION_SEED))
+    return float(result.pvalue)
 
 
 def smallest_one_sided_sign_flip_p(n: int) -> float:
@@ -200,7 +198,7 @@ def smallest_one_sided_sign_flip_p(n: int) -> float:
     resolution beyond the exact limit)."""
     if n == 0:
         return 1.0
-    return 1.0 / 2.0**n if n <= EXACT_PERMUTATION_MAX_PAIRS else 1.0 / PERMUTATION_SAMPLES
+    return 1.0 / 2.0**n if n <= EXACT_PERMUTATION_MAX_PAIRS else 1.0 / (PERMUTATION_SAMPLES + 1)
 
 
 def smallest_sign_flip_p(n: int) -> float:
@@ -329,28 +327,19 @@ def summarize(values: Sequence[float], confidence: float = CONFIDENCE) -> Sample
 # -- multiplicity ----------------------------------------------------------------------------------
 
 def holm_adjust(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values: family-wise error control for the primary claims."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted = [0.0] * len(p_values)
-    running = 0.0
-    m = len(p_values)
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p_values[index]))
-        adjusted[index] = running
-    return adjusted
+    """Holm's step-down adjusted p-values (statsmodels): family-wise error control for the primary claims."""
+    return _adjusted(p_values, "holm")
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
-    """Benjamini–Hochberg q-values: the false discovery rate of the exploratory rows."""
-    m = len(p_values)
-    order = sorted(range(m), key=lambda i: p_values[i], reverse=True)
-    adjusted = [0.0] * m
-    running = 1.0
-    for position, index in enumerate(order):
-        rank = m - position
-        running = min(running, p_values[index] * m / rank)
-        adjusted[index] = min(1.0, running)
-    return adjusted
+    """Benjamini–Hochberg q-values (statsmodels): the false discovery rate of the exploratory rows."""
+    return _adjusted(p_values, "fdr_bh")
+
+
+def _adjusted(p_values: Sequence[float], method: str) -> list[float]:
+    if not p_values:  # statsmodels refuses an empty family
+        return []
+    return [float(p) for p in multipletests(np.asarray(p_values, dtype=np.float64), method=method)[1]]
 
 
 def _finite(value: object) -> bool:
@@ -388,14 +377,13 @@ def welch_difference(
     values = (tuple(float(v) for v in treated), tuple(float(v) for v in controlled))
     if treated.size < MIN_PAIRS or controlled.size < MIN_PAIRS:
         return UnpairedDifference(*values, difference, None, None, None, confidence)
-    var_t = float(treated.var(ddof=1)) / treated.size
-    var_c = float(controlled.var(ddof=1)) / controlled.size
-    se = math.sqrt(var_t + var_c)
-    if se == 0.0:  # both samples constant: the difference is exact
-        p_value = 1.0 if difference == 0.0 else 0.0
+    if treated.var() == 0.0 and controlled.var() == 0.0:  # both samples constant: the difference is exact
         df = float(treated.size + controlled.size - 2)
+        p_value = 1.0 if difference == 0.0 else 0.0
         return UnpairedDifference(*values, difference, Interval(difference, difference), p_value, df, confidence)
-    df = (var_t + var_c) ** 2 / (var_t**2 / (treated.size - 1) + var_c**2 / (controlled.size - 1))
-    half = t_quantile(0.5 + confidence / 2.0, df) * se
-    p_value = min(1.0, 2.0 * t_sf(abs(difference) / se, df))
-    return UnpairedDifference(*values, difference, Interval(difference - half, difference + half), p_value, df, confidence)
+    with warnings.catch_warnings():  # as in mean_estimate
+        warnings.simplefilter("ignore", RuntimeWarning)
+        test = scipy.stats.ttest_ind(treated, controlled, equal_var=False)
+        interval = test.confidence_interval(confidence)
+    return UnpairedDifference(*values, difference, Interval(float(interval.low), float(interval.high)),
+                              float(test.pvalue), float(test.df), confidence)

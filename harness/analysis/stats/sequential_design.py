@@ -27,6 +27,8 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import scipy.stats
 
+from harness.analysis.stats.paired_stats import t_power
+
 SPENDINGS = ("obrien_fleming", "pocock")
 DEFAULT_SPENDING = "obrien_fleming"
 DEFAULT_FUTILITY = 0.10  # stop a claim whose conditional power (to pass or to fail) is below 10%
@@ -209,8 +211,7 @@ def fixed_seeds_for_power(effect_in_sd: float, alpha: float, power: float = 0.80
     if effect_in_sd <= 0:
         return None
     for n in range(2, limit + 1):
-        critical = float(scipy.stats.t.isf(alpha, n - 1))
-        if float(scipy.stats.nct.sf(critical, n - 1, effect_in_sd * math.sqrt(n))) >= power:
+        if t_power(effect_in_sd, n, alpha) >= power:
             return n
     return None
 
