@@ -42,7 +42,7 @@ from harness.analysis.stats.sequential_design import Design
 from harness.core.devices import resolve_device
 from harness.execution.allocation import ALLOCATIONS
 from harness.execution.executor import Executor
-from harness.execution.registry import ExecutorError, ExecutorKind, executor_kind, executor_options
+from harness.execution.registry import BUILTIN_EXECUTORS, ExecutorError, ExecutorKind, executor_kind, executor_options
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.execution.trials import identical_arms, planned_trials
 from harness.execution.tuning import TUNE_TAGS, TuneOutcome, tune_suite
@@ -172,12 +172,19 @@ def _executor_kind(options: RunOptions) -> tuple[type[ExecutorKind], object]:
         raise UsageError(str(exc)) from None
 
 
-def _executor(kind: type[ExecutorKind], kind_options: object, slots: int) -> Executor:
-    """The executor, started (a Ray cluster reached or launched) before any trial trains."""
+def _executor(name: str, kind: type[ExecutorKind], kind_options: object, slots: int) -> Executor:
+    """The executor registered as ``name``, started (a Ray cluster reached or launched) before any trial trains.
+    Another package's executor must record its trials under the name it is registered by: the gate tells
+    the built-in executors by name from the others."""
     try:
-        return kind.start(kind_options, slots)
+        executor = kind.start(kind_options, slots)
     except ExecutorError as exc:
         raise UsageError(str(exc)) from None
+    if name not in BUILTIN_EXECUTORS and executor.name != name:
+        executor.close()
+        raise UsageError(f"executor {name!r} records its trials as executor {executor.name!r}; an executor of "
+                         "another package records them under the name it is registered by")
+    return executor
 
 
 def suite_executor(suite: Suite, executor: Executor, console: Console) -> Executor:
@@ -330,7 +337,7 @@ def _session(suites: list[Suite], options: RunOptions, console: Console | None, 
                 moved, aside = folder.set_aside_all()
                 warn(f"warning: --redesign: {moved} stored trial(s) of another or an unreadable design moved to "
                      f"{aside}; {suite.name}/{suite.profile} runs its design afresh")
-        executor = _executor(kind, kind_options, workers)
+        executor = _executor(options.executor, kind, kind_options, workers)
         if on_started:
             on_started(device)
         try:
