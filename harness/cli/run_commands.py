@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from harness.execution.registry import DEFAULT_EXECUTOR, ENTRY_POINT_GROUP, executor_names, executor_summaries
+from harness.execution.registry import DEFAULT_EXECUTOR, ENTRY_POINT_GROUP, executor_names
 from harness.core.numeric import DETERMINISTIC, MODES, OPTION
 from harness.suite.model import DEFAULT_PROFILE
 from harness.suite.references import MAX_TRIALS
@@ -90,6 +90,22 @@ def install_interrupts() -> None:
     signal.signal(signal.SIGINT, _interrupt)
 
 
+class RegisteredExecutor(click.Choice):
+    """``--executor``'s choices, read from the package metadata when the command line is parsed (a package
+    installed since the CLI loaded is offered), and without importing any executor."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(executor_names())
+
+    @choices.setter
+    def choices(self, _given: object) -> None:
+        """The registry, not a list fixed at start, holds the choices."""
+
+
 def execution_options(command):
     """The options of every command that trains trials (run, tune): where results go, MLflow, device,
     executor, threads, timeouts and limits."""
@@ -99,11 +115,12 @@ def execution_options(command):
         click.option("--device", default="auto", show_default=True, type=click.Choice(["auto", "cpu", "cuda"])),
         click.option("--no-resume", is_flag=True, help="Rerun trials even if a finished result is stored."),
         click.option("--no-mlflow", is_flag=True, help="Store results only; do not mirror them to MLflow."),
-        click.option("--executor", "executor_name", type=click.Choice(executor_names()),
+        click.option("--executor", "executor_name", type=RegisteredExecutor(),
                      default=DEFAULT_EXECUTOR, show_default=True,
-                     help="How trials run, any executor registered under the entry-point group "
-                     f"{ENTRY_POINT_GROUP}: " + "; ".join(f"{name}: {line}" for name, line in executor_summaries().items())
-                     + "."),
+                     help="How trials run: auto (parallel on the CPU where at least two trials fit the cores, once a "
+                     "trial proves long enough, else serial), serial (one trial at a time in this process), parallel "
+                     "(trials side by side in worker processes), ray (Ray tasks, pip install 'harness[ray]'), or any "
+                     f"executor another package registers under the entry-point group {ENTRY_POINT_GROUP}."),
         click.option("--workers", type=click.IntRange(min=1),
                      help="Trials side by side under the parallel executor [default: cores // threads]."),
         click.option("--ray-address", help="Use the Ray cluster at host:port (its GCS), ray://host:port or 'auto' "

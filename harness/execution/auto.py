@@ -22,8 +22,6 @@ class Auto:
     """The registered ``auto`` executor."""
 
     name: ClassVar[str] = "auto"
-    summary: ClassVar[str] = ("parallel on the CPU where at least two trials fit the cores (once a trial proves "
-                              "long enough), else serial")
     Options: ClassVar[type] = AutoOptions
 
     @staticmethod

@@ -239,7 +239,6 @@ class Parallel:
     """The registered ``parallel`` executor: every trial in a worker process, ``workers`` at a time."""
 
     name: ClassVar[str] = ProcessExecutor.name
-    summary: ClassVar[str] = "trials side by side in worker processes, --threads each (default 1)"
     Options: ClassVar[type] = ParallelOptions
 
     @staticmethod

@@ -258,7 +258,6 @@ class Ray:
     """The registered ``ray`` executor (Ray is the optional extra ``harness[ray]``)."""
 
     name: ClassVar[str] = RayExecutor.name
-    summary: ClassVar[str] = f"trials as Ray tasks, on a local cluster or one at --ray-address ({INSTALL_HINT})"
     Options: ClassVar[type] = RayOptions
 
     @staticmethod

@@ -35,7 +35,6 @@ class Serial:
     """The registered ``serial`` executor."""
 
     name: ClassVar[str] = SerialExecutor.name
-    summary: ClassVar[str] = "one trial at a time in this process"
     Options: ClassVar[type] = SerialOptions
 
     @staticmethod

@@ -23,6 +23,7 @@ from harness.gating.values import (
     baseline_values,
     check_name,
     declared_trials,
+    executors_used,
     finished_keys,
     numeric_environment,
     trial_name,
@@ -97,7 +98,8 @@ class Baseline:
         return cls(
             suite=results.suite, profile=results.profile, device_class=results.device_class,
             seeds=tuple(results.seeds), values=tuple(baseline_values(results)), sweep=dict(results.stored.sweep),
-            trials=tuple(declared_trials(results)), environment=numeric_environment(results),
+            trials=tuple(declared_trials(results)),
+            environment={**numeric_environment(results), **executors_used(results)},
             task=results.stored.task, task_version=results.stored.task_version,
             device_name=results.stored.device_name,
             git_commit=next(filter(None, commits), None),

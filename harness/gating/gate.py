@@ -10,11 +10,13 @@ from harness.analysis.compare.claim_moves import SPREAD_Z, ClaimEvidence, judge,
 from harness.analysis.decide.verdicts import contrast_variants
 from harness.analysis.present.markdown_tables import plain
 from harness.analysis.run_results import RunResults, load_results
+from harness.execution.registry import BUILTIN_EXECUTORS
 from harness.gating.baseline import DEFAULT_BASELINES_DIR, Baseline, baseline_filename, load_baseline
 from harness.gating.numeric_modes import refuse_other_mode
 from harness.gating.values import (
     CLAIM,
     CONTRAST,
+    EXECUTOR_KEY,
     MEMORY,
     NUMERIC_ENVIRONMENT,
     QUALITY,
@@ -24,6 +26,7 @@ from harness.gating.values import (
     Identity,
     baseline_values,
     check_name,
+    executors_used,
     finished_keys,
     numeric_environment,
     paired_differences,
@@ -144,6 +147,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     _refuse_mismatch(baseline, results, path)
     _refuse_other_task_version(baseline, results, path)
     refuse_other_mode(baseline.environment, results, path)
+    _refuse_other_executor(baseline, results, path)
     tolerances = results.stored.gate
     speed = speed_gated(results)
     stored = {v.identity: v for v in baseline.values}
@@ -232,6 +236,21 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         stale_note=results.stale_note,
         incomplete=results.incomplete,
     )
+
+
+def _refuse_other_executor(baseline: Baseline, results: RunResults, path: Path) -> None:
+    """GateError when a trial ran under another package's executor that the baseline's run did not use: its
+    values come from code the baseline never ran. The built-in executors give the same answers bit for bit,
+    so any of them gates against any other, and against a baseline saved before executors were recorded."""
+    used = set(filter(None, baseline.environment.get(EXECUTOR_KEY, "").split(" | ")))
+    ran = executors_used(results).get(EXECUTOR_KEY, "").split(" | ")
+    foreign = sorted(set(filter(None, ran)) - BUILTIN_EXECUTORS - used)
+    if foreign:
+        raise GateError(
+            f"refusing to gate: trials of these results ran under executor {', '.join(map(repr, foreign))}, another "
+            f"package's, which baseline {path} did not use (it used {', '.join(sorted(used)) or 'the built-in ones'}); "
+            "rerun the suite with a built-in --executor, or save a baseline of this executor"
+        )
 
 
 def _speed_value(results: RunResults, value: GatedValue) -> bool:

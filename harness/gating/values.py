@@ -228,6 +228,16 @@ def numeric_environment(results: RunResults) -> dict[str, str]:
     return recorded
 
 
+EXECUTOR_KEY = "executor"  # in each trial's environment, and in a baseline's environment since it was recorded
+
+
+def executors_used(results: RunResults) -> dict[str, str]:
+    """``{executor: names}``, the executors the run's finished trials ran under joined by ' | ' (nothing for a
+    run made before they were recorded): saved with a baseline, so that the gate can tell whose code ran it."""
+    names = sorted({t.environment[EXECUTOR_KEY] for t in results.finished if EXECUTOR_KEY in t.environment})
+    return {EXECUTOR_KEY: " | ".join(names)} if names else {}
+
+
 def seed_mean(values: Iterable[float]) -> float:
     values = list(values)
     return sum(values) / len(values)
