@@ -40,6 +40,10 @@ from harness.analysis.present.verdict_tables import render_report
 from harness.analysis.run_results import ResultsError, load_results
 from harness.analysis.stats.sequential_design import Design
 from harness.core.devices import resolve_device
+from harness.evidence.ledger import LedgerError
+from harness.evidence.registration import Study, studies
+from harness.evidence.seal import SealError
+from harness.evidence.seal import seal as seal_run
 from harness.execution.allocation import ALLOCATIONS
 from harness.execution.executor import Executor
 from harness.execution.registry import BUILTIN_EXECUTORS, ExecutorError, ExecutorKind, executor_kind, executor_options
@@ -111,6 +115,7 @@ class RunOptions:
     max_nodes: int = MAX_SUITE_NODES
     allocation: str = "open"  # a sequential suite's later looks: "open" runs the arms an open question reads, "all" every arm
     redesign: bool = False  # set aside a folder's trials of another (or an unreadable) design instead of refusing
+    exploratory: bool = False  # run the suite files' own seeds even where a design is registered
 
 
 @dataclass
@@ -284,6 +289,36 @@ def _each_suite(session: _Session, suites: list[Suite], run_one: Callable[[Suite
     return exit_code
 
 
+def _studies(suites: list[Suite], suite_file: Path, options: RunOptions) -> list[Study]:
+    """How each suite's run counts (registered or exploratory); a registered design that cannot run
+    confirmatory here is a UsageError before anything runs."""
+    reason = ("--exploratory" if options.exploratory else "--seeds" if options.seeds else
+              "--arms" if options.arms else None)
+    try:
+        return studies(suites, suite_file, reason)
+    except LedgerError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _seal_registered(study: Study, suite_run: SuiteOutcome, warn: Callable[[str], None]) -> None:
+    """A complete confirmatory run sealed into its repository's evidence, whatever its result; an
+    incomplete one says what it still needs (a rerun completes it, or ``harness abandon`` records why not)."""
+    if not study.to_seal or suite_run.interrupted:
+        return
+    name = f"{study.suite.name} ({study.suite.profile})"
+    if suite_run.failed:
+        warn(f"{name}: not sealed: {len(suite_run.failed)} trial(s) failed; rerun to complete the registered run, "
+             f"or record it with harness abandon {study.registration.short}")
+        return
+    evidence = study.registration_ledger.parent
+    try:
+        sealed = seal_run(suite_run.run_dir.parent.parent, study.suite.name, study.suite.profile, evidence)
+    except SealError as exc:
+        warn(f"{name}: not sealed: {exc}")
+        return
+    warn(f"{name}: sealed {sealed.path} (registered design {study.registration.short}); commit it with the ledger")
+
+
 def _tell(followers: Sequence[RunListener], end: RunEnd) -> None:
     for follower in followers:
         follower.finished(end)
@@ -373,9 +408,11 @@ def run(
     started = time.perf_counter()
     if options.allocation not in ALLOCATIONS:
         raise UsageError(f"unknown allocation {options.allocation!r}; expected one of: {', '.join(ALLOCATIONS)}")
-    suites = load_suites(suite_file, options)
-    for suite in suites:
-        for warning in identical_arms(suite):
+    planned = _studies(load_suites(suite_file, options), suite_file, options)
+    suites = [study.suite for study in planned]
+    for study in planned:
+        warn(study.note)
+        for warning in identical_arms(study.suite):
             warn(warning)
     outcome = RunResult(results=Path(options.results))
     summaries: list[SuiteSummary] = []
@@ -391,6 +428,7 @@ def run(
         def conclude(suite_run: SuiteOutcome) -> tuple[RunEnd, bool]:
             session.console.unplanned(planned_trials(suite_run.suite) - len(suite_run.records))
             result, end = _analysed(suite_run, getattr(session.executor, "workers", None) or 1)
+            _seal_registered(next(s for s in planned if s.suite.name == suite_run.suite.name), suite_run, warn)
             outcome.suites.append(result)
             summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
             return end, bool(suite_run.failed)

@@ -1,4 +1,5 @@
-"""``harness seal``, ``harness audit`` and ``harness programme``: confirmatory runs kept as evidence.
+"""``harness register``, ``seal``, ``abandon``, ``audit`` and ``programme``: confirmatory runs registered
+before their data and kept as evidence.
 
 Exit codes: 0 sealed / every check passed, 1 a check failed (one line each, naming the check), 2 a usage
 error or a file that is no evidence bundle (a link, too large, malformed), one line on stderr.
@@ -39,8 +40,8 @@ def seal(results: Path, suite: str, profile: str, out: Path) -> None:
         sealed = seal_run(results, suite, profile, out)
     except SealError as exc:
         _fail(str(exc))
-    click.echo(f"{'replaced' if sealed.replaced else 'sealed'}: {sealed.path} ({sealed.trials} trials, "
-               f"{sealed.size / 1024:.0f} KiB); check it with: harness audit {sealed.path}")
+    click.echo(f"sealed: {sealed.path} ({sealed.trials} trials, {sealed.size / 1024:.0f} KiB, registered design "
+               f"{sealed.registration[:12]}); check it with: harness audit {sealed.path}")
     if sealed.over_target:
         click.echo(f"warning: {sealed.path} is over {TARGET_BYTES // 2**20} MiB, more than a repository should "
                    "carry per suite", err=True)
@@ -73,10 +74,35 @@ def audit(target: Path) -> None:
         failed += not outcome.passed
         if outcome.passed:
             click.echo(f"{path}: ok ({len(outcome.bundle.trials)} trials, design {outcome.bundle.design})")
+    ledger_failures = _audit_ledger(target)
     if malformed:
         raise click.exceptions.Exit(USAGE_ERROR)
-    if failed:
+    if failed or ledger_failures:
         raise click.exceptions.Exit(FAILED)
+
+
+def _audit_ledger(target: Path) -> list[str]:
+    """The ledger of the repository that holds TARGET, when it has one: its checks, printed."""
+    from harness.evidence.audit import audit_ledger
+    from harness.evidence.history import Repository
+    from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError
+
+    repo = Repository.containing(target.resolve())
+    if repo is None or not (repo.root / LEDGER_FILE).exists():
+        return []
+    path = repo.root / LEDGER_FILE
+    failures = audit_ledger(repo)
+    for line in failures:
+        click.echo(f"{path}: FAIL {line}")
+    if not failures:
+        try:
+            registrations = Ledger.read(path).registrations()
+        except LedgerError:
+            registrations = []
+        sealed = sum(r.sealed is not None for r in registrations)
+        click.echo(f"{path}: ok ({len(registrations)} registration(s): {sealed} sealed, "
+                   f"{len(registrations) - sealed} abandoned)")
+    return failures
 
 
 @click.command()
@@ -95,4 +121,58 @@ def programme(evidence: Path) -> None:
         _fail(str(exc))
 
 
-COMMANDS = (seal, audit, programme)
+@click.command()
+@click.argument("suite_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--suite", "names", multiple=True, help="Register only this suite of the file (repeatable; default: all).")
+@click.option("--profile", default=DEFAULT_PROFILE, show_default=True, help="The profile whose design is registered.")
+def register(suite_file: Path, names: tuple[str, ...], profile: str) -> None:
+    """Register the designs SUITE_FILE declares (every field a verdict reads, the task's code, the number of
+    seeds) in the repository's ledger, evidence/ledger.jsonl, before any confirmatory trial: each draws its
+    seeds from its ledger line. Commit the ledger, then `harness run` runs the registered seeds."""
+    from harness.api import RunOptions, UsageError, load_suites
+    from harness.evidence.ledger import Ledger, LedgerError
+    from harness.evidence.registration import ledger_path, register as register_design
+
+    path = ledger_path(suite_file)
+    if path is None:
+        _fail(f"{suite_file} is not inside a git checkout: the ledger is committed beside the suites it registers")
+    try:
+        suites = [s for s in load_suites(suite_file, RunOptions(profile=profile)) if not names or s.name in names]
+        unknown = sorted(set(names) - {s.name for s in suites})
+        if unknown:
+            _fail(f"{suite_file}: no suite {unknown[0]} in it")
+        for suite in suites:
+            done = register_design(suite, Ledger.read(path))
+            seeds = ", ".join(map(str, done.registration.entry.seeds))
+            click.echo(f"{'registered' if done.new else 'already registered'}: {suite.name} ({profile}) as "
+                       f"{done.registration.short}, seeds {seeds}")
+    except (UsageError, LedgerError) as exc:
+        _fail(str(exc))
+    click.echo(f"commit {path} before the confirmatory runs: harness run {suite_file}")
+
+
+@click.command()
+@click.argument("registration")
+@click.option("--reason", required=True, help="Why the registered design will not be run to its end.")
+@click.option("--ledger", "ledger_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=_EVIDENCE_DIR / "ledger.jsonl", show_default=True, help="The ledger that holds it.")
+def abandon(registration: str, reason: str, ledger_file: Path) -> None:
+    """Record that the registered design REGISTRATION (its id, 12 or more hex digits) will not be run to its
+    end: it stays in the record, with why, and counts in the programme."""
+    from harness.evidence.ledger import Ledger, LedgerError
+    from harness.evidence.registration import abandon as abandon_design
+
+    try:
+        ledger = Ledger.read(ledger_file)
+        found = ledger.registration(registration)
+        if found is None:
+            _fail(f"{ledger_file}: no registration {registration} (give 12 or more hex digits of its id)")
+        if not found.open:
+            _fail(f"{ledger_file}: registration {found.short} was {'sealed' if found.sealed else 'abandoned'} already")
+        abandon_design(ledger, found, reason)
+    except LedgerError as exc:
+        _fail(str(exc))
+    click.echo(f"abandoned: {found.short} ({found.entry.suite}); commit {ledger_file}")
+
+
+COMMANDS = (register, seal, abandon, audit, programme)

@@ -7,6 +7,11 @@ Each check fails in one line naming it:
 - ``clean``: every trial ran on a clean checkout (``git_dirty`` false, no task file git does not track) at a
   commit this repository has;
 - ``design``: at each such commit the suite file declares the sealed design (``Suite.locked_design``);
+- ``analysis``: at each such commit the suite file and its tuning lock declare every field of suite.json the
+  analysis reads (contrasts, claims, metrics and their directions, arm params and tuned points);
+- ``registered``: the bundle confirms a registration of the ledger that covers its design and task code, ran
+  that registration's seeds after it was committed, and is the bundle the ledger records as its seal (a
+  bundle without a registration passes only when it was committed before the ledger began);
 - ``dated``: every trial started after the commit that introduced that design (a later second than its
   author and committer dates: both are kept to the second);
 - ``seeds``: no earlier bundle of the same suite that shares a claim used any of its seeds;
@@ -17,6 +22,8 @@ A file that is no bundle (or a link, a FIFO, too large, markup in its names) is 
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,12 +33,15 @@ from harness.analysis.present.markdown_tables import plain
 from harness.evidence.bundle import SUFFIX, Bundle, BundleError, read_bundle
 from harness.evidence.citations import citations
 from harness.evidence.history import DesignUnreadable, Repository
+from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError
+from harness.evidence.registration import registered_digest
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
 from harness.core.record import TrialRecord
 from harness.store import canonical_json
 from harness.suite.design import design_record
+from harness.suite.registered_design import ANALYSED_KEYS, analysed_fields
 
-CHECKS = ("verdicts", "clean", "design", "dated", "seeds", "findings")
+CHECKS = ("verdicts", "clean", "design", "analysis", "dated", "seeds", "registered", "findings")
 _SHOWN = 3  # trials or verdicts named in one failure line
 
 
@@ -69,9 +79,10 @@ def audit(path: Path) -> Audit:
     found = Audit(bundle)
     sealed = verdicts_of(bundle.summary)
     _check_verdicts(found, sealed)
-    design = canonical_json(design_record(bundle.suite_json))
+    design = _comparable(canonical_json(design_record(bundle.suite_json)), bundle)
     _check_commits(found, repo, design)
     _check_seeds(found)
+    _check_registered(found, repo)
     _check_findings(found, repo, sealed)
     return found
 
@@ -95,6 +106,8 @@ def _check_commits(found: Audit, repo: Repository, design: str) -> None:
         by_commit.setdefault(record.environment.get("git_commit", ""), []).append(record)
     unknown: list[str] = []
     wrong: list[str] = []
+    analysed: list[str] = []
+    read = canonical_json(analysed_fields(bundle.suite_json))
     early: list[TrialRecord] = []
     introducing: set[str] = set()
     for sha, records in sorted(by_commit.items()):
@@ -102,13 +115,17 @@ def _check_commits(found: Audit, repo: Repository, design: str) -> None:
             unknown.append(f"{sha[:12] or 'none'} ({len(records)} trial(s))")
             continue
         try:
-            at_commit = repo.design_at(sha, bundle.suite_file, bundle.suite, bundle.profile)
+            at_commit = _comparable(repo.design_at(sha, bundle.suite_file, bundle.suite, bundle.profile), bundle)
         except DesignUnreadable as exc:
             wrong.append(str(exc))
             continue
         if at_commit != design:
             wrong.append(f"{bundle.suite_file} at {sha[:12]} declares another design ({len(records)} trial(s))")
             continue
+        moved = _moved(read, repo.analysed_at(sha, bundle.suite_file, bundle.suite, bundle.profile))
+        if moved:
+            analysed.append(f"{bundle.suite_file} at {sha[:12]} declares other {', '.join(moved)} "
+                            f"({len(records)} trial(s))")
         introduced = repo.introduced(sha, bundle.suite_file, bundle.suite, bundle.profile)
         before = [r for r in records if introduced is None or not _after(r.started_at, introduced.time)]
         if before:
@@ -119,9 +136,82 @@ def _check_commits(found: Audit, repo: Repository, design: str) -> None:
     if wrong:
         found.fail("design", f"the sealed design {bundle.design} is not the suite file's at the trials' commit: "
                    + "; ".join(wrong[:_SHOWN]))
+    if analysed:
+        found.fail("analysis", "suite.json's fields the analysis reads are not the suite file's at the trials' commit: "
+                   + "; ".join(analysed[:_SHOWN]))
     if early:
         found.fail("dated", f"{len(early)} trial(s) started before the commit that introduced design {bundle.design} "
                    f"({', '.join(sorted(introducing))}): {_titles(early)}")
+
+
+def _comparable(design: str, bundle: Bundle) -> str:
+    """A design lock as the suite file and the bundle can both give it: a registered run's seeds and
+    registration come from the ledger, not the suite file (the ``registered`` check reads them there)."""
+    if bundle.stored.registration is None:
+        return design
+    return canonical_json({k: v for k, v in json.loads(design).items() if k not in ("seeds", "registration")})
+
+
+def _moved(sealed: str, declared: str) -> list[str]:
+    """The analysed fields in which the sealed suite.json and the suite file's declaration differ."""
+    a, b = json.loads(sealed), json.loads(declared)
+    return [key for key in ANALYSED_KEYS if canonical_json(a.get(key)) != canonical_json(b.get(key))]
+
+
+def _check_registered(found: Audit, repo: Repository) -> None:
+    bundle = found.bundle
+    registration_id = bundle.stored.registration
+    if registration_id is None:
+        ledger_began = repo.added(LEDGER_FILE.as_posix())
+        added = repo.added(bundle.path.resolve().relative_to(repo.root.resolve()).as_posix())
+        if ledger_began is not None and (added is None or added.time > ledger_began.time):
+            found.fail("registered", f"{bundle.name} confirms no registration, and was not committed before the ledger "
+                       f"began ({ledger_began.sha[:12]}): a confirmatory run is a registered design's")
+        return
+    try:
+        ledger = Ledger.read(repo.root / LEDGER_FILE)
+    except LedgerError as exc:
+        found.fail("registered", str(exc))
+        return
+    registration = ledger.registration(registration_id)
+    if registration is None:
+        found.fail("registered", f"registration {registration_id[:12]} is not in {LEDGER_FILE}")
+        return
+    codes = sorted({r.environment.get("task_code_sha256", "") for r in bundle.trials})
+    if len(codes) != 1 or registered_digest(bundle.suite_json, codes[0]) != registration.entry.design:
+        found.fail("registered", f"the bundle's design or task code is not the one registered as {registration.short} "
+                   "(contrasts, claims, metrics, arm params, tuned points, the task's code and the seed count are "
+                   "all registered)")
+    drawn = list(registration.entry.seeds)
+    ran = sorted(bundle.seeds, key=lambda seed: drawn.index(seed) if seed in drawn else len(drawn))
+    if set(ran) - set(drawn) or ran != drawn[:len(ran)]:
+        found.fail("registered", f"seed(s) {_seeds(sorted(set(ran) - set(drawn)) or ran)} are not the first "
+                   f"{len(ran)} seeds registration {registration.short} drew")
+    missing = [sha[:12] for sha in sorted({r.environment.get("git_commit", "") for r in bundle.trials})
+               if registration.id not in _line_hashes(repo.file_at(sha, LEDGER_FILE.as_posix()))]
+    early = [r for r in bundle.trials if not _later(r.started_at, registration.entry.at)]
+    if missing or early:
+        found.fail("registered", f"registration {registration.short} was not committed before the run: "
+                   + (f"not in the ledger at {', '.join(missing[:_SHOWN])}" if missing else
+                      f"{len(early)} trial(s) started before it: {_titles(early)}"))
+    sealed = registration.sealed
+    relative = bundle.path.resolve().relative_to(repo.root.resolve()).as_posix()
+    if sealed is None or sealed.bundle != relative:
+        found.fail("registered", f"the ledger does not record {relative} as the seal of registration {registration.short}")
+    elif sealed.bundle_sha256 != hashlib.sha256(bundle.path.read_bytes()).hexdigest():
+        found.fail("registered", f"{relative} is not the bundle the ledger sealed (its bytes changed since)")
+
+
+def _line_hashes(text: str | None) -> set[str]:
+    return {hashlib.sha256(line.encode("utf-8")).hexdigest() for line in (text or "").splitlines()}
+
+
+def _later(started_at: str, at: str) -> bool:
+    """Whether a trial started in a later second than the ledger line written ``at``."""
+    try:
+        return _after(started_at, int(datetime.fromisoformat(at).timestamp()))
+    except ValueError:
+        return False
 
 
 def _after(started_at: str, commit_time: int) -> bool:
@@ -178,3 +268,40 @@ def _titles(records: list[TrialRecord]) -> str:
 def _seeds(seeds: list[int]) -> str:
     shown = ",".join(map(str, seeds[:10]))
     return shown + (f" and {len(seeds) - 10} more" if len(seeds) > 10 else "")
+
+
+def audit_ledger(repo: Repository) -> list[str]:
+    """The ledger's own checks, one line each (``ledger: what``): its chain reads, every committed version is
+    a prefix of the next (it only grew), every registration was sealed or abandoned, no registration of a
+    suite drew a seed another drew, and each seal names the bundle that lies there, byte for byte."""
+    path = repo.root / LEDGER_FILE
+    try:
+        ledger = Ledger.read(path)
+    except LedgerError as exc:
+        return [f"ledger: {plain(str(exc))}"]
+    failures = []
+    current = path.read_text(encoding="utf-8") if path.exists() else ""
+    versions = [*repo.versions(LEDGER_FILE.as_posix()), current]
+    rewritten = sum(not later.startswith(earlier) for earlier, later in zip(versions, versions[1:]))
+    if rewritten:
+        failures.append(f"ledger: {rewritten} version(s) of {LEDGER_FILE} do not begin with the version before: "
+                        "a line was changed or removed (the ledger is append-only)")
+    drawn: dict[tuple[str, int], str] = {}
+    for registration in ledger.registrations():
+        if registration.open:
+            failures.append(f"ledger: registration {registration.short} ({registration.entry.suite}) has neither a "
+                            "sealed bundle nor an abandonment: run it to its end, or harness abandon it")
+        for seed in registration.entry.seeds:
+            other = drawn.setdefault((registration.entry.suite, seed), registration.short)
+            if other != registration.short:
+                failures.append(f"ledger: seed {seed} of {registration.entry.suite} was drawn by {other} and "
+                                f"{registration.short}")
+        sealed = registration.sealed
+        if sealed is not None:
+            bundle = repo.root / (sealed.bundle or "")
+            if not bundle.is_file() or bundle.is_symlink():
+                failures.append(f"ledger: the seal of {registration.short} names {sealed.bundle}, which is not there")
+            elif hashlib.sha256(bundle.read_bytes()).hexdigest() != sealed.bundle_sha256:
+                failures.append(f"ledger: {sealed.bundle} is not the bundle sealed for {registration.short} "
+                                "(its bytes changed since)")
+    return failures

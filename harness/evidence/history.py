@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.execution.runner import with_declarations
 from harness.store import canonical_json
 from harness.suite.loader import load_suites
-from harness.suite.model import SuiteError
+from harness.suite.model import Suite, SuiteError
+from harness.suite.registered_design import analysed_fields
+from harness.suite.tuning_lock import lock_path
 from harness.tracking.environment import read_git
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -38,6 +41,7 @@ class Repository:
 
     root: Path
     _designs: dict[tuple[str, str, str, str], str] = field(default_factory=dict, repr=False)
+    _analysed: dict[tuple[str, str, str, str], str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def containing(cls, path: Path) -> Repository | None:
@@ -65,21 +69,54 @@ class Repository:
             self._designs[key] = canonical_json(self._load(sha, path, suite, profile))
         return self._designs[key]
 
+    def analysed_at(self, sha: str, path: str, suite: str, profile: str) -> str:
+        """The canonical JSON of the fields the analysis reads (contrasts, claims, metrics and their directions,
+        every arm's params and tuned points: ``analysed_fields``) that ``path`` and its tuning lock declare
+        for ``suite`` at ``profile`` at commit ``sha``."""
+        key = (sha, path, suite, profile)
+        if key not in self._analysed:
+            found = self._suite(sha, path, suite, profile, apply_locks=True)
+            stored = with_declarations(replace(found.stored(), registration=None), found.task).as_stored()
+            self._analysed[key] = canonical_json(analysed_fields(stored))
+        return self._analysed[key]
+
     def _load(self, sha: str, path: str, suite: str, profile: str) -> dict[str, Any]:
+        return self._suite(sha, path, suite, profile, apply_locks=False).locked_design().as_stored()
+
+    def _suite(self, sha: str, path: str, suite: str, profile: str, apply_locks: bool) -> Suite:
         text = read_git("cat-file", "blob", f"{sha}:{path}", cwd=self.root)
         if text is None:
             raise DesignUnreadable(f"{path} is not in commit {sha[:12]}")
         with tempfile.TemporaryDirectory(prefix="harness-design-") as scratch:
             copy = Path(scratch) / PurePosixPath(path).name
             copy.write_text(text + "\n", encoding="utf-8")
+            lock = str(PurePosixPath(path).with_name(lock_path(copy).name))
+            lock_text = read_git("cat-file", "blob", f"{sha}:{lock}", cwd=self.root) if apply_locks else None
+            if lock_text is not None:
+                lock_path(copy).write_text(lock_text + "\n", encoding="utf-8")
             try:
-                found = [s for s in load_suites(copy, profile, apply_locks=False) if s.name == suite]
+                found = [s for s in load_suites(copy, profile, apply_locks=apply_locks) if s.name == suite]
             except (SuiteError, ValueError, OSError) as exc:
                 message = str(exc).replace(str(copy), f"{path}@{sha[:12]}")
                 raise DesignUnreadable(f"{path} at {sha[:12]} does not load with this harness ({message})") from None
         if not found:
             raise DesignUnreadable(f"{path} at {sha[:12]} declares no suite {suite}")
-        return found[0].locked_design().as_stored()
+        return found[0]
+
+    def file_at(self, sha: str, path: str) -> str | None:
+        """The text of ``path`` at commit ``sha``; None where the commit has no such file."""
+        return read_git("cat-file", "blob", f"{sha}:{path}", cwd=self.root)
+
+    def versions(self, path: str) -> list[str]:
+        """Every committed version of ``path`` up to HEAD, oldest first (its text at each commit that changed it)."""
+        out = read_git("log", "--format=%H", "--no-renames", "--reverse", "HEAD", "--", path, cwd=self.root)
+        return [text for sha in (out or "").split() if (text := self.file_at(sha, path)) is not None]
+
+    def added(self, path: str) -> Commit | None:
+        """The commit that first added ``path``; None when it was never committed."""
+        out = read_git("log", "--format=%H %at %ct", "--diff-filter=A", "--no-renames", "HEAD", "--", path, cwd=self.root)
+        lines = [line for line in (out or "").splitlines() if line.strip()]
+        return _commit(lines[-1]) if lines else None
 
     def introduced(self, sha: str, path: str, suite: str, profile: str) -> Commit | None:
         """The oldest commit up to ``sha`` from which ``path`` has declared the design it declares at ``sha``

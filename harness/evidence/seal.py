@@ -1,17 +1,21 @@
-"""``harness seal``: a finished run's evidence bundle, written beside the findings it backs.
+"""``harness seal``: a finished registered run's evidence bundle, written beside the findings it backs.
 
-A bundle is sealed only from a complete run whose ``report/summary.json`` is what its trials give (the
-report rebuilt from the bundle itself is compared with it before anything is written), so a bundle
-never holds a summary its own records contradict.
+A bundle is sealed only from a complete run of a registered design (``harness register``) whose
+``report/summary.json`` is what its trials give (the report rebuilt from the bundle itself is compared with
+it before anything is written), so a bundle never holds a summary its own records contradict. A bundle is
+never replaced, and each seal is a line of the ledger: the record only grows.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.present.run_report import SUMMARY_JSON_FILE
 from harness.evidence.bundle import SUFFIX, TARGET_BYTES, BundleError, encode, parse
 from harness.evidence.history import Repository
+from harness.evidence.ledger import LEDGER_FILE, SEALED, Ledger, LedgerEntry, LedgerError, append, now
+from harness.evidence.registration import registered_digest
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
 from harness.core.record import TrialRecord
 from harness.store import (
@@ -40,7 +44,7 @@ class Sealed:
     path: Path
     size: int
     trials: int
-    replaced: bool  # a bundle of this design was there before (the same run sealed again, or more seeds)
+    registration: str  # the ledger id of the registered design the bundle confirms
 
     @property
     def over_target(self) -> bool:
@@ -72,6 +76,7 @@ def seal(results: Path, suite: str, profile: str, out: Path = EVIDENCE_DIR) -> S
     if repo is None:
         raise SealError(f"{out} is not inside a git checkout: a bundle is audited against the history of the "
                         "repository that holds it")
+    ledger, registration = _registration(repo, stored, meta, records, run_dir)
     raw = encode(_suite_file(stored, repo), meta, summary, records)
     try:
         bundle = parse(raw, out_dir / "?")
@@ -82,9 +87,37 @@ def seal(results: Path, suite: str, profile: str, out: Path = EVIDENCE_DIR) -> S
         raise SealError(f"{run_dir / REPORT_DIR / SUMMARY_JSON_FILE} is not what the run's trials give "
                         f"({changed[0]}): run harness report {results} first")
     path = out_dir / f"{bundle.design}{SUFFIX}"
-    replaced = path.exists()
+    if path.exists() or path.is_symlink():
+        raise SealError(f"{path} exists: a sealed bundle is never replaced (the run was sealed before)")
     write_atomic(path, lambda handle: handle.write(raw))
-    return Sealed(path, len(raw), len(records), replaced)
+    entry = LedgerEntry(kind=SEALED, schema=0, suite=suite, profile=profile, at=now(), previous="",
+                        registration=registration, bundle=path.relative_to(repo.root.absolute()).as_posix(),
+                        bundle_sha256=hashlib.sha256(raw).hexdigest())
+    append(ledger, entry)
+    return Sealed(path, len(raw), len(records), registration)
+
+
+def _registration(repo: Repository, stored: StoredSuite, meta: dict, records: list[TrialRecord],
+                  run_dir: Path) -> tuple[Ledger, str]:
+    """The ledger and the open registration the run confirms; SealError for an exploratory run, a design
+    other than the registered one, or a registration already sealed or abandoned."""
+    if stored.registration is None:
+        raise SealError(f"{run_dir}: an exploratory run (its design is not registered): only a registered design's "
+                        "run is sealed (harness register SUITE_FILE, commit the ledger, then run it)")
+    try:
+        ledger = Ledger.read(repo.root / LEDGER_FILE)
+    except LedgerError as exc:
+        raise SealError(str(exc)) from None
+    found = ledger.registration(stored.registration)
+    if found is None:
+        raise SealError(f"{run_dir}: registration {stored.registration[:12]} is not in {repo.root / LEDGER_FILE}")
+    if not found.open:
+        raise SealError(f"{run_dir}: registration {found.short} was {'sealed' if found.sealed else 'abandoned'} "
+                        "before: a registered design is sealed once")
+    codes = {r.environment.get("task_code_sha256", "") for r in records}
+    if len(codes) != 1 or registered_digest(meta, codes.pop()) != found.entry.design:
+        raise SealError(f"{run_dir}: the run's design or task code is not the one registered as {found.short}")
+    return ledger, found.id
 
 
 def _current_trials(run_dir: Path, stored: StoredSuite) -> list[TrialRecord]:

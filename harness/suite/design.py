@@ -18,6 +18,7 @@ from harness.core.stored_fields import (
     INTEGER,
     MAPPING,
     NUMBER,
+    STRING,
     StoredFieldError,
     from_stored,
     list_of,
@@ -50,6 +51,9 @@ class Design:
     premises: tuple[Mapping[str, Any], ...] = stored(list_of(ANY, "a list"), default=())
     validity: Mapping[str, Any] | None = stored(optional(MAPPING), missing=None, default=None)
     confidence: float | None = stored(optional(NUMBER), missing=None, default=None)
+    # the ledger id of the registered design (whose hash covers every field the analysis reads); absent
+    # from the record when None, so a design locked before registrations existed keeps its hash
+    registration: str | None = stored(optional(STRING), missing=None, default=None)
 
     @classmethod
     def from_stored(cls, data: Any) -> Design:
@@ -71,8 +75,9 @@ class Design:
         return cls.from_stored(design_record(stored))
 
     def as_stored(self) -> dict[str, Any]:
-        return {"seeds": list(self.seeds), "sequential": self.sequential, "claims": list(self.claims),
-                "premises": list(self.premises), "validity": self.validity, "confidence": self.confidence}
+        record = {"seeds": list(self.seeds), "sequential": self.sequential, "claims": list(self.claims),
+                  "premises": list(self.premises), "validity": self.validity, "confidence": self.confidence}
+        return record if self.registration is None else {**record, "registration": self.registration}
 
     @property
     def digest(self) -> str:
@@ -108,6 +113,14 @@ class _Schedule:
 
 def _schedule(sequential: Mapping[str, Any]) -> _Schedule:
     return from_stored(_Schedule, sequential)
+
+
+def seeds_registered(sequential: Mapping[str, Any] | None, seeds: tuple[int, ...]) -> int:
+    """How many seeds a stored design may run: its schedule's last look, or its fixed seeds."""
+    if sequential is None:
+        return len(seeds)
+    last = _schedule(sequential).max_seeds
+    return last if isinstance(last, int) else len(seeds)
 
 
 @dataclass(frozen=True)

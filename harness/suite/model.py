@@ -71,6 +71,8 @@ class Suite:
     tune: TuneSpec | None = None  # the suite's tune: block
     tuned: dict[str, Any] | None = None  # the params a tuning lock gave the arms (harness.suite.tuning)
     mechanism: str | None = None  # the arm under test (claims read for or against it)
+    registration: str | None = None  # the ledger id of the registered design this run confirms; None: exploratory
+    seed_pool: tuple[int, ...] = ()  # a registered design's seeds in order (the first look first); () : the next integers
 
     @property
     def speed_claims(self) -> list[str]:
@@ -80,7 +82,10 @@ class Suite:
                 if (metric := self.task.metric_for(c.metric)) is not None and metric.kind == "speed"]
 
     def next_seeds(self, count: int) -> list[int]:
-        """The seeds a sequential run adds after its current ones: the next integers."""
+        """The seeds a sequential run adds after its current ones: a registered design's next seeds, otherwise
+        the next integers."""
+        if self.seed_pool:
+            return list(self.seed_pool[len(self.seeds):len(self.seeds) + count])
         start = max(self.seeds) + 1
         return list(range(start, start + count))
 
@@ -97,7 +102,8 @@ class Suite:
         """What a results folder's trials are analysed under and may not change once they exist: the
         first look's seeds, the sequential schedule, the claims, premises, validity and confidence."""
         stored = self.stored().as_stored()
-        return Design.from_stored({"seeds": list(self.seeds), **{key: stored[key] for key in DESIGN_KEYS[1:]}})
+        return Design.from_stored({"seeds": list(self.seeds), **{key: stored[key] for key in DESIGN_KEYS[1:-1]},
+                                   "registration": self.registration})
 
     def stored(self) -> StoredSuite:
         """The resolved suite as a results folder stores it (suite.json); the runner adds the task's
@@ -109,5 +115,5 @@ class Suite:
                                                       a.params, a.sweep) for a in self.arms.values()},
             contrasts=tuple(self.contrasts), validity=self.validity, claims=tuple(self.claims),
             premises=tuple(self.premises), confidence=self.confidence, gate=self.gate, sequential=self.design(),
-            tuned=self.tuned or None, mechanism=self.mechanism,
+            tuned=self.tuned or None, mechanism=self.mechanism, registration=self.registration,
         )

@@ -69,6 +69,7 @@ class StoredSuite:
     device_name: str | None = None
     design: Mapping[str, Any] | None = None  # the design the folder's trials belong to (store.check_design)
     trial_ids: tuple[str, ...] | None = None  # the expansion at the current seeds; None: written before it was
+    registration: str | None = None  # the ledger id of the registered design the run confirms; None: exploratory
     schema: int = SCHEMA_VERSION
     unknown: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not read, kept as written
 
@@ -145,6 +146,7 @@ class StoredSuite:
             design=_value(data, "design", dict, None),
             trial_ids=None if data.get("trial_ids") is None else tuple(
                 _items(data, "trial_ids", lambda t, key: _typed(t, str, key))),
+            registration=_value(data, "registration", str, None),
             schema=schema,
             unknown={k: v for k, v in data.items() if k not in _KNOWN},
         )
@@ -179,7 +181,8 @@ class StoredSuite:
             "device_name": self.device_name,
         }
         optional = {"tuned": self.tuned, "design": self.design, "mechanism": self.mechanism,
-                    "trial_ids": None if self.trial_ids is None else list(self.trial_ids)}
+                    "trial_ids": None if self.trial_ids is None else list(self.trial_ids),
+                    "registration": self.registration}
         stored.update({key: value for key, value in optional.items() if value is not None})
         return stored | dict(self.unknown)
 
