@@ -104,8 +104,51 @@ def read_regular(path: Path, limit: int = MAX_READ_BYTES) -> bytes:
     return data
 
 
+MAX_INT_DIGITS = 100  # a stored integer is a seed, a count or a byte size: far below this
+MAX_JSON_DEPTH = 64  # a stored document nests a few levels (a suite's params); a hostile one, thousands
+
+
+class HostileJSON(json.JSONDecodeError):
+    """JSON that parses only at a cost no stored document needs: an integer of too many digits (Python's
+    conversion is quadratic, and refused past its own limit with a bare ValueError) or nesting too deep
+    (a RecursionError while parsing, or in whatever walks it later). A JSONDecodeError, so that every reader
+    that refuses malformed JSON in one line refuses this in the same line."""
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests lists and objects deeper than MAX_JSON_DEPTH (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def parse_json(text: str) -> Any:
+    """``text`` parsed as a stored document: the one JSON parser of every file the harness reads back (a
+    received folder's may be hostile). JSONDecodeError (HostileJSON for the limits) when it is not one."""
+
+    def bounded_int(digits: str) -> int:
+        if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+            raise HostileJSON(f"an integer of {len(digits.lstrip('-'))} digits (at most {MAX_INT_DIGITS})", text,
+                              max(text.find(digits), 0))
+        return int(digits)
+
+    try:
+        value = json.loads(text, parse_int=bounded_int)
+    except RecursionError:
+        raise HostileJSON(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0) from None
+    if isinstance(value, (dict, list)) and _too_deep(value):
+        raise HostileJSON(f"nested deeper than {MAX_JSON_DEPTH} levels", text, 0)
+    return value
+
+
 def read_json(path: Path) -> Any:
-    return json.loads(read_regular(path).decode("utf-8"))
+    """A stored JSON document (``parse_json``) from a regular file of bounded size."""
+    return parse_json(read_regular(path).decode("utf-8"))
 
 
 class RunFolder:
