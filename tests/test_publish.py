@@ -163,3 +163,16 @@ def test_the_published_page_renders_its_claims_table_and_plots_in_a_real_browser
     with Image.open(shot) as picture:
         colours = picture.convert("RGB").getcolors(maxcolors=1 << 20) or []
     assert len(colours) > 200  # the forest plots drew (text and tables alone use a few dozen shades)
+
+
+def test_a_received_suite_json_naming_dot_dot_writes_nothing_outside_out(tmp_path):
+    """Its suite and profile names become paths under --out: they must be plain words, as seal requires."""
+    run = toy_run(tmp_path / "results")
+    meta = json.loads((run / "suite.json").read_text())
+    (run / "suite.json").write_text(json.dumps({**meta, "suite": "..", "profile": ".."}))
+    out = tmp_path / "deep" / "er" / "site"
+    before = sorted(tmp_path.rglob("*"))
+    done = harness_here("publish", str(tmp_path / "results"), "--out", str(out))
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert done.stderr.startswith(f"error: {run}: suite name '..' is not a plain word"), done.stderr
+    assert sorted(tmp_path.rglob("*")) == before

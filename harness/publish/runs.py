@@ -11,6 +11,7 @@ from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.run_results import ResultsError, load_results
 from harness.store import SUITE_FILE, iter_runs, read_json
 from harness.suite.design import Design
+from harness.suite.schema import check_name
 
 
 class PublishError(ValueError):
@@ -55,7 +56,10 @@ def _most_common(values: Iterable[str], unknown: str) -> str:
 def published_run(folder: Path) -> PublishedRun:
     """``folder`` (one ``<suite>/<profile>``) read and analysed; PublishError names it when it cannot be."""
     try:
-        analysis = analyse(load_results(folder))
+        results = load_results(folder)
+        check_name(results.suite, "suite")  # both become paths under --out: '..' would write and delete above it
+        check_name(results.profile, "profile")
+        analysis = analyse(results)
         design = Design.of_suite(read_json(folder / SUITE_FILE))
     except (ResultsError, OSError, ValueError) as exc:
         raise PublishError(f"{folder}: {exc}") from None
