@@ -127,12 +127,13 @@ def compare(results_a: Path, results_b: Path, out: Path | None, all_metrics: boo
 
 def _compare_trials(results_a: Path, results_b: Path) -> None:
     from harness import api
+    from harness.analysis.present.markdown_tables import plain
     from harness.reproduction.trial_values import render_trial_values
 
     try:
         suites = api.compare_trials(results_a, results_b)
     except api.UsageError as exc:
-        _fail(str(exc))
+        _fail(plain(exc))  # it may quote a folder's names: no control character reaches the terminal
     click.echo(render_trial_values(suites))
     if not all(suite.identical for suite in suites):
         raise SystemExit(DIFFERS)
