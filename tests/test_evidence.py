@@ -39,25 +39,45 @@ def git(repo: Path, *args: str, when: int | None = None) -> str:
                           check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
-def run_and_seal(repo: Path, results: str) -> Path:
-    """The toy suite of ``repo`` run at its HEAD (which names the design, committed before) and sealed."""
+def in_repo(repo: Path, *args: str) -> Outcome:
+    """`harness ARGS` with ``repo`` as the harness's own checkout (its git state is what trials record)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(environment, "code_checkout", lambda: repo)
         environment.git_state.cache_clear()
         environment.git_diff.cache_clear()
-        ran = harness_here("run", str(repo / "suites" / "toy.yaml"), "--results", str(repo / results),
-                           "--no-mlflow", "--executor", "serial", "--threads", "1")
-        assert ran.returncode == 0, ran.stderr
-        sealed = harness_here("seal", str(repo / results), "toy", "--out", str(repo / "evidence"))
-    environment.git_state.cache_clear()
-    environment.git_diff.cache_clear()
-    assert sealed.returncode == 0, sealed.stderr
-    return Path(sealed.stdout.split("sealed: ")[1].split(" (")[0])
+        try:
+            return harness_here(*args)
+        finally:
+            environment.git_state.cache_clear()
+            environment.git_diff.cache_clear()
+
+
+def register(repo: Path) -> str:
+    """Register the toy suite's design in ``repo``'s ledger and commit the ledger: the registration's id."""
+    registered = in_repo(repo, "register", str(repo / "suites" / "toy.yaml"))
+    assert registered.returncode == 0, registered.stderr
+    git(repo, "add", "evidence/ledger.jsonl")
+    git(repo, "commit", "-qm", "toy: registered")
+    time.sleep(1.1)  # the trials start in a later second than the registration and its commit
+    return registered.stdout.split(" as ")[1].split(",")[0]
+
+
+def run_and_seal(repo: Path, results: str) -> Path:
+    """The toy suite of ``repo`` registered and run at its HEAD: the run seals itself when it ends."""
+    register(repo)
+    ran = in_repo(repo, "run", str(repo / "suites" / "toy.yaml"), "--results", str(repo / results), "--no-mlflow",
+                  "--executor", "serial", "--threads", "1")
+    assert ran.returncode == 0, ran.stderr
+    assert "confirmatory run of registered design" in ran.stderr
+    git(repo, "add", "evidence")
+    git(repo, "commit", "-qm", "toy: sealed")
+    return Path(ran.stderr.split("(default): sealed ")[1].split(" (")[0])
 
 
 @pytest.fixture(scope="module")
 def sealed(tmp_path_factory) -> tuple[Path, Path]:
-    """A scratch repository whose suites/toy.yaml was committed a minute before its run, and the bundle."""
+    """A scratch repository whose suites/toy.yaml was committed a minute before its registration, and the
+    bundle of its registered run."""
     repo = tmp_path_factory.mktemp("evidence") / "repo"
     (repo / "suites").mkdir(parents=True)
     shutil.copy(TOY, repo / "suites" / "toy.yaml")
@@ -70,7 +90,7 @@ def sealed(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def redesigned(sealed, tmp_path_factory) -> tuple[Path, Path, Path]:
-    """The repository after a second design (a tighter margin) ran on the same seeds: both bundles."""
+    """The repository after a second design (a tighter margin) was registered and run: both bundles."""
     repo = tmp_path_factory.mktemp("redesign") / "repo"
     shutil.copytree(sealed[0], repo, symlinks=True)
     suite = repo / "suites" / "toy.yaml"
@@ -119,7 +139,7 @@ def test_a_bundle_holds_every_trial_the_design_lock_and_the_summary(sealed):
     assert f"design {header['design']} " in Design.of_suite(stored).label() and path.name == f"{header['design']}.jsonl.gz"
     assert summary["summary"]["claims"] and len(trials) == 18
     record = trials[0]["record"]
-    assert record["environment"]["git_commit"] == git(repo, "rev-parse", "HEAD")
+    assert record["environment"]["git_commit"] == git(repo, "rev-parse", "HEAD~1")  # the seal's commit came after
     assert record["environment"]["git_dirty"] == "false" and record["environment"]["task_code_sha256"]
     assert {"params", "metrics", "seed", "arm", "started_at", "wall_seconds"} <= set(record)
 
@@ -151,7 +171,8 @@ def test_a_tampered_trial_fails_audit_in_one_line_naming_the_check(copy, tamper,
     write_lines(path, lines)
     audited = harness_here("audit", str(path))
     assert audited.returncode == 1, audited.stdout + audited.stderr
-    assert failed_checks(audited) == [check], audited.stdout
+    # the ledger sealed the bundle's bytes: any edit of them also fails the registration
+    assert failed_checks(audited)[0] == check and set(failed_checks(audited)) == {check, "registered"}, audited.stdout
 
 
 @pytest.mark.integration
@@ -168,18 +189,105 @@ def test_a_changed_design_fails_audit_naming_the_design(copy):
     write_lines(path, lines)
     audited = harness_here("audit", str(path))
     assert audited.returncode == 1
-    assert "design" in failed_checks(audited) and set(failed_checks(audited)) <= {"design", "verdicts"}
+    assert "design" in failed_checks(audited)
+    assert set(failed_checks(audited)) <= {"design", "verdicts", "analysis", "registered"}
     assert "suites/toy.yaml at " in audited.stdout
 
 
 @pytest.mark.integration
-def test_seeds_of_an_earlier_bundle_of_the_claim_fail_the_later_one(redesigned):
+def test_a_redesign_runs_fresh_seeds_drawn_by_its_registration(redesigned):
+    """Peek, redesign, rerun: the redesign is another registration, and its seeds are its own."""
     repo, first, second = redesigned
-    assert first.name != second.name
-    later = harness_here("audit", str(second))
-    assert later.returncode == 1 and failed_checks(later) == ["seeds"], later.stdout
-    assert f"seed(s) 0,1,2 were used by the earlier bundle toy/{first.name.split('.')[0]}" in later.stdout
-    assert harness_here("audit", str(first)).returncode == 0
+    seeds = [{line["record"]["seed"] for line in lines_of(path)[3:]} for path in (first, second)]
+    assert first.name != second.name and not seeds[0] & seeds[1] and min(seeds[1]) >= 100_000
+    audited = harness_here("audit", str(repo / "evidence"))
+    assert audited.returncode == 0, audited.stdout
+    assert "ledger.jsonl: ok (2 registration(s): 2 sealed, 0 abandoned)" in audited.stdout
+
+
+@pytest.mark.integration
+def test_an_exploratory_run_is_never_sealed(sealed, tmp_path):
+    """The suite file's own seeds (--exploratory), or a design changed after registration (an arm's params):
+    exploratory runs, said so, and refused by seal in one line."""
+    repo = tmp_path / "repo"
+    shutil.copytree(sealed[0], repo, symlinks=True)
+    suite = repo / "suites" / "toy.yaml"
+    ran = in_repo(repo, "run", str(suite), "--results", str(repo / "results3"), "--no-mlflow", "--executor", "serial",
+                  "--exploratory")
+    assert ran.returncode == 0 and "toy (default): exploratory (--exploratory)" in ran.stderr
+    suite.write_text(suite.read_text().replace("momentum: 0.9", "momentum: 0.8"))
+    git(repo, "commit", "-qam", "toy: another arm param")
+    ran = in_repo(repo, "run", str(suite), "--results", str(repo / "results4"), "--no-mlflow", "--executor", "serial")
+    assert ran.returncode == 0 and "exploratory (its design is not registered" in ran.stderr
+    for results in ("results3", "results4"):
+        refused = harness_here("seal", str(repo / results), "toy", "--out", str(repo / "evidence"))
+        assert refused.returncode == 2 and "an exploratory run" in refused.stderr, refused.stderr
+    assert len(list((repo / "evidence" / "toy").iterdir())) == 1
+
+
+@pytest.mark.integration
+def test_a_sealed_run_is_never_sealed_again(sealed):
+    repo, path = sealed
+    before = path.read_bytes()
+    again = harness_here("seal", str(repo / "results"), "toy", "--out", str(repo / "evidence"))
+    assert again.returncode == 2 and "sealed before" in again.stderr and path.read_bytes() == before
+
+
+@pytest.mark.integration
+def test_an_open_registration_fails_the_ledger_check_until_abandoned(sealed, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(sealed[0], repo, symlinks=True)
+    suite = repo / "suites" / "toy.yaml"
+    suite.write_text(suite.read_text().replace("margin: 0.05", "margin: 0.03"))
+    git(repo, "commit", "-qam", "toy: a third design")
+    registration = register(repo)
+    audited = harness_here("audit", str(repo / "evidence"))
+    assert audited.returncode == 1 and f"registration {registration} (toy) has neither" in audited.stdout
+    abandoned = harness_here("abandon", registration, "--reason", "out of budget", "--ledger",
+                             str(repo / "evidence" / "ledger.jsonl"))
+    assert abandoned.returncode == 0, abandoned.stderr
+    assert harness_here("audit", str(repo / "evidence")).returncode == 0
+
+
+@pytest.mark.integration
+def test_an_edited_ledger_line_fails_the_audit(copy):
+    repo, _ = copy
+    ledger = repo / "evidence" / "ledger.jsonl"
+    lines = ledger.read_text().splitlines()
+    entry = json.loads(lines[0])
+    entry["seeds"][0] += 1
+    lines[0] = json.dumps(entry, sort_keys=True, separators=(",", ":"))
+    ledger.write_text("\n".join(lines) + "\n")
+    audited = harness_here("audit", str(repo / "evidence"))
+    assert audited.returncode == 1
+    assert "ledger: " in audited.stdout and "a line was edited, removed or moved" in audited.stdout
+
+
+def _flip_contrast(stored: dict) -> None:
+    contrast = stored["contrasts"][0]
+    contrast["treatment"], contrast["control"] = contrast["control"], contrast["treatment"]
+
+
+def _flip_direction(stored: dict) -> None:
+    stored["metrics"]["accuracy"]["direction"] = "lower"
+
+
+def _arm_params(stored: dict) -> None:
+    stored["arms"]["momentum"]["params"]["momentum"] = 0.5
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("tamper", [_flip_contrast, _flip_direction, _arm_params])
+def test_a_field_the_analysis_reads_changed_in_suite_json_fails_the_audit(copy, tamper):
+    """Swapping treatment and control, a metric's direction, or an arm's params in the bundle's suite.json
+    leaves the design lock's hash as it was; the analysis check and the registration catch it."""
+    repo, path = copy
+    lines = lines_of(path)
+    tamper(lines[1]["suite_json"])
+    write_lines(path, lines)
+    audited = harness_here("audit", str(path))
+    assert audited.returncode == 1, audited.stdout + audited.stderr
+    assert {"analysis", "registered"} <= set(failed_checks(audited)), audited.stdout
 
 
 @pytest.mark.integration

@@ -74,7 +74,7 @@ def audit(target: Path) -> None:
         failed += not outcome.passed
         if outcome.passed:
             click.echo(f"{path}: ok ({len(outcome.bundle.trials)} trials, design {outcome.bundle.design})")
-    ledger_failures = _audit_ledger(target)
+    ledger_failures = _audit_ledger(target) if target.is_dir() else []
     if malformed:
         raise click.exceptions.Exit(USAGE_ERROR)
     if failed or ledger_failures:
@@ -82,7 +82,7 @@ def audit(target: Path) -> None:
 
 
 def _audit_ledger(target: Path) -> list[str]:
-    """The ledger of the repository that holds TARGET, when it has one: its checks, printed."""
+    """The ledger of the repository that holds the folder TARGET, when it has one: its checks, printed."""
     from harness.evidence.audit import audit_ledger
     from harness.evidence.history import Repository
     from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError

@@ -31,7 +31,7 @@ from harness.suite.model import Suite
 from harness.suite.registered_design import record_digest, registered_record
 from harness.suite.stored import StoredSuite
 from harness.tasks.source import task_code
-from harness.tracking.environment import code_checkout, git_state, read_git
+from harness.tracking import environment
 
 
 def ledger_path(suite_file: Path) -> Path | None:
@@ -73,7 +73,7 @@ def register(suite: Suite, ledger: Ledger) -> Registered:
     found = ledger.matching(suite.name, suite.profile, design)
     if found is not None:
         return Registered(found, False)
-    repo = Repository.containing(ledger.path.parent if ledger.path.parent.is_dir() else Path.cwd())
+    repo = Repository.containing(next(p for p in ledger.path.parents if p.is_dir()))
     suite_file = Path(suite.source).resolve()
     try:
         relative = suite_file.relative_to(repo.root.resolve()).as_posix() if repo else suite_file.name
@@ -149,9 +149,9 @@ def studies(suites: list[Suite], suite_file: Path, exploratory_reason: str | Non
 
 def _check_runnable(registration: Registration, ledger: Ledger) -> None:
     repo = Repository.containing(ledger.path.parent)
-    checkout = code_checkout()
-    _, dirty = git_state(checkout)
-    committed = read_git("show", f"HEAD:{LEDGER_FILE.as_posix()}", cwd=repo.root) if repo else None
+    checkout = environment.code_checkout()
+    _, dirty = environment.git_state(checkout)
+    committed = environment.read_git("show", f"HEAD:{LEDGER_FILE.as_posix()}", cwd=repo.root) if repo else None
     name = f"{registration.entry.suite} ({registration.entry.profile})"
     if dirty:
         raise LedgerError(f"{name}: registered design {registration.short} is not sealed yet and the checkout at "
