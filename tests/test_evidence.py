@@ -18,13 +18,15 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from fault_injection import Outcome, harness_here
 from harness.evidence import bundle as bundle_module
 from harness.evidence.bundle import design_hash
 from harness.evidence.history import Commit, DesignUnreadable, Repository
-from harness.evidence.programme import pool
+from harness.evidence.programme import pool, programme_passes, study_evalue
 from harness.suite.design import Design, design_record
 from harness.tracking import environment
 
@@ -370,17 +372,55 @@ def test_seal_refuses_what_it_cannot_seal_in_one_line(sealed, tmp_path):
 
 
 @pytest.mark.integration
-def test_the_programme_lists_every_design_with_the_pooled_estimate_beside_the_latest(redesigned):
+def test_the_programme_lists_every_design_with_its_verdict_and_the_pooled_estimate(redesigned):
     repo, first, second = redesigned
     shown = harness_here("programme", str(repo / "evidence"))
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
-    assert "## toy: 2 sealed design(s), oldest first" in text
+    assert "## toy: 2 sealed design(s), oldest first; 2 registered" in text
     section = text.split("claim/momentum-vs-sgd/accuracy/features_4")[1].split("claim/")[0]
     designs = [first.name.split(".")[0], second.name.split(".")[0]]
     assert section.index(designs[0]) < section.index(designs[1])
+    assert "programme verdict: " in section and "over 2 registered studies" in section
     latest = next(line for line in section.splitlines() if line.startswith("latest verdict:"))
     assert f"(design {designs[1]})" in latest and "exploratory" in latest and "DerSimonian-Laird" in latest
+
+
+def test_a_study_evalue_is_the_calibrated_p_value_paid_for_its_looks():
+    assert study_evalue(0.01) == pytest.approx(5.0) and study_evalue(0.01, looks=4) == pytest.approx(2.5)
+    assert study_evalue(None) == 1.0 and study_evalue(1.0) == 0.5 and study_evalue(0.5, looks=3) == 0.5
+    assert programme_passes([5.0, 9.0], alpha=0.025) and not programme_passes([5.0, 7.9], alpha=0.025)
+    assert programme_passes([50.0, 0.01], alpha=0.025)  # once reached, a later study cannot take it back
+
+
+def _null_programme(rng: np.random.Generator, seeds: int, studies: int, alpha: float) -> tuple[bool, bool]:
+    """Null studies run one after another until one PASSes on its own (optional continuation): whether any
+    study PASSed, and whether the programme did."""
+    evalues, any_study = [], False
+    for _ in range(studies):
+        p = stats.ttest_1samp(rng.standard_normal(seeds), 0.0, alternative="greater").pvalue
+        evalues.append(study_evalue(float(p)))
+        if p < alpha:
+            any_study = True
+            break
+    return any_study, programme_passes(evalues, alpha)
+
+
+def test_redesigning_null_studies_until_one_passes_rarely_passes_the_programme():
+    """Small: at most ten null studies, stopped at the first PASS. Each study alone passes 2.5% of the time,
+    so a search for a PASS finds one in about 22% of programmes; the programme's verdict stays near alpha."""
+    rng = np.random.default_rng(11)
+    runs = [_null_programme(rng, 6, 10, 0.025) for _ in range(600)]
+    assert sum(study for study, _ in runs) / len(runs) > 0.15
+    assert sum(programme for _, programme in runs) / len(runs) <= 0.025 + 0.02
+
+
+@pytest.mark.slow
+def test_optional_continuation_keeps_the_programme_within_alpha():
+    """The slow tier's version: 20,000 programmes of up to ten null studies on 3 to 12 seeds each."""
+    rng = np.random.default_rng(12)
+    passed = sum(_null_programme(rng, int(rng.integers(3, 13)), 10, 0.025)[1] for _ in range(20_000))
+    assert passed / 20_000 <= 0.025
 
 
 def test_a_design_is_introduced_by_its_oldest_commit_not_by_edits_that_keep_it(tmp_path):

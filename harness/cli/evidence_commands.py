@@ -108,16 +108,21 @@ def _audit_ledger(target: Path) -> list[str]:
 @click.command()
 @click.argument("evidence", type=click.Path(file_okay=False, path_type=Path), default=_EVIDENCE_DIR)
 def programme(evidence: Path) -> None:
-    """Each claim across its sealed designs under EVIDENCE, oldest first, with every verdict; an exploratory
-    pooled estimate over all sealed seed sets beside the latest verdict."""
+    """Each claim across its sealed designs under EVIDENCE, oldest first, with every verdict; a programme
+    verdict over every registered study (the product of their e-values, valid under optional continuation)
+    and an exploratory pooled estimate beside the latest verdict."""
     from harness.evidence.bundle import BundleError
+    from harness.evidence.history import Repository
+    from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError
     from harness.evidence.programme import render
 
     if not evidence.is_dir():
         _fail(f"{evidence} is not a folder of evidence bundles")
+    repo = Repository.containing(evidence.resolve())
     try:
-        click.echo(render(evidence))
-    except BundleError as exc:
+        ledger = Ledger.read(repo.root / LEDGER_FILE) if repo else None
+        click.echo(render(evidence, ledger, repo and (lambda path: len(repo.versions(path)))))
+    except (BundleError, LedgerError) as exc:
         _fail(str(exc))
 
 

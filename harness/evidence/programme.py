@@ -1,22 +1,33 @@
-"""``harness programme``: each claim across its sealed designs, in the order they ran, with its verdicts.
+"""``harness programme``: each claim across its sealed designs, in the order they ran, with its verdicts
+and a programme verdict that pays for every redesign.
 
 A claim redesigned after each undecided or unwelcome result gets more chances at a false PASS, so the
-programme shows every design, not only the latest. Beside the latest verdict (never in its place) comes
-an exploratory pooled estimate over all sealed seed sets: the mean paired difference with a random
-effect per design (DerSimonian-Laird), whose interval is a normal one at the suite's confidence. Designs
-differ in margins, looks and sometimes in what they measure, so the pooled figure decides nothing.
+programme shows every design, not only the latest, and decides the question over all of its registered
+studies at once: each study's p-value (Holm-adjusted, times the looks it took: valid whatever its stopping)
+becomes an e-value through the calibrator e = 1 / (2 sqrt(p)), and the programme's e-value is their
+product. Under the null the product is a nonnegative supermartingale however the decision to run another
+study depended on the ones before (optional continuation), so by Ville's inequality it ever reaches 1/alpha
+with probability at most alpha: the programme PASSes only there. An abandoned registration counts as a
+study with e = 1. Studies sealed before the ledger began are listed, not counted, with the number of
+versions of their suite file in git history.
+
+Beside the latest verdict (never in its place) comes an exploratory pooled estimate over all sealed seed
+sets: the mean paired difference with a random effect per design (DerSimonian-Laird), whose interval is a
+normal one at the suite's confidence. Designs differ in margins, looks and sometimes in what they measure,
+so the pooled figure decides nothing.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from scipy import stats
 
 from harness.analysis.present.markdown_tables import plain
 from harness.evidence.bundle import SUFFIX, Bundle, read_bundle
+from harness.evidence.ledger import Ledger
 from harness.evidence.verdicts import Verdict, verdicts_of
 from harness.suite.claim_needs import reads_ratios
 from harness.core.terminal import format_table, format_value
@@ -30,6 +41,37 @@ class Sealing:
     bundle: Bundle
     verdict: Verdict
     differences: tuple[float, ...]  # treatment - control per seed (empty for a ratio claim)
+    p_value: float | None = None  # one-sided, Holm-adjusted where the claim is in a Holm family
+    looks: int = 1  # the looks its sequential design took
+
+    @property
+    def registered(self) -> bool:
+        return self.bundle.stored.registration is not None
+
+    @property
+    def evalue(self) -> float:
+        return study_evalue(self.p_value, self.looks)
+
+
+def study_evalue(p_value: float | None, looks: int = 1) -> float:
+    """One study's e-value from its one-sided p-value: the calibrator 1 / (2 sqrt(p)) (expectation at most 1
+    for any valid p), the p-value first multiplied by the looks the study took (Bonferroni over its looks, so
+    a sequential study's last-look p stays valid); a study with no p-value brings no evidence (1)."""
+    if p_value is None or not math.isfinite(p_value):
+        return 1.0
+    adjusted = min(1.0, max(p_value, 0.0) * max(looks, 1))
+    return 1.0 / (2.0 * math.sqrt(adjusted)) if adjusted > 0 else math.inf
+
+
+def programme_passes(evalues: Sequence[float], alpha: float) -> bool:
+    """Whether the running product of the studies' e-values ever reached 1/alpha (Ville's inequality keeps
+    that at most alpha under the null, whatever made each next study run)."""
+    product = 1.0
+    for evalue in evalues:
+        product *= evalue
+        if product >= 1 / alpha:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -77,8 +119,19 @@ def claim_sealings(bundles: Sequence[Bundle]) -> dict[str, list[Sealing]]:
                 for r in bundle.summary.get("contrasts", []) if isinstance(r, dict)}
         for claim in bundle.summary["claims"]:
             name = metric_path(CLAIM_PREFIX, claim["variant"], claim["key"], claim["point"])
-            found.setdefault(name, []).append(Sealing(bundle, verdicts[name], _differences(claim, rows.get(name))))
+            found.setdefault(name, []).append(Sealing(bundle, verdicts[name], _differences(claim, rows.get(name)),
+                                                      _number(claim.get("p_holm"), claim.get("p_value")),
+                                                      _count(claim.get("look"))))
     return found
+
+
+def _number(*values: Any) -> float | None:
+    """The first value that is a number (a claim outside a Holm family has no p_holm)."""
+    return next((float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)), None)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
 def _differences(claim: dict[str, Any], row: dict[str, Any] | None) -> tuple[float, ...]:
@@ -99,16 +152,37 @@ def _effect(differences: Sequence[float]) -> tuple[float, float] | None:
     return mean, sum((d - mean) ** 2 for d in differences) / (n - 1) / n
 
 
-def render(root: Path) -> str:
-    """The programme of every suite with bundles under ``root``."""
+def render(root: Path, ledger: Ledger | None = None, versions: Callable[[str], int] | None = None) -> str:
+    """The programme of every suite with bundles under ``root``: ``ledger`` gives the abandoned registrations,
+    ``versions(suite_file)`` how many versions of a suite file git holds (for studies sealed before the ledger)."""
     sections = []
+    abandoned = [r for r in (ledger.registrations() if ledger else []) if r.abandoned is not None]
     for suite, bundles in bundles_under(root).items():
         confidence = float(bundles[-1].stored.confidence or 0.95)
-        lines = [f"## {suite}: {len(bundles)} sealed design(s), oldest first"]
+        alpha = (1 - confidence) / 2
+        dropped = [r for r in abandoned if r.entry.suite == suite]
+        legacy = [b for b in bundles if b.stored.registration is None]
+        lines = [f"## {suite}: {len(bundles)} sealed design(s), oldest first; {len(bundles) - len(legacy)} registered"
+                 f"{f', {len(dropped)} registration(s) abandoned' if dropped else ''}"]
+        if legacy and versions is not None:
+            lines.append(f"sealed before the ledger (not counted in the programme verdict): "
+                         f"{', '.join(b.design for b in legacy)}; {legacy[-1].suite_file} has "
+                         f"{versions(legacy[-1].suite_file)} versions in git history")
         for name, sealings in claim_sealings(bundles).items():
-            rows = [[s.bundle.design, s.bundle.first_start, _seed_text(s.bundle.seeds), plain(s.verdict.text())]
-                    for s in sealings]
-            lines += ["", plain(name), format_table(["design", "first trial", "seeds", "verdict"], rows)]
+            rows = [[s.bundle.design, "registered" if s.registered else "before the ledger", s.bundle.first_start,
+                     _seed_text(s.bundle.seeds), plain(s.verdict.text()),
+                     format_value(s.evalue) if s.registered else "-"] for s in sealings]
+            lines += ["", plain(name), format_table(["design", "study", "first trial", "seeds", "verdict", "e-value"],
+                                                    rows)]
+            counted = [s.evalue for s in sealings if s.registered] + [1.0] * len(dropped)
+            product = math.prod(counted)
+            if not counted:
+                lines.append("programme verdict: none yet (no registered study)")
+            else:
+                verdict = "PASS" if programme_passes(counted, alpha) else "not shown"
+                lines.append(f"programme verdict: {verdict} (e-value {format_value(product)} over {len(counted)} "
+                             f"registered stud{'y' if len(counted) == 1 else 'ies'}; PASS at {format_value(1 / alpha)}, "
+                             f"which holds the one-sided error at {format_value(alpha)} whatever led to each redesign)")
             latest = sealings[-1]
             pooled = pool([e for s in sealings if (e := _effect(s.differences)) is not None], confidence)
             pooled_text = ("pooled: not computed (needs two designs with seed-level differences)" if pooled is None else
