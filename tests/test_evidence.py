@@ -265,6 +265,28 @@ def test_an_edited_ledger_line_fails_the_audit(copy):
     assert "ledger: " in audited.stdout and "a line was edited, removed or moved" in audited.stdout
 
 
+@pytest.mark.integration
+def test_a_changed_value_no_verdict_reads_fails_the_rerun(copy):
+    """The loss is exploratory (no claim reads it): the verdicts check cannot see a change to it; a rerun does."""
+    repo, path = copy
+    lines = lines_of(path)
+    record = next(line["record"] for line in lines[3:] if line["record"]["arm"] == "momentum")
+    record["metrics"]["loss"] += 0.123
+    write_lines(path, lines)
+    plain_audit = harness_here("audit", str(path))
+    assert "verdicts" not in failed_checks(plain_audit)
+    audited = harness_here("audit", str(path), "--reproduce", "18", "--task-path", "toy_task:ToyTask")
+    assert audited.returncode == 1 and "reproduce" in failed_checks(audited), audited.stdout + audited.stderr
+    assert f"{record['arm']} seed={record['seed']}" in audited.stdout and ": loss recorded " in audited.stdout
+
+
+@pytest.mark.integration
+def test_an_untouched_bundle_reruns_bit_for_bit(sealed):
+    repo, path = sealed
+    audited = harness_here("audit", str(path), "--reproduce", "2", "--task-path", "toy_task:ToyTask")
+    assert audited.returncode == 0 and "2 trial(s) rerun, every value bit for bit" in audited.stdout, audited.stdout
+
+
 def _flip_contrast(stored: dict) -> None:
     contrast = stored["contrasts"][0]
     contrast["treatment"], contrast["control"] = contrast["control"], contrast["treatment"]

@@ -49,12 +49,26 @@ def seal(results: Path, suite: str, profile: str, out: Path) -> None:
 
 @click.command()
 @click.argument("target", type=click.Path(path_type=Path))
-def audit(target: Path) -> None:
+@click.option("--reproduce", "reruns", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Also rerun this many trials of each bundle, sampled at random, in the deterministic numeric "
+              "mode on CPU: every value but the speed ones must come back bit for bit.")
+@click.option("--task-path", "task_paths", multiple=True, metavar="MODULE:CLASS",
+              help="Trust this task for --reproduce when no installed package registers it (as harness reproduce).")
+def audit(target: Path, reruns: int, task_paths: tuple[str, ...]) -> None:
     """Check the evidence bundle TARGET (or every bundle under the folder TARGET) against its repository:
-    rebuilt verdicts, clean commits, the design at each commit, trial dates, fresh seeds, findings."""
+    rebuilt verdicts, clean commits, the design and analysed fields at each commit, trial dates, fresh seeds,
+    the registration, findings; for a folder, the ledger too."""
+    from harness.core import numeric
     from harness.evidence.audit import audit as audit_bundle
     from harness.evidence.audit import bundle_paths
     from harness.evidence.bundle import BundleError
+    from harness.evidence.rerun import rerun
+
+    if reruns:
+        try:
+            numeric.apply(numeric.DETERMINISTIC)
+        except numeric.NumericModeError as exc:
+            _fail(str(exc))
 
     if not target.exists() and not target.is_symlink():
         _fail(f"{target} does not exist")
@@ -69,6 +83,8 @@ def audit(target: Path) -> None:
             click.echo(f"error: {exc}", err=True)
             malformed += 1
             continue
+        if reruns:
+            _rerun_checks(outcome, rerun(outcome.bundle, reruns, task_paths=task_paths))
         for line in outcome.failures:
             click.echo(f"{path}: FAIL {line}")
         failed += not outcome.passed
@@ -79,6 +95,19 @@ def audit(target: Path) -> None:
         raise click.exceptions.Exit(USAGE_ERROR)
     if failed or ledger_failures:
         raise click.exceptions.Exit(FAILED)
+
+
+def _rerun_checks(outcome, found) -> None:
+    """The rerun's findings as the audit's ``reproduce`` check (a skipped trial is said, not failed)."""
+    if found.error:
+        outcome.fail("reproduce", found.error)
+    for line in found.differing[:3]:
+        outcome.fail("reproduce", f"not bit-identical: {line}")
+    for line in found.skipped:
+        click.echo(f"{outcome.bundle.path}: reproduce skipped {line}")
+    if found.rerun and not found.differing and not found.error:
+        click.echo(f"{outcome.bundle.path}: reproduce: {len(found.rerun)} trial(s) rerun, every value bit for bit "
+                   f"({', '.join(found.rerun)})")
 
 
 def _audit_ledger(target: Path) -> list[str]:

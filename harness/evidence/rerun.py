@@ -1,0 +1,80 @@
+"""``harness audit --reproduce N``: sampled trials of a bundle rerun, every value required bit for bit.
+
+The other checks read the bundle against git; a value no verdict reads (an exploratory metric a finding
+cites) or a forged whole bundle is consistent with itself. A rerun is not: each sampled trial is rebuilt from
+its record (task, version, arm, seed, params) and run again on this machine's CPU in the deterministic numeric
+mode, with its cached artifacts built afresh, and every metric but the speed ones must come back identical.
+A trial whose task code here is not the code it ran is not rerun (its values would differ for that reason
+alone): the line says which commit's harness can rerun it.
+"""
+from __future__ import annotations
+
+import random
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.core.terminal import Console
+from harness.evidence.bundle import Bundle
+from harness.reproduction.reproduce import plan_reproduction, run_reproduction
+from harness.reproduction.sources import ReproduceError
+from harness.store import RunFolder
+from harness.tasks import UnknownTaskError, load_received_task
+from harness.tasks.source import task_code
+
+
+@dataclass
+class Rerun:
+    """What the rerun of a bundle's sample found."""
+
+    rerun: list[str] = field(default_factory=list)  # titles of the trials rerun
+    differing: list[str] = field(default_factory=list)  # "<trial>: <metric> recorded X, rerun Y"
+    skipped: list[str] = field(default_factory=list)  # why a sampled trial was not rerun
+    error: str | None = None
+
+
+def sample(bundle: Bundle, count: int, seed: int | None = None) -> list:
+    """``count`` finished trials of the bundle drawn at random (``seed`` fixes the draw, for a test)."""
+    finished = [record for record in bundle.trials if record.finished]
+    chooser = random.Random(seed) if seed is not None else random.SystemRandom()
+    return chooser.sample(finished, min(count, len(finished)))
+
+
+def rerun(bundle: Bundle, count: int, seed: int | None = None, task_paths: tuple[str, ...] = ()) -> Rerun:
+    """Rerun ``count`` sampled trials of ``bundle`` and compare every non-speed value with the record
+    (``task_paths``: tasks trusted by module path, as ``harness reproduce --task-path``)."""
+    found = Rerun()
+    chosen = []
+    for record in sample(bundle, count, seed):
+        try:
+            here = task_code(load_received_task(record.task, task_paths).__module__).sha256
+        except UnknownTaskError as exc:
+            found.skipped.append(f"{record.title}: {exc}")
+            continue
+        recorded = record.environment.get("task_code_sha256", "")
+        if here != recorded:
+            found.skipped.append(f"{record.title}: its task's code changed since it ran (rerun it with the harness at "
+                                 f"{record.environment.get('git_commit', 'its commit')[:12]})")
+            continue
+        chosen.append(record)
+    if not chosen:
+        return found
+    with tempfile.TemporaryDirectory(prefix="harness-audit-rerun-") as scratch:
+        folder = RunFolder(Path(scratch) / "recorded", bundle.suite, bundle.profile)
+        folder.save_suite(dict(bundle.suite_json))
+        for record in chosen:
+            folder.save_trial(record)
+        try:
+            plan = plan_reproduction(str(folder.path), None, Path(scratch), Path(scratch) / "rerun", "cpu", False,
+                                     task_paths)
+            outcome = run_reproduction(plan, Console(quiet=True))
+        except ReproduceError as exc:
+            found.error = str(exc)
+            return found
+    found.rerun = [record.title for record in chosen]
+    comparison = outcome.comparison
+    found.differing = [f"{check.trial}: {check.key} recorded {check.recorded!r}, rerun {check.reproduced!r}"
+                       for check in comparison.differing]
+    found.differing += [f"{change.key}: {change.recorded} -> {change.here}" for change in comparison.status_changes]
+    found.differing += [f"{title}: not rerun" for title in comparison.not_rerun]
+    return found
