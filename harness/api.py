@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 import torch
 
 from harness.core import numeric
+from harness.analysis.claim_status import NO_ANSWER
 from harness.analysis.compare.comparison_plot import write_comparison_plot
 from harness.analysis.compare.comparison_text import run_label
 from harness.analysis.compare.run_comparison import CompareError, Comparison, load_pair
@@ -48,7 +49,7 @@ from harness.execution.allocation import ALLOCATIONS
 from harness.execution.executor import Executor
 from harness.execution.registry import BUILTIN_EXECUTORS, ExecutorError, ExecutorKind, executor_kind, executor_options
 from harness.execution.runner import SuiteOutcome, run_suite
-from harness.execution.trials import identical_arms, planned_trials
+from harness.execution.trials import planned_trials, suite_warnings
 from harness.execution.tuning import TUNE_TAGS, TuneOutcome, tune_suite
 from harness.suite.tuning import tuning_suite
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
@@ -225,6 +226,17 @@ def _tracker(options: RunOptions, locks: ExitStack, warn: Callable[[str], None])
     for note in store.notes:
         warn(f"warning: {note}")
     return tracker
+
+
+def _answerless_claims(suite: Suite, analysis: RunAnalysis) -> list[str]:
+    """One line per claim of the default profile between arms that gave bit-identical values on every seed
+    (NO ANSWER): the run that was to decide the question asked nothing, so it exits 1. A smoke or ci
+    profile only checks that the suite runs, and keeps its exit code."""
+    if suite.profile != DEFAULT_PROFILE:
+        return []
+    return [f"error: {suite.name} ({suite.profile}): claim {c.contrast} {c.key}{f' @ {c.point}' if c.point else ''}: "
+            "no answer (arms identical): treatment and control gave bit-identical values on every seed (is the "
+            "mechanism switched on?)" for c in analysis.claims if c.status == NO_ANSWER]
 
 
 def _analysed(suite_run: SuiteOutcome, slots: int) -> tuple[SuiteResult, RunEnd]:
@@ -412,7 +424,7 @@ def run(
     suites = [study.suite for study in planned]
     for study in planned:
         warn(study.note)
-        for warning in identical_arms(study.suite):
+        for warning in suite_warnings(study.suite):
             warn(warning)
     outcome = RunResult(results=Path(options.results))
     summaries: list[SuiteSummary] = []
@@ -431,7 +443,10 @@ def run(
             _seal_registered(next(s for s in planned if s.suite.name == suite_run.suite.name), suite_run, warn)
             outcome.suites.append(result)
             summaries.append(SuiteSummary(result.analysis, suite_run.wall_seconds))
-            return end, bool(suite_run.failed)
+            answerless = _answerless_claims(suite_run.suite, result.analysis)
+            for line in answerless:
+                warn(line)
+            return end, bool(suite_run.failed or answerless)
 
         outcome.exit_code = _each_suite(session, suites, run_one, lambda ran: ran, conclude,
                                         on_suite and (lambda _: on_suite(outcome.suites[-1])))

@@ -14,6 +14,7 @@ import scipy.stats
 
 from records import make_record
 
+from harness.analysis.claim_status import NO_ANSWER
 from harness.analysis.decide.claims import FAIL, INCONCLUSIVE, PASS, SHORT, evaluate_claims
 from harness.analysis.run_results import RunResults, index_results
 from harness.suite.stored import StoredSuite
@@ -53,11 +54,13 @@ def claim(metric: str, test: str = "superior", **extra: Any) -> dict[str, Any]:
 IDENTICAL = {"acc": [0.8, 0.82, 0.79, 0.81], "loss": [0.4, 0.41, 0.39, 0.4], "param_bytes": [1024.0] * 4}
 
 
-def test_an_arm_identical_to_its_control_never_passes_a_superiority_claim():
-    results = two_arm_run(IDENTICAL, dict(IDENTICAL), [claim("acc"), claim("loss"), claim("param_bytes")])
+def test_an_arm_identical_to_its_control_never_passes_a_claim():
+    """Not better, and not a tie either: the two arms are one, so no claim between them has an answer."""
+    results = two_arm_run(IDENTICAL, dict(IDENTICAL), [claim("acc"), claim("loss"), claim("param_bytes"),
+                                                        claim("param_bytes", "ratio", min=1.0, max=1.0)])
     decided = evaluate_claims(results)
-    assert [c.estimate for c in decided] == [0.0, 0.0, 0.0]
-    assert all(c.status == FAIL for c in decided), [(c.key, c.status) for c in decided]  # surely not better
+    assert [c.estimate for c in decided] == [0.0, 0.0, 0.0, 1.0]
+    assert all(c.status == NO_ANSWER for c in decided), [(c.key, c.status) for c in decided]
 
 
 SPREAD = (0.003, -0.002, 0.004, -0.001, 0.0, -0.004, 0.002, -0.002)
@@ -89,7 +92,8 @@ def test_a_superiority_margin_is_oriented_by_the_metric_direction():
 
 
 def test_an_inclusive_bound_passes_on_an_exact_tie():
-    results = two_arm_run(IDENTICAL, dict(IDENTICAL), [claim("param_bytes", "ratio", min=1.0, max=1.0)])
+    treat = {**IDENTICAL, "acc": [0.81, 0.83, 0.8, 0.82]}  # another arm, with the same bytes
+    results = two_arm_run(IDENTICAL, treat, [claim("param_bytes", "ratio", min=1.0, max=1.0)])
     (ratio,) = evaluate_claims(results)
     assert ratio.status == PASS and ratio.estimate == 1.0
 

@@ -9,4 +9,5 @@ VACUOUS = "vacuous"
 INSUFFICIENT = "insufficient pairs"
 FUTILE = "futile"
 SHORT = "short of margin"  # surely better than 0, surely short of a superiority margin: a decided FAIL of the claim
+NO_ANSWER = "no answer"  # treatment and control bit-identical on every seed: one arm twice, whatever its test says
 DECIDED = (PASS, FAIL, SHORT, FUTILE)

@@ -244,7 +244,7 @@ def _footer(outcome) -> None:
 @max_nodes_option
 def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
     """Validate SUITE.yaml fully (includes, profile, arms, params, contrasts, claims) without running."""
-    from harness.execution.trials import expand_trials, identical_arms
+    from harness.execution.trials import expand_trials, suite_warnings
     from harness.suite.resolved import render_resolved
 
     from harness import api
@@ -269,7 +269,7 @@ def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
         )
         for premise in suite.premises:
             click.echo(f"  {premise.describe()}")
-        for warning in identical_arms(suite):
+        for warning in suite_warnings(suite):
             click.echo(warning, err=True)
         if resolved:
             click.echo(render_resolved(suite))

@@ -51,6 +51,32 @@ def identical_arms(suite: Suite) -> list[str]:
             f"results (is the mechanism switched on?)" for labels, where in points.items()]
 
 
+def validity_control_apart(suite: Suite) -> list[str]:
+    """A warning when validity measures the testbed against an arm that no claim of the mechanism compares it
+    with: a VALID suite then says the controls can be told apart from that arm (the weakest, say), not from
+    the control the claims read. Without a declared mechanism, every claimed contrast's control counts."""
+    if suite.validity is None or not suite.claims:
+        return []
+    contrasts = {c.label: c for c in suite.contrasts}
+    pairs = [(contrasts[c.contrast].treatment, contrasts[c.contrast].control) for c in suite.claims
+             if c.contrast in contrasts]
+    if suite.mechanism:
+        compared = {arm for pair in pairs if suite.mechanism in pair for arm in pair if arm != suite.mechanism}
+    else:
+        compared = {control for _, control in pairs}
+    if not compared or suite.validity.control in compared:
+        return []
+    return [f"warning: {suite.name} ({suite.profile}): validity's control is {suite.validity.control}, but the claims "
+            f"compare {suite.mechanism or 'their treatments'} with {', '.join(sorted(compared))}: a VALID suite would "
+            f"say its controls are told apart from {suite.validity.control}, not from the arm the claims read (make "
+            "that arm validity's control)"]
+
+
+def suite_warnings(suite: Suite) -> list[str]:
+    """What ``harness validate`` and ``harness run`` say about a suite's design before any trial runs."""
+    return identical_arms(suite) + validity_control_apart(suite)
+
+
 def planned_trials(suite: Suite) -> int:
     """Trials a run of the suite may take: every look of a sequential design up to its max_seeds."""
     per_seed = len(expand_trials(suite)) // max(len(suite.seeds), 1)

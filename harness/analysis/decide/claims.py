@@ -55,7 +55,17 @@ from typing import Callable, Mapping
 import numpy as np
 import scipy.stats
 
-from harness.analysis.claim_status import DECIDED, FAIL, FUTILE, INCONCLUSIVE, INSUFFICIENT, PASS, SHORT, VACUOUS
+from harness.analysis.claim_status import (
+    DECIDED,
+    FAIL,
+    FUTILE,
+    INCONCLUSIVE,
+    INSUFFICIENT,
+    NO_ANSWER,
+    PASS,
+    SHORT,
+    VACUOUS,
+)
 from harness.analysis.claim_tests import claim_test
 from harness.analysis.claim_tests.base import QUALITY_FAMILY, ClaimTest, Outcome
 from harness.analysis.claim_tests.bounds import p_better
@@ -221,7 +231,16 @@ def evaluate_claims(results: RunResults, include_speed: bool = True,
     decided = _decide_looks(tested_at, len(taken), schedule, design, alpha)
     if premises is None:
         premises = last_look_premises(results)
-    return [_under_premises(claim, premises) for claim in decided]
+    return [_no_answer_when_identical(_under_premises(claim, premises)) for claim in decided]
+
+
+def _no_answer_when_identical(claim: ClaimResult) -> ClaimResult:
+    """NO ANSWER when treatment and control gave bit-identical values on every seed: the two arms are one
+    (the mechanism switched off, a param that changes nothing), so whatever the test computed (a zero
+    difference reads as a PASS of an equality or non-inferiority claim) the claim asked nothing."""
+    if not claim.identical_arms:
+        return claim
+    return replace(claim, status=NO_ANSWER, detail=f"treatment and control bit-identical on every seed; {claim.detail}")
 
 
 def _under_premises(claim: ClaimResult, premises: list[PremiseResult]) -> ClaimResult:
