@@ -327,3 +327,13 @@ def test_credentials_in_the_tracking_uri_are_never_printed(tmp_path):
                     "--tracking-uri", f"http://alice:hunter2@127.0.0.1:{port}")
     refused(result, f"http://***@127.0.0.1:{port} is unreachable")
     assert "hunter2" not in result.output
+
+
+def test_list_shows_each_choice_params_choices():
+    result = invoke("list", "er2")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "    residual_mode = 'compressed'  [one of 'none', 'raw', 'compressed']" in lines
+    assert any(line.startswith("    residual_gate = ") and line.endswith("[one of 'learned', 'one', None]")
+               for line in lines), result.output
+    assert not any(line.startswith("    workload.kind = ") and "one of" in line for line in lines)  # a tag

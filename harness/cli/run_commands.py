@@ -280,7 +280,7 @@ def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
 def list_tasks(names: tuple[str, ...]) -> None:
     """Registered tasks (or only NAMES) with their params (defaults) and metrics (direction, unit, kind)."""
     from harness.tasks import UnknownTaskError, load_task, registered_tasks
-    from harness.tasks.base import param_bounds
+    from harness.tasks.base import param_bounds, param_choices
     from harness.tasks.param_paths import leaf_fields
 
     registered = sorted(registered_tasks())
@@ -295,10 +295,11 @@ def list_tasks(names: tuple[str, ...]) -> None:
             continue
         click.echo(f"{name}  (v{task.version})  {task.description}")
         click.echo("  params:")
-        bounds = param_bounds(task.Params)
+        bounds, choices = param_bounds(task.Params), param_choices(task.Params)
         for key, info in leaf_fields(task.Params).items():
             default = "required" if info.is_required() else repr(info.get_default(call_default_factory=True))
             bound = f"  [{bounds[key]}]" if bounds.get(key) else ""
+            bound += f"  [one of {', '.join(map(repr, choices[key]))}]" if key in choices else ""
             click.echo(f"    {key} = {default}{bound}" + (f"  # {info.description}" if info.description else ""))
         click.echo("  metrics:")
         for metric in task.metrics:

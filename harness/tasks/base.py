@@ -9,11 +9,12 @@ detail scatters it records, smoke params and a version that enters every trial's
 """
 from __future__ import annotations
 
+import enum
 import types
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable, ClassVar, Iterator, Mapping, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, ClassVar, Iterator, Literal, Mapping, TypeVar, Union, get_args, get_origin
 
 import annotated_types
 import numpy as np
@@ -83,6 +84,32 @@ def param_bounds(params: type[BaseModel]) -> dict[str, str]:
     return out
 
 
+def param_choices(params: type[BaseModel]) -> dict[str, tuple[Any, ...]]:
+    """The values each choice param (a ``Literal``, an ``Enum``, optionally None) may take: what ``harness
+    list`` shows, so a suite's author need not read the task's source to spell one."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, info in leaf_fields(params).items():
+        choices = tuple(_choices(info.annotation))
+        if len(choices) > 1:  # one value is a tag (a workload's kind), not a choice
+            out[name] = choices
+    return out
+
+
+def _choices(annotation: Any) -> Iterator[Any]:
+    origin = get_origin(annotation)
+    if origin is Literal:
+        yield from get_args(annotation)
+    elif origin is Annotated:
+        yield from _choices(get_args(annotation)[0])
+    elif origin in (Union, types.UnionType):
+        members = get_args(annotation)
+        found = [choice for member in members for choice in _choices(member)]
+        if found:  # a choice or nothing: None is one of the values
+            yield from found + [None] * (type(None) in members)
+    elif isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        yield from (member.value for member in annotation)
+
+
 def training_budget(steps: float, batch: int) -> dict[str, float]:
     """The fair-arm facts every trained arm reports (compared within a seed by the analysis): the
     optimizer steps it trained and the examples its batches held (steps x batch)."""
@@ -119,6 +146,7 @@ class TrialContext:
     arm: str = ""
     task: str = ""  # the task's name and version enter every cache key
     task_version: str = ""
+    trial_id: str = ""  # recorded beside each artifact the trial builds: its provenance
     extra: dict[str, Any] = field(default_factory=dict)
     _sections: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
 
@@ -142,7 +170,8 @@ class TrialContext:
 
         ``build`` returns tensors or containers of them (a state dict); it runs with the global
         RNG forked, so a trial continues identically whether it built or loaded. Whether the
-        artifact was loaded, and the sha256 of its bytes, are recorded under the detail ``cache``.
+        artifact was loaded, the sha256 of its bytes and the trial that built it are recorded under the detail
+        ``cache``.
         """
         key = artifact_key(self.task, self.task_version, kind, self.seed, self.device.type, identity)
 
@@ -151,9 +180,10 @@ class TrialContext:
                 return build()
 
         path = artifact_path(self.cache_dir, self.task, kind, key)
-        payload, loaded, sha256 = load_or_build(path, forked_build, self.device)
-        self._record("cache", kind, {"key": key, "loaded": loaded, "sha256": sha256})
-        return restore(payload)
+        artifact = load_or_build(path, forked_build, self.device, self.trial_id)
+        self._record("cache", kind, {"key": key, "loaded": artifact.loaded, "sha256": artifact.sha256,
+                                     "built_by": artifact.built_by})
+        return restore(artifact.payload)
 
     def fit(
         self, steps: int, step: Callable[[int], StepResult], name: str = "train", log_every: int = 1,

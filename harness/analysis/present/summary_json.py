@@ -6,9 +6,10 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from harness.analysis.decide.claims import claim_alpha
+from harness.analysis.decide.claims import ClaimResult, claim_alpha
 from harness.analysis.decide.premises import PremiseResult
 from harness.analysis.decide.run_decisions import RunAnalysis
+from harness.analysis.present.claim_interval import shown_interval
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.paired_stats import METHOD, MIN_PAIRS, POWER, Interval, PairedDifference, summarize
 
@@ -99,6 +100,7 @@ def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequen
                 "mde_80": claim.mde,
                 "look": claim.look,
                 "looks_planned": claim.looks,
+                "interval_shown": _shown_json(claim, results.confidence),  # the one every report shows
                 "boundary_t": _finite_or_none(claim.boundary_t),
                 "reference_effect": None if claim.reference is None else {
                     "contrast": claim.reference.contrast, "estimate": claim.reference.estimate, "n": claim.reference.n,
@@ -186,6 +188,13 @@ def _difference_json(difference: PairedDifference) -> dict[str, Any]:
 
 def _interval_json(interval: Interval | None) -> dict[str, float | None]:
     return {"ci_low": None if interval is None else interval.low, "ci_high": None if interval is None else interval.high}
+
+def _shown_json(claim: ClaimResult, confidence: float) -> dict[str, Any] | None:
+    """The interval every report shows for the claim and its name; ci_low and ci_high stay the plain t
+    interval, which sealed summaries hold under those keys."""
+    shown = shown_interval(claim, confidence)
+    return None if shown is None else {"name": shown.name, "ci_low": shown.low, "ci_high": shown.high}
+
 
 
 def _cost_json(analysis: RunAnalysis) -> dict[str, Any]:
