@@ -16,11 +16,11 @@ def test_a_sequential_claim_shows_its_repeated_ci_in_the_summary_and_the_claims_
     done = harness_here("run", str(suite), "--results", str(tmp_path / "r"), "--no-mlflow", "--allocation", "all")
     assert done.returncode == 0, done.stderr[-2000:]
     summary = done.stdout[done.stdout.index("## harness summary"):]
-    assert "| estimate [repeated CI] " in summary and REPEATED_CI_NOTE in summary
+    assert "estimate [repeated 95% CI]" in summary and REPEATED_CI_NOTE in summary
     verdicts = (tmp_path / "r" / "seq" / "default" / "report" / "verdicts.txt").read_text()
     claims = verdicts[verdicts.index("primary claims"):verdicts.index("exploratory contrasts")]
     for contrast in ("b-vs-a", "c-vs-a"):
-        (row,) = [line for line in summary.splitlines() if line.startswith(f"| {contrast} ")]
+        (row,) = [line for line in summary.splitlines() if f"{contrast} · score" in line]
         shown = re.search(r"\[[^\]]+\]", row).group(0)
         (table_row,) = [line for line in claims.splitlines() if line.startswith(contrast)]
         assert shown in table_row  # the claims table's repeated CI, the same figures

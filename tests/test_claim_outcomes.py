@@ -19,8 +19,8 @@ from test_strict_claims import SPREAD, claim, two_arm_run
 from harness.analysis.claim_tests.base import TIMING_FAMILY
 from harness.analysis.decide.claims import FAIL, PASS, SHORT, evaluate_claims
 from harness.analysis.decide.run_decisions import analyse
-from harness.analysis.present.forest_plots import COLOURS, forest_panels
-from harness.analysis.present.run_summary import SuiteSummary, totals_line
+from harness.analysis.present.forest_plots import COLOURS, claim_rows
+from harness.analysis.present.run_summary import SuiteSummary, mechanism_line, totals_line
 from harness.analysis.present.summary_json import summary_document
 from harness.analysis.run_results import index_results
 from harness.suite.stored import StoredSuite
@@ -101,8 +101,7 @@ def test_every_surface_shows_short_of_margin():
     assert "SHORT OF MARGIN (better, by less than 0.01)" in SuiteSummary(analysis).render()
     (document_claim,) = summary_document(analysis, ())["claims"]
     assert (document_claim["result"], document_claim["result_text"]) == (SHORT, result.result_text)
-    (panel,) = [p for p in forest_panels(analysis) if p.metric == "acc"]
-    (row,) = [r for r in panel.rows if r.result == SHORT]
+    (row,) = [r for r in claim_rows(analysis) if r.result == SHORT]
     assert row.colour == COLOURS[SHORT] and row.bounds == (0.01,)  # the margin is drawn
 
 
@@ -156,15 +155,15 @@ def test_a_decided_claim_says_whether_it_favours_the_mechanism(gain, margin, mec
     summary = SuiteSummary(analysis)
     row = summary.claim_rows()[0][5]
     assert row.endswith(f", {side} {mechanism}") if side else mechanism not in row
-    totals = totals_line([summary])
-    assert f"for the mechanism {int(side == 'for')}, against {int(side == 'against')}" in totals
+    assert f"for {int(side == 'for')} · against {int(side == 'against')}" in mechanism_line([summary])
     document = summary_document(analysis, ())
     assert document["mechanism"] == mechanism and document["claims"][0]["polarity"] == (side or None)
 
 
 def test_without_a_mechanism_nothing_is_for_or_against():
     result, results = _superior(0.05, 0.01)
-    assert result.polarity(None) == "" and "for the mechanism" not in totals_line([SuiteSummary(analyse(results))])
+    assert result.polarity(None) == ""
+    assert mechanism_line([SuiteSummary(analyse(results))]).endswith("no suite names its mechanism")
 
 
 def test_the_mechanism_must_name_an_arm(tmp_path):

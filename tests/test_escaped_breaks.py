@@ -88,7 +88,7 @@ def test_claims_of_a_suite_whose_validity_is_undetermined_are_not_counted(tmp_pa
     analysis = analyse(load_results(run_dir))
     assert analysis.validity.status == UNDETERMINED
     text = render_summary([SuiteSummary(analysis)])
-    totals = text.splitlines()[-1]
+    totals = text.splitlines()[-1]  # the checks' line; no claim here asks about a mechanism
     assert f"(+{len(analysis.claims)} not counted: suite not valid)" in totals
-    assert totals.startswith("**Totals:** claims 0 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS")
+    assert totals.startswith("**Totals:** checks (bookkeeping, regimes) 0 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS")
     assert "; suites valid 0 of 1;" in totals  # an undetermined suite is not a valid one

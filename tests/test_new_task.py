@@ -238,8 +238,9 @@ def test_installed_task_packages_are_listed_and_their_smoke_profiles_print_a_ver
                               "--results", str(tmp_path / "results")], capture_output=True, text=True, env=cli_env,
                              cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr[-2000:]
-        assert "## harness summary" in ran.stdout and f"### {name} (smoke): validity" in ran.stdout
-        assert re.search(row, ran.stdout) and "**Totals:**" in ran.stdout
+        written = (tmp_path / "results" / "summary.md").read_text()
+        assert "## harness summary" in ran.stdout and f"### {name} (smoke): validity" in written
+        assert re.search(row, written) and "**Totals:**" in ran.stdout
 
 
 def test_the_record_names_task_files_git_does_not_track(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,7 +35,7 @@ def test_a_sequential_run_stops_when_every_claim_is_decided_and_resumes_from_sto
     assert clear["result"] == "pass" and clear["n"] <= used and clear["boundary_t"] > 0
     assert null["result"] in ("futile", "fail", "inconclusive") and null["look"] <= design["looks_taken"]
     assert "every claim decided" in first.stdout + first.stderr
-    assert "repeated CI" in (run_dir / "report" / "verdicts.txt").read_text()
+    assert "repeated 95% CI" in (run_dir / "report" / "verdicts.txt").read_text()
     # an interrupt after the last look's first trial: only its missing trials run again, to the same decisions
     # (the last look runs the arms an open claim reads: b, decided early, stopped)
     last_seed = used - 1

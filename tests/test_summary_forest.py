@@ -14,10 +14,18 @@ import torch
 from click.testing import CliRunner
 
 from harness.analysis.decide.run_decisions import analyse
-from harness.analysis.present.forest_plots import COLOURS, forest_figure, forest_panels, write_forest_plots
+from harness.analysis.present.forest_plots import (
+    CLAIMS_FILE,
+    COLOURS,
+    EXPLORATORY_FILE,
+    claim_rows,
+    claims_figure,
+    exploratory_panels,
+    write_forest_plots,
+)
 from harness.analysis.present.run_plots import build_figures
 from harness.analysis.present.run_report import build_report
-from harness.analysis.present.run_summary import SuiteSummary, render_summary
+from harness.analysis.present.run_summary import SuiteSummary, render_summary, render_terminal_summary
 from harness.analysis.present.verdict_tables import render_report
 from harness.analysis.run_results import load_results
 from harness.cli import main
@@ -34,15 +42,17 @@ NOISE = (0.0, 0.004, -0.004)  # per seed, the same in every arm: paired differen
 ACCURACY = {"sgd": 0.80, "momentum": 0.82, "slow_lr": 0.60}
 
 
-def toy_run(root: Path, accuracy: dict[str, float] = ACCURACY) -> Path:
-    """The toy suite's default profile (3 seeds x 2 sweep points x 3 arms) with constructed metrics."""
-    suite = load_suites(TOY)[0]
+def toy_run(root: Path, accuracy: dict[str, float] = ACCURACY, suite_file: Path | None = None,
+            spread: dict[str, tuple[float, ...]] | None = None) -> Path:
+    """The toy suite's default profile (3 seeds x 2 sweep points x 3 arms) with constructed metrics;
+    ``spread``: per arm, a further accuracy per seed (so that paired differences vary)."""
+    suite = load_suites(suite_file or TOY)[0]  # TOY read when called: a test may point it elsewhere
     folder = RunFolder(root, suite.name, suite.profile)
     folder.save_suite(stored_suite(suite, torch.device("cpu")).as_stored())
     for trial in expand_trials(suite):
         features = trial.point["features"]
         metrics = {
-            "accuracy": accuracy[trial.arm] + NOISE[trial.seed],
+            "accuracy": accuracy[trial.arm] + NOISE[trial.seed] + (spread or {}).get(trial.arm, (0.0,) * 3)[trial.seed],
             "loss": 1.0 - accuracy[trial.arm] + NOISE[trial.seed],
             "samples_per_s": 1000.0 + trial.seed,
             "param_bytes": 4.0 * features,
@@ -79,8 +89,9 @@ def test_summary_gives_validity_and_every_claim_with_its_numbers(toy_analysis):
         assert result == "PASS (superior too)" and seeds == "3"  # +0.02 on every seed: above 0 as well
     assert all(c[3] == "equal" and c[5] == "PASS" for c in cells if c[1] == "param_bytes")
     assert "| contrast" in text and "estimate [95% CI]" in text
-    assert lines[-1] == ("**Totals:** claims 4 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS; suites valid 1 of 1; "
-                         "failed trials 0")
+    assert lines[-2] == "**The mechanism against its controls:** no suite names its mechanism"
+    assert lines[-1] == ("**Totals:** checks (bookkeeping, regimes) 4 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS; "
+                         "suites valid 1 of 1; failed trials 0")
 
 
 def test_an_invalid_suite_names_its_failing_control_and_its_claims_do_not_count(tmp_path):
@@ -90,8 +101,8 @@ def test_an_invalid_suite_names_its_failing_control_and_its_claims_do_not_count(
     assert "validity INVALID: negative control slow_lr beats sgd on accuracy at features=4, features=8" in heading
     assert "trial time 36.0 s" in heading  # rebuilt from stored results: 18 trials of 2 s
     assert "(not counted: invalid)" in text
-    assert "claims 0 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS (+4 not counted: suite not valid); suites valid 0 of 1" \
-        in text
+    assert "checks (bookkeeping, regimes) 0 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS (+4 not counted: suite not " \
+        "valid); suites valid 0 of 1" in text
 
 
 def test_the_terminal_shows_key_rows_and_verdicts_txt_keeps_every_row(tmp_path):
@@ -102,46 +113,48 @@ def test_the_terminal_shows_key_rows_and_verdicts_txt_keeps_every_row(tmp_path):
     assert "samples_per_s" in (run_dir / "report" / "verdicts.txt").read_text()
 
 
-def test_forest_plot_draws_claims_reference_margin_and_key_contrasts(toy_analysis):
-    figure = forest_figure(toy_analysis, "features=4")
-    accuracy, param_bytes, loss, bytes_contrast = figure.axes  # the claims' strips first, then the contrasts
-    assert accuracy.get_title(loc="left") == "claims" and loss.get_title(loc="left") == "exploratory contrasts"
-    labels = [t.get_text() for t in accuracy.get_yticklabels()]
-    assert labels == ["momentum-vs-sgd accuracy (non_inferior; superior too)", "reference sgd-vs-slow_lr"]
-    claim_bar, reference_bar = accuracy.containers
+def test_claims_figure_draws_each_claim_with_its_interval_margin_and_result(toy_analysis):
+    rows = claim_rows(toy_analysis)
+    assert [row.label for row in rows] == ["momentum-vs-sgd · accuracy @ features=4",
+                                           "momentum-vs-sgd · accuracy @ features=8",
+                                           "momentum-vs-sgd · param_bytes @ features=4",
+                                           "momentum-vs-sgd · param_bytes @ features=8"]
+    accuracy = rows[0]
+    assert accuracy.estimate == pytest.approx(0.02) and accuracy.bounds == (-0.05,)  # the margin, worse side
+    assert accuracy.result_text == "PASS" and accuracy.colour == COLOURS["pass"] and not accuracy.flipped
+    assert "margin 0.05" in accuracy.detail
+    figure = claims_figure(toy_analysis)
+    strips = figure.axes
+    assert len(strips) == 4  # one strip per claim, every sweep point in the one figure
+    claim_bar = strips[0].containers[0]
     assert claim_bar.lines[0].get_xdata()[0] == pytest.approx(0.02)
-    assert reference_bar.lines[0].get_xdata()[0] == pytest.approx(0.20)
-    assert claim_bar.lines[0].get_color() == COLOURS["pass"]
-    margins = [list(line.get_xdata()) for line in accuracy.lines if line.get_linestyle() == "--"]
-    assert margins == [pytest.approx([-0.05, -0.05])]  # the margin, on the worse side of the claim's row
-    zero = [list(line.get_xdata()) for line in accuracy.lines if list(line.get_ydata()) == [0, 1]]
-    assert zero == [[0.0, 0.0]]  # the zero line, across the panel
-    assert "higher is better" in accuracy.get_xlabel()
-    assert [t.get_text() for t in loss.get_yticklabels()] == ["momentum-vs-sgd", "sgd-vs-slow_lr"]
-    assert [bar.lines[0].get_xdata()[0] for bar in loss.containers] == pytest.approx([-0.02, -0.20])
-    assert [bar.lines[0].get_color() for bar in loss.containers] == [COLOURS["better"]] * 2  # lower loss
-    assert "samples_per_s" not in " ".join(axes.get_xlabel() for axes in figure.axes)  # not a key metric
-    assert [t.get_text() for t in param_bytes.get_yticklabels()] == ["momentum-vs-sgd param_bytes (equal)"]
-    assert [t.get_text() for t in bytes_contrast.get_yticklabels()] == ["sgd-vs-slow_lr"]
-    assert [panel.section for panel in forest_panels(toy_analysis, "features=4")] == \
-        ["claims", "claims", "exploratory contrasts", "exploratory contrasts"]
-    assert "toy (default) at features=4" in figure.get_suptitle()
+    margins = [list(line.get_xdata()) for line in strips[0].lines if line.get_linestyle() == "--"]
+    assert margins == [pytest.approx([-0.05, -0.05])]
+    words = [t.get_text() for t in figure.texts]
+    assert "PASS" in words and any("better for the treatment" in w for w in words)
+    assert "toy (default): primary claims" in words[0]
+    panels = {family: rows for family, rows, _ in exploratory_panels(toy_analysis)}
+    loss = {row.label: row for row in panels["loss"]}
+    assert set(loss) == {f"{c} features={f}" for c in ("momentum-vs-sgd", "sgd-vs-slow_lr") for f in (4, 8)}
+    assert loss["momentum-vs-sgd features=4"].estimate == pytest.approx(0.02)  # lower loss is better: signed so
+    assert loss["sgd-vs-slow_lr features=8"].estimate == pytest.approx(0.20)
+    assert {row.colour for row in loss.values()} == {COLOURS["better"]}
+    assert "samples_per_s" not in panels  # not a key metric
 
 
-def test_forest_panels_show_each_sweep_point_and_fail_in_red(tmp_path):
+def test_a_failing_claim_is_red_and_an_invalid_suite_says_its_claims_do_not_count(tmp_path):
     analysis = analyse(load_results(toy_run(tmp_path, {"sgd": 0.80, "momentum": 0.70, "slow_lr": 0.60})))
-    for point in ("features=4", "features=8"):
-        claim = forest_panels(analysis, point)[0].rows[0]
-        assert claim.result == "fail" and claim.estimate == pytest.approx(-0.10) and claim.bounds == (-0.05,)
-    figure = forest_figure(analysis, "features=8")
+    claim = claim_rows(analysis)[0]
+    assert claim.result == "fail" and claim.estimate == pytest.approx(-0.10) and claim.bounds == (-0.05,)
+    figure = claims_figure(analysis)
     assert figure.axes[0].containers[0].lines[0].get_color() == COLOURS["fail"]
-    assert "validity INVALID" in figure.get_suptitle()  # momentum, the positive control, loses
+    assert "validity INVALID: the claims do not count" in figure.texts[0].get_text()
 
 
-def test_forest_plots_are_written_per_sweep_point_first_in_the_report(tmp_path):
+def test_forest_plots_are_the_claims_figure_then_the_exploratory_one_first_in_the_report(tmp_path):
     run_dir = toy_run(tmp_path)
     built = build_report(run_dir)
-    assert [p.name for p in built.forest_paths] == ["0-forest_features_4.png", "0-forest_features_8.png"]
+    assert [p.name for p in built.forest_paths] == [CLAIMS_FILE, EXPLORATORY_FILE]
     assert built.artifact_paths[:2] == built.forest_paths
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in built.forest_paths)
     stale = run_dir / "report" / "0-forest_features_16.png"
@@ -173,7 +186,7 @@ def test_claims_and_key_contrasts_are_read_back_from_a_real_store(tmp_path, toy_
     assert not any("samples_per_s" in name for name in metrics)  # a non-key metric
     assert tags["harness.claim/momentum-vs-sgd/accuracy/features_4"] == "PASS (superior too)"
     assert tags["harness.claim/momentum-vs-sgd/param_bytes/features_8"] == "PASS"
-    assert tracker.client.list_artifacts(run_id)[0].path == "0-forest_features_4.png"  # the first artifact
+    assert tracker.client.list_artifacts(run_id)[0].path == CLAIMS_FILE  # the first artifact
 
 
 def test_report_markdown_writes_the_printed_summary(tmp_path):
@@ -206,8 +219,8 @@ def test_summary_of_several_suites_counts_across_them(tmp_path):
     invalid = analyse(load_results(toy_run(tmp_path / "b", {"sgd": 0.80, "momentum": 0.70, "slow_lr": 0.60})))
     text = render_summary([SuiteSummary(valid, 1.0), SuiteSummary(invalid, 1.0)])
     assert text.count("### toy (default)") == 2
-    assert text.splitlines()[-1].startswith("**Totals:** claims 4 PASS, 0 FAIL, 0 INCONCLUSIVE, 0 VACUOUS (+4 not "
-                                            "counted: suite not valid); suites valid 1 of 2")
+    assert text.splitlines()[-1].startswith("**Totals:** checks (bookkeeping, regimes) 4 PASS, 0 FAIL, 0 INCONCLUSIVE, "
+                                            "0 VACUOUS (+4 not counted: suite not valid); suites valid 1 of 2")
 
 
 def test_figures_comparing_arms_get_a_paired_difference_view(tmp_path):
@@ -227,9 +240,9 @@ def test_figures_comparing_arms_get_a_paired_difference_view(tmp_path):
 def test_five_suites_with_twenty_claims_fit_in_the_last_40_lines(toy_analysis):
     """suites/all.yaml's default profile: 5 suites, 20 claim rows (routing 10, vocab 3, vocab_cldr 3,
     er2 3, er2_mqar 1); the toy suite has 4, so five of it make the same shape."""
-    text = render_summary([SuiteSummary(toy_analysis, 60.0)] * 5)
+    text = render_terminal_summary([SuiteSummary(toy_analysis, 60.0)] * 5)
     lines = text.rstrip("\n").splitlines()
-    assert sum(line.startswith("| momentum-vs-sgd") for line in lines) == 20
+    assert sum("momentum-vs-sgd · " in line for line in lines) == 20
     assert len(lines) <= 39  # and the blank line before it
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.analysis.decide.claims import ClaimResult
+from harness.analysis.present.claim_interval import interval_names, shown_interval
 from harness.analysis.present.forest_plots import write_forest_plots
 from harness.analysis.present.run_summary import estimate_text, validity_text
 from harness.analysis.present.verdict_tables import render_report
@@ -79,19 +80,20 @@ def _profile_section(suite: str, profile: str, runs: Sequence[PublishedRun], out
     plots = write_forest_plots(latest.analysis, out / assets)
     figures = "\n".join(f"<p>{image((assets / plot.name).as_posix(), f'forest plot {plot.stem}')}</p>"
                         for plot in plots)
-    confidence = f"{100 * latest.analysis.results.confidence:g}%"
+    names = interval_names(latest.analysis.claims, latest.analysis.results.confidence) or "95%"
     return "\n".join([
         f'<section id="{text(slug(profile))}">', f"<h2>profile {text(profile)}</h2>",
         "<h3>Runs</h3>", table(RUN_HEADER, run_rows),
         "<h3>Claims across runs</h3>",
-        f"<p>Estimate: treatment - control, the mean paired difference over seeds, with its {text(confidence)} "
-        "interval, then the claim's result; one column per run, oldest first.</p>",
+        "<p>Estimate: treatment - control, the mean paired difference over seeds, with the interval the claim "
+        "was decided on and its name (repeated for a sequential design), then the claim's result; one column per "
+        "run, oldest first.</p>",
         table((*CLAIM_HEADER, *(f"run {i}: {run.label}" for i, run in enumerate(runs, 1))), _history_rows(runs),
               caption=f"{suite} ({profile}): primary claims"),
         f"<h3>Latest run (run {len(runs)})</h3>",
         f"<p>validity {text(validity_text(latest.analysis.validity))}</p>",
         figures or "<p>no claims to plot</p>",
-        table(("contrast", "metric", "point", "test", f"estimate [{confidence} CI]", "result", "seeds"),
+        table(("contrast", "metric", "point", "test", f"estimate [{names} CI]", "result", "seeds"),
               [_claim_row(latest, claim) for claim in latest.analysis.claims], caption="verdicts of the primary claims"),
         f"<pre>{text(render_report(latest.analysis))}</pre>",
         "</section>",
@@ -110,10 +112,16 @@ def _history_rows(runs: Sequence[PublishedRun]) -> list[list[str]]:
             cells.setdefault(_claim_key(claim), {})[index] = claim
     rows = []
     for key, by_run in cells.items():
-        history = [f"{text(estimate_text(by_run[i]))}<br>{_result(runs[i], by_run[i])}" if i in by_run else "-"
+        history = [f"{_estimate(runs[i], by_run[i])}<br>{_result(runs[i], by_run[i])}" if i in by_run else "-"
                    for i in range(len(runs))]
         rows.append([text(part) for part in key] + history)
     return rows
+
+
+def _estimate(run: PublishedRun, claim: ClaimResult) -> str:
+    """'+0.03 [+0.01, +0.05] repeated 95%': the estimate with the interval that decided the claim, named."""
+    shown = shown_interval(claim, run.analysis.results.confidence)
+    return text(estimate_text(claim) + ("" if shown is None else f" {shown.name}"))
 
 
 def _result(run: PublishedRun, claim: ClaimResult) -> str:

@@ -6,6 +6,9 @@ stay the same from run to run (a mechanism's effect can be charted across commit
 - ``claim/<contrast>/<metric>[/<point>]/estimate``, ``.../ci_low``, ``.../ci_high`` (the paired
   difference treatment - control and its t interval; a ratio claim's mean ratio),
   ``.../p_value`` (one-sided, for the claim's pass hypothesis) and ``.../p_holm`` (Holm-adjusted);
+- ``.../interval_low`` and ``.../interval_high``: the interval the claim was decided on, the one every
+  report shows (a sequential claim's repeated interval), named by the tag ``harness.interval/<contrast>
+  /<metric>[/<point>]`` ("repeated 95%" or "95%");
 - ``contrast/<contrast>/<metric>[/<point>]/estimate`` for every contrast on a key metric;
 - the tag ``harness.claim/<contrast>/<metric>[/<point>]`` holds the claim's result (PASS, FAIL,
   INCONCLUSIVE, VACUOUS, INSUFFICIENT PAIRS; a premise that made it vacuous is named:
@@ -19,7 +22,11 @@ part becomes ``_`` too, so ``/`` only ever separates parts.
 MLflow draws a scalar metric as one bar, so an estimate and its bounds would be three unrelated bars.
 Each claimed metric's claims are also one series: ``claims/<metric>/estimate``, ``.../ci_low`` and
 ``.../ci_high`` with one step per claim (contrast and point, in the suite's order, named by the tag
-``harness.claims/<metric>/steps``), so a line chart of the three over steps is that metric's forest plot.
+``harness.claims/<metric>/steps``), so a line chart of the three over steps is that metric's forest plot;
+its bounds are the intervals the claims were decided on.
+
+The parent run's name ends with the suite's answer (``for 1 · against 2 · not shown 3``, the tag
+``harness.verdict``), so the runs table says it without opening a run.
 
 ``tracking_tags`` adds what the statistics were (``harness.stats.*``: method, confidence, seeds,
 the primary and secondary procedures) and the run's outcome (``harness.validity``,
@@ -32,6 +39,8 @@ import math
 from typing import TYPE_CHECKING
 
 from harness.analysis.decide.verdicts import INFO
+from harness.analysis.present.claim_interval import decided_interval, shown_interval
+from harness.analysis.present.run_summary import SuiteSummary, suite_verdict
 from harness.analysis.stats.paired_stats import METHOD
 from harness.tracking.mlflow_names import mlflow_key
 from harness.tracking.mlflow_tracker import NOTE_TAG
@@ -45,6 +54,8 @@ CONTRAST_PREFIX = "contrast"
 CLAIM_TAG_PREFIX = "harness.claim"
 SERIES_PREFIX = "claims"
 SERIES_TAG_PREFIX = "harness.claims"
+INTERVAL_TAG_PREFIX = "harness.interval"
+VERDICT_TAG = "harness.verdict"
 
 
 def metric_path(prefix: str, contrast: str, key: str, point: str) -> str:
@@ -57,9 +68,11 @@ def parent_metrics(analysis: RunAnalysis) -> dict[str, float | list[float]]:
     """Every claim's estimate, interval and p-values, every key contrast's estimate, and each claimed
     metric's series (a list: one value per step)."""
     metrics: dict[str, float | list[float]] = {}
+    confidence = analysis.results.confidence
     for claim in analysis.claims:
         base = metric_path(CLAIM_PREFIX, claim.contrast, claim.key, claim.point)
         interval = claim.interval
+        shown = shown_interval(claim, confidence)
         values = {
             "estimate": claim.estimate,
             "ci_low": None if interval is None else interval.low,
@@ -70,6 +83,8 @@ def parent_metrics(analysis: RunAnalysis) -> dict[str, float | list[float]]:
             "look": float(claim.look) if claim.sequential else None,
             "repeated_ci_low": claim.decision_interval.low if claim.sequential and claim.decision_interval else None,
             "repeated_ci_high": claim.decision_interval.high if claim.sequential and claim.decision_interval else None,
+            "interval_low": None if shown is None else shown.low,
+            "interval_high": None if shown is None else shown.high,
         }
         metrics.update({f"{base}/{name}": float(v) for name, v in values.items() if _finite(v)})
     results = analysis.results
@@ -80,8 +95,9 @@ def parent_metrics(analysis: RunAnalysis) -> dict[str, float | list[float]]:
     for key, claims in _series_claims(analysis).items():
         base = f"{SERIES_PREFIX}/{mlflow_key(key).replace('/', '_')}"
         metrics[f"{base}/estimate"] = [float(c.estimate) for c in claims]
-        metrics[f"{base}/ci_low"] = [float(c.interval.low) for c in claims if c.interval is not None]
-        metrics[f"{base}/ci_high"] = [float(c.interval.high) for c in claims if c.interval is not None]
+        shown = [shown_interval(c, confidence) for c in claims]
+        metrics[f"{base}/ci_low"] = [float(s.low) for s in shown if s is not None]
+        metrics[f"{base}/ci_high"] = [float(s.high) for s in shown if s is not None]
     return metrics
 
 
@@ -90,7 +106,7 @@ def _series_claims(analysis: RunAnalysis) -> dict[str, list]:
     claim without them would shift every later step)."""
     series: dict[str, list] = {}
     for claim in analysis.claims:
-        interval = claim.interval
+        interval = decided_interval(claim)
         if _finite(claim.estimate) and interval is not None and _finite(interval.low) and _finite(interval.high):
             series.setdefault(claim.key, []).append(claim)
     return series
@@ -106,11 +122,20 @@ def series_tags(analysis: RunAnalysis) -> dict[str, str]:
 
 
 def claim_tags(analysis: RunAnalysis) -> dict[str, str]:
-    """Each claim's result, under a tag named like its metrics."""
-    return {
-        metric_path(CLAIM_TAG_PREFIX, claim.contrast, claim.key, claim.point): claim.result_text
-        for claim in analysis.claims
-    }
+    """Each claim's result, under a tag named like its metrics, and the name and figures of its interval."""
+    tags = {}
+    for claim in analysis.claims:
+        tags[metric_path(CLAIM_TAG_PREFIX, claim.contrast, claim.key, claim.point)] = claim.result_text
+        shown = shown_interval(claim, analysis.results.confidence)
+        if shown is not None:
+            tags[metric_path(INTERVAL_TAG_PREFIX, claim.contrast, claim.key, claim.point)] = \
+                f"{shown.name} {shown.text(not claim.test.needs.ratio)}"
+    return tags
+
+
+def verdict_tag(analysis: RunAnalysis) -> str:
+    """The suite's answer: 'for 1 · against 2 · not shown 3'."""
+    return suite_verdict(SuiteSummary(analysis))
 
 
 def _finite(value: float | None) -> bool:
@@ -131,6 +156,7 @@ def tracking_tags(analysis: RunAnalysis) -> dict[str, str]:
         "harness.stats.secondary": "per-row t, Benjamini-Hochberg q",
         "harness.validity": analysis.validity.status,
         "harness.claims": ", ".join(f"{n} {status}" for status, n in sorted(outcomes.items())) or "none",
+        VERDICT_TAG: verdict_tag(analysis),
         **_design_tags(analysis),
         **series_tags(analysis),
         NOTE_TAG: run_description(analysis),

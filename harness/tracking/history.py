@@ -1,8 +1,8 @@
 """Each claim of a suite across its parent MLflow runs: what was estimated, at which commit, when.
 
-The parent run of every ``harness run`` carries each claim's estimate and interval as metrics and
-its result as a tag (harness.tracking.claim_metrics); read back in run order they are the claim's
-timeline, as asv's are for timings. Runs that logged no claims (interrupted ones) are left out.
+The parent run of every ``harness run`` carries each claim's estimate and the interval it was decided on
+(older runs: the plain t interval) as metrics and its result as a tag (harness.tracking.claim_metrics);
+read back in run order they are the claim's timeline, as asv's are for timings. Runs that logged no claims (interrupted ones) are left out.
 
 Without an MLflow store (a run with ``--no-mlflow``) the stored run folder is the one run there is:
 ``stored_claim_history`` reads its claims from its trials, named as MLflow would name them.
@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.analysis.present.claim_history import ClaimPoint
+from harness.analysis.present.claim_interval import decided_interval
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.run_results import load_results
 from harness.tracking.claim_metrics import CLAIM_PREFIX, CLAIM_TAG_PREFIX, metric_path
@@ -32,7 +33,8 @@ def claim_history(tracker: MlflowTracker, suite: str, profile: str) -> list[Clai
             points.append(ClaimPoint(
                 claim=name, run_id=run.info.run_id, started=started, commit=commit,
                 dirty=tags.get("harness.git_dirty") == "true", estimate=metrics[f"{base}/estimate"],
-                low=metrics.get(f"{base}/ci_low"), high=metrics.get(f"{base}/ci_high"),
+                low=metrics.get(f"{base}/interval_low", metrics.get(f"{base}/ci_low")),
+                high=metrics.get(f"{base}/interval_high", metrics.get(f"{base}/ci_high")),
                 result=tags.get(f"{CLAIM_TAG_PREFIX}/{name}", "?"), seeds=_int(metrics.get(f"{base}/seeds")),
                 task_commit=tags.get("harness.task_git_commit", ""), task_dirty=tags.get("harness.task_git_dirty") == "true",
             ))
@@ -54,8 +56,8 @@ def stored_claim_history(folder: Path) -> list[ClaimPoint]:
         claim=metric_path(CLAIM_PREFIX, claim.contrast, claim.key, claim.point)[len(CLAIM_PREFIX) + 1:],
         run_id="stored", started=started, commit=environment.get("git_commit", ""),
         dirty=environment.get("git_dirty") == "true", estimate=claim.estimate,
-        low=None if claim.interval is None else claim.interval.low,
-        high=None if claim.interval is None else claim.interval.high,
+        low=None if decided_interval(claim) is None else decided_interval(claim).low,
+        high=None if decided_interval(claim) is None else decided_interval(claim).high,
         result=claim.result_text, seeds=claim.n, task_commit=environment.get("task_git_commit", ""),
         task_dirty=environment.get("task_git_dirty") == "true",
     ) for claim in analysis.claims if claim.estimate is not None]

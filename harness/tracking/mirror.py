@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from harness.listeners import KILLED, RunEnd, RunStart
 from harness.core.record import TrialRecord
 from harness.suite.stored import StoredSuite
-from harness.tracking.claim_metrics import claim_tags, parent_metrics, tracking_tags
+from harness.tracking.claim_metrics import VERDICT_TAG, claim_tags, parent_metrics, tracking_tags
 from harness.tracking.environment import provenance_texts
 from harness.tracking.mlflow_tracker import (
     RESULTS_ID_TAG,
@@ -30,6 +30,8 @@ from harness.tracking.mlflow_tracker import (
 )
 from harness.tracking.trial_view import TrialView
 
+RUN_NAME_TAG = "mlflow.runName"
+
 
 class _ParentRun:
     """The parent run's lifecycle, shared by both mirrors: open, log each trial under it, close."""
@@ -41,6 +43,7 @@ class _ParentRun:
         self.suite = StoredSuite()  # the suite at the latest look (its seeds grow with a sequential design)
         self.view = TrialView()
         self._seconds_at_start = 0.0
+        self.name = ""  # the parent run's name as opened
 
     @property
     def seconds(self) -> float:
@@ -55,8 +58,9 @@ class _ParentRun:
     def _open(self, run_name: str, tags: Mapping[str, str], marked: bool) -> None:
         """Start the parent run; ``marked``: a marker in the folder says it is open until ``finish``."""
         run = self._started()
+        self.name = f"{run_name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
         self.run_id = self.tracker.start_parent(
-            self.suite, run.environment, f"{run_name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            self.suite, run.environment, self.name,
             run.folder.path if marked else None, extra_tags=tags, texts=provenance_texts(),
         )
 
@@ -138,6 +142,8 @@ class MlflowMirror(_ParentRun):
                                 "harness.failed_trials": end.failed})
             metrics.update(parent_metrics(end.analysis))
             tags = {**tracking_tags(end.analysis), **claim_tags(end.analysis)}
+            if self.name:  # the runs table shows the answer in the run's name
+                tags[RUN_NAME_TAG] = f"{self.name} · {tags[VERDICT_TAG]}"
         self.finish(end.status, metrics, end.artifacts, tags or None)
 
     def _reconcile(self, done: list[TrialRecord], present: dict[str, list[TrialRun]]) -> None:

@@ -1,31 +1,46 @@
-"""Forest plots: the paired effects the verdicts rest on, one row per claim or key contrast.
+"""Forest plots: the paired effects the verdicts rest on.
 
 Arm plots show each arm's mean with an unpaired band, which looks far wider than the paired
-differences every verdict is computed from. A forest plot shows those differences directly:
-per sweep point, the claims first in one compact block (a thin strip per claim on its own
-metric's scale, its reference effect under it for non-inferiority and equivalence), then the
-exploratory contrasts on key metrics, one panel per metric; each row is the mean paired
-difference (treatment - control) with its t interval, the zero line (1 for a ratio claim), the
-claim's margin or bounds as dashed ticks on its row, and the marker coloured by the result.
+differences every verdict is computed from. Two figures show those differences directly:
+
+- the claims figure (``0-forest.png``), the report's and the MLflow run's first picture: the primary
+  claims only, full width, one row per claim (every sweep point). Each row is a short label (contrast,
+  metric, point; the test and its margin under it), a strip on the claim's own scale with the interval
+  the claim was decided on (the repeated interval of a sequential design), the estimate, the zero line
+  (1 for a ratio), the margin or bounds dashed, and the result word at the right edge in its colour.
+  Each strip runs so that its right side is better for the suite's mechanism (for the treatment where
+  the mechanism is not in the contrast), and the figure says so above the strips;
+- the exploratory figure (``0-forest_exploratory.png``): the contrasts on key metrics, one compact
+  panel per metric family, the same way round (each difference signed so, since a panel's rows share
+  one axis), with at most ``EXPLORATORY_ROWS`` rows per panel and
+  ``EXPLORATORY_PANELS`` panels (the rest is in verdicts.txt).
+
+Both are laid out by hand in figure coordinates, not by a layout engine, so that a long label or many
+rows can never collapse an axes: labels are wrapped and shrunk until they fit their column.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import textwrap
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
+from matplotlib.text import Text
 
-from harness.analysis.decide.claims import ClaimResult
-from harness.analysis.decide.verdicts import INFO
-from harness.analysis.present.run_plots import _file_stem, axis_label
+from harness.analysis.claim_status import FAIL, PASS, SHORT
+from harness.analysis.decide.claims import FOR, ClaimResult
+from harness.analysis.decide.verdicts import INFO, ContrastRow
+from harness.analysis.present.claim_interval import interval_names, shown_interval
+from harness.core.metrics import metric_family
 
 if TYPE_CHECKING:  # report.py draws these plots, so it cannot be imported from here at run time
     from harness.analysis.decide.run_decisions import RunAnalysis
 
 FOREST_STEM = "0-forest"  # sorts first among a report's files and a parent run's MLflow artifacts
+CLAIMS_FILE = f"{FOREST_STEM}.png"
+EXPLORATORY_FILE = f"{FOREST_STEM}_exploratory.png"  # sorts after the claims figure
 COLOURS = {
     "pass": "#1a9850", "better": "#1a9850",
     "fail": "#d73027", "worse": "#d73027",
@@ -34,173 +49,276 @@ COLOURS = {
     "equivalent": "#4575b4",
     "reference effect": "#000000",
 }
-UNDECIDED_COLOUR = "#8c8c8c"  # inconclusive, insufficient pairs
-CLAIMS = "claims"
-EXPLORATORY = "exploratory contrasts"
-COMPACT_SECTIONS = (CLAIMS,)  # drawn as touching strips under one title, in this order, before the panels
+UNDECIDED_COLOUR = "#8c8c8c"  # inconclusive, insufficient pairs, futile
+WIDTH = 10.0  # inches, at DPI: 1,000 px
+DPI = 100
+LABELS = (0.01, 0.29)  # figure-width fractions: the label column, the strips, the result column
+STRIPS = (0.31, 0.81)
+RESULTS = (0.83, 0.99)
+ROW_INCHES = 0.62
+EXPLORATORY_ROWS = 6
+EXPLORATORY_PANELS = 6  # with the rows: at most about 1,150 px high
+EXPLORATORY_ROW_INCHES = 0.24
+FONT = 8.0
 
 
 @dataclass(frozen=True)
 class ForestRow:
+    """One row of either figure: numbers as measured; ``flipped``: the axis runs right to left, so that
+    its right side is better for the mechanism."""
+
     label: str
     estimate: float
     low: float | None
     high: float | None
-    result: str  # a claim's status, a contrast's verdict, or "reference"
-    bounds: tuple[float, ...] = ()  # the claim's margin or ratio bounds, in the panel's units
+    result: str  # a claim's status or a contrast's verdict
+    null: float = 0.0  # no effect: 0 for a difference, 1 for a ratio
+    bounds: tuple[float, ...] = ()  # the claim's margin or ratio bounds, in the row's units
+    flipped: bool = False
+    detail: str = ""  # a claim's test and margin, under its label
+    result_text: str = ""  # the words at the right edge
+
+    polarity: str = ""  # a decided claim's: for or against the mechanism
 
     @property
     def colour(self) -> str:
+        """A claim that favours the mechanism green, one that favours its control red, else its result's."""
+        if self.polarity:
+            return COLOURS[PASS] if self.polarity == FOR else COLOURS[FAIL]
         return COLOURS.get(self.result, UNDECIDED_COLOUR)
 
+    def oriented(self) -> ForestRow:
+        """The row with its values signed so that larger is better for the mechanism (a shared axis)."""
+        if not self.flipped:
+            return self
+        return replace(self, estimate=-self.estimate, low=None if self.high is None else -self.high,
+                       high=None if self.low is None else -self.low, bounds=tuple(-b for b in self.bounds),
+                       null=-self.null, flipped=False)
 
-@dataclass(frozen=True)
-class ForestPanel:
-    metric: str
-    xlabel: str
-    null: float  # no effect: 0 for a difference, 1 for a ratio
-    rows: tuple[ForestRow, ...]
-    section: str = EXPLORATORY  # CLAIMS: a strip of the compact first block; EXPLORATORY: a panel after it
+
+def better_side_flipped(sign: int, treatment: str, control: str, mechanism: str | None) -> bool:
+    """Whether a row's axis must run right to left for its right side to be better for the mechanism
+    (for the treatment where the mechanism is not in the contrast): the metric's lower values are
+    better, or the mechanism is the control, but not both."""
+    lower_better = sign < 0
+    mechanism_is_control = bool(mechanism) and control == mechanism and treatment != mechanism
+    return lower_better != mechanism_is_control
 
 
-def forest_panels(analysis: RunAnalysis, point: str = "") -> list[ForestPanel]:
-    """The panels of one sweep point: a strip per claim (followed by its reference effect), then a
-    panel per key metric with the contrasts that no claim already shows."""
+def claim_rows(analysis: RunAnalysis) -> list[ForestRow]:
+    """A row per primary claim with an estimate, in the suite's order, every sweep point."""
     results = analysis.results
-    panels = []
-    rows: dict[str, list[ForestRow]] = {}
-    shown: set[tuple[str, str]] = set()
+    mechanism = results.stored.mechanism
+    several_points = len(results.point_labels()) > 1
+    rows = []
     for claim in analysis.claims:
-        if claim.point != point or claim.estimate is None:
+        if claim.estimate is None:
             continue
-        ratio = claim.test.needs.ratio
         spec = results.spec_for(claim.key)
-        panels.append(ForestPanel(
-            metric=claim.key, xlabel=_xlabel(claim.key, spec.unit, spec.direction, ratio), null=1.0 if ratio else 0.0,
-            rows=tuple(_claim_rows(claim, spec.better_sign, results.stored.mechanism)), section=CLAIMS,
+        shown = shown_interval(claim, results.confidence)
+        reference = claim.reference
+        bounds = claim.test.plot_marks(claim.claim, spec.better_sign or 1,
+                                       reference.margin if reference is not None else None)
+        label = f"{claim.contrast} · {claim.key}" + (f" @ {claim.point}" if claim.point and several_points else "")
+        rows.append(ForestRow(
+            label=label, estimate=claim.estimate, low=None if shown is None else shown.low,
+            high=None if shown is None else shown.high, result=claim.status,
+            null=1.0 if claim.test.needs.ratio else 0.0, bounds=bounds,
+            flipped=better_side_flipped(spec.better_sign, claim.treatment_arm, claim.control_arm, mechanism),
+            detail=_detail(claim, bounds), result_text=_result_words(claim, mechanism),
+            polarity=claim.polarity(mechanism),
         ))
-        shown.add((claim.contrast, claim.key))
-        if claim.reference is not None:
-            shown.add((claim.reference.contrast, claim.key))
-    for row in analysis.rows:
-        if row.point != point or row.verdict == INFO or not results.is_key_metric(row.key):
-            continue
-        if (row.variant.name, row.key) in shown:
-            continue
-        difference = row.difference
-        interval = difference.interval
-        rows.setdefault(row.key, []).append(ForestRow(
-            row.variant.name, difference.mean_difference, None if interval is None else interval.low,
-            None if interval is None else interval.high, row.verdict,
-        ))
-    for key, panel_rows in rows.items():
-        spec = results.spec_for(key)
-        panels.append(ForestPanel(metric=key, xlabel=_xlabel(key, spec.unit, spec.direction, False), null=0.0,
-                                  rows=tuple(panel_rows)))
-    return panels
-
-
-def _xlabel(key: str, unit: str, direction: str, ratio: bool) -> str:
-    what = "treatment / control" if ratio else "treatment - control"
-    return axis_label(f"{key}: {what}", "" if ratio else unit, direction)
-
-
-def _claim_rows(claim: ClaimResult, sign: int, mechanism: str | None = None) -> list[ForestRow]:
-    """The claim's row, with its margin on the worse side (non-inferiority), +-margin (equivalence)
-    or [min, max] (ratio); then its reference effect, the evidence that the control works here."""
-    interval = claim.interval
-    reference = claim.reference
-    bounds = claim.test.plot_marks(claim.claim, sign or 1, reference.margin if reference is not None else None)
-    premise = f"; VACUOUS: premise {claim.premise.name} {'not met' if claim.premise.status == 'fails' else 'open'}" \
-        if claim.premise is not None else ""
-    which_way = f"; {claim.which_way}" if claim.which_way else ""
-    which_way += f"; {claim.favours(mechanism)}" if claim.favours(mechanism) else ""
-    rows = [ForestRow(f"{claim.contrast} {claim.key} ({claim.claim.test}{premise}{which_way})", claim.estimate,
-                      None if interval is None else interval.low, None if interval is None else interval.high,
-                      claim.status, bounds)]
-    if reference is not None and reference.estimate is not None:
-        ref_interval = reference.interval
-        rows.append(ForestRow(f"reference {reference.contrast}", reference.estimate,
-                              None if ref_interval is None else ref_interval.low,
-                              None if ref_interval is None else ref_interval.high, "reference effect"))
     return rows
 
 
-def forest_figure(analysis: RunAnalysis, point: str = "") -> Figure | None:
-    """One figure per sweep point, one panel per metric; None when there is nothing to show."""
-    panels = forest_panels(analysis, point)
-    if not panels:
+def _detail(claim: ClaimResult, bounds: tuple[float, ...]) -> str:
+    """The test, and the margin's value where it has one: what the strip's dashed marks are."""
+    marks = ", ".join(f"{bound:+.4g}" for bound in bounds)
+    return claim.statement + (f"; dashed: {marks}" if marks else "")
+
+
+def _result_words(claim: ClaimResult, mechanism: str | None) -> str:
+    word = claim.status.upper()
+    side = claim.favours(mechanism)
+    if claim.status in (PASS, FAIL, SHORT) and side:
+        word += f"\n{side}"
+    elif claim.premise is not None:
+        word += f"\npremise {claim.premise.name}"
+    return word
+
+
+def exploratory_panels(analysis: RunAnalysis) -> list[tuple[str, list[ForestRow], int]]:
+    """(metric family, its rows, how many more rows it has) for the contrasts on key metrics, families in
+    the run's order; capped at ``EXPLORATORY_PANELS`` panels of ``EXPLORATORY_ROWS`` rows."""
+    results = analysis.results
+    mechanism = results.stored.mechanism
+    families: dict[str, list[ContrastRow]] = {}
+    for row in analysis.rows:
+        if row.verdict != INFO and results.is_key_metric(row.key) and row.difference.n:
+            families.setdefault(metric_family(row.key), []).append(row)
+    several_points = len(results.point_labels()) > 1
+    panels = []
+    for family, rows in list(families.items())[:EXPLORATORY_PANELS]:
+        shown = []
+        for row in rows[:EXPLORATORY_ROWS]:
+            interval = row.difference.interval
+            where = [row.key if row.key != family else "", row.point if several_points else ""]
+            shown.append(ForestRow(
+                label=" ".join([row.variant.name, *filter(None, where)]), estimate=row.difference.mean_difference,
+                low=None if interval is None else interval.low, high=None if interval is None else interval.high,
+                result=row.verdict, flipped=better_side_flipped(row.spec.better_sign, row.variant.treatment_arm,
+                                                                row.variant.control_arm, mechanism),
+                result_text=row.verdict,
+            ).oriented())
+        panels.append((family, shown, len(rows) - len(shown)))
+    return panels
+
+
+def _better_note(analysis: RunAnalysis) -> str:
+    mechanism = analysis.results.stored.mechanism
+    who = f"{mechanism} (the mechanism; the treatment where {mechanism} is not in the contrast)" if mechanism \
+        else "the treatment"
+    return f"right of the solid line: better for {who}"
+
+
+def claims_figure(analysis: RunAnalysis) -> Figure | None:
+    """The primary claims, one full-width row each; None when no claim has an estimate."""
+    rows = claim_rows(analysis)
+    if not rows:
         return None
     results = analysis.results
-    blocks = [[p for p in panels if p.section == section] for section in COMPACT_SECTIONS]
-    blocks = [block for block in blocks if block] + [[p] for p in panels if p.section not in COMPACT_SECTIONS]
-    heights = [sum(len(p.rows) + (0.8 if p.section in COMPACT_SECTIONS else 1.2) for p in block) + 0.4
-               for block in blocks]
-    figure = Figure(figsize=(8.0, 1.0 + 0.42 * sum(heights)), dpi=100, layout="constrained")
-    FigureCanvasAgg(figure)
-    grid = figure.add_gridspec(len(blocks), 1, height_ratios=heights)
-    results_seen: dict[str, str] = {}
-    titled: set[str] = set()
-    for cell, block in zip(grid, blocks):
-        compact = block[0].section in COMPACT_SECTIONS
-        strips = cell.subgridspec(len(block), 1, height_ratios=[len(p.rows) + 0.8 for p in block])
-        for n, panel in enumerate(block):
-            axes = figure.add_subplot(strips[n])
-            _draw_panel(axes, panel, compact)
-            if n == 0 and panel.section not in titled:  # each section's name over its first panel
-                titled.add(panel.section)
-                axes.set_title(panel.section, fontsize="small", loc="left", fontweight="bold")
-            results_seen.update({row.result: row.colour for row in panel.rows})
-    where = f" at {point}" if point else ""
+    head, foot = 0.7, 0.35  # inches for the title lines and the note under the strips
+    height = head + foot + ROW_INCHES * len(rows)
+    figure = _figure(height)
     validity = analysis.validity
-    counts = "" if validity.claims_count else f"\nvalidity {validity.status.upper()}: the claims do not count"
-    figure.suptitle(
-        f"{results.suite} ({results.profile}){where}: paired differences over {len(results.seeds)} seed(s), "
-        f"{100 * results.confidence:g}% t intervals{counts}", fontsize=10,
-    )
-    handles = [Line2D([], [], marker="o", linestyle="", color=colour, label=result)
-               for result, colour in results_seen.items()]
-    figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 6), fontsize="small",
-                  frameon=False)
+    counts = "" if validity.claims_count else f"; validity {validity.status.upper()}: the claims do not count"
+    names = interval_names([c for c in analysis.claims if c.estimate is not None], results.confidence)
+    _title(figure, [f"{results.suite} ({results.profile}): primary claims, treatment - control paired over "
+                    f"{len(results.seeds)} seed(s){counts}",
+                    f"bars: the {names} interval each claim was decided on; dashed: margin or bounds; "
+                    + _better_note(analysis)], height)
+    for n, row in enumerate(rows):
+        top = height - head - n * ROW_INCHES
+        _row(figure, row, top / height, (top - ROW_INCHES) / height)
+    figure.text(STRIPS[0], 0.12 / height, "each strip on its claim's own scale; ← worse · better →",
+                fontsize=FONT - 1, ha="left", va="bottom", color="#555555")
     return figure
 
 
-def _draw_panel(axes, panel: ForestPanel, compact: bool = False) -> None:
-    """A panel, or a claim's thin strip: the same marks with small ticks and its scale's label under it."""
-    positions = list(range(len(panel.rows)))[::-1]  # the first row on top
-    axes.axvline(panel.null, color="black", linewidth=0.8)
-    for y, row in zip(positions, panel.rows):
+def exploratory_figure(analysis: RunAnalysis) -> Figure | None:
+    """The exploratory contrasts on key metrics, one compact panel per metric family; None when none."""
+    panels = exploratory_panels(analysis)
+    if not panels:
+        return None
+    results = analysis.results
+    head, title = 0.7, 0.3
+    height = head + sum(title + EXPLORATORY_ROW_INCHES * len(rows) for _, rows, _ in panels) + 0.2
+    figure = _figure(height)
+    _title(figure, [f"{results.suite} ({results.profile}): exploratory contrasts (secondary), treatment - control",
+                    f"bars: {100 * results.confidence:g}% t intervals, each row one test at its level; signed so that "
+                    + _better_note(analysis)], height)
+    top = height - head
+    for family, rows, more in panels:
+        extra = f" (+{more} more rows in verdicts.txt)" if more else ""
+        figure.text(LABELS[0], (top - 0.05) / height, f"{family}{extra}", fontsize=FONT, fontweight="bold",
+                    ha="left", va="top")
+        top -= title
+        bottom = top - EXPLORATORY_ROW_INCHES * len(rows)
+        _panel(figure, rows, top / height, bottom / height)
+        top = bottom
+    return figure
+
+
+def _figure(height: float) -> Figure:
+    figure = Figure(figsize=(WIDTH, height), dpi=DPI)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _title(figure: Figure, lines: list[str], height: float) -> None:
+    for n, line in enumerate(lines):
+        _fit(figure.text(LABELS[0], (height - 0.12 - 0.24 * n) / height, line, fontsize=FONT + (1 if n == 0 else 0),
+                         fontweight="bold" if n == 0 else "normal", ha="left", va="top"), LABELS[0], RESULTS[1])
+
+
+def _row(figure: Figure, row: ForestRow, top: float, bottom: float) -> None:
+    """A claim's label, its strip and its result word, between ``top`` and ``bottom`` (figure fractions)."""
+    middle = (top + bottom) / 2
+    label = _wrapped(row.label, 44) + (f"\n{_wrapped(row.detail, 52)}" if row.detail else "")
+    _fit(figure.text(LABELS[0], middle, label, fontsize=FONT, ha="left", va="center", linespacing=1.2),
+         LABELS[0], LABELS[1])
+    pad = 0.18 * (top - bottom)
+    axes = figure.add_axes((STRIPS[0], bottom + pad + 0.08 * (top - bottom), STRIPS[1] - STRIPS[0],
+                            top - bottom - 2 * pad))
+    _draw(axes, [row])
+    _fit(figure.text(RESULTS[1], middle, row.result_text, fontsize=FONT, ha="right", va="center", color=row.colour,
+                     fontweight="bold", linespacing=1.1), RESULTS[0], RESULTS[1])
+
+
+def _panel(figure: Figure, rows: list[ForestRow], top: float, bottom: float) -> None:
+    """An exploratory family: one axes holding its rows, labels left and verdicts right of it."""
+    axes = figure.add_axes((STRIPS[0], bottom, STRIPS[1] - STRIPS[0], top - bottom))
+    _draw(axes, rows)
+    step = (top - bottom) / len(rows)
+    for n, row in enumerate(rows):
+        middle = top - (n + 0.5) * step
+        _fit(figure.text(LABELS[1], middle, row.label, fontsize=FONT - 1, ha="right", va="center"), LABELS[0], LABELS[1])
+        _fit(figure.text(RESULTS[1], middle, row.result_text, fontsize=FONT - 1, ha="right", va="center",
+                         color=row.colour), RESULTS[0], RESULTS[1])
+
+
+def _draw(axes, rows: list[ForestRow]) -> None:
+    """The rows' estimates and intervals, the no-effect line and dashed bounds; right is better."""
+    positions = list(range(len(rows)))[::-1]  # the first row on top
+    values = []
+    for y, row in zip(positions, rows):
         has_interval = row.low is not None and row.high is not None
         error = [[row.estimate - row.low], [row.high - row.estimate]] if has_interval else None
-        hollow = row.result == "reference effect"
-        axes.errorbar([row.estimate], [y], xerr=error, fmt="o", capsize=3, color=row.colour,
-                      markerfacecolor="white" if hollow else row.colour, label=row.result)
+        axes.errorbar([row.estimate], [y], xerr=error, fmt="o", markersize=4, capsize=3, color=row.colour)
         for bound in row.bounds:
-            axes.plot([bound, bound], [y - 0.35, y + 0.35], linestyle="--", color=row.colour, linewidth=1.2)
-            axes.annotate("margin" if panel.null == 0 else "bound", (bound, y + 0.35), fontsize="x-small",
-                          ha="center", va="bottom", color=row.colour)
-    axes.set_yticks(positions)
-    axes.set_yticklabels([row.label for row in panel.rows], fontsize="small")
-    axes.set_ylim(-0.7, len(panel.rows) - 0.3)
-    axes.set_xlabel(panel.xlabel, fontsize="x-small" if compact else "small", labelpad=1 if compact else 4)
-    if compact:
-        axes.tick_params(axis="x", labelsize="x-small", pad=1)
+            axes.plot([bound, bound], [y - 0.4, y + 0.4], linestyle="--", color="#333333", linewidth=1.0)
+        values += [row.estimate, row.null, *row.bounds, *((row.low, row.high) if has_interval else ())]
+    null = rows[0].null
+    axes.axvline(null, color="black", linewidth=0.9)
+    low, high = min(values), max(values)
+    span = high - low
+    if span <= 1e-9 * max(abs(low), abs(high), 1.0):  # every value the same (equal bytes): a unit window
+        span = max(abs(high), 1.0)
+        low, high = low - span / 2, high + span / 2
+    axes.set_xlim(low - 0.08 * span, high + 0.08 * span)
+    if rows[0].flipped:
+        axes.invert_xaxis()
+    axes.set_ylim(-0.6, len(rows) - 0.4)
+    axes.set_yticks([])
+    axes.tick_params(axis="x", labelsize=FONT - 2, pad=1, length=2)
     axes.grid(True, axis="x", alpha=0.3)
 
 
+def _wrapped(text: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
+
+
+def _fit(text: Text, left: float, right: float) -> None:
+    """Shrink a text until it lies between ``left`` and ``right`` (figure fractions) and inside the figure."""
+    figure = text.get_figure()
+    renderer = figure.canvas.get_renderer()
+    width, height = figure.bbox.width, figure.bbox.height
+    while text.get_fontsize() > 4:
+        box = text.get_window_extent(renderer)
+        if box.x0 >= left * width - 0.5 and box.x1 <= right * width + 0.5 and box.y0 >= 0 and box.y1 <= height:
+            return
+        text.set_fontsize(text.get_fontsize() - 0.5)
+
+
 def write_forest_plots(analysis: RunAnalysis, out_dir: Path) -> list[Path]:
-    """``0-forest.png`` (``0-forest_<point>.png`` per sweep point) in ``out_dir``, stale ones removed."""
+    """The claims figure, then the exploratory figure, in ``out_dir`` (stale forest plots removed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob(f"{FOREST_STEM}*.png"):
         stale.unlink()
-    points = analysis.results.point_labels()
     paths = []
-    for point in points:
-        figure = forest_figure(analysis, point)
-        if figure is None:
-            continue
-        stem = FOREST_STEM + (f"_{_file_stem(point)}" if point and len(points) > 1 else "")
-        path = out_dir / f"{stem}.png"
-        figure.savefig(path, format="png")
-        paths.append(path)
+    for name, figure in ((CLAIMS_FILE, claims_figure(analysis)), (EXPLORATORY_FILE, exploratory_figure(analysis))):
+        if figure is not None:
+            path = out_dir / name
+            figure.savefig(path, format="png")
+            paths.append(path)
     return paths

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.analysis.claim_status import FUTILE, VACUOUS
 from harness.analysis.decide.claims import IDENTICAL_ARMS, ClaimResult, claim_alpha
 from harness.analysis.decide.fairness import AT_BOUND_PREFIX
 from harness.analysis.decide.premises import PremiseResult
@@ -20,6 +21,7 @@ from harness.analysis.decide.verdicts import (
     ContrastRow,
     Validity,
 )
+from harness.analysis.present.claim_interval import decided_interval
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.number_format import fmt
 from harness.analysis.stats.paired_stats import METHOD, Interval, PairedDifference
@@ -205,14 +207,14 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
         if sequential:
             boundary = claim.boundary_t
             middle = [f"{claim.look} of {claim.looks}", "-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
-                      _interval(claim.decision_interval, signed=signed),
+                      _interval(decided_interval(claim), signed=signed),
                       "-" if boundary is None else ("exact" if not np.isfinite(boundary) else f"{boundary:.3g}"),
                       _p(claim.p_value)]
         else:
             middle = ["-" if claim.estimate is None else fmt(claim.estimate, signed=signed),
                       _interval(claim.interval, signed=signed), _p(claim.p_value), _p(claim.p_adjusted),
                       _interval(claim.decision_interval, signed=signed)]
-        why = claim.reference.reason if claim.reference and claim.status != "vacuous" else claim.detail
+        why = _why(claim)
         result = ", ".join(filter(None, (claim.result_text, claim.favours(mechanism))))
         lines.append([*head, *middle, "-" if claim.mde is None else fmt(claim.mde), f"{result}{not_counted}",
                       f"{IDENTICAL_ARMS}; {why}" if claim.identical_arms else why])
@@ -224,12 +226,22 @@ def render_claims(claims: Sequence[ClaimResult], validity: Validity, confidence:
         f"level tested)\n{statistics_line(confidence, max((c.n for c in claims), default=0))}\n"
     )
     if sequential:
-        header = ["contrast", "point", "metric", "test", "n", "look", "estimate", "repeated CI", "t boundary", "p",
-                  "MDE", "result", "why"]
+        header = ["contrast", "point", "metric", "test", "n", "look", "estimate",
+                  f"repeated {100 * confidence:g}% CI", "t boundary", "p", "MDE", "result", "why"]
     else:
         header = ["contrast", "point", "metric", "test", "n", "estimate", f"{100 * confidence:g}% CI", "p",
                   "p (Holm)", "Holm CI", "MDE", "result", "why"]
     return title + format_table(header, lines)
+
+
+def _why(claim: ClaimResult) -> str:
+    """What the result rests on: a FUTILE claim's conditional power and its margin's value, a vacuous
+    one's detail, otherwise whether its reference effect is established."""
+    if claim.status == FUTILE:
+        margin = claim.reference.margin if claim.reference is not None else claim.claim.margin
+        shown = f"; margin {fmt(margin)}" if margin is not None else ""
+        return claim.detail.split("; ")[0] + shown
+    return claim.reference.reason if claim.reference and claim.status != VACUOUS else claim.detail
 
 
 def _pairs(difference: PairedDifference) -> str:
