@@ -19,6 +19,7 @@ from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 
 RESULTS_DEFAULT = Path("results")
+UI_PORT = 5000  # `harness ui`'s default port, which the run's last lines link to
 EXIT_USAGE = 2
 
 
@@ -168,6 +169,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
     from harness import api
     from harness.analysis.present.verdict_tables import render_arm_table
     from harness.cli.outputs import append_step_summary
+    from harness.analysis.present.run_summary import SuiteSummary, render_terminal_summary
     from harness.core.devices import device_name
     from harness.core.terminal import Console
 
@@ -199,7 +201,8 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         click.echo("\n" + api.phase_table(reports))
     if outcome.summary:
         append_step_summary(outcome.summary)
-        click.echo("\n" + outcome.summary.rstrip("\n"))
+        summaries = [SuiteSummary(s.analysis, s.outcome.wall_seconds) for s in outcome.suites]
+        click.echo("\n" + render_terminal_summary(summaries).rstrip("\n"))
     raise SystemExit(outcome.exit_code)
 
 
@@ -231,12 +234,22 @@ def _footer(outcome) -> None:
     if outcome.tracker is not None:
         share = 100 * outcome.tracker.seconds / max(wall, 1e-9)
         lines.append(f"mlflow: {outcome.tracker.uri}  ({outcome.tracker.seconds:.2f}s, {share:.1f}% of suite wall time)")
-        lines.append(f"browse: harness ui --results {outcome.results}")
+        lines.append(f"browse: {_ui_address(outcome.tracker.uri, outcome.results)}")
     click.echo("\n".join(lines))
 
 
 @click.command()
 @suite_argument
+def _ui_address(uri: str, results: Path) -> str:
+    """Where the run can be browsed: the server's own address, or the local UI's once `harness ui` serves
+    the store (its default port), on the runs table rather than MLflow's GenAI view."""
+    from harness.tracking.mlflow_tracker import MODEL_TRAINING_VIEW
+
+    if uri.startswith(("http://", "https://")):
+        return f"{uri.rstrip('/')}/#/experiments?{MODEL_TRAINING_VIEW}"
+    return f"http://127.0.0.1:{UI_PORT}/#/experiments?{MODEL_TRAINING_VIEW} (serve it: harness ui --results {results})"
+
+
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True)
 @click.option("--resolved", is_flag=True, help="Print each arm's params as its trials get them, with where each "
               "value comes from (task default, suite params, profile params, arm, profile arm override, sweep).")
@@ -311,7 +324,7 @@ def list_tasks(names: tuple[str, ...]) -> None:
 
 @click.command()
 @results_option
-@click.option("--port", default=5000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--port", default=UI_PORT, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--tracking-uri", help="Browse this store instead of RESULTS/mlflow.db.")
 def ui(results_root: Path, port: int, tracking_uri: str | None) -> None:
     """Serve the MLflow UI on 127.0.0.1 over the results store, opening on the runs table."""
