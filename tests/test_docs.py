@@ -93,3 +93,16 @@ def test_heading_anchors_follow_github() -> None:
     assert heading_anchors(markdown) == {
         "use-it", "tuning-every-arm-the-same-way-harness-tune", "task-v6-issue-28-a-recipe", "use-it-1",
     }
+
+
+def test_the_guides_give_the_baselines_the_thread_count_ci_runs_them_at():
+    """A gated run must use its baseline's thread count (float results depend on it): the guides' ci
+    commands and their word for the shipped baselines' count are the one `.ci/run` runs at."""
+    ci = (REPO / ".ci" / "run").read_text()
+    (threads,) = set(re.findall(r"--profile ci [^\n]*--threads (\d+)", ci))
+    for page in (REPO / "docs" / "new-task.md", REPO / "docs" / "executors.md"):
+        text = page.read_text()
+        assert set(re.findall(r"--profile ci [^\n]*--threads (\d+)", text)) <= {threads}, page
+        said = re.findall(r"baselines?'s? count\s+\((\d+)", text)
+        assert said and set(said) == {threads}, (page, said)
+        assert "--executor serial --threads 1" in text, page  # how to keep to one core
