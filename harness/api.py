@@ -283,7 +283,9 @@ def _each_suite(session: _Session, suites: list[Suite], run_one: Callable[[Suite
     exit_code = 0
     try:
         for suite in suites:
-            followers = session.mirrors(tags)
+            study = {"harness.study": "exploratory" if suite.registration is None else "confirmatory",
+                     **({"harness.registration": suite.registration} if suite.registration else {})}
+            followers = session.mirrors({**(tags or {}), **study})
             ran = run_one(suite, followers)
             suite_run = outcome_of(ran)
             suite_run.parent_run_id = next((m.run_id for m in followers if m.run_id), None)

@@ -287,6 +287,18 @@ def test_an_untouched_bundle_reruns_bit_for_bit(sealed):
     assert audited.returncode == 0 and "2 trial(s) rerun, every value bit for bit" in audited.stdout, audited.stdout
 
 
+@pytest.mark.integration
+def test_an_artifact_built_outside_the_run_fails_provenance(copy):
+    """A trial that loaded a teacher some side run built: the bundle cannot show where its numbers came from."""
+    repo, path = copy
+    lines = lines_of(path)
+    lines[3]["record"]["details"]["cache"] = {"teacher": {"key": "ab" * 10, "loaded": True, "sha256": "cd" * 32,
+                                                          "built_by": "0123456789abcdef"}}
+    write_lines(path, lines)
+    audited = harness_here("audit", str(path))
+    assert "provenance" in failed_checks(audited) and "built by 0123456789ab" in audited.stdout, audited.stdout
+
+
 def _flip_contrast(stored: dict) -> None:
     contrast = stored["contrasts"][0]
     contrast["treatment"], contrast["control"] = contrast["control"], contrast["treatment"]

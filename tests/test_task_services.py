@@ -52,6 +52,16 @@ def test_same_purpose_same_sequence_and_any_change_another(tmp_path: Path) -> No
 
 # --- the artifact cache ---------------------------------------------------------------------------
 
+def test_a_loaded_artifact_names_the_trial_that_built_it(tmp_path: Path) -> None:
+    builder, loader = make_ctx(tmp_path), make_ctx(tmp_path)
+    builder.trial_id, loader.trial_id = "b1d4", "10ad"
+    builder.cached("table", IDENTITY, lambda: {"w": torch.ones(2)})
+    loader.cached("table", IDENTITY, lambda: {"w": torch.zeros(2)})
+    built, loaded = builder.logger.details["cache"]["table"], loader.logger.details["cache"]["table"]
+    assert (built["loaded"], built["built_by"]) == (False, "b1d4")
+    assert (loaded["loaded"], loaded["built_by"], loaded["sha256"]) == (True, "b1d4", built["sha256"])
+
+
 def test_built_once_then_loaded_with_the_same_content(tmp_path: Path) -> None:
     builds: list[int] = []
 
@@ -66,6 +76,7 @@ def test_built_once_then_loaded_with_the_same_content(tmp_path: Path) -> None:
     entry = first_ctx.logger.details["cache"]["table"]
     assert entry["loaded"] is False and second_ctx.logger.details["cache"]["table"] == dict(entry, loaded=True)
 
+    assert entry["built_by"] == "unknown"  # a context that names no trial
     make_ctx(tmp_path, seed=1).cached("table", IDENTITY, build)  # another seed is another artifact
     make_ctx(tmp_path).cached("table", {**IDENTITY, "width": 5}, build)  # and so is another identity
     assert len(builds) == 3

@@ -15,6 +15,8 @@ Each check fails in one line naming it:
 - ``dated``: every trial started after the commit that introduced that design (a later second than its
   author and committer dates: both are kept to the second);
 - ``seeds``: no earlier bundle of the same suite that shares a claim used any of its seeds;
+- ``provenance``: every cached artifact a registered run's trial loaded was built by a trial of the same
+  bundle, into the same bytes (an artifact built by a side run or an earlier run is not this study's);
 - ``findings``: every findings line citing the bundle (``citations``) gives its verdict's result.
 
 A file that is no bundle (or a link, a FIFO, too large, markup in its names) is refused before any check:
@@ -37,11 +39,12 @@ from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError
 from harness.evidence.registration import registered_digest
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
 from harness.core.record import TrialRecord
+from harness.core.stored_fields import BOOLEAN, STRING, StoredFieldError, from_stored, stored
 from harness.store import canonical_json
 from harness.suite.design import design_record
 from harness.suite.registered_design import ANALYSED_KEYS, analysed_fields
 
-CHECKS = ("verdicts", "clean", "design", "analysis", "dated", "seeds", "registered", "findings")
+CHECKS = ("verdicts", "clean", "design", "analysis", "dated", "seeds", "registered", "provenance", "findings")
 _SHOWN = 3  # trials or verdicts named in one failure line
 
 
@@ -83,6 +86,7 @@ def audit(path: Path) -> Audit:
     _check_commits(found, repo, design)
     _check_seeds(found)
     _check_registered(found, repo)
+    _check_provenance(found)
     _check_findings(found, repo, sealed)
     return found
 
@@ -200,6 +204,42 @@ def _check_registered(found: Audit, repo: Repository) -> None:
         found.fail("registered", f"the ledger does not record {relative} as the seal of registration {registration.short}")
     elif sealed.bundle_sha256 != hashlib.sha256(bundle.path.read_bytes()).hexdigest():
         found.fail("registered", f"{relative} is not the bundle the ledger sealed (its bytes changed since)")
+
+
+@dataclass(frozen=True)
+class _CacheUse:
+    """One cached artifact as a trial's ``cache`` detail records it."""
+
+    key: str = stored(STRING, missing="")
+    loaded: bool = stored(BOOLEAN, missing=False)
+    sha256: str = stored(STRING, missing="")
+    built_by: str = stored(STRING, missing="unknown")
+
+
+def _cache_uses(record: TrialRecord) -> list[_CacheUse]:
+    uses = record.details.get("cache") if isinstance(record.details, dict) else None
+    if not isinstance(uses, dict):
+        return []
+    found = []
+    for use in uses.values():
+        try:
+            found.append(from_stored(_CacheUse, use))
+        except StoredFieldError:
+            found.append(_CacheUse())
+    return found
+
+
+def _check_provenance(found: Audit) -> None:
+    bundle = found.bundle
+    if bundle.stored.registration is None:
+        return  # sealed before the ledger: its trials recorded no builder
+    built = {(use.key, use.sha256, record.trial_id) for record in bundle.trials for use in _cache_uses(record)
+             if not use.loaded}
+    outside = [f"{record.title} ({use.key[:12]} built by {use.built_by[:12]})" for record in bundle.trials
+               for use in _cache_uses(record) if use.loaded and (use.key, use.sha256, use.built_by) not in built]
+    if outside:
+        found.fail("provenance", f"{len(outside)} cached artifact(s) were built outside this run: "
+                   + ", ".join(outside[:_SHOWN]) + ": rerun the registered design into a fresh results folder")
 
 
 def _line_hashes(text: str | None) -> set[str]:

@@ -171,7 +171,7 @@ def execute_trial(
         cache_dir.mkdir(parents=True, exist_ok=True)
         ctx = TrialContext(
             seed=trial.seed, device=device, logger=recorder, cache_dir=cache_dir, work_dir=work_dir, arm=trial.arm,
-            task=task_cls.name, task_version=task_cls.version,
+            task=task_cls.name, task_version=task_cls.version, trial_id=trial.trial_id,
         )
         params = task_cls.validate_params(trial.params)
         with _deadline(timeout_s), _contained():

@@ -146,6 +146,7 @@ class TrialContext:
     arm: str = ""
     task: str = ""  # the task's name and version enter every cache key
     task_version: str = ""
+    trial_id: str = ""  # recorded beside each artifact the trial builds: its provenance
     extra: dict[str, Any] = field(default_factory=dict)
     _sections: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
 
@@ -169,7 +170,8 @@ class TrialContext:
 
         ``build`` returns tensors or containers of them (a state dict); it runs with the global
         RNG forked, so a trial continues identically whether it built or loaded. Whether the
-        artifact was loaded, and the sha256 of its bytes, are recorded under the detail ``cache``.
+        artifact was loaded, the sha256 of its bytes and the trial that built it are recorded under the detail
+        ``cache``.
         """
         key = artifact_key(self.task, self.task_version, kind, self.seed, self.device.type, identity)
 
@@ -178,9 +180,10 @@ class TrialContext:
                 return build()
 
         path = artifact_path(self.cache_dir, self.task, kind, key)
-        payload, loaded, sha256 = load_or_build(path, forked_build, self.device)
-        self._record("cache", kind, {"key": key, "loaded": loaded, "sha256": sha256})
-        return restore(payload)
+        artifact = load_or_build(path, forked_build, self.device, self.trial_id)
+        self._record("cache", kind, {"key": key, "loaded": artifact.loaded, "sha256": artifact.sha256,
+                                     "built_by": artifact.built_by})
+        return restore(artifact.payload)
 
     def fit(
         self, steps: int, step: Callable[[int], StepResult], name: str = "train", log_every: int = 1,

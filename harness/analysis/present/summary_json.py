@@ -46,6 +46,9 @@ def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequen
         "profile": results.profile,
         "task": results.stored.task,
         "mechanism": results.stored.mechanism,
+        # confirmatory: a registered design's seeds (the ledger id); exploratory: any other run
+        "study": "exploratory" if results.stored.registration is None else "confirmatory",
+        "registration": results.stored.registration,
         "device_class": results.device_class,
         "device_name": results.stored.device_name,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -97,10 +100,10 @@ def summary_document(analysis: RunAnalysis, plots: Sequence[str], forest: Sequen
                 "level": claim.level,
                 "nominal_level": claim.nominal_level,
                 "decision_interval": _interval_json(claim.decision_interval),
+                "interval_shown": _shown_json(claim, results.confidence),  # the one every report shows
                 "mde_80": claim.mde,
                 "look": claim.look,
                 "looks_planned": claim.looks,
-                "interval_shown": _shown_json(claim, results.confidence),  # the one every report shows
                 "boundary_t": _finite_or_none(claim.boundary_t),
                 "reference_effect": None if claim.reference is None else {
                     "contrast": claim.reference.contrast, "estimate": claim.reference.estimate, "n": claim.reference.n,
@@ -186,15 +189,15 @@ def _difference_json(difference: PairedDifference) -> dict[str, Any]:
     }
 
 
-def _interval_json(interval: Interval | None) -> dict[str, float | None]:
-    return {"ci_low": None if interval is None else interval.low, "ci_high": None if interval is None else interval.high}
-
 def _shown_json(claim: ClaimResult, confidence: float) -> dict[str, Any] | None:
     """The interval every report shows for the claim and its name; ci_low and ci_high stay the plain t
     interval, which sealed summaries hold under those keys."""
     shown = shown_interval(claim, confidence)
     return None if shown is None else {"name": shown.name, "ci_low": shown.low, "ci_high": shown.high}
 
+
+def _interval_json(interval: Interval | None) -> dict[str, float | None]:
+    return {"ci_low": None if interval is None else interval.low, "ci_high": None if interval is None else interval.high}
 
 
 def _cost_json(analysis: RunAnalysis) -> dict[str, Any]:
