@@ -24,7 +24,7 @@ from harness.analysis.present.run_report import build_report
 from harness.analysis.present.summary_json import summary_document
 from harness.analysis.present.verdict_tables import render_report, render_verdict_table
 from harness.analysis.run_results import load_results
-from harness.analysis.stats.paired_stats import minimum_detectable_effect, paired_difference, t_quantile
+from harness.analysis.stats.paired_stats import critical_t, minimum_detectable_effect, paired_difference
 from harness.cli import main
 from harness.store import RunFolder
 
@@ -386,7 +386,7 @@ def test_relative_margin_uses_the_reference_bound_not_its_estimate(tmp_path):
         if rec["arm"] == "weak":
             rec["metrics"]["err"] += spread[SEEDS.index(rec["seed"])]
     (result,) = evaluate_claims(load_results(write_run(tmp_path, meta, records)))
-    low = 1.0 - t_quantile(0.975, 4) * float(np.std(spread, ddof=1)) / math.sqrt(5)
+    low = 1.0 - critical_t(0.025, 5) * float(np.std(spread, ddof=1)) / math.sqrt(5)
     assert result.reference.established and result.reference.margin == pytest.approx(0.5 * low, rel=1e-6)
     # the treatment is 0.21 worse: within half the point estimate (0.5), beyond half the bound (~0.1)
     assert result.status == "fail"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from harness.suite.claim_needs import CLAIM_TEST_NEEDS, needs_problem
 
@@ -103,6 +103,17 @@ class SequentialSpec(Strict):
     futility_from: float = Field(0.0, ge=0, lt=1, description=(
         "share of max_seeds before which no claim stops as futile (an early look's estimate is too noisy "
         "to give up on)"))
+    skew_bound: float | None = Field(None, gt=0, le=3, description=(  # le: MAX_SKEW_BOUND (analysis.stats)
+        "declared |skewness| of the per-seed differences: claims, premises and validity cross on critical "
+        "values calibrated to it (harness/analysis/stats/skew_calibration.py)"))
+
+    @model_serializer(mode="wrap")
+    def _bound_only_when_declared(self, handler: Any) -> Any:
+        """Stored only when declared: the designs locked before it existed keep their hash."""
+        stored = handler(self)
+        if self.skew_bound is None:
+            stored.pop("skew_bound", None)
+        return stored
 
 
 class ValiditySpec(Strict):

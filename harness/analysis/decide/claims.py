@@ -81,7 +81,7 @@ from harness.analysis.stats.paired_stats import (
     mean_estimate,
     smallest_one_sided_sign_flip_p,
 )
-from harness.analysis.stats.sequential_design import Design, conditional_power, nominal_levels
+from harness.analysis.stats.sequential_design import Design, conditional_power
 from harness.core.metrics import metric_family
 from harness.suite.schema import ClaimSpec
 
@@ -222,7 +222,7 @@ def evaluate_claims(results: RunResults, include_speed: bool = True,
     taken = looks_taken(results, design)
     alpha = claim_alpha(results.confidence)
     schedule = design.looks if design.sequential else taken
-    reference_levels = nominal_levels(schedule, alpha, design.spending)
+    reference_levels = design.levels(schedule, alpha)
 
     def tested_at(k: int) -> list[ClaimResult]:
         seen = results.first_seeds(taken[k]) if design.sequential else results
@@ -441,7 +441,7 @@ def _crossed(history: list[ClaimResult | None], schedule: tuple[int, ...], desig
              which: str, guarded: bool = True) -> bool:
     """Whether the claim's ``which`` test reached its nominal level at look k or before (``guarded``:
     confirmed by the sign-flip test at the same bound and level where the pairs can reach it)."""
-    levels = nominal_levels(schedule, level, design.spending)
+    levels = design.levels(schedule, level)
     for j in range(k + 1):
         result = history[j]
         p = None if result is None else getattr(result, which)
@@ -502,7 +502,7 @@ def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: H
     status = PASS if passed else (FAIL if failed else INCONCLUSIVE)
     if status == PASS and result.dropped:
         status = INCONCLUSIVE
-    nominal = nominal_levels(schedule, level, design.spending)[k]
+    nominal = design.levels(schedule, level)[k]
     blocked = status == INCONCLUSIVE and any(
         _crossed(history, schedule, design, level, k, which, guarded=False)
         and not _crossed(history, schedule, design, level, k, which) for which in ("p_value", "p_fail"))
@@ -541,7 +541,7 @@ def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: i
         return result
     fraction = schedule[k] / schedule[-1]
     if result.status == VACUOUS and result.reference is not None and result.reference.p_value is not None:
-        final = nominal_levels(schedule, alpha, design.spending)[-1]
+        final = design.levels(schedule, alpha)[-1]
         power = conditional_power(result.reference.p_value, fraction, final)
         if power < design.futility:
             return replace(result, status=FUTILE, detail=(
@@ -550,7 +550,7 @@ def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: i
         return result
     if result.p_value is None or result.p_fail is None or result.level is None:
         return result
-    final = nominal_levels(schedule, result.level, design.spending)[-1]
+    final = design.levels(schedule, result.level)[-1]
     to_pass = conditional_power(result.p_value, fraction, final)
     to_fail = conditional_power(result.p_fail, fraction, final)
     if max(to_pass, to_fail) < design.futility:

@@ -53,4 +53,6 @@ def _fixed_equivalent(design: Design, claim: ClaimResult) -> int | None:
         return None
     effect = abs(estimate.mean) / estimate.sd
     power = operating_characteristics(design, effect, claim.level, paths=4000).power
-    return fixed_seeds_for_power(effect, claim.level, power) if power > claim.level else None
+    if power <= claim.level:
+        return None
+    return fixed_seeds_for_power(effect, claim.level, power, skew_bound=design.skew_bound)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from harness.analysis.run_results import ResultsError, RunResults
-from harness.analysis.stats.sequential_design import Design, conditional_power, nominal_levels
+from harness.analysis.stats.sequential_design import Design, conditional_power
 from harness.store import SUITE_FILE
 
 
@@ -38,12 +38,11 @@ def looks_taken(results: RunResults, design: Design) -> tuple[int, ...]:
 
 def spent_level(results: RunResults) -> float:
     """The one-sided level at which the latest look reads premises and validity: the claim level for a
-    fixed design, the look's nominal level under the design's spending for a sequential one."""
+    fixed design, the look's nominal level under the design's spending for a sequential one (either
+    calibrated to the design's skewness bound when it declares one)."""
     design = run_design(results)
-    alpha = claim_alpha(results.confidence)
-    if not design.sequential:
-        return alpha
-    return nominal_levels(design.looks, alpha, design.spending)[len(looks_taken(results, design)) - 1]
+    taken = looks_taken(results, design)
+    return design.levels(design.looks if design.sequential else taken, claim_alpha(results.confidence))[len(taken) - 1]
 
 
 class Futility(NamedTuple):
@@ -64,6 +63,6 @@ def power_by_last_look(results: RunResults, p_now: float) -> Futility | None:
     taken = looks_taken(results, design)
     if not design.sequential or len(taken) >= len(design.looks) or not design.may_stop_futile(taken[-1]):
         return None
-    final = nominal_levels(design.looks, claim_alpha(results.confidence), design.spending)[-1]
+    final = design.levels(design.looks, claim_alpha(results.confidence))[-1]
     power = conditional_power(p_now, taken[-1] / design.max_seeds, final)
     return Futility(power, float(design.futility or 0.0), design.max_seeds)

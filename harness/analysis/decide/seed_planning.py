@@ -4,7 +4,8 @@ Per claim, the fixed design's seeds for 80% power and the sequential design's po
 seeds, at the effect a pilot run showed (its standardized distance from the claim's pass bound,
 t / sqrt(n)) or, without a pilot, at a ladder of standardized effects. Planning uses the level the
 claim would face first under Holm in the run, alpha / (claims in its own Holm family: quality and
-timing claims are tested apart): conservative by design.
+timing claims are tested apart): conservative by design. A design that declares a skewness bound is
+planned at its calibrated critical values, the fixed design's as well as the sequential one's.
 """
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ class SeedPlan:
         lines = [f"== {self.suite}: sampled claims per Holm family, each planned at the level the run's first Holm "
                  f"step tests it: {families or 'none'}; effects {self.source}",
                  f"sequential design: {d.spending}, looks at {', '.join(map(str, d.looks))} seeds"
-                 + (f", {d.futility_phrase()}" if d.futility is not None else "")]
+                 + (f", {d.futility_phrase()}" if d.futility is not None else "")
+                 + (f"; fixed and sequential alike at critical values calibrated to |skewness| <= {d.skew_bound:g}"
+                    if d.skew_bound is not None else "")]
         header = f"{'claim':<58} {'effect/sd':>9} {'fixed n (80%)':>13} {'seq power':>9} {'seq E[n]':>8}"
         lines += [header, "-" * len(header)]
         for row in self.rows:
@@ -100,7 +103,7 @@ def family_sizes(claims: Sequence[dict[str, Any]], metrics: dict[str, Metric]) -
 def _row(label: str, effect: float | None, level: float, design: Design) -> ClaimPlan:
     if effect is None or effect <= 0:
         return ClaimPlan(label, effect, None, None)
-    fixed = fixed_seeds_for_power(effect, level, POWER)
+    fixed = fixed_seeds_for_power(effect, level, POWER, skew_bound=design.skew_bound)
     return ClaimPlan(label, effect, fixed, operating_characteristics(design, effect, level, paths=4000))
 
 

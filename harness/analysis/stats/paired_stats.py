@@ -50,14 +50,6 @@ def critical_t(level: float, n: int) -> float:
     return float(scipy.stats.t.isf(level, n - 1))
 
 
-@lru_cache(maxsize=1024)
-def t_quantile(p: float, df: float) -> float:
-    """The t value with P(T <= t) = p (cached: an analysis asks for the same few thousands of times)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"quantile probability must lie in (0, 1), got {p}")
-    return float(scipy.stats.t.ppf(p, df))
-
-
 def t_power(effect_in_sd: float, n: int, alpha: float) -> float:
     """Power of the one-sided paired t test at ``alpha`` with n pairs when the true mean difference is
     ``effect_in_sd`` standard deviations (statsmodels' TTestPower: the noncentral t at its own critical value)."""

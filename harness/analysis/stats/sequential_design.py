@@ -14,8 +14,13 @@ increment is too small for the simulation to resolve, the look uses the incremen
 nominal level, which is conservative (Bonferroni over looks).
 
 A fixed design is the one-look case (the nominal level is the level), so one decision rule serves
-both. Futility uses conditional power under the current estimate (Lan & Wittes 1988, the B-value):
-it only ever stops a claim without a decision, so it cannot raise the error rate (non-binding).
+both. A design that declares a skewness bound (``skew_bound``) crosses on critical values calibrated to
+it inside its own schedule (skew_calibration.py) instead: the levels below are then the t test's p at
+those critical values, so every reader of a nominal level (claims, premises, validity, intervals,
+planning) reads the calibrated one.
+
+Futility uses conditional power under the current estimate (Lan & Wittes 1988, the B-value): it only
+ever stops a claim without a decision, so it cannot raise the error rate (non-binding).
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import numpy as np
 import scipy.stats
 
 from harness.analysis.stats.paired_stats import t_power
+from harness.analysis.stats.skew_calibration import calibrated_critical_values, check_skew_bound
 
 SPENDINGS = ("obrien_fleming", "pocock")
 DEFAULT_SPENDING = "obrien_fleming"
@@ -50,6 +56,7 @@ class Design:
     spending: str = DEFAULT_SPENDING
     futility: float | None = DEFAULT_FUTILITY
     futility_from: float = 0.0  # share of max_seeds before which no claim stops as futile
+    skew_bound: float | None = None  # declared |skewness| of the per-seed differences: calibrated critical values
 
     def __post_init__(self) -> None:
         if not 1 <= self.first <= self.max_seeds:
@@ -61,6 +68,8 @@ class Design:
         if isinstance(self.futility_from, bool) or not isinstance(self.futility_from, (int, float)) \
                 or not 0 <= self.futility_from < 1:
             raise ValueError(f"futility_from {self.futility_from!r} is not a fraction in [0, 1)")
+        if self.skew_bound is not None:
+            check_skew_bound(self.skew_bound)
 
     @property
     def sequential(self) -> bool:
@@ -86,7 +95,16 @@ class Design:
     def describe(self) -> dict[str, Any]:
         described = {"first": self.first, "max_seeds": self.max_seeds, "batch": self.batch,
                      "spending": self.spending, "futility": self.futility}
-        return {**described, "futility_from": self.futility_from} if self.futility_from else described
+        if self.futility_from:
+            described["futility_from"] = self.futility_from
+        if self.skew_bound is not None:
+            described["skew_bound"] = self.skew_bound
+        return described
+
+    def levels(self, looks: tuple[int, ...], alpha: float) -> tuple[float, ...]:
+        """The nominal one-sided level of each of ``looks`` for a claim at ``alpha`` under this design's
+        spending (and its skewness bound, when it declares one)."""
+        return nominal_levels(looks, alpha, self.spending, self.skew_bound)
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any] | None, seeds: int) -> Design:
@@ -96,7 +114,7 @@ class Design:
         try:  # a received suite.json may say anything: a design harness could not have written is refused
             design = cls(_count(stored["first"]), _count(stored["max_seeds"]), _count(stored.get("batch") or 1),
                          str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"),
-                         stored.get("futility_from") or 0.0)
+                         stored.get("futility_from") or 0.0, stored.get("skew_bound"))
             futility = design.futility
             if futility is not None and not (isinstance(futility, (int, float)) and 0 <= futility < 1):
                 raise ValueError(f"futility {futility!r} is not a fraction in [0, 1)")
@@ -160,9 +178,13 @@ def _t_p_values(sums: np.ndarray, squares: np.ndarray, n: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=1024)
-def nominal_levels(looks: tuple[int, ...], alpha: float, spending: str = DEFAULT_SPENDING) -> tuple[float, ...]:
+def nominal_levels(looks: tuple[int, ...], alpha: float, spending: str = DEFAULT_SPENDING,
+                   skew_bound: float | None = None) -> tuple[float, ...]:
     """The one-sided nominal p-level of each look such that the chance, under the null, of any
-    look's t test reaching its level is ``alpha`` (at most). One look: ``(alpha,)``."""
+    look's t test reaching its level is ``alpha`` (at most). One look: ``(alpha,)``. With ``skew_bound``:
+    the levels of the critical values calibrated to it (at most INFLATION * alpha at the bound)."""
+    if skew_bound is not None:
+        return _calibrated_levels(looks, alpha, spending, skew_bound)
     if len(looks) == 1:
         return (alpha,)
     block = max(1, SIMULATION_BYTES // (8 * NULL_PATHS))  # looks whose p-values are held at once
@@ -188,6 +210,17 @@ def nominal_levels(looks: tuple[int, ...], alpha: float, spending: str = DEFAULT
     return tuple(levels)
 
 
+def _calibrated_levels(looks: tuple[int, ...], alpha: float, spending: str, skew_bound: float) -> tuple[float, ...]:
+    normal = nominal_levels(looks, alpha, spending)
+    if looks[-1] < 2:  # no t test to calibrate
+        return normal
+    floors = tuple(float(scipy.stats.t.isf(level, n - 1)) if n >= 2 else math.inf for n, level in zip(looks, normal))
+    spent_by = tuple(spent(n / looks[-1], alpha, spending) for n in looks)
+    critical = calibrated_critical_values(looks, spent_by, floors, skew_bound)
+    return tuple(level if c == floor else float(scipy.stats.t.sf(c, n - 1))
+                 for n, level, c, floor in zip(looks, normal, critical, floors))
+
+
 def conditional_power(p_now: Any, fraction: float, final_level: float) -> Any:
     """Chance of reaching the final look's level if the current estimate is the truth (B-value,
     Lan & Wittes 1988), from the current one-sided p (a float or an array) and information fraction."""
@@ -205,15 +238,42 @@ def conditional_power(p_now: Any, fraction: float, final_level: float) -> Any:
 
 # -- planning --------------------------------------------------------------------------------------
 
-def fixed_seeds_for_power(effect_in_sd: float, alpha: float, power: float = 0.80, limit: int = 1000) -> int | None:
-    """Fewest seeds a fixed one-sided paired t test at ``alpha`` needs to find ``effect_in_sd``
-    (mean difference / sd of differences) with ``power``; None beyond ``limit``."""
+def fixed_seeds_for_power(effect_in_sd: float, alpha: float, power: float = 0.80, limit: int = 1000,
+                          skew_bound: float | None = None) -> int | None:
+    """Fewest seeds a fixed one-sided paired t test at ``alpha`` (at its critical value calibrated to
+    ``skew_bound``, when given) needs to find ``effect_in_sd`` (mean difference / sd of differences) with
+    ``power``; None beyond ``limit``. Power grows with the seeds, so a bisection finds it: a calibrated
+    critical value costs a simulation per seed count."""
     if effect_in_sd <= 0:
         return None
-    for n in range(2, limit + 1):
-        if t_power(effect_in_sd, n, alpha) >= power:
-            return n
-    return None
+
+    def enough(n: int) -> bool:
+        return t_power(effect_in_sd, n, fixed_level(n, alpha, skew_bound)) >= power
+
+    if not enough(limit):
+        return None
+    low, high = 1, limit  # enough(high), not enough(low) (one seed has no t test)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high
+
+
+def fixed_level(n: int, alpha: float, skew_bound: float | None = None) -> float:
+    """The level a fixed design of n seeds tests a claim at ``alpha`` at: alpha itself, or the t test's p at
+    the critical value calibrated to ``skew_bound``. A calibration beyond CALIBRATED_SEEDS takes the excess
+    of its critical value over t's at CALIBRATED_SEEDS down as 1 / sqrt(n), as the skewness term of the t
+    statistic's Edgeworth expansion falls (planning only: a run calibrates its own schedule)."""
+    if skew_bound is None:
+        return alpha
+    if n <= CALIBRATED_SEEDS:
+        return nominal_levels((n,), alpha, DEFAULT_SPENDING, skew_bound)[0]
+    at = CALIBRATED_SEEDS
+    excess = float(scipy.stats.t.isf(fixed_level(at, alpha, skew_bound), at - 1) - scipy.stats.t.isf(alpha, at - 1))
+    return float(scipy.stats.t.sf(scipy.stats.t.isf(alpha, n - 1) + excess * math.sqrt(at / n), n - 1))
+
+
+CALIBRATED_SEEDS = 64  # fixed designs the planner calibrates by simulation; beyond, the Edgeworth decay
 
 
 @dataclass(frozen=True)
@@ -228,7 +288,7 @@ class OperatingCharacteristics:
 def operating_characteristics(design: Design, effect_in_sd: float, alpha: float, paths: int = 20_000,
                               seed: int = 7) -> OperatingCharacteristics:
     """Pass rate and mean seeds used of one claim tested alone under ``design``."""
-    looks, levels = design.looks, nominal_levels(design.looks, alpha, design.spending)
+    looks, levels = design.looks, design.levels(design.looks, alpha)
     passed = used = 0.0
     for _rows, draws in _row_chunks(paths, design.max_seeds, np.random.default_rng(seed)):
         chunk = _simulate_paths(design, draws + effect_in_sd, looks, levels)
