@@ -5,6 +5,7 @@ with another plugin, is named in one line while the other tasks still load."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,26 @@ def test_python_m_harness_never_imports_from_the_current_folder(tmp_path, harnes
         assert not marker.exists(), "a module of the received folder ran"
         assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "cannot import module 'evil_mod'" in done.stderr
+
+
+RECEIVED_HARNESS = "print('the received folder\\'s harness ran')\nraise SystemExit(0)\n"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("extra", ["", os.pathsep, f".{os.pathsep}"])  # as given, an empty entry, '.'
+def test_python_m_harness_in_a_folder_that_ships_a_harness_package_runs_the_installed_one(
+        tmp_path, harness_cmd, cli_env, extra):
+    """``python -m`` finds the package it runs before any of the harness's code: the start-up file the
+    package installs (setup.py) imports the installed harness first, so the folder's own never runs."""
+    sent = tmp_path / "sent"
+    (sent / "harness").mkdir(parents=True)
+    for module in ("__init__.py", "__main__.py"):
+        (sent / "harness" / module).write_text(RECEIVED_HARNESS)
+    env = {**cli_env, "PYTHONPATH": extra + cli_env["PYTHONPATH"]}
+    done = subprocess.run([*harness_cmd, "--help"], cwd=sent, env=env, capture_output=True, text=True, timeout=600)
+    assert "harness ran" not in done.stdout + done.stderr, (
+        "the received folder's harness package ran: is harness-path-guard.pth installed (pip install -e .)?")
+    assert done.returncode == 0 and "Usage:" in done.stdout, done.stdout + done.stderr
 
 
 def install_plugins(root: Path, sources: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
