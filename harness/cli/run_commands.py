@@ -158,18 +158,20 @@ def execution_options(command):
 @click.option("--verbose", is_flag=True, help="Print every metric and every exploratory row (default: key metrics; "
               "the full tables are in report/verdicts.txt either way).")
 @redesign_option
+@click.option("--exploratory", is_flag=True, help="Run the suite files' own seeds, an exploratory run, even where "
+              "a design is registered (a registered design otherwise runs its registration's seeds).")
 @click.option("--allocation", type=click.Choice(["open", "all"]), default="open", show_default=True,
               help="A sequential suite's later looks: open runs only the arms that an open claim, a premise or the "
               "validity controls read (the same decisions); all runs every arm at every look.")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
         executor_name, workers, ray_address, ray_workers, threads, numeric, trial_timeout, max_trials, max_nodes, verbose,
         allocation,
-        redesign) -> None:
+        redesign, exploratory) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
     from harness import api
+    from harness.analysis.present.run_summary import SuiteSummary, render_terminal_summary
     from harness.analysis.present.verdict_tables import render_arm_table
     from harness.cli.outputs import append_step_summary
-    from harness.analysis.present.run_summary import SuiteSummary, render_terminal_summary
     from harness.core.devices import device_name
     from harness.core.terminal import Console
 
@@ -177,7 +179,7 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         profile=profile, seeds=seeds, arms=arms, results=results_root, tracking_uri=tracking_uri,
         mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address,
         ray_workers=ray_workers, threads=threads, numeric=numeric, trial_timeout=trial_timeout, max_trials=max_trials,
-        max_nodes=max_nodes, allocation=allocation, redesign=redesign,
+        max_nodes=max_nodes, allocation=allocation, redesign=redesign, exploratory=exploratory,
     )
     console = Console()
 
@@ -238,8 +240,6 @@ def _footer(outcome) -> None:
     click.echo("\n".join(lines))
 
 
-@click.command()
-@suite_argument
 def _ui_address(uri: str, results: Path) -> str:
     """Where the run can be browsed: the server's own address, or the local UI's once `harness ui` serves
     the store (its default port), on the runs table rather than MLflow's GenAI view."""
@@ -250,6 +250,8 @@ def _ui_address(uri: str, results: Path) -> str:
     return f"http://127.0.0.1:{UI_PORT}/#/experiments?{MODEL_TRAINING_VIEW} (serve it: harness ui --results {results})"
 
 
+@click.command()
+@suite_argument
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True)
 @click.option("--resolved", is_flag=True, help="Print each arm's params as its trials get them, with where each "
               "value comes from (task default, suite params, profile params, arm, profile arm override, sweep).")
