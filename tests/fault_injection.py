@@ -31,9 +31,19 @@ def cli_env(repo: Path = REPO, **extra: str) -> dict[str, str]:
     return env
 
 
+SHARED_WAYS = float(os.environ.get("HARNESS_TEST_SHARED_WAYS", "4"))
+
+
+def hang_guard(quiet_seconds: float) -> float:
+    """A subprocess's hang guard, never a timing: ``quiet_seconds`` is ample on a quiet machine, and the guard
+    still holds with the cores shared SHARED_WAYS ways (four by default: a test run beside other jobs, a
+    toy suite under Ray taking three times its quiet time); HARNESS_TEST_SHARED_WAYS sets another."""
+    return quiet_seconds * SHARED_WAYS
+
+
 def harness(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness", *args], env=env or cli_env(), capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=hang_guard(timeout))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from fault_injection import REPO, TESTS, check_results, cli_env, harness, mlflow_runs, slow_suite, start, trial_records
+from fault_injection import (REPO, TESTS, check_results, cli_env, hang_guard, harness, mlflow_runs, slow_suite, start,
+                             trial_records)
 
 
 def store_appeared(results: Path) -> bool:
@@ -48,7 +49,7 @@ def one_kill(work: Path, suite: Path, env: dict, window: float, rng: random.Rand
 def concurrent(work: Path, suites: list[Path], env: dict) -> str:
     results = work / "results"
     procs = [start("run", str(s), "--profile", "smoke", "--results", str(results), env=env) for s in suites]
-    outcomes = [(p.wait(timeout=600), p.communicate()[1]) for p in procs]
+    outcomes = [(p.wait(timeout=hang_guard(600)), p.communicate()[1]) for p in procs]
     lines = [f"  exit codes {[code for code, _ in outcomes]}"]
     lines += [f"  refused: {err.strip().splitlines()[-1][:150]}" for code, err in outcomes if code == 2]
     for name in sorted({s.stem for s in suites}):

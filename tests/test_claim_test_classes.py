@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fault_injection import hang_guard
 from test_strict_claims import claim, two_arm_run
 
 from harness.analysis.claim_tests import claim_test
@@ -211,7 +212,7 @@ def test_the_documented_example_adds_a_test_with_one_row_and_one_module(tmp_path
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "tests")])}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=300)
+                          timeout=hang_guard(300))
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["pass", "fail", "not_worse", "False", "treat-vs-control", "peak_bytes",
                                    "(not_worse)"]

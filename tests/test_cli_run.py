@@ -15,13 +15,14 @@ import pytest
 from harness.store import INCOMPLETE_FILE
 from harness.tracking.mlflow_tracker import default_tracking_uri
 
-from fault_injection import harness_here
+from fault_injection import hang_guard, harness_here
 
 pytestmark = pytest.mark.integration  # CLI subprocesses, real MLflow stores
 
 
 def run_cli(harness_cmd, cli_env, *args, timeout=300):
-    return subprocess.run([*harness_cmd, *args], env=cli_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*harness_cmd, *args], env=cli_env, capture_output=True, text=True,
+                          timeout=hang_guard(timeout))
 
 
 def trial_files(results: Path, suite="toy", profile="smoke") -> list[Path]:
@@ -142,7 +143,7 @@ def test_interrupt_keeps_finished_trials_and_exits_130(stop, tmp_path, toy_suite
     while len(trial_files(results, profile="default")) < 2 and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(stop)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=hang_guard(60))
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert all(json.loads(p.read_text())["status"] == "finished" for p in trial_files(results, profile="default"))

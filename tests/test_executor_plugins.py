@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fault_injection import harness_here
+from fault_injection import hang_guard, harness_here
 from test_gating_baseline import invoke, make_run
 
 from harness.execution.registry import ENTRY_POINT_GROUP, executor_kind, executor_names
@@ -116,9 +116,11 @@ def test_a_plugin_calling_os_exit_at_import_in_a_process_of_its_own_exits_2(tmp_
     suite.write_text("suite: s\ntask: toy_task:ToyTask\nseeds: [0]\nparams: {steps: 5}\narms:\n  a: {}\n")
     env = {**cli_env, "PYTHONPATH": f"{tmp_path / 'site'}:{cli_env['PYTHONPATH']}"}
     for args in (["--help"], ["run", str(suite), "--results", str(tmp_path / "r"), "--no-mlflow"]):
-        assert subprocess.run([*harness_cmd, *args], env=env, capture_output=True, timeout=600).returncode == 0
+        assert subprocess.run([*harness_cmd, *args], env=env, capture_output=True,
+                              timeout=hang_guard(150)).returncode == 0
     done = subprocess.run([*harness_cmd, "run", str(suite), "--results", str(tmp_path / "q"), "--no-mlflow",
-                           "--executor", "quitter"], env=env, capture_output=True, text=True, timeout=600)
+                           "--executor", "quitter"], env=env, capture_output=True, text=True,
+                          timeout=hang_guard(150))
     assert done.returncode == 2 and error_line(done.stderr).startswith("error: executor 'quitter'"), done.stderr
     assert "os._exit(0)" in error_line(done.stderr)
 

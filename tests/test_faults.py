@@ -22,7 +22,7 @@ import pytest
 from harness.core.locks import LockBusy, lock_writer
 
 from fault_injection import (
-    check_results, cli_env, harness, harness_here, mlflow_runs, slow_suite, start, trial_records,
+    check_results, cli_env, hang_guard, harness, harness_here, mlflow_runs, slow_suite, start, trial_records,
 )
 
 pytestmark = pytest.mark.integration  # CLI subprocesses, real MLflow stores
@@ -274,7 +274,7 @@ def test_writer_lock_refuses_a_second_writer_of_the_suite_only(tmp_path):
 
 # -- concurrent runs (processes) ----------------------------------------------------------------
 def wait_all(procs, timeout=300):
-    return [(p.wait(timeout=timeout), *p.communicate()) for p in procs]
+    return [(p.wait(timeout=hang_guard(timeout)), *p.communicate()) for p in procs]
 
 
 @pytest.mark.parametrize("existing", [False, pytest.param(True, marks=pytest.mark.slow)],

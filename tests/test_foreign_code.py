@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fault_injection import harness_here
+from fault_injection import hang_guard, harness_here
 from records import make_record
 
 from harness.core.record import to_json
@@ -59,7 +59,8 @@ def test_python_m_harness_never_imports_from_the_current_folder(tmp_path, harnes
     (sent / "evil_mod.py").write_text(PLANTED.format(marker=str(marker)))
     for trust in ((), ("--task-path", "evil_mod:Task")):
         done = subprocess.run([*harness_cmd, "reproduce", trial.name, "--no-mlflow", "--out", str(tmp_path / "out"),
-                               *trust], cwd=sent, env=cli_env, capture_output=True, text=True, timeout=300)
+                               *trust], cwd=sent, env=cli_env, capture_output=True, text=True,
+                              timeout=hang_guard(300))
         assert done.returncode == 2, done.stdout + done.stderr
         assert not marker.exists(), "a module of the received folder ran"
         assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -80,7 +81,8 @@ def test_python_m_harness_in_a_folder_that_ships_a_harness_package_runs_the_inst
     for module in ("__init__.py", "__main__.py"):
         (sent / "harness" / module).write_text(RECEIVED_HARNESS)
     env = {**cli_env, "PYTHONPATH": extra + cli_env["PYTHONPATH"]}
-    done = subprocess.run([*harness_cmd, "--help"], cwd=sent, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([*harness_cmd, "--help"], cwd=sent, env=env, capture_output=True, text=True,
+                          timeout=hang_guard(150))
     assert "harness ran" not in done.stdout + done.stderr, (
         "the received folder's harness package ran: is harness-path-guard.pth installed (pip install -e .)?")
     assert done.returncode == 0 and "Usage:" in done.stdout, done.stdout + done.stderr
@@ -152,7 +154,7 @@ def test_a_suite_of_a_broken_plugin_is_one_line_with_exit_2(plugins, tmp_path, n
 def test_plugins_that_call_os_exit_at_import_are_named_and_the_list_goes_on(tmp_path, harness_cmd, cli_env):
     install_plugins(tmp_path / "site", EXITING)
     env = {**cli_env, "PYTHONPATH": f"{tmp_path / 'site'}:{cli_env['PYTHONPATH']}"}
-    done = subprocess.run([*harness_cmd, "list"], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*harness_cmd, "list"], env=env, capture_output=True, text=True, timeout=hang_guard(300))
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "exits: unavailable (task 'exits': module 'exits_task' called os._exit(0) at import)" in done.stdout
     assert "posix_exits: unavailable (task 'posix_exits': module 'posix_exits_task' called os._exit(0)" in done.stdout
@@ -173,6 +175,7 @@ def test_a_task_that_ends_the_process_with_status_0_never_reads_as_success(tmp_p
     suite.write_text("suite: s\ntask: quitter:Task\nseeds: [0]\nparams: {steps: 5}\narms:\n  a: {}\n")
     env = {**cli_env, "PYTHONPATH": f"{tmp_path}:{cli_env['PYTHONPATH']}"}
     done = subprocess.run([*harness_cmd, "run", str(suite), "--results", str(tmp_path / "r"), "--no-mlflow",
-                           "--executor", "serial"], env=env, capture_output=True, text=True, timeout=300)
+                           "--executor", "serial"], env=env, capture_output=True, text=True,
+                          timeout=hang_guard(300))
     assert done.returncode != 0, done.stdout + done.stderr
     assert "os._exit(0)" in done.stdout + done.stderr

@@ -14,6 +14,7 @@ import pytest
 
 from harness.core.processes import stop_process_group
 
+from fault_injection import hang_guard
 from test_cli_run import free_port, run_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
@@ -86,7 +87,7 @@ def test_ui_serves_the_results_store_and_prints_runs_urls(tmp_path, toy_suite, h
             pytest.fail("harness ui did not serve /health within 90 s")
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=hang_guard(30))
     # stopping harness ui stops the MLflow server it started, not only itself: nothing answers any more
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -136,7 +137,7 @@ def test_ui_stops_its_whole_server_on_sigterm_and_ctrl_c(empty_store, harness_cm
             time.sleep(0.1)
         assert servers, "harness ui started no server"
         proc.send_signal(stop)
-        proc.wait(timeout=30)
+        proc.wait(timeout=hang_guard(30))
     finally:
         proc.kill()
     deadline = time.time() + 15

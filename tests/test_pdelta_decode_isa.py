@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fault_injection import hang_guard
 from test_pdelta_decode import SMALL, _decoder, _perturb, _qkv
 
 from harness.tasks.er2.mechanism.er2 import ER2Layer
@@ -31,7 +32,8 @@ pytestmark = [
 def _build(folder: Path, march: str) -> ctypes.CDLL:
     flags = [f"-march={march}" if flag.startswith("-march=") else flag for flag in FLAGS]
     library = folder / f"er2_decode-{march}.so"
-    subprocess.run(["cc", *flags, "-o", str(library), str(SOURCE), "-lm"], check=True, capture_output=True, timeout=300)
+    subprocess.run(["cc", *flags, "-o", str(library), str(SOURCE), "-lm"], check=True, capture_output=True,
+                   timeout=hang_guard(300))
     kernel = ctypes.CDLL(str(library))
     kernel.er2_decode_step.argtypes = [ctypes.c_void_p] * 3
     kernel.er2_decode_step.restype = ctypes.c_int

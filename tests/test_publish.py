@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import pytest
 import test_summary_forest
-from fault_injection import harness_here
+from fault_injection import hang_guard, harness_here
 from test_summary_forest import toy_run
 
 from harness.store import iter_trial_files
@@ -153,11 +153,11 @@ def test_the_published_page_renders_its_claims_table_and_plots_in_a_real_browser
     assert harness_here("publish", str(results), "--out", str(site)).returncode == 0
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"]
     dom = subprocess.run([browser, *flags, "--dump-dom", (site / "toy.html").as_uri()], capture_output=True,
-                         text=True, timeout=120).stdout
+                         text=True, timeout=hang_guard(120)).stdout
     assert "<caption>toy (default): primary claims</caption>" in dom and "momentum-vs-sgd" in dom
     shot = tmp_path / "page.png"
     subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1400,3000", (site / "toy.html").as_uri()],
-                   capture_output=True, timeout=120)
+                   capture_output=True, timeout=hang_guard(120))
     from PIL import Image
 
     with Image.open(shot) as picture:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fault_injection import harness_here
+from fault_injection import hang_guard, harness_here
 from harness.tasks import metric_family
 from test_cli_run import free_port, run_cli, trial_files
 
@@ -109,7 +109,7 @@ def test_ctrl_c_keeps_returned_records_and_stops_the_cluster(tmp_path, toy_suite
     while len(trial_files(results, profile="default")) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)  # outstanding tasks cancelled, the local cluster shut down
+    _, err = proc.communicate(timeout=hang_guard(30))  # outstanding tasks cancelled, the local cluster shut down
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     stored_now = trial_files(results, profile="default")
@@ -120,7 +120,7 @@ def test_ctrl_c_keeps_returned_records_and_stops_the_cluster(tmp_path, toy_suite
 def test_unreachable_ray_address_fails_fast_in_one_line(tmp_path, toy_suite, harness_cmd, cli_env):
     results = tmp_path / "results"
     # the run gives up on its own (a connect timeout, not Ray's default retries for minutes); the
-    # subprocess timeout is only a hang guard, generous enough for any machine
+    # subprocess timeout is only a hang guard (run_cli scales it for a loaded machine)
     proc = run_cli(harness_cmd, cli_env, "run", str(toy_suite), "--profile", "smoke", "--results", str(results),
                    "--executor", "ray", "--ray-address", f"127.0.0.1:{free_port()}", timeout=180)
     assert proc.returncode == 2

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fault_injection import hang_guard
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.integration  # a whole run of the toy suite in a subprocess
@@ -44,7 +45,7 @@ def test_the_readmes_toy_example_runs_as_written_and_ends_as_shown(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("PYTHONPATH", None)
     done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=hang_guard(600))
     assert done.returncode == 0, done.stderr[-3000:]
     ended = done.stdout[done.stdout.index("## harness summary"):].rstrip("\n").splitlines()
     expected = shown.splitlines()

@@ -13,7 +13,7 @@ import mlflow
 import pytest
 import torch
 from click.testing import CliRunner
-from fault_injection import harness_here
+from fault_injection import hang_guard, harness_here
 from test_cli_run import free_port
 
 from harness import api
@@ -155,7 +155,7 @@ def test_a_changed_task_fails_reproduction_naming_each_metric(toy_run, tmp_path,
     (changed / "toy_task.py").write_text(source.replace(TOY_NOISE_LINE, TOY_NOISE_LINE.replace("0.5", "0.6")))
     env = {**cli_env, "PYTHONPATH": f"{changed}:{cli_env['PYTHONPATH']}"}
     proc = subprocess.run([*harness_cmd, "reproduce", str(toy_run / "toy" / "smoke"), "--no-mlflow", *TRUST_TOY], env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=hang_guard(300))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     verdict = proc.stdout.strip().splitlines()[-1]
     assert verdict.startswith("NOT REPRODUCED") and "accuracy" in verdict and "loss" in verdict
@@ -226,7 +226,7 @@ def test_a_folder_someone_sent_is_reproduced_into_its_own_store_not_the_server_i
 def test_a_killed_reproduction_is_closed_by_the_next(toy_run, harness_cmd, cli_env):
     target = str(toy_run / "toy" / "smoke")
     killed = subprocess.run([*harness_cmd, "reproduce", target, *TRUST_TOY], env={**cli_env, "HARNESS_FAULT": "trial-run-created:1"},
-                            capture_output=True, text=True, timeout=300, check=False)
+                            capture_output=True, text=True, timeout=hang_guard(300), check=False)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     (left,) = [r for r in runs(toy_run, "reproduction") if r.info.status == "RUNNING"]
     partial = [p for p in (toy_run / "reproductions").glob("*/toy/smoke") if incomplete_note(p)]

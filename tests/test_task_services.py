@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fault_injection import hang_guard
 
 from harness.services.cache import artifact_key, artifact_path
 from harness.execution.executor import TrialRecorder
@@ -244,6 +245,7 @@ def test_cpu_trials_run_deterministic_kernels_without_loading_the_compiler_stack
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
     env.pop("TORCHINDUCTOR_DETERMINISTIC", None)
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         timeout=hang_guard(600))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "False", "True"]

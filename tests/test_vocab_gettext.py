@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fault_injection import hang_guard
 from babel.messages.catalog import Catalog
 from babel.messages.mofile import write_mo
 
@@ -139,7 +140,7 @@ def test_validate_refuses_a_broken_catalog_in_one_line_exit_2(tmp_path: Path, da
                      "params: {workload.kind: gettext,\n         workload.locales: [en, de, fr]}\narms:\n  shared: {index: none}\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "harness", "validate", str(suite)], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=hang_guard(300))
     assert done.returncode == 2, done.stdout + done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"{suite}:4: arm 'shared'" in lines[0], lines  # the workload the arm runs
