@@ -203,18 +203,20 @@ def test_the_documented_example_adds_a_test_with_one_row_and_one_module(tmp_path
     script = (
         "from test_strict_claims import claim, two_arm_run\n"
         "from harness.analysis.decide.claims import evaluate_claims\n"
-        "from harness.analysis.present.forest_plots import _claim_rows\n"
+        "from harness.analysis.decide.run_decisions import analyse\n"
+        "from harness.analysis.present.forest_plots import claim_rows\n"
         "same = {'peak_bytes': [1024.0] * 4, 'acc': [0.8, 0.82, 0.79, 0.81]}\n"
         "more = {'peak_bytes': [2048.0, 2050.0, 2049.0, 2051.0], 'acc': same['acc']}\n"
         "(tie,) = evaluate_claims(two_arm_run(same, dict(same), [claim('peak_bytes', 'not_worse')]))\n"
         "(worse,) = evaluate_claims(two_arm_run(same, more, [claim('peak_bytes', 'not_worse')]))\n"
-        "print(tie.status, worse.status, tie.statement, tie.in_family, _claim_rows(worse, -1)[0].label)\n"
+        "(row,) = claim_rows(analyse(two_arm_run(same, more, [claim('peak_bytes', 'not_worse')])))\n"
+        "print(tie.status, worse.status, tie.statement, tie.in_family, row.label, row.detail)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "tests")])}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=hang_guard(300))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["pass", "fail", "not_worse", "False", "treat-vs-control", "peak_bytes",
-                                   "(not_worse)"]
+    assert done.stdout.split() == ["pass", "fail", "not_worse", "False", "treat-vs-control", "·", "peak_bytes",
+                                   "not_worse"]
     scanned = [path for path in package.rglob("*.py") if package / "analysis" / "claim_tests" not in path.parents]
     assert not [path for path in scanned if name_comparisons(path.read_text(encoding="utf-8"))]
