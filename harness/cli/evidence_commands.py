@@ -52,9 +52,11 @@ def seal(results: Path, suite: str, profile: str, out: Path) -> None:
 @click.option("--reproduce", "reruns", type=click.IntRange(min=0), default=0, show_default=True,
               help="Also rerun this many trials of each bundle, sampled at random, in the deterministic numeric "
               "mode on CPU: every value but the speed ones must come back bit for bit.")
+@click.option("--cheapest", is_flag=True, help="--reproduce the trials that took the least wall time instead of a "
+              "random sample (what CI affords on every commit).")
 @click.option("--task-path", "task_paths", multiple=True, metavar="MODULE:CLASS",
               help="Trust this task for --reproduce when no installed package registers it (as harness reproduce).")
-def audit(target: Path, reruns: int, task_paths: tuple[str, ...]) -> None:
+def audit(target: Path, reruns: int, cheapest: bool, task_paths: tuple[str, ...]) -> None:
     """Check the evidence bundle TARGET (or every bundle under the folder TARGET) against its repository:
     rebuilt verdicts, clean commits, the design and analysed fields at each commit, trial dates, fresh seeds,
     the registration, findings; for a folder, the ledger too."""
@@ -84,7 +86,7 @@ def audit(target: Path, reruns: int, task_paths: tuple[str, ...]) -> None:
             malformed += 1
             continue
         if reruns:
-            _rerun_checks(outcome, rerun(outcome.bundle, reruns, task_paths=task_paths))
+            _rerun_checks(outcome, rerun(outcome.bundle, reruns, task_paths=task_paths, cheapest=cheapest))
         for line in outcome.failures:
             click.echo(f"{path}: FAIL {line}")
         failed += not outcome.passed

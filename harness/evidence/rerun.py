@@ -33,19 +33,23 @@ class Rerun:
     error: str | None = None
 
 
-def sample(bundle: Bundle, count: int, seed: int | None = None) -> list:
-    """``count`` finished trials of the bundle drawn at random (``seed`` fixes the draw, for a test)."""
+def sample(bundle: Bundle, count: int, seed: int | None = None, cheapest: bool = False) -> list:
+    """``count`` finished trials of the bundle drawn at random (``seed`` fixes the draw, for a test), or with
+    ``cheapest`` the ``count`` that took the least wall time (what CI can afford on every commit)."""
     finished = [record for record in bundle.trials if record.finished]
+    if cheapest:
+        return sorted(finished, key=lambda record: (record.wall_seconds, record.trial_id))[:count]
     chooser = random.Random(seed) if seed is not None else random.SystemRandom()
     return chooser.sample(finished, min(count, len(finished)))
 
 
-def rerun(bundle: Bundle, count: int, seed: int | None = None, task_paths: tuple[str, ...] = ()) -> Rerun:
+def rerun(bundle: Bundle, count: int, seed: int | None = None, task_paths: tuple[str, ...] = (),
+          cheapest: bool = False) -> Rerun:
     """Rerun ``count`` sampled trials of ``bundle`` and compare every non-speed value with the record
     (``task_paths``: tasks trusted by module path, as ``harness reproduce --task-path``)."""
     found = Rerun()
     chosen = []
-    for record in sample(bundle, count, seed):
+    for record in sample(bundle, count, seed, cheapest):
         try:
             here = task_code(load_received_task(record.task, task_paths).__module__).sha256
         except UnknownTaskError as exc:
