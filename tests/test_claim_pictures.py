@@ -14,7 +14,7 @@ from test_summary_forest import TOY, toy_run
 
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.present.claim_interval import shown_interval
-from harness.analysis.present.forest_plots import claim_rows, claims_figure
+from harness.analysis.present.forest_plots import claim_rows, claims_figure, exploratory_figure
 from harness.analysis.present.run_summary import SuiteSummary, render_summary, render_terminal_summary
 from harness.analysis.present.summary_json import summary_document
 from harness.analysis.present.verdict_tables import render_claims
@@ -56,6 +56,8 @@ def test_every_shipped_suites_claims_figure_fits_its_texts_and_gives_the_claims_
         assert len(strips) == len(claim_rows(analysis))
         assert all(axes.get_window_extent(renderer).width >= bounds.width / 2 for axes in strips), suite
         assert bounds.height <= 1000, suite  # vocab's five claims included
+        exploratory = exploratory_figure(analysis)
+        assert exploratory is None or exploratory.bbox.height <= 1200, suite  # capped, however many rows
         words = " ".join(t.get_text() for t in figure.texts)
         assert "right of the solid line: better for" in words  # the figure says which side is better
         for claim in analysis.claims:

@@ -26,8 +26,9 @@ def test_the_guides_non_inferiority_example_runs_to_the_row_it_shows(tmp_path):
     suite.write_text(suite_text.replace("task: char_lm\n", "task: char_lm_task:CharLMTask\n"))
     done = harness_here("run", str(suite), "--results", str(tmp_path / "r"), "--no-mlflow", "--threads", "1")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "### hashed_context (default): validity OK;" in done.stdout
-    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| hashed-vs-full ")]
+    written = (tmp_path / "r" / "summary.md").read_text()  # the terminal prints its compact form
+    assert "### hashed_context (default): validity OK;" in written
+    (row,) = [line for line in written.splitlines() if line.startswith("| hashed-vs-full ")]
     expected = _cells(shown)
     assert _cells(row)[:4] == expected[:4] and _cells(row)[5] == expected[5] == "PASS"
     estimate = float(_cells(row)[4].split()[0])
@@ -53,6 +54,7 @@ def test_the_guides_too_weak_positive_control_stops_at_the_first_look(tmp_path):
                      .replace("more_data: {train_chars: 80000}", "more_data: {eval_chars: 4001}"))
     done = harness_here("run", str(suite), "--results", str(tmp_path / "r"), "--no-mlflow", "--threads", "1")
     assert done.returncode == 0, done.stderr[-2000:]
-    heading = next(line for line in done.stdout.splitlines() if line.startswith("### hashed_context"))
+    written = (tmp_path / "r" / "summary.md").read_text()
+    heading = next(line for line in written.splitlines() if line.startswith("### hashed_context"))
     assert "validity INVALID (positive control too weak: more_data " in heading
     assert "at n=3, conditional power 0.00 \\< 0.1 to beat it by 8 seeds" in heading and "3 seeds of up to 8" in heading

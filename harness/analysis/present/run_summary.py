@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Sequence
+from urllib.parse import quote
 
 from rich import box
 from rich.console import Console as RichConsole
@@ -101,7 +102,7 @@ class SuiteSummary:
     def render(self) -> str:
         figures = self.figures()
         heading = self.heading() + (
-            "\n\nclaims figure: " + ", ".join(f"[{inline(PurePosixPath(f).name)}]({f})" for f in figures)
+            "\n\nclaims figure: " + ", ".join(f"[{inline(PurePosixPath(f).name)}]({quote(f)})" for f in figures)
             if figures else "")
         heading += "".join(f"\n\nwarning: {escape(b.text())}" for b in self.analysis.unequal_budgets)
         if not self.analysis.claims:
