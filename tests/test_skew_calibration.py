@@ -72,6 +72,13 @@ def test_calibrated_values_hold_the_bad_side_within_the_inflation_and_never_fall
     assert first_crossings(looks, critical, normal) <= ALPHA
 
 
+def test_a_bound_too_small_to_matter_keeps_the_t_boundary(few_paths):
+    """At skewness 0.1 t errs well within 1.2x: the bad side's own quantile lies below t's, and t's stands."""
+    looks = (3, 4, 5, 6)
+    floors = floors_of(looks, ALPHA)
+    assert calibrated_critical_values(looks, tuple(_spent(n / 6) for n in looks), floors, 0.1)[-1] == floors[-1]
+
+
 def _spent(fraction: float) -> float:
     return spent(fraction, ALPHA, "obrien_fleming")
 
