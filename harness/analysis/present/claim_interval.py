@@ -55,5 +55,11 @@ def shown_interval(claim: ClaimResult, confidence: float) -> ShownInterval | Non
 def interval_names(claims: list[ClaimResult], confidence: float) -> str:
     """The names of the intervals a set of claims is shown with, once each ('95%', 'repeated 95%'); an
     exact claim's single value reads the same under any name, so it adds none unless it is alone."""
-    spread = [c for c in claims if (interval := decided_interval(c)) is not None and interval.low != interval.high]
+    spread = [claim for claim in claims if has_spread(claim)]
     return " and ".join(dict.fromkeys(interval_name(claim, confidence) for claim in spread or claims))
+
+
+def has_spread(claim: ClaimResult) -> bool:
+    """Whether the claim's interval is more than one value (an exact claim's is one value under any name)."""
+    interval = decided_interval(claim)
+    return interval is not None and interval.low != interval.high

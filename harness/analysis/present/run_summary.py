@@ -28,7 +28,7 @@ from rich.text import Text
 from harness.analysis.decide.claims import AGAINST, FOR, IDENTICAL_ARMS, ClaimResult
 from harness.analysis.decide.run_decisions import RunAnalysis
 from harness.analysis.decide.verdicts import INVALID, UNDECLARED, UNDETERMINED, VALID, Validity
-from harness.analysis.present.claim_interval import decided_interval, interval_names, is_repeated
+from harness.analysis.present.claim_interval import decided_interval, has_spread, interval_names, is_repeated
 from harness.analysis.present.forest_plots import CLAIMS_FILE
 from harness.analysis.present.markdown_tables import escape, inline, plain, table
 from harness.analysis.stats.number_format import fmt
@@ -74,6 +74,7 @@ class SuiteSummary:
                 f"validity {inline(validity_text(self.analysis.validity))}; {seeds}, {time}{failed}")
 
     def time_text(self) -> str:
+        """The run's wall time, or its trials' when rebuilt from stored results (the terminal's short form)."""
         if self.wall_seconds is not None:
             return _seconds(self.wall_seconds)
         return f"trials {_seconds(sum(t.wall_seconds for t in self.analysis.results.finished))}"
@@ -118,7 +119,8 @@ class SuiteSummary:
         return f"**{', '.join(identical)}:** {IDENTICAL_ARMS}" if identical else ""
 
     @property
-    def sequential(self) -> bool:
+    def repeated(self) -> bool:
+        """Whether a claim is shown with its repeated interval, which the summary's note then explains."""
         return any(is_repeated(c) for c in self.analysis.claims)
 
     def is_question(self, claim: ClaimResult) -> bool:
@@ -223,7 +225,7 @@ def render_summary(summaries: Sequence[SuiteSummary]) -> str:
     """The whole summary (summary.md): a title, one block per suite, the interval note once, the
     answer and the totals."""
     blocks = "\n".join(summary.render() for summary in summaries)
-    note = f"\n\n{REPEATED_CI_NOTE}" if any(s.sequential for s in summaries) else ""
+    note = f"\n\n{REPEATED_CI_NOTE}" if any(s.repeated for s in summaries) else ""
     return f"{TITLE}\n\n{blocks}{note}\n\n{mechanism_line(summaries)}\n{totals_line(summaries)}\n"
 
 
@@ -231,11 +233,9 @@ def render_terminal_summary(summaries: Sequence[SuiteSummary]) -> str:
     """What the terminal ends with: one table, each suite's name, validity, seeds and time in its first
     column beside its claims, results in a few words, so every suite of ``suites/all.yaml`` fits in 40
     lines; summary.md keeps the full text."""
-    claims = [claim for s in summaries for claim in s.analysis.claims]
-    spread = [(s, claim) for s in summaries for claim in s.analysis.claims
-              if (interval := decided_interval(claim)) is not None and interval.low != interval.high]
-    names = {interval_names([claim], s.analysis.results.confidence) for s, claim in spread}  # exact: any name
-    uniform = len(names) <= 1
+    names = {interval_names([claim], s.analysis.results.confidence) for s in summaries for claim in s.analysis.claims
+             if has_spread(claim)}
+    uniform = len(names) <= 1  # else the repeated intervals are marked in their cells
     grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     grid.add_column("suite", no_wrap=True)
     grid.add_column("claim", no_wrap=True)
@@ -256,14 +256,14 @@ def render_terminal_summary(summaries: Sequence[SuiteSummary]) -> str:
         single_point = len(results.point_labels()) == 1
         for n, claim in enumerate(summary.analysis.claims):
             label = f"{claim.contrast} · {claim.key}" + (f" @ {claim.point}" if claim.point and not single_point else "")
-            repeated = is_repeated(claim) and not uniform and (claim.decision_interval.low != claim.decision_interval.high)
-            estimate = estimate_text(claim) + (f" {REPEATED}" if repeated else "")
+            marked = not uniform and is_repeated(claim) and has_spread(claim)
+            estimate = estimate_text(claim) + (f" {REPEATED}" if marked else "")
             grid.add_row(*_cells(cells[n] if n < len(cells) else "", plain(label), plain(claim.claim.test), estimate,
                                  plain(_short_result(summary, claim)), str(claim.n)))
     buffer = io.StringIO()
     RichConsole(file=buffer, width=TERMINAL_WIDTH, color_system=None, highlight=False, emoji=False).print(grid)
     notes = [note for s in summaries if (note := s.identical_note())]
-    if any(is_repeated(claim) for claim in claims):
+    if any(s.repeated for s in summaries):
         notes.append(REPEATED_CI_NOTE)
     body = [line.rstrip() for line in buffer.getvalue().rstrip("\n").splitlines()]
     return "\n".join([TITLE, *body, *notes, mechanism_line(summaries), totals_line(summaries)]) + "\n"
