@@ -25,6 +25,7 @@ from harness.publish.runs import published_run
 from harness.publish.site import write_site
 from harness.tracking.claim_metrics import claim_tags, metric_path, parent_metrics, tracking_tags
 from harness.tracking.mirror import RUN_NAME_TAG, MlflowMirror
+from harness.tracking.mlflow_tracker import MlflowTracker
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +148,7 @@ def test_summary_md_links_each_suites_claims_figure(tmp_path):
     assert (tmp_path / "results" / "toy" / "default" / "report" / "0-forest.png").is_file()
 
 
-def test_the_suite_runs_name_and_a_tag_give_its_answer(sealed):
+def test_the_suite_runs_name_and_a_tag_give_its_answer(sealed, tmp_path):
     routing = next(a for a in sealed if a.results.suite == "routing")
     tags = tracking_tags(routing)
     assert re.fullmatch(r"for \d+ · against \d+ · not shown \d+", tags["harness.verdict"])
@@ -163,7 +164,12 @@ def test_the_suite_runs_name_and_a_tag_give_its_answer(sealed):
     mirror = MlflowMirror(tracker)
     mirror.run_id, mirror.name = "parent", "routing/default 2026-01-01 00:00:00"
     mirror.finished(RunEnd(status="FINISHED", analysis=routing, wall_seconds=1.0, failed=0, artifacts=()))
-    assert tracker.closed["tags"][RUN_NAME_TAG] == f"routing/default 2026-01-01 00:00:00 · {tags['harness.verdict']}"
+    named = f"routing/default 2026-01-01 00:00:00 · {tags['harness.verdict']}"
+    assert tracker.closed["tags"][RUN_NAME_TAG] == named
+    store = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", artifact_root=tmp_path / "mlartifacts")
+    run_id = store.start_parent(routing.results.stored, {"git_commit": "0" * 40}, mirror.name)
+    store.finish_parent(run_id, "FINISHED", {}, (), tracker.closed["tags"])
+    assert store.client.get_run(run_id).info.run_name == named  # the runs table shows the renamed run
 
 
 def test_a_futile_claims_reason_gives_its_conditional_power_and_its_margin(sealed):
