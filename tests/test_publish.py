@@ -121,7 +121,7 @@ def test_two_runs_at_two_commits_show_each_claim_across_them_on_one_valid_escape
     assert COMMITS[0][:12] in history[4] and COMMITS[1][:12] in history[5]
     text = " ".join(page.text)
     assert "momentum-vs-sgd" in text and "PASS" in text and "c" * 64 in text and "design " in text
-    assert len(page.images) == 2  # the latest run's forest plot per sweep point
+    assert len(page.images) == 2  # the latest run's claims figure and its exploratory contrasts
     assert "toy (default): primary claims" in page.captions
 
 
