@@ -47,7 +47,6 @@ COLOURS = {
     "short of margin": "#a6611a",  # better than 0, surely by less than the margin worth having
     "vacuous": "#f28e2b",
     "equivalent": "#4575b4",
-    "reference effect": "#000000",
 }
 UNDECIDED_COLOUR = "#8c8c8c"  # inconclusive, insufficient pairs, futile
 WIDTH = 10.0  # inches, at DPI: 1,000 px
