@@ -237,8 +237,8 @@ BREAKS = (
           "        pass\n", (),
           "a run that ends before every trial is stored leaves a folder that reads as a result"),
     Break("cache-hash-unrecorded", "provenance", "harness/tasks/base.py",
-          '        self._record("cache", kind, {"key": key, "loaded": loaded, "sha256": sha256})\n',
-          '        self._record("cache", kind, {"key": key, "loaded": loaded})\n', (),
+          '        self._record("cache", kind, {"key": key, "loaded": artifact.loaded, "sha256": artifact.sha256,\n',
+          '        self._record("cache", kind, {"key": key, "loaded": artifact.loaded,\n', (),
           "a trial's details do not name the bytes of the cache artifact it loaded (a replaced one is invisible)"),
     Break("kernel-loaded-by-path", "provenance", "harness/tasks/er2/mechanism/ops/fused_decode.py",
           "    kernel = _load(trusted[0])\n",
@@ -286,8 +286,8 @@ BREAKS = (
           "the sequential planner draws every simulated path at once (memory grows with the seeds)"),
     # nine that got past both the tests and the gate (tests/test_fresh_breaks.py, tests/test_code_hash.py)
     Break("design-lock-without-claims", "store", "harness/suite/model.py",
-          "for key in DESIGN_KEYS[1:]}})",
-          'for key in DESIGN_KEYS[1:]}, "claims": []})', (),
+          "for key in DESIGN_KEYS[1:-1]},",
+          'for key in DESIGN_KEYS[1:-1]}, "claims": [],', (),
           "the design lock leaves out the claims: a rerun with changed claims reuses the folder's trials"),
     Break("superseded-matched-by-arm", "store", "harness/execution/runner.py",
           "    current = {(t.arm_label, t.point_label, t.seed): t.trial_id for t in trials}\n"

@@ -64,7 +64,7 @@ def audit(target: Path, reruns: int, cheapest: bool, task_paths: tuple[str, ...]
     from harness.evidence.audit import audit as audit_bundle
     from harness.evidence.audit import bundle_paths
     from harness.evidence.bundle import BundleError
-    from harness.evidence.rerun import rerun
+    from harness.reproduction.record_rerun import rerun, sample
 
     if reruns:
         try:
@@ -86,7 +86,8 @@ def audit(target: Path, reruns: int, cheapest: bool, task_paths: tuple[str, ...]
             malformed += 1
             continue
         if reruns:
-            _rerun_checks(outcome, rerun(outcome.bundle, reruns, task_paths=task_paths, cheapest=cheapest))
+            _rerun_checks(outcome, rerun(outcome.bundle.suite_json,
+                                         sample(outcome.bundle.trials, reruns, cheapest=cheapest), task_paths))
         for line in outcome.failures:
             click.echo(f"{path}: FAIL {line}")
         failed += not outcome.passed

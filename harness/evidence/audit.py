@@ -126,7 +126,11 @@ def _check_commits(found: Audit, repo: Repository, design: str) -> None:
         if at_commit != design:
             wrong.append(f"{bundle.suite_file} at {sha[:12]} declares another design ({len(records)} trial(s))")
             continue
-        moved = _moved(read, repo.analysed_at(sha, bundle.suite_file, bundle.suite, bundle.profile))
+        try:
+            moved = _moved(read, repo.analysed_at(sha, bundle.suite_file, bundle.suite, bundle.profile))
+        except DesignUnreadable as exc:
+            analysed.append(str(exc))
+            continue
         if moved:
             analysed.append(f"{bundle.suite_file} at {sha[:12]} declares other {', '.join(moved)} "
                             f"({len(records)} trial(s))")
@@ -156,10 +160,27 @@ def _comparable(design: str, bundle: Bundle) -> str:
     return canonical_json({k: v for k, v in json.loads(design).items() if k not in ("seeds", "registration")})
 
 
+# What the suite file at a commit declares, read with today's task: its version and metric declarations are
+# today's, not the commit's, so they are compared only where a registration recorded them (``registered``),
+# except the direction of each metric a claim, premise or validity reads (a flipped direction flips a verdict).
+_DECLARED_KEYS = tuple(key for key in ANALYSED_KEYS if key not in ("task_version", "metrics"))
+
+
 def _moved(sealed: str, declared: str) -> list[str]:
     """The analysed fields in which the sealed suite.json and the suite file's declaration differ."""
     a, b = json.loads(sealed), json.loads(declared)
-    return [key for key in ANALYSED_KEYS if canonical_json(a.get(key)) != canonical_json(b.get(key))]
+    moved = [key for key in _DECLARED_KEYS if canonical_json(a.get(key)) != canonical_json(b.get(key))]
+    named = {entry.get("metric") for key in ("claims", "premises") for entry in a.get(key) or [] if isinstance(entry, dict)}
+    named.add((a.get("validity") or {}).get("metric"))
+    flipped = sorted(name for name in named if isinstance(name, str) and _direction(a, name) != _direction(b, name))
+    return moved + [f"the direction of {name}" for name in flipped]
+
+
+def _direction(suite: dict, metric: str) -> object:
+    """A metric's declared direction (a name@suffix reads its family's declaration)."""
+    metrics = suite.get("metrics") or {}
+    entry = metrics.get(metric) or metrics.get(metric.split("@")[0]) or {}
+    return entry.get("direction") if isinstance(entry, dict) else None
 
 
 def _check_registered(found: Audit, repo: Repository) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from harness.core.files import UnsafeFile
 from harness.core.record import RecordError, TrialRecord, from_json, to_json
-from harness.store import canonical_json, read_regular
+from harness.store import canonical_json, parse_json, read_regular
 from harness.suite.design import design_record
 from harness.suite.references import MAX_TRIALS
 from harness.suite.schema import check_name
@@ -175,7 +175,7 @@ def _lines(data: bytes, path: Path) -> list[Any]:
     parsed = []
     for n, line in enumerate(text.splitlines(), start=1):
         try:
-            parsed.append(json.loads(line))
+            parsed.append(parse_json(line))
         except json.JSONDecodeError as exc:
             raise BundleError(f"{path}: line {n}: not JSON ({exc.msg})") from None
     return parsed

@@ -95,7 +95,8 @@ class Repository:
             if lock_text is not None:
                 lock_path(copy).write_text(lock_text + "\n", encoding="utf-8")
             try:
-                found = [s for s in load_suites(copy, profile, apply_locks=apply_locks) if s.name == suite]
+                found = [s for s in load_suites(copy, profile, apply_locks=apply_locks, lock_of_any_version=True)
+                         if s.name == suite]
             except (SuiteError, ValueError, OSError) as exc:
                 message = str(exc).replace(str(copy), f"{path}@{sha[:12]}")
                 raise DesignUnreadable(f"{path} at {sha[:12]} does not load with this harness ({message})") from None

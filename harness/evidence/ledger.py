@@ -29,7 +29,7 @@ from harness.core.stored_fields import (
     optional,
     stored,
 )
-from harness.store import canonical_json
+from harness.store import canonical_json, parse_json
 
 LEDGER_FILE = Path("evidence") / "ledger.jsonl"
 LEDGER_SCHEMA = 1
@@ -168,8 +168,8 @@ class Ledger:
 
 def _entry(line: str, path: Path, number: int) -> LedgerEntry:
     try:
-        data = json.loads(line)
-    except (ValueError, RecursionError) as exc:
+        data = parse_json(line)
+    except ValueError as exc:
         raise LedgerError(f"{path}: line {number}: not JSON ({str(exc)[:80]})") from None
     try:
         entry = from_stored(LedgerEntry, data, unknown="not a field of a ledger entry")

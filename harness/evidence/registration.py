@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.evidence.bundle import SUFFIX, BundleError, read_bundle
 from harness.evidence.history import Repository
 from harness.evidence.ledger import (
     LEDGER_FILE,
@@ -124,17 +125,18 @@ def studies(suites: list[Suite], suite_file: Path, exploratory_reason: str | Non
     """Each suite as the run will count it. A registered design not yet sealed runs only from a clean
     checkout whose committed ledger holds its registration (LedgerError otherwise, before anything runs):
     otherwise its seeds would be spent on code or a record nobody can audit."""
-    if exploratory_reason:
-        return [Study(s, f"{s.name} ({s.profile}): exploratory ({exploratory_reason})") for s in suites]
     path = ledger_path(suite_file)
     ledger = Ledger.read(path) if path is not None else None
+    if exploratory_reason:
+        return [Study(s, f"{s.name} ({s.profile}): exploratory ({exploratory_reason}){_reread(s, ledger)}")
+                for s in suites]
     found = []
     for suite in suites:
         run = confirmatory(suite, ledger) if ledger is not None else suite
         registration = ledger.registration(run.registration) if ledger and run.registration else None
         if registration is None:
             found.append(Study(suite, f"{suite.name} ({suite.profile}): exploratory (its design is not registered: "
-                                      f"harness register {suite_file} --suite {suite.name})"))
+                                      f"harness register {suite_file} --suite {suite.name}){_reread(suite, ledger)}"))
             continue
         seeds = ", ".join(map(str, run.seeds))
         if registration.open:
@@ -145,6 +147,23 @@ def studies(suites: list[Suite], suite_file: Path, exploratory_reason: str | Non
             note = f"replication of registered design {registration.short} (seeds {seeds}; its record: {where})"
         found.append(Study(run, f"{suite.name} ({suite.profile}): {note}", registration, ledger.path))
     return found
+
+
+def _reread(suite: Suite, ledger: Ledger | None) -> str:
+    """A warning for an exploratory run on seeds a registered or sealed study of the suite used: its figures
+    re-read that study's data (a redesign checked on them is selected, not confirmed)."""
+    used = set(ledger.used_seeds(suite.name)) if ledger else set()
+    folder = ledger.path.parent / suite.name if ledger else None
+    for bundle in sorted(folder.glob(f"*{SUFFIX}")) if folder and folder.is_dir() else []:
+        try:
+            used |= read_bundle(bundle).seeds
+        except BundleError:
+            continue
+    again = sorted(set(suite.seeds) & used)
+    if not again:
+        return ""
+    return (f"; warning: seed(s) {', '.join(map(str, again[:5]))} were used by a registered or sealed study of "
+            f"{suite.name}: this run re-reads them and can confirm nothing")
 
 
 def _check_runnable(registration: Registration, ledger: Ledger) -> None:

@@ -1,11 +1,11 @@
-"""``harness audit --reproduce N``: sampled trials of a bundle rerun, every value required bit for bit.
+"""Sampled trial records rerun, every value required bit for bit (``harness audit --reproduce N``).
 
-The other checks read the bundle against git; a value no verdict reads (an exploratory metric a finding
-cites) or a forged whole bundle is consistent with itself. A rerun is not: each sampled trial is rebuilt from
-its record (task, version, arm, seed, params) and run again on this machine's CPU in the deterministic numeric
-mode, with its cached artifacts built afresh, and every metric but the speed ones must come back identical.
-A trial whose task code here is not the code it ran is not rerun (its values would differ for that reason
-alone): the line says which commit's harness can rerun it.
+The audit's other checks read an evidence bundle against git; a value no verdict reads (an exploratory
+metric a finding cites) or a forged whole bundle is consistent with itself. A rerun is not: each sampled
+trial is rebuilt from its record (task, version, arm, seed, params) and run again on this machine's CPU in
+the deterministic numeric mode, with its cached artifacts built afresh, and every metric but the speed ones
+must come back identical. A trial whose task code here is not the code it ran is not rerun (its values would
+differ for that reason alone): the line says which commit's harness can rerun it.
 """
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any, Mapping, Sequence
+
+from harness.core.record import TrialRecord
 from harness.core.terminal import Console
-from harness.evidence.bundle import Bundle
 from harness.reproduction.reproduce import plan_reproduction, run_reproduction
 from harness.reproduction.sources import ReproduceError
 from harness.store import RunFolder
@@ -33,23 +35,23 @@ class Rerun:
     error: str | None = None
 
 
-def sample(bundle: Bundle, count: int, seed: int | None = None, cheapest: bool = False) -> list:
-    """``count`` finished trials of the bundle drawn at random (``seed`` fixes the draw, for a test), or with
-    ``cheapest`` the ``count`` that took the least wall time (what CI can afford on every commit)."""
-    finished = [record for record in bundle.trials if record.finished]
+def sample(records: Sequence[TrialRecord], count: int, seed: int | None = None,
+           cheapest: bool = False) -> list[TrialRecord]:
+    """``count`` finished trials drawn at random (``seed`` fixes the draw, for a test), or with ``cheapest``
+    the ``count`` that took the least wall time (what CI can afford on every commit)."""
+    finished = [record for record in records if record.finished]
     if cheapest:
         return sorted(finished, key=lambda record: (record.wall_seconds, record.trial_id))[:count]
     chooser = random.Random(seed) if seed is not None else random.SystemRandom()
     return chooser.sample(finished, min(count, len(finished)))
 
 
-def rerun(bundle: Bundle, count: int, seed: int | None = None, task_paths: tuple[str, ...] = (),
-          cheapest: bool = False) -> Rerun:
-    """Rerun ``count`` sampled trials of ``bundle`` and compare every non-speed value with the record
-    (``task_paths``: tasks trusted by module path, as ``harness reproduce --task-path``)."""
+def rerun(suite_json: Mapping[str, Any], records: Sequence[TrialRecord], task_paths: tuple[str, ...] = ()) -> Rerun:
+    """Rerun ``records`` (trials of the stored suite ``suite_json``) and compare every non-speed value with the
+    record (``task_paths``: tasks trusted by module path, as ``harness reproduce --task-path``)."""
     found = Rerun()
     chosen = []
-    for record in sample(bundle, count, seed, cheapest):
+    for record in records:
         try:
             here = task_code(load_received_task(record.task, task_paths).__module__).sha256
         except UnknownTaskError as exc:
@@ -64,8 +66,8 @@ def rerun(bundle: Bundle, count: int, seed: int | None = None, task_paths: tuple
     if not chosen:
         return found
     with tempfile.TemporaryDirectory(prefix="harness-audit-rerun-") as scratch:
-        folder = RunFolder(Path(scratch) / "recorded", bundle.suite, bundle.profile)
-        folder.save_suite(dict(bundle.suite_json))
+        folder = RunFolder(Path(scratch) / "recorded", chosen[0].suite, chosen[0].profile)
+        folder.save_suite(dict(suite_json))
         for record in chosen:
             folder.save_trial(record)
         try:

@@ -51,13 +51,15 @@ def load_suites(
     max_trials: int = MAX_TRIALS,
     max_nodes: int = MAX_SUITE_NODES,
     apply_locks: bool = True,
+    lock_of_any_version: bool = False,
 ) -> list[Suite]:
     """Load a suite file (or a collection of includes) and apply profile and filters.
 
     ``max_trials`` bounds the trials one suite expands to, ``max_nodes`` the YAML nodes of one
     file once aliases are expanded; both are refused with a message naming the override flag.
     ``apply_locks``: give tuned arms the params of the tuning lock beside their suite file (off
-    for ``harness tune``, which makes the lock).
+    for ``harness tune``, which makes the lock). ``lock_of_any_version``: apply a lock tuned on another task
+    version too (the audit reads an old commit's lock with today's task, whose version may have moved on).
     """
     suites: list[Suite] = []
     if seeds is not None:
@@ -71,7 +73,7 @@ def load_suites(
         repeated = sorted({a for a in arms if list(arms).count(a) > 1})
         if repeated:
             raise SuiteError(f"--arms: arm(s) given twice: {', '.join(repeated)}")
-    limits = _Limits(max_trials, max_nodes, apply_locks)
+    limits = _Limits(max_trials, max_nodes, apply_locks, lock_of_any_version)
     _collect(Path(path), profile, seeds, arms, suites, stack=(), seen={}, limits=limits)
     names = [s.name for s in suites]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -85,6 +87,7 @@ class _Limits:
     trials: int
     nodes: int
     apply_locks: bool = True
+    lock_of_any_version: bool = False
 
 
 def _collect(path: Path, profile: str, seeds, arms, out: list[Suite], stack: tuple[Path, ...],
@@ -195,7 +198,7 @@ def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limi
     suite = _suite(where, draft, profile, _kept_arms(where, draft, arm_filter), arm_filter)
     _check(where, draft, suite, limits)
     if limits.apply_locks:
-        locked = apply_lock(path, node, where.spec, suite)
+        locked = apply_lock(path, node, where.spec, suite, limits.lock_of_any_version)
         if locked is not suite:
             check_params(path, node, locked, draft.sweep_locs)
         suite = locked

@@ -148,8 +148,9 @@ def _check_space(path: Path, node, suite: Suite, loc: list[Any], space: SweepAxe
             raise SuiteError(f"{here}: {key!r} is swept by {swept_by}; a swept param cannot also be tuned")
 
 
-def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
-    """The suite with its lock's chosen params applied to the tuned arms, or unchanged without a lock."""
+def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite, any_version: bool = False) -> Suite:
+    """The suite with its lock's chosen params applied to the tuned arms, or unchanged without a lock
+    (``any_version``: also a lock tuned on another version of the task)."""
     lock = lock_path(path)
     if not lock.exists():
         return suite
@@ -161,7 +162,7 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite) -> Suite:
         raise SuiteError(f"{located(path, node, ['tune'])}: tune: the lock {lock.name} was made for another tune "
                          f"block (hash {document.tune_hash}, the block now hashes to {tune_hash(spec.tune)}); "
                          f"rerun `harness tune {path}` or restore the block")
-    if document.task_version != suite.task.version:
+    if document.task_version != suite.task.version and not any_version:
         raise SuiteError(f"{lock}: stale lock: tuned on task {suite.task_name!r} version "
                          f"{document.task_version}, the task is now version {suite.task.version}; "
                          f"rerun `harness tune {path}`")
