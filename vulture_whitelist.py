@@ -34,4 +34,3 @@ compare_routing_strategies
 check_task_contract  # for task authors: the test `harness new-task` writes calls it
 
 _bound_only_when_declared  # pydantic calls it when a sequential block is stored (suite/schema.py)
-skew_check  # the audit's check of a sealed run's pooled skewness against its declared bound

@@ -331,6 +331,8 @@ def _seal_registered(study: Study, suite_run: SuiteOutcome, warn: Callable[[str]
         warn(f"{name}: not sealed: {exc}")
         return
     warn(f"{name}: sealed {sealed.path} (registered design {study.registration.short}); commit it with the ledger")
+    if sealed.skewness:
+        warn(f"{name}: {sealed.skewness}")
 
 
 def _tell(followers: Sequence[RunListener], end: RunEnd) -> None:

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from fault_injection import Outcome, harness_here
 from harness.evidence import bundle as bundle_module
 from harness.evidence.bundle import design_hash
 from harness.evidence.history import Commit, DesignUnreadable, Repository
+from harness.evidence.audit import pooled_skewness
 from harness.evidence.programme import pool, programme_passes, study_evalue
 from harness.suite.design import Design, design_record
 from harness.tracking import environment
@@ -418,6 +420,22 @@ def test_the_programme_lists_every_design_with_its_verdict_and_the_pooled_estima
     assert "programme verdict: " in section and "over 2 registered studies" in section
     latest = next(line for line in section.splitlines() if line.startswith("latest verdict:"))
     assert f"(design {designs[1]})" in latest and "exploratory" in latest and "DerSimonian-Laird" in latest
+
+
+def _bundle_of(groups: list[list[float]], bound: float | None) -> SimpleNamespace:
+    """What the statistics check reads of a bundle: its declared bound, metric kinds and contrast rows."""
+    stored = SimpleNamespace(sequential={"max_seeds": 12, "skew_bound": bound} if bound else None, metrics={})
+    rows = [{"metric": "accuracy", "differences": values} for values in groups]
+    return SimpleNamespace(stored=stored, summary={"contrasts": rows})
+
+
+def test_the_statistics_check_fails_data_beyond_the_declared_skewness():
+    rng = np.random.default_rng(5)
+    skewed = [list(rng.gamma(0.5, size=12) * -1) for _ in range(20)]  # skewness about 2.8, the bad side
+    normal = [list(rng.standard_normal(12)) for _ in range(20)]
+    assert pooled_skewness(_bundle_of(skewed, 1.0)).exceeds
+    assert not pooled_skewness(_bundle_of(normal, 1.0)).exceeds
+    assert pooled_skewness(_bundle_of(skewed, None)) is None  # no bound declared: nothing to hold
 
 
 def test_a_study_evalue_is_the_calibrated_p_value_paid_for_its_looks():

@@ -42,6 +42,8 @@ def seal(results: Path, suite: str, profile: str, out: Path) -> None:
         _fail(str(exc))
     click.echo(f"sealed: {sealed.path} ({sealed.trials} trials, {sealed.size / 1024:.0f} KiB, registered design "
                f"{sealed.registration[:12]}); check it with: harness audit {sealed.path}")
+    if sealed.skewness:
+        click.echo(sealed.skewness)
     if sealed.over_target:
         click.echo(f"warning: {sealed.path} is over {TARGET_BYTES // 2**20} MiB, more than a repository should "
                    "carry per suite", err=True)

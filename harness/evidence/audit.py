@@ -17,6 +17,8 @@ Each check fails in one line naming it:
 - ``seeds``: no earlier bundle of the same suite that shares a claim used any of its seeds;
 - ``provenance``: every cached artifact a registered run's trial loaded was built by a trial of the same
   bundle, into the same bytes (an artifact built by a side run or an earlier run is not this study's);
+- ``statistics``: a design that declares a skewness bound holds data within it (the pooled skewness of its
+  per-seed quality differences, ``skew_check``), or its calibrated critical values do not hold;
 - ``findings``: every findings line citing the bundle (``citations``) gives its verdict's result.
 
 A file that is no bundle (or a link, a FIFO, too large, markup in its names) is refused before any check:
@@ -38,13 +40,15 @@ from harness.evidence.history import DesignUnreadable, Repository
 from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError
 from harness.evidence.registration import registered_digest
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
+from harness.analysis.stats.skew_calibration import SkewCheck, skew_check
 from harness.core.record import TrialRecord
 from harness.core.stored_fields import BOOLEAN, STRING, StoredFieldError, from_stored, stored
 from harness.store import canonical_json
 from harness.suite.design import design_record
 from harness.suite.registered_design import ANALYSED_KEYS, analysed_fields
 
-CHECKS = ("verdicts", "clean", "design", "analysis", "dated", "seeds", "registered", "provenance", "findings")
+CHECKS = ("verdicts", "clean", "design", "analysis", "dated", "seeds", "registered", "provenance", "statistics",
+          "findings")
 _SHOWN = 3  # trials or verdicts named in one failure line
 
 
@@ -87,6 +91,7 @@ def audit(path: Path) -> Audit:
     _check_seeds(found)
     _check_registered(found, repo)
     _check_provenance(found)
+    _check_statistics(found)
     _check_findings(found, repo, sealed)
     return found
 
@@ -261,6 +266,29 @@ def _check_provenance(found: Audit) -> None:
     if outside:
         found.fail("provenance", f"{len(outside)} cached artifact(s) were built outside this run: "
                    + ", ".join(outside[:_SHOWN]) + ": rerun the registered design into a fresh results folder")
+
+
+def pooled_skewness(bundle: Bundle) -> SkewCheck | None:
+    """The skewness check of a bundle whose design declares a bound (None when it declares none): every
+    non-speed contrast row's per-seed differences, one set each."""
+    bound = (bundle.stored.sequential or {}).get("skew_bound")
+    if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+        return None
+    speed = {name for name, metric in bundle.stored.metrics.items() if metric.kind == "speed"}
+    groups = []
+    for row in bundle.summary.get("contrasts", []):
+        values = row.get("differences") if isinstance(row, dict) else None
+        metric = str(row.get("metric", "")) if isinstance(row, dict) else ""
+        if isinstance(values, list) and metric.split("@")[0] not in speed and metric not in speed:
+            groups.append([float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)])
+    return skew_check(groups, float(bound))
+
+
+def _check_statistics(found: Audit) -> None:
+    checked = pooled_skewness(found.bundle)
+    if checked is not None and checked.exceeds:
+        found.fail("statistics", f"{checked.text()}: the design's calibrated critical values do not hold for these "
+                   "data")
 
 
 def _line_hashes(text: str | None) -> set[str]:

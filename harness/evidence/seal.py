@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.analysis.present.run_report import SUMMARY_JSON_FILE
 from harness.evidence.bundle import SUFFIX, TARGET_BYTES, BundleError, encode, parse
+from harness.evidence.audit import pooled_skewness
 from harness.evidence.history import Repository
 from harness.evidence.ledger import LEDGER_FILE, SEALED, Ledger, LedgerEntry, LedgerError, append, now
 from harness.evidence.registration import registered_digest
@@ -45,6 +46,7 @@ class Sealed:
     size: int
     trials: int
     registration: str  # the ledger id of the registered design the bundle confirms
+    skewness: str | None = None  # where the design declares a bound: the pooled skewness against it
 
     @property
     def over_target(self) -> bool:
@@ -94,7 +96,8 @@ def seal(results: Path, suite: str, profile: str, out: Path = EVIDENCE_DIR) -> S
                         registration=registration, bundle=path.relative_to(repo.root.absolute()).as_posix(),
                         bundle_sha256=hashlib.sha256(raw).hexdigest())
     append(ledger, entry)
-    return Sealed(path, len(raw), len(records), registration)
+    checked = pooled_skewness(bundle)
+    return Sealed(path, len(raw), len(records), registration, None if checked is None else checked.text())
 
 
 def _registration(repo: Repository, stored: StoredSuite, meta: dict, records: list[TrialRecord],
