@@ -18,7 +18,13 @@ from test_routing_validity_control import routing_results
 from harness.analysis.decide.claims import last_look_premises
 from harness.analysis.decide.premises import FAILS, HOLDS
 from harness.execution.executor import run_single
-from harness.tasks.routing.backbone import token_document_accuracy, token_retrieval_loss
+from harness.tasks.routing.backbone import (
+    FamilyHeads,
+    fact_retrieval_loss,
+    family_document_accuracy,
+    token_document_accuracy,
+    token_retrieval_loss,
+)
 from harness.tasks.routing.mechanism.msa import RouterProjector
 from harness.tasks.routing.task import RoutingTask
 from harness.tasks.routing.workload import Layout, Vocabulary, make_documents, make_queries
@@ -71,6 +77,43 @@ def test_every_token_gradient_reaches_every_position() -> None:
     hidden.requires_grad_(True)
     token_retrieval_loss(_identity_router(), hidden, queries, candidates, chunks, 0.1).backward()
     assert bool((hidden.grad.abs().sum(dim=-1) > 0).all())
+
+
+def test_asked_token_gradient_reaches_only_the_asked_slots() -> None:
+    queries, candidates, chunks, hidden = _batch()
+    hidden.requires_grad_(True)
+    token_retrieval_loss(_identity_router(), hidden, queries, candidates, chunks, 0.1, queries.is_value).backward()
+    reached = hidden.grad.abs().sum(dim=-1) > 0
+    assert torch.equal(reached, queries.is_value)
+
+
+def _heads(fact_knows: bool) -> FamilyHeads:
+    heads = FamilyHeads(D, D, torch.Generator().manual_seed(1), torch.device("cpu"))
+    heads.token = _identity_router()
+    if fact_knows:
+        heads.fact = _identity_router()
+    else:  # a pooled head that maps every query to one point: it tells no document from another
+        with torch.no_grad():
+            heads.fact.q_proj.weight.zero_()
+    return heads
+
+
+def test_fact_loss_is_each_facts_pooled_cross_entropy_towards_its_own_document() -> None:
+    queries, candidates, chunks, hidden = _batch()
+    loss = fact_retrieval_loss(_identity_router(), hidden, queries, LAYOUT, candidates, chunks, 0.1)
+    pooled = hidden.unflatten(1, (LAYOUT.segments, LAYOUT.segment_len)).mean(dim=2).flatten(0, 1)
+    cosine = F.normalize(pooled, dim=-1) @ F.normalize(chunks.flatten(0, 1), dim=-1).T
+    own = (queries.token_docs[:, :: LAYOUT.segment_len].flatten()[:, None] == candidates).float().argmax(dim=1)
+    assert torch.allclose(loss, F.cross_entropy(cosine / 0.1, own * LAYOUT.chunks_per_doc), atol=1e-5)
+
+
+def test_family_document_accuracy_measures_the_per_token_familys_lead() -> None:
+    queries, candidates, chunks, _ = _batch()
+    everywhere = _naming(queries, candidates, chunks, torch.ones_like(queries.is_value))
+    even = family_document_accuracy(_heads(fact_knows=True), everywhere, queries, LAYOUT, candidates, chunks)
+    assert even == {"token_doc_acc": 1.0, "fact_doc_acc": 1.0, "family_lead": 0.0}
+    slanted = family_document_accuracy(_heads(fact_knows=False), everywhere, queries, LAYOUT, candidates, chunks)
+    assert slanted["token_doc_acc"] == 1.0 and slanted["family_lead"] >= 0.5
 
 
 def test_token_document_accuracy_measures_the_asked_slots_lead() -> None:

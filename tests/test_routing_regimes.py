@@ -121,8 +121,8 @@ def test_oracle_masked_pools_only_the_asked_slot_and_oracle_tokens_only_the_rout
          ["param 'router'", "'mean_pool'", "'precision_inverse'", "'oracle_masked'", "(got 'oracle_maskd')"]),
         ("segments: 4,", "segments: 4, msa_from_layer: 3,",
          ["param 'msa_from_layer'", "no layer of the 3-layer backbone", "(got 3)"]),
-        ("metric: asked_slot_auroc,", "metric: asked_slot_aurok,",
-         ["premises.0.metric", "declares no metric 'asked_slot_aurok'", "asked_slot_auroc"]),
+        ("metric: family_lead,", "metric: family_leed,",
+         ["premises.3.metric", "declares no metric 'family_leed'", "family_lead"]),
     ],
     ids=["regime", "weighting", "layer", "premise-metric"],
 )

@@ -120,7 +120,8 @@ def test_the_spec_takes_the_weight_and_the_routers_temperature_from_the_params()
 
 def _tiny_training(spec: BackboneSpec):
     model = build_model(spec, torch.Generator().manual_seed(0), torch.device("cpu"))
-    router = slot_router(spec, model, torch.Generator().manual_seed(1), torch.device("cpu"))
+    router = slot_router(spec, model, torch.Generator().manual_seed(1), torch.Generator().manual_seed(3),
+                         torch.device("cpu"))
     documents = make_documents(spec.layout, spec.pool_docs, torch.Generator().manual_seed(2))
     return model, router, documents
 

@@ -21,14 +21,18 @@ RANDOM = [0.008, 0.012, 0.0, 0.004]
 
 
 def routing_results(arms: dict[str, dict[str, list[float]]], premises: list | None = None,
-                    validity: dict | None = None) -> RunResults:
-    """A stored routing run of these per-seed values, declared with the routing task's metrics."""
+                    validity: dict | None = None, contrasts: list[str] = ()) -> RunResults:
+    """A stored routing run of these per-seed values, declared with the routing task's metrics (and the
+    ``contrasts``, named treatment-vs-control)."""
     seeds = list(range(len(next(iter(next(iter(arms.values())).values())))))
     trials = [make_record(f"{arm}-{seed}", arm, seed, metrics={name: values[seed] for name, values in by_metric.items()})
               for arm, by_metric in arms.items() for seed in seeds]
     meta = {"suite": "routing", "profile": "default", "seeds": seeds, "sweep": {},
             "metrics": {metric.name: metric.as_stored() for metric in RoutingTask.metrics},
-            "arms": {arm: {"labels": [arm]} for arm in arms}, "contrasts": [], "claims": [],
+            "arms": {arm: {"labels": [arm]} for arm in arms},
+            "contrasts": [{"name": name, "treatment": name.split("-vs-")[0], "control": name.split("-vs-")[1],
+                           "margins": {}} for name in contrasts],
+            "claims": [],
             "sequential": None, "premises": premises or [], "validity": validity}
     return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 

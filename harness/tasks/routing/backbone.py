@@ -20,9 +20,18 @@ is read, so without it that state need not name its document: the premise of pre
   (``token_retrieval_loss``: a training-only per-token ``RouterProjector``), the distractors'
   documents among the candidates. The target is the workload's, the same for every position and
   pooling no tokens, so it favours no arm's pooling; ``token_document_accuracy`` measures how
-  evenly the positions learnt it.
+  evenly the positions learnt it. Its query is the per-token family's (MSA's RouterProjector), so
+  it may favour that family over the pooled routers.
+- ``asked_token``: the ``every_token`` loss at the asked slots only, the per-token form of
+  ``asked_slot``: a backbone slanted towards the arms that pool the asked slot, which the
+  neutrality figures must catch.
+- ``token_and_fact``: the ``every_token`` loss plus, at the same weight, its pooled counterpart
+  (``fact_retrieval_loss``): every fact of the query, its tokens pooled uniformly into one query
+  through a training-only pooled head, must find its own document. Both router families' kinds of
+  query learn the same target with the same weight, and no arm pools a single fact, so it favours
+  neither a family nor an arm's pooling; ``family_document_accuracy`` measures the first.
 
-The training-only router is discarded afterwards (the arms start from the usual weights).
+The training-only heads are discarded afterwards (the arms start from the usual weights).
 """
 from __future__ import annotations
 
@@ -30,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from harness.tasks.routing.mechanism.model import (
@@ -56,7 +66,8 @@ from harness.tasks.routing.pooling import OracleMaskedRouter
 from harness.tasks.routing.workload import Layout, QueryBatch, make_documents, make_queries
 
 
-SlotTarget = Literal["asked_slot", "every_token"]
+SlotTarget = Literal["asked_slot", "asked_token", "every_token", "token_and_fact"]
+PER_TOKEN: tuple[str, ...] = ("asked_token", "every_token", "token_and_fact")
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,8 @@ class BackboneSpec:
         return list(msa_layer_indices(self.model, self.msa))
 
 
-LOGGED = {"denoise": "denoise_loss", "energy": "precision_energy", "slot_retrieval": "slot_retrieval_loss"}
+LOGGED = {"denoise": "denoise_loss", "energy": "precision_energy", "slot_retrieval": "slot_retrieval_loss",
+          "fact_retrieval": "fact_retrieval_loss"}
 
 
 @dataclass
@@ -91,7 +103,7 @@ class Backbone:
     model: PCSHODLM
     msa: MSAConfig
     train_tokens_per_s: float
-    neutrality: dict[str, float] = field(default_factory=dict)  # token_document_accuracy, every_token only
+    neutrality: dict[str, float] = field(default_factory=dict)  # per-token targets only: see ``neutrality``
 
     @property
     def routing_layer(self) -> int:
@@ -169,18 +181,40 @@ def memory_slots(batch: int, k: int, gold_rate: float, generator: torch.Generato
     return slots
 
 
+class FamilyHeads(nn.Module):
+    """The training-only heads of the per-token targets, one routing head each: ``token`` reads every
+    query token alone (the RouterProjector's query), ``fact`` every fact's tokens pooled into one
+    query (a pooled router's query). ``fact`` learns only under ``token_and_fact``."""
+
+    def __init__(self, d_model: int, router_dim: int, fact_init: torch.Generator, device: torch.device) -> None:
+        super().__init__()
+        self.token = RouterProjector(d_model, router_dim, 1)
+        with global_rng_from(fact_init, device):
+            self.fact = RouterProjector(d_model, router_dim, 1)
+
+
 def slot_router(
-    spec: BackboneSpec, model: PCSHODLM, init: torch.Generator, device: torch.device
-) -> OracleMaskedRouter | RouterProjector:
-    """The training-only router of the slot-retrieval loss, initialised from its own stream: an
-    ``OracleMaskedRouter`` for ``asked_slot`` (it never reads the precision head it is handed), a
-    one-head ``RouterProjector`` read per token for ``every_token``."""
+    spec: BackboneSpec, model: PCSHODLM, init: torch.Generator, fact_init: torch.Generator, device: torch.device
+) -> OracleMaskedRouter | FamilyHeads:
+    """The training-only router of the slot-retrieval loss, initialised from its own streams: an
+    ``OracleMaskedRouter`` for ``asked_slot`` (it never reads the precision head it is handed), the
+    ``FamilyHeads`` for the per-token targets."""
     with global_rng_from(init, device):
-        if spec.slot_retrieval_target == "every_token":
-            router = RouterProjector(spec.model.d_model, spec.msa.router_dim, 1)
+        if spec.slot_retrieval_target in PER_TOKEN:
+            router = FamilyHeads(spec.model.d_model, spec.msa.router_dim, fact_init, device)
         else:
             router = OracleMaskedRouter(model.precision_up[spec.msa_layers[0]], spec.model.d_model, spec.msa.router_dim, 1)
     return router.to(device)
+
+
+def trained_heads(spec: BackboneSpec, router: OracleMaskedRouter | FamilyHeads | None) -> list[nn.Parameter]:
+    """The training-only parameters the target trains (the fact head only under ``token_and_fact``)."""
+    if router is None:
+        return []
+    if isinstance(router, FamilyHeads):
+        heads = [router.token, router.fact] if spec.slot_retrieval_target == "token_and_fact" else [router.token]
+        return [parameter for head in heads for parameter in (*head.q_proj.parameters(), *head.k_proj.parameters())]
+    return [*router.q_proj.parameters(), *router.k_proj.parameters()]
 
 
 def slot_retrieval_loss(
@@ -207,22 +241,57 @@ def token_document_scores(
     return queries @ F.normalize(router.project_key(candidate_chunks).flatten(0, 1), dim=-1).T
 
 
-def own_document_chunks(queries: QueryBatch, candidates: torch.Tensor) -> torch.Tensor:
-    """(B * S, C * chunks_per_doc) bool: the name chunks of each token's own document among the candidates."""
-    own = queries.token_docs.flatten()[:, None, None] == candidates[None, :, None]
+def own_document_chunks(queries: QueryBatch, candidates: torch.Tensor, docs: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, C * chunks_per_doc) bool: the name chunks of each reader's own document among the
+    candidates; the readers are the query tokens (``queries.token_docs``), or ``docs`` (B, n) given."""
+    docs = queries.token_docs if docs is None else docs
+    own = docs.flatten()[:, None, None] == candidates[None, :, None]
     return (own & queries.positive_chunks[:1, None, :]).flatten(1)
+
+
+def fact_length(layout: Layout) -> int:
+    """Tokens of one fact of the query: a needle query's segment, else the whole (one-document) query."""
+    return layout.segment_len if layout.regime == "uncertain_key" else layout.query_len
+
+
+def fact_document_scores(
+    head: RouterProjector, hidden: torch.Tensor, candidate_chunks: torch.Tensor, layout: Layout
+) -> torch.Tensor:
+    """(B * facts, C * chunks_per_doc): cosine of every fact's pooled query (the mean of its tokens'
+    states) with every chunk of the candidate documents."""
+    pooled = hidden.unflatten(1, (-1, fact_length(layout))).mean(dim=2)
+    queries = F.normalize(head.project_query(pooled).flatten(0, 1), dim=-1)
+    return queries @ F.normalize(head.project_key(candidate_chunks).flatten(0, 1), dim=-1).T
+
+
+def fact_docs(queries: QueryBatch, layout: Layout) -> torch.Tensor:
+    """(B, facts) the document each fact of the query comes from."""
+    return queries.token_docs[:, :: fact_length(layout)]
+
+
+def fact_retrieval_loss(
+    head: RouterProjector, hidden: torch.Tensor, queries: QueryBatch, layout: Layout, candidates: torch.Tensor,
+    candidate_chunks: torch.Tensor, temperature: float,
+) -> torch.Tensor:
+    """MSA's contrastive routing loss of every fact pooled: each fact's positives are its own
+    document's name chunks, its negatives every other chunk of the ``candidates`` documents."""
+    scores = fact_document_scores(head, hidden, candidate_chunks, layout)
+    return routing_contrastive_loss(scores, own_document_chunks(queries, candidates, fact_docs(queries, layout)), temperature)
 
 
 def token_retrieval_loss(
     router: RouterProjector, hidden: torch.Tensor, queries: QueryBatch, candidates: torch.Tensor,
-    candidate_chunks: torch.Tensor, temperature: float,
+    candidate_chunks: torch.Tensor, temperature: float, learners: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """MSA's contrastive routing loss of every query token alone: ``hidden`` (B, S, D) enters the
-    routing layer; each token's positives are the name chunks of the document its fact comes from
-    (``queries.token_docs``), its negatives every other chunk of the ``candidates`` (C,) documents,
-    which hold every token's document."""
+    """MSA's contrastive routing loss of every query token alone (of the ``learners`` (B, S) bool
+    only, given): ``hidden`` (B, S, D) enters the routing layer; each token's positives are the name
+    chunks of the document its fact comes from (``queries.token_docs``), its negatives every other
+    chunk of the ``candidates`` (C,) documents, which hold every token's document."""
     scores = token_document_scores(router, hidden, candidate_chunks)
-    return routing_contrastive_loss(scores, own_document_chunks(queries, candidates), temperature)
+    positives = own_document_chunks(queries, candidates)
+    if learners is not None:
+        positives = positives & learners.flatten()[:, None]
+    return routing_contrastive_loss(scores, positives, temperature)
 
 
 @torch.no_grad()
@@ -240,14 +309,32 @@ def token_document_accuracy(
     return {"token_doc_acc_asked": asked, "token_doc_acc_other": other, "asked_slot_lead": asked - other}
 
 
+@torch.no_grad()
+def family_document_accuracy(
+    heads: FamilyHeads, hidden: torch.Tensor, queries: QueryBatch, layout: Layout, candidates: torch.Tensor,
+    candidate_chunks: torch.Tensor,
+) -> dict[str, float]:
+    """How well each router family's kind of query names documents in these states: the share of
+    query tokens whose own query (``heads.token``) and of facts whose pooled query (``heads.fact``)
+    finds a name chunk of their own document first, and the per-token family's lead over the pooled
+    one (near 0: the backbone taught both kinds of query alike)."""
+    token_best = token_document_scores(heads.token, hidden, candidate_chunks).argmax(dim=1)
+    token = own_document_chunks(queries, candidates).gather(1, token_best[:, None])
+    fact_best = fact_document_scores(heads.fact, hidden, candidate_chunks, layout).argmax(dim=1)
+    fact = own_document_chunks(queries, candidates, fact_docs(queries, layout)).gather(1, fact_best[:, None])
+    token_acc, fact_acc = float(token.double().mean()), float(fact.double().mean())
+    return {"token_doc_acc": token_acc, "fact_doc_acc": fact_acc, "family_lead": token_acc - fact_acc}
+
+
 def backbone_loss(
     model: PCSHODLM, spec: BackboneSpec, queries: QueryBatch, documents: torch.Tensor, slots: torch.Tensor,
-    router: OracleMaskedRouter | RouterProjector | None = None, pool: torch.Tensor | None = None,
+    router: OracleMaskedRouter | FamilyHeads | None = None, pool: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The losses of one batch: ``denoise``, ``energy`` (every layer's head reads the tokens' own
     prediction errors of this forward pass, ``token_errors``) and, given the training-only
-    ``router``, ``slot_retrieval`` (``documents`` row i is query i's gold document; ``every_token``
-    also reads the distractors' documents from ``pool``, the training documents)."""
+    ``router``, ``slot_retrieval`` (``documents`` row i is query i's gold document; the per-token
+    targets also read the distractors' documents from ``pool``, the training documents) and, under
+    ``token_and_fact``, ``fact_retrieval``."""
     states = document_states(model, documents, spec.msa_layers[-1] + 1)
     memory = batch_memory(encode_memory(model, spec.msa, states), slots.to(documents.device))
     trace = model.forward_trace(queries.noisy, queries.t, memory)
@@ -258,15 +345,18 @@ def backbone_loss(
     ]).mean()
     losses = {"denoise": denoising_loss(trace.logits, queries.clean, queries.masked), "energy": energy}
     routing = spec.msa_layers[0]
-    if isinstance(router, RouterProjector):
+    hidden, temperature = trace.layer_inputs[routing], spec.slot_retrieval_temperature
+    if isinstance(router, FamilyHeads):
         candidates, candidate_chunks = candidate_documents(model, spec, queries, pool)
-        losses["slot_retrieval"] = token_retrieval_loss(
-            router, trace.layer_inputs[routing], queries, candidates, candidate_chunks, spec.slot_retrieval_temperature,
-        )
+        learners = queries.is_value if spec.slot_retrieval_target == "asked_token" else None
+        losses["slot_retrieval"] = token_retrieval_loss(router.token, hidden, queries, candidates, candidate_chunks,
+                                                        temperature, learners)
+        if spec.slot_retrieval_target == "token_and_fact":
+            losses["fact_retrieval"] = fact_retrieval_loss(router.fact, hidden, queries, spec.layout, candidates,
+                                                           candidate_chunks, temperature)
     elif router is not None:
         losses["slot_retrieval"] = slot_retrieval_loss(
-            router, trace.layer_inputs[routing], queries, chunk_mean_pool(states[routing], spec.msa.chunk_size),
-            spec.slot_retrieval_temperature,
+            router, hidden, queries, chunk_mean_pool(states[routing], spec.msa.chunk_size), temperature,
         )
     return losses
 
@@ -284,10 +374,12 @@ def candidate_documents(
 
 
 def total_loss(spec: BackboneSpec, losses: Mapping[str, torch.Tensor]) -> torch.Tensor:
-    """The objective the backbone minimises (the slot-retrieval term only where it was computed)."""
+    """The objective the backbone minimises (the retrieval terms only where they were computed, each at
+    ``slot_retrieval_weight``: the two families' terms weigh the same)."""
     total = losses["denoise"] + spec.energy_weight * losses["energy"]
-    if "slot_retrieval" in losses:
-        total = total + spec.slot_retrieval_weight * losses["slot_retrieval"]
+    for name in ("slot_retrieval", "fact_retrieval"):
+        if name in losses:
+            total = total + spec.slot_retrieval_weight * losses[name]
     return total
 
 
@@ -299,8 +391,9 @@ def train_backbone(spec: BackboneSpec, pool: torch.Tensor, ctx: TrialContext) ->
     device = ctx.device
     model = build_model(spec, ctx.stream("backbone-init"), device)
     data = ctx.stream("backbone-batches")
-    router = slot_router(spec, model, ctx.stream("backbone-slot-router"), device) if spec.slot_retrieval_weight > 0 else None
-    trained = [*model.parameters(), *([] if router is None else [*router.q_proj.parameters(), *router.k_proj.parameters()])]
+    router = (slot_router(spec, model, ctx.stream("backbone-slot-router"), ctx.stream("backbone-fact-router"), device)
+              if spec.slot_retrieval_weight > 0 else None)
+    trained = [*model.parameters(), *trained_heads(spec, router)]
     optimizer = torch.optim.AdamW(trained, lr=spec.lr, weight_decay=0.01)
     warmup = max(1, spec.steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
@@ -317,23 +410,24 @@ def train_backbone(spec: BackboneSpec, pool: torch.Tensor, ctx: TrialContext) ->
     ctx.fit(spec.steps, step, name="backbone", log_every=25)
     tokens_per_s = measure_training_throughput(model, spec, ctx.stream("backbone-throughput"), device)
     payload: dict[str, Any] = {"state": model.state_dict(), "train_tokens_per_s": tokens_per_s}
-    if isinstance(router, RouterProjector):
+    if isinstance(router, FamilyHeads):
         payload["neutrality"] = neutrality(model.eval(), spec, router, pool, ctx.stream("backbone-neutrality"), device)
     return payload
 
 
 def neutrality(
-    model: PCSHODLM, spec: BackboneSpec, router: RouterProjector, pool: torch.Tensor, generator: torch.Generator,
+    model: PCSHODLM, spec: BackboneSpec, router: FamilyHeads, pool: torch.Tensor, generator: torch.Generator,
     device: torch.device,
 ) -> dict[str, float]:
-    """``token_document_accuracy`` of the trained backbone and its training-only router on a fresh
-    batch of training queries (the router is discarded after this)."""
+    """``token_document_accuracy`` and ``family_document_accuracy`` of the trained backbone and its
+    training-only heads on a fresh batch of training queries (the heads are discarded after this)."""
     gold = torch.randint(spec.pool_docs, (spec.batch,), generator=generator)
     queries = make_queries(spec.layout, pool, gold, spec.max_noise_step, spec.model.n_diffusion_steps, generator).to(device)
     with torch.no_grad():
         hidden = model.hidden_before(spec.msa_layers[0], queries.noisy, queries.t)
         candidates, candidate_chunks = candidate_documents(model, spec, queries, pool)
-    return token_document_accuracy(router, hidden, queries, candidates, candidate_chunks)
+    return {**token_document_accuracy(router.token, hidden, queries, candidates, candidate_chunks),
+            **family_document_accuracy(router, hidden, queries, spec.layout, candidates, candidate_chunks)}
 
 
 def trained_backbone(spec: BackboneSpec, payload: Mapping[str, Any], ctx: TrialContext) -> Backbone:

@@ -1,18 +1,19 @@
-"""The constructed reader: answers an asked value by looking its key up in the memory's documents.
+"""The constructed reader: answers the query's masked values by looking their keys up in the routed documents.
 
 The end-to-end figures need a reader that uses the documents a router fetches. The backbone's own
 read (its MSA layers attending over the routed documents' pooled K/V) learns that slowly: after
 1,600 steps on two CPU cores the gold document alone added 0.04-0.22 to its answers, too little for
-an end-to-end claim to mean anything. Training it further would need a GPU, so the reading path is
-constructed instead, and declared as such wherever its figures appear:
+an end-to-end claim to mean anything. So the reading path is constructed, and declared as such.
 
-for every asked value, the key is the entity name and attribute of its fact as the (noisy) query
-shows them; the reader copies the value of the fact with that attribute in the memory document with
-that entity name. Where noise masked a key token, or no memory document holds the key, it answers
-what the backbone answers without memory. Names are unique, so a distractor document never matches:
-the reader answers from memory exactly when the gold document was fetched and its key survived the
-noise. Whether it reads memory is measured, not assumed (``acc_oracle - acc_none``, the premise
-``gold_document_answers``): it fails where the keys are masked or the documents do not hold them.
+The reader sees what a reader at inference would see: the noisy query and the memory documents. It
+is not told which value is asked. It reads the query's layout (where a fact's name, attribute and
+value stand) and, at every value position the query shows masked, takes the key the query shows
+there (its fact's entity name and attribute) and copies that attribute's value from a memory
+document with that name. Where noise hid a key token, or no memory document holds the key, it
+answers what the backbone answers without memory. Names are unique, so only the document a fact
+comes from can answer it: read through the router's top document alone, the asked value is answered
+from memory exactly when that document is the gold one and the asked key survived the noise. Only
+the scoring (``score_answers``) looks at which positions were asked and what their values were.
 """
 from __future__ import annotations
 
@@ -34,39 +35,60 @@ class NoMemoryAnswers:
     log_probs: torch.Tensor  # (B, S) log-probability of the clean token
 
 
-def asked_keys(layout: Layout, queries: QueryBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(rows, positions, names (n, entity_len), attributes (n,)): every asked value and its key as
-    the noisy query shows it (MASK where noise hid a key token)."""
-    rows, positions = queries.is_value.nonzero(as_tuple=True)
+def fact_keys(layout: Layout, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(values, name_starts, attributes): every value position of the layout's query and where its
+    fact's entity name and attribute stand (a needle query's facts each carry their own name; a
+    document-shaped query has one name, at its start)."""
     if layout.regime == "uncertain_key":
-        starts = positions - (layout.segment_len - 1)
+        values = torch.arange(layout.segment_len - 1, length, layout.segment_len)
+        starts = values - (layout.segment_len - 1)
     else:
-        starts = torch.zeros_like(positions)
-    offsets = torch.arange(layout.entity_len, device=positions.device)
-    names = queries.noisy[rows[:, None], starts[:, None] + offsets[None, :]]
-    attributes = queries.noisy[rows, positions - 1]
-    return rows, positions, names, attributes
+        values = torch.arange(layout.entity_len + 1, length, 2)
+        starts = torch.zeros_like(values)
+    return values, starts, values - 1
+
+
+def lookup_read(
+    layout: Layout, noisy: torch.Tensor, memory_documents: torch.Tensor, fallback: NoMemoryAnswers
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(answers (B, S), from_memory (B, S) bool): the fallback's answers, with every masked value
+    position whose key (as ``noisy`` shows it) a document of ``memory_documents`` (B, k, doc_len)
+    holds answered by that document's value."""
+    mask = layout.vocabulary.size
+    values, starts, attribute_at = (index.to(noisy.device) for index in fact_keys(layout, noisy.shape[1]))
+    offsets = torch.arange(layout.entity_len, device=noisy.device)
+    names = noisy[:, starts[:, None] + offsets[None, :]]  # (B, facts, entity_len)
+    attributes = noisy[:, attribute_at]  # (B, facts)
+    key_seen = (names != mask).all(dim=-1) & (attributes != mask) & (noisy[:, values] == mask)
+    same_name = (memory_documents[:, None, :, : layout.entity_len] == names[:, :, None, :]).all(dim=-1)  # (B, facts, k)
+    facts = memory_documents[..., layout.entity_len :].unflatten(-1, (layout.doc_facts, 2))  # (B, k, doc_facts, 2)
+    hits = same_name[..., None] & (facts[:, None, :, :, 0] == attributes[:, :, None, None])  # (B, facts, k, doc_facts)
+    found = hits.flatten(2).any(dim=2) & key_seen
+    first = hits.flatten(2).double().argmax(dim=2)
+    copied = facts[..., 1].flatten(1).gather(1, first)  # (B, facts)
+    answers, from_memory = fallback.tokens.clone(), torch.zeros_like(noisy, dtype=torch.bool)
+    answers[:, values] = torch.where(found, copied, answers[:, values])
+    from_memory[:, values] = found
+    return answers, from_memory
+
+
+def score_answers(
+    answers: torch.Tensor, from_memory: torch.Tensor, queries: QueryBatch, fallback: NoMemoryAnswers
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per query: the fraction of its asked values answered right and their mean log-probability; a
+    value answered from memory has log-probability 0 when right (the reader is sure) and the
+    backbone's otherwise, one from the fallback the backbone's."""
+    asked = queries.is_value
+    right = answers == queries.clean
+    log_probs = torch.where(from_memory & right, 0.0, fallback.log_probs.double())
+    n_values = asked.sum(dim=1).double()
+    accuracy = (right & asked).sum(dim=1).double() / n_values
+    return accuracy, (log_probs * asked).sum(dim=1) / n_values
 
 
 def lookup_answers(
     layout: Layout, queries: QueryBatch, memory_documents: torch.Tensor, fallback: NoMemoryAnswers
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per query: the fraction of its asked values answered right and their mean log-probability,
-    reading ``memory_documents`` (B, k, doc_len) token ids; a value answered from memory has
-    log-probability 0 (the reader is sure), one from the fallback the backbone's."""
-    rows, positions, names, attributes = asked_keys(layout, queries)
-    documents = memory_documents[rows]  # (n, k, doc_len)
-    same_name = (documents[..., : layout.entity_len] == names[:, None, :]).all(dim=-1)  # (n, k)
-    facts = documents[..., layout.entity_len :].unflatten(-1, (layout.doc_facts, 2))  # (n, k, facts, 2)
-    hits = same_name[..., None] & (facts[..., 0] == attributes[:, None, None])  # (n, k, facts)
-    found = hits.flatten(1).any(dim=1)
-    first = hits.flatten(1).double().argmax(dim=1)
-    copied = facts[..., 1].flatten(1).gather(1, first[:, None]).squeeze(1)
-    answer = torch.where(found, copied, fallback.tokens[rows, positions])
-    correct = (answer == queries.clean[rows, positions]).double()
-    log_prob = torch.where(found & (copied == queries.clean[rows, positions]), 0.0,
-                           fallback.log_probs[rows, positions].double())
-    n_values = queries.is_value.sum(dim=1).double()
-    accuracy = torch.zeros(queries.gold.shape[0], dtype=torch.float64, device=rows.device).index_add_(0, rows, correct)
-    mean_log_prob = torch.zeros_like(accuracy).index_add_(0, rows, log_prob)
-    return accuracy / n_values, mean_log_prob / n_values
+    """``score_answers`` of the reader reading ``memory_documents`` (B, k, doc_len) for the noisy queries."""
+    answers, from_memory = lookup_read(layout, queries.noisy, memory_documents, fallback)
+    return score_answers(answers, from_memory, queries, fallback)

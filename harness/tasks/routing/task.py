@@ -139,12 +139,19 @@ class RoutingParams(TaskParams):
     )
     slot_retrieval_target: SlotTarget = Field(
         "asked_slot", description="asked_slot: the asked slots, pooled, find the gold document (oracle_masked's pooling); "
-        "every_token: each query token alone finds its own fact's document (no arm's pooling)"
+        "asked_token: each asked slot alone finds its document (the per-token form of asked_slot); "
+        "every_token: each query token alone finds its own fact's document (no arm's pooling; the per-token family's "
+        "query); token_and_fact: every_token plus, at the same weight, each fact's tokens pooled find its document "
+        "(both router families' queries)"
     )
     reader: Reader = Field(
         "backbone", description="who answers from the memory documents in acc_oracle and acc_routed: backbone, its MSA "
-        "layers reading their pooled K/V; lookup, the constructed reader (reader.py): it copies the value of the fact "
-        "whose entity name and attribute match the asked key, else answers as the backbone without memory"
+        "layers reading their pooled K/V; lookup, the constructed reader (reader.py): at every masked value of the "
+        "noisy query it copies the value of the fact whose entity name and attribute the query shows there, else "
+        "answers as the backbone without memory (it is not told which value is asked)"
+    )
+    read_k: int | None = Field(
+        None, ge=1, description="documents the end-to-end answers read: the router's top read_k (None: top_k)"
     )
     # router
     router_training: RouterTrainingParams = RouterTrainingParams()
@@ -178,6 +185,8 @@ class RoutingParams(TaskParams):
                 f"bank_size ({self.bank_size}) + backbone.docs ({self.backbone.docs}) documents with disjoint names "
                 f"exceed the {names} distinct entity names (n_entities ** entity_len)"
             )
+        if self.read_k is not None and self.read_k > self.top_k:
+            raise ValueError(f"read_k ({self.read_k}) exceeds top_k ({self.top_k}): the reader reads the routed documents")
         if self.top_k > self.bank_size:
             raise ValueError(f"top_k ({self.top_k}) exceeds bank_size ({self.bank_size})")
         if self.regime == "uncertain_key" and min(self.bank_size, self.backbone.docs) <= self.segments:
@@ -215,7 +224,7 @@ def _metrics() -> tuple[Metric, ...]:
         Metric(name="acc_oracle", direction="higher", unit="fraction", kind=q,
                description="masked-value accuracy with the gold document as memory"),
         Metric(name="acc_routed", direction="higher", unit="fraction", kind=q,
-               description="masked-value accuracy with the routed top-k documents"),
+               description="masked-value accuracy with the routed top read_k documents (read_k: top_k unless set)"),
         Metric(name="oracle_lift", direction="higher", unit="fraction", kind=q,
                description="acc_oracle - acc_none: what memory can add", key=True),
         Metric(name="gap_closed", direction="higher", unit="fraction", kind=q,
@@ -253,6 +262,14 @@ def _metrics() -> tuple[Metric, ...]:
         Metric(name="asked_slot_lead", direction="none", unit="fraction", kind=i,
                description="token_doc_acc_asked - token_doc_acc_other: how much more the backbone taught the asked "
                "slot its document than the other positions theirs (a backbone trained for no arm's pooling: <= 0)"),
+        Metric(name="token_doc_acc", direction="none", unit="fraction", kind=i,
+               description="per-token slot-retrieval backbones: share of query tokens whose own routing query (the "
+               "training-only per-token head) finds their document's name chunk first"),
+        Metric(name="fact_doc_acc", direction="none", unit="fraction", kind=i,
+               description="the same for each fact's tokens pooled into one query (the training-only pooled head)"),
+        Metric(name="family_lead", direction="none", unit="fraction", kind=i,
+               description="token_doc_acc - fact_doc_acc: how much better the backbone taught the per-token family's "
+               "kind of query than the pooled family's (a backbone neutral between the families: near 0)"),
         Metric(name="at_bound/log_precision", direction="none", unit="fraction", kind=i,
                description="fraction of routing-layer token log-precisions "
                "within 1% of their bound (visible tokens, whose error is 0, belong there)"),
@@ -281,8 +298,9 @@ def _metrics() -> tuple[Metric, ...]:
 
 class RoutingTask(Task):
     name = "routing"
-    # 8: mask_pool, the every_token slot-retrieval target and its neutrality figures
-    version = "8"  # 6: the spec's energy on each token's own error, oracle_masked, premise signals (5: regimes)
+    # 9: the lookup reader finds the masked values itself and reads the top read_k documents; the token_and_fact
+    # target and its family figures (8: mask_pool, every_token; 6: the spec's energy, oracle_masked; 5: regimes)
+    version = "9"
     description = (
         "precision-guided router vs its mean-pooling ablation and MSA RouterProjector on an entity attribute=value "
         "memory, evaluated on a held-out bank (PC-SHO-DLM backbone)"
@@ -516,7 +534,7 @@ def evaluate(
     scores = document_scores(params, backbone, router, bank, hidden, queries, ctx.stream("random-router", params.bank_size))
     out = retrieval_metrics(scores, queries.gold, params.top_k)
     out["recall_over_chance"] = out["recall@1"] * params.bank_size
-    routed = scores.topk(params.top_k, dim=1).indices
+    routed = scores.topk(params.read_k or params.top_k, dim=1).indices
     fallback = NoMemoryAnswers(tokens=shared["answers"], log_probs=shared["answer_log_probs"])
     acc_routed, logp_routed = read_answers(params, backbone, encoded, documents, hidden, queries, routed, fallback)
     none, oracle, routed_acc = shared["figures"]["acc_none"], shared["figures"]["acc_oracle"], float(acc_routed.mean())
