@@ -70,8 +70,16 @@ class SuiteSummary:
         if cost is not None:
             seeds += f" of up to {cost.design.max_seeds} (sequential"
             seeds += f"; fixed design of equal power: {cost.fixed_seeds})" if cost.fixed_seeds else ")"
-        return (f"### {inline(results.suite)} ({inline(results.profile)}): "
+        return (f"### {inline(results.suite)} ({inline(results.profile)}, {inline(self.study())}): "
                 f"validity {inline(validity_text(self.analysis.validity))}; {seeds}, {time}{failed}")
+
+    def study(self, short: bool = False) -> str:
+        """'registered <id>' for a run of a registered design's seeds, else 'exploratory': how it counts
+        (``short``: 'reg <8 digits>', the terminal's)."""
+        registration = self.analysis.results.stored.registration
+        if not registration:
+            return "exploratory"
+        return f"reg {registration[:8]}" if short else f"registered {registration[:12]}"
 
     def time_text(self) -> str:
         """The run's wall time, or its trials' when rebuilt from stored results (the terminal's short form)."""
@@ -247,7 +255,7 @@ def render_terminal_summary(summaries: Sequence[SuiteSummary]) -> str:
     grid.add_column("n", no_wrap=True, justify="right")
     for summary in summaries:
         results = summary.analysis.results
-        about = [f"{plain(results.suite)} ({plain(results.profile)})",
+        about = [f"{plain(results.suite)} ({plain(results.profile)}) · {plain(summary.study(short=True))}",
                  f"{_short_validity(summary.analysis.validity)} · {len(results.seeds)} seeds · {summary.time_text()}"]
         if not summary.analysis.claims:
             grid.add_row(*_cells("\n".join(about), "no primary claims", "", "", "", ""))
