@@ -199,10 +199,12 @@ def test_a_result_worse_than_at_the_parent_commit_is_a_regression(tmp_path, monk
 
 def test_runs_whose_commit_the_checkout_does_not_know_keep_their_date_order(tmp_path, monkeypatch):
     first, second = scratch_repo(tmp_path / "repo")
+    named = (("a", "f" * 40), ("b", second), ("c", "--output=written"), ("d", first))
     runs = [run_at(tmp_path / name, commit, monkeypatch, started=f"2026-0{n}-01T12:00:00+00:00")
-            for n, (name, commit) in enumerate((("a", "f" * 40), ("b", second), ("c", first)), 1)]
+            for n, (name, commit) in enumerate(named, 1)]
     ordered = collect_runs(runs, tmp_path / "repo")
-    assert [run.git_commit for run in ordered] == ["f" * 40, first, second]
+    assert [run.git_commit for run in ordered] == ["f" * 40, first, "", second]  # a stored option never reaches git
+    assert not list(tmp_path.rglob("written"))
 
 
 def test_publish_refuses_what_it_cannot_read_or_write_in_one_line(tmp_path):

@@ -2,6 +2,7 @@
 across commits and machines (the commit and machine its trials ran on, when, the task code and design)."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,9 @@ from harness.store import SUITE_FILE, iter_runs, read_json
 from harness.suite.design import Design
 from harness.suite.schema import check_name
 from harness.tracking.environment import read_git
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256
 
 
 class PublishError(ValueError):
@@ -70,10 +74,11 @@ def published_run(folder: Path) -> PublishedRun:
                            else "") for r in records), "unknown commit")
     machine = _most_common((r.environment.get("device_name") or r.environment.get("cpu_model", "") for r in records),
                            "unknown machine")
-    full = {r.environment.get("git_commit", "") for r in records}
+    recorded = {r.environment.get("git_commit", "") for r in records}
+    full = recorded.pop() if len(recorded) == 1 else ""
     return PublishedRun(
-        folder=folder, analysis=analysis, commit=commit, git_commit=full.pop() if len(full) == 1 else "",
-        machine=machine,
+        folder=folder, analysis=analysis, commit=commit, machine=machine,
+        git_commit=full if _COMMIT.fullmatch(full) else "",  # a stored value reaches git's command line: hex only
         finished_at=max((r.started_at for r in records), default=""),
         task_code=_most_common((r.environment.get("task_code_sha256", "") for r in records), "unknown"),
         design=design.label(),
