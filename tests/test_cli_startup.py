@@ -10,6 +10,7 @@ import sys
 import click
 import pytest
 from click.testing import CliRunner
+from fault_injection import hang_guard
 
 from harness.cli import COMMAND_MODULES, main
 
@@ -47,7 +48,7 @@ def test_an_unknown_command_is_still_one_error_line():
 def test_help_loads_no_command_module_and_no_torch():
     probe = ("import sys\nfrom harness.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
              "print(sorted(m for m in sys.modules if m == 'torch' or m.endswith('_commands')), file=sys.stderr)")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=hang_guard(300))
     assert done.returncode == 0, done.stderr
     assert "Commands:" in done.stdout
     assert done.stderr.strip() == "[]"

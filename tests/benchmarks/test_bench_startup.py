@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fault_injection import hang_guard
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).with_name("harness")  # the console script installed beside this interpreter
@@ -33,7 +34,7 @@ def test_bench_startup(benchmark, args: tuple[str, ...], rounds: int) -> None:
 
     def start() -> None:
         subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=600)
+                       timeout=hang_guard(600))
 
     benchmark.extra_info["load_average_1min"] = round(os.getloadavg()[0], 2)
     benchmark.extra_info["cpus"] = os.cpu_count()
