@@ -72,13 +72,19 @@ def read_git(*args: str, cwd: Path) -> str | None:
     return _git(*args, cwd=cwd)
 
 
+# The evidence folder holds what runs produce (sealed bundles, the ledger's seals), not code: a registered run
+# that seals its first suite must not make the next suite's trials look as if they ran on changed code.
+_NOT_CODE = ":(top,exclude)evidence"
+
+
 @lru_cache(maxsize=None)
 def git_state(cwd: Path) -> tuple[str, bool]:
-    """(commit, dirty) of the checkout at cwd; ('unknown', False) outside git."""
+    """(commit, dirty) of the checkout at cwd, its evidence folder aside; ('unknown', False) outside git."""
     commit = _git("rev-parse", "HEAD", cwd=cwd)
     if commit is None:
         return "unknown", False
-    status = _git("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all", cwd=cwd)
+    status = _git("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all", "--", ".", _NOT_CODE,
+                  cwd=cwd)
     return commit, bool(status)
 
 
@@ -87,7 +93,8 @@ def git_diff(cwd: Path) -> str | None:
     """The uncommitted changes to tracked files (``git diff HEAD``); None on a clean tree or outside git."""
     if not git_state(cwd)[1]:
         return None
-    diff = _git("diff", "HEAD", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all", cwd=cwd)
+    diff = _git("diff", "HEAD", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all", "--",
+                ":(top)", _NOT_CODE, cwd=cwd)
     return diff + "\n" if diff else None
 
 
