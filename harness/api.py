@@ -427,13 +427,14 @@ def run(
     planned = _studies(load_suites(suite_file, options), suite_file, options)
     suites = [study.suite for study in planned]
     for study in planned:
-        warn(study.note)
         for warning in suite_warnings(study.suite):
             warn(warning)
     outcome = RunResult(results=Path(options.results))
     summaries: list[SuiteSummary] = []
     with _session(suites, options, console, warn, on_started) as session:
         outcome.tracker = session.tracker
+        for study in planned:  # how each counts, once nothing stands in the run's way
+            warn(study.note)
         for suite in suites:
             session.console.expect(planned_trials(suite))
         def run_one(suite: Suite, followers: Sequence[RunListener]) -> SuiteOutcome:

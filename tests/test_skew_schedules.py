@@ -29,11 +29,11 @@ BOUND = 1.0
 PATHS = 100_000
 SCHEDULES = {  # the shipped suites' sequential designs (suites/*.yaml), and a long one
     "vocab": Design(3, 12, futility_from=0.5),
-    "vocab_cldr": Design(4, 12, batch=2),
-    "routing": Design(3, 8),
-    "routing_needle": Design(3, 6),
-    "er2_mqar": Design(3, 6),
-    "er2_passkey": Design(3, 5, batch=2),
+    "vocab_cldr": Design(4, 12, batch=2, futility_from=0.5),
+    "routing": Design(3, 8, futility_from=0.5),
+    "routing_needle": Design(3, 8, batch=2, futility_from=0.5),
+    "er2_mqar": Design(3, 6, futility_from=0.5),
+    "er2_passkey": Design(3, 5, batch=2, futility_from=0.5),
     "3..24": Design(3, 24),
 }
 

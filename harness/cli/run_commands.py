@@ -259,15 +259,16 @@ def _ui_address(uri: str, results: Path) -> str:
 @max_nodes_option
 def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
     """Validate SUITE.yaml fully (includes, profile, arms, params, contrasts, claims) without running."""
+    # The suite layer's loader, which harness.api's load_suites wraps: the API would load the analysis
+    # and plotting libraries, which nothing here needs.
     from harness.execution.trials import expand_trials, suite_warnings
+    from harness.suite.loader import load_suites
+    from harness.suite.model import SuiteError
     from harness.suite.resolved import render_resolved
 
-    from harness import api
-
     try:
-        options = api.RunOptions(profile=profile, max_trials=max_trials, max_nodes=max_nodes)
-        suites = api.load_suites(suite_file, options)
-    except api.UsageError as exc:
+        suites = load_suites(suite_file, profile=profile, max_trials=max_trials, max_nodes=max_nodes)
+    except SuiteError as exc:
         _fail(str(exc))
     for suite in suites:
         trials = expand_trials(suite)
