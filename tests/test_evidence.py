@@ -28,7 +28,10 @@ from harness.evidence import bundle as bundle_module
 from harness.evidence.bundle import design_hash
 from harness.evidence.history import Commit, DesignUnreadable, Repository
 from harness.evidence.audit import pooled_skewness
+from harness.evidence import programme as programme_module
+from harness.evidence.ledger import Ledger, LedgerEntry, append
 from harness.evidence.programme import pool, programme_passes, study_evalue
+from harness.evidence.registration import invalidate
 from harness.suite.design import Design, design_record
 from harness.tracking import environment
 
@@ -206,7 +209,7 @@ def test_a_redesign_runs_fresh_seeds_drawn_by_its_registration(redesigned):
     assert first.name != second.name and not seeds[0] & seeds[1] and min(seeds[1]) >= 100_000
     audited = harness_here("audit", str(repo / "evidence"))
     assert audited.returncode == 0, audited.stdout
-    assert "ledger.jsonl: ok (2 registration(s): 2 sealed, 0 abandoned)" in audited.stdout
+    assert "ledger.jsonl: ok (2 registration(s): 2 sealed, 0 abandoned, 0 of the sealed invalidated)" in audited.stdout
 
 
 @pytest.mark.integration
@@ -436,6 +439,24 @@ def test_the_statistics_check_fails_data_beyond_the_declared_skewness():
     assert pooled_skewness(_bundle_of(skewed, 1.0)).exceeds
     assert not pooled_skewness(_bundle_of(normal, 1.0)).exceeds
     assert pooled_skewness(_bundle_of(skewed, None)) is None  # no bound declared: nothing to hold
+
+
+def test_an_invalidated_study_stays_in_the_ledger_and_counts_as_no_evidence(tmp_path):
+    ledger = Ledger.read(tmp_path / "ledger.jsonl")
+    entry = LedgerEntry(kind="registered", schema=0, suite="toy", profile="default", at="2026-12-06T00:00:00+00:00",
+                        previous="", design="d" * 64, record={}, seeds=(100001, 100002))
+    ledger, registration = append(ledger, entry)
+    ledger, _ = append(ledger, LedgerEntry(kind="sealed", schema=0, suite="toy", profile="default",
+                                           at="2026-12-06T00:01:00+00:00", previous="", registration=registration,
+                                           bundle="evidence/toy/x.jsonl.gz", bundle_sha256="0" * 64))
+    found = Ledger.read(tmp_path / "ledger.jsonl").registration(registration)
+    assert found.sealed is not None and found.invalidated is None
+    invalidate(Ledger.read(tmp_path / "ledger.jsonl"), found, "skewed beyond its bound")
+    found = Ledger.read(tmp_path / "ledger.jsonl").registration(registration)
+    assert found.invalidated.reason == "skewed beyond its bound" and not found.open
+    sealing = SimpleNamespace(bundle=SimpleNamespace(stored=SimpleNamespace(registration=registration)),
+                              evalue=50.0, registered=True)
+    assert programme_module._evalue(sealing, {registration}) == 1.0 and programme_module._evalue(sealing, set()) == 50.0
 
 
 def test_a_study_evalue_is_the_calibrated_p_value_paid_for_its_looks():

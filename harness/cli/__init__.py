@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "export": ("analysis_commands", "export"),
     "gate": ("analysis_commands", "gate"),
     "history": ("analysis_commands", "history"),
+    "invalidate": ("evidence_commands", "invalidate"),
     "list": ("run_commands", "list_tasks"),
     "new-task": ("new_task_commands", "new_task"),
     "plan": ("analysis_commands", "plan"),

@@ -90,6 +90,8 @@ def audit(target: Path, reruns: int, cheapest: bool, task_paths: tuple[str, ...]
         if reruns:
             _rerun_checks(outcome, rerun(outcome.bundle.suite_json,
                                          sample(outcome.bundle.trials, reruns, cheapest=cheapest), task_paths))
+        for line in outcome.notes:
+            click.echo(f"{path}: note {line}")
         for line in outcome.failures:
             click.echo(f"{path}: FAIL {line}")
         failed += not outcome.passed
@@ -100,6 +102,32 @@ def audit(target: Path, reruns: int, cheapest: bool, task_paths: tuple[str, ...]
         raise click.exceptions.Exit(USAGE_ERROR)
     if failed or ledger_failures:
         raise click.exceptions.Exit(FAILED)
+
+
+@click.command()
+@click.argument("registration")
+@click.option("--reason", required=True, help="Which assumption of its verdicts the study's own data break.")
+@click.option("--ledger", "ledger_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=_EVIDENCE_DIR / "ledger.jsonl", show_default=True, help="The ledger that holds it.")
+def invalidate(registration: str, reason: str, ledger_file: Path) -> None:
+    """Record that the sealed study REGISTRATION (its id, 12 or more hex digits) does not support its own
+    verdicts (its pooled skewness exceeds its declared bound, say): it stays in the record, with why, the
+    audit says so instead of failing, and the programme counts it as no evidence."""
+    from harness.evidence.ledger import Ledger, LedgerError
+    from harness.evidence.registration import invalidate as invalidate_study
+
+    try:
+        ledger = Ledger.read(ledger_file)
+        found = ledger.registration(registration)
+        if found is None:
+            _fail(f"{ledger_file}: no registration {registration} (give 12 or more hex digits of its id)")
+        if found.sealed is None or found.invalidated is not None:
+            _fail(f"{ledger_file}: registration {found.short} is "
+                  f"{'invalidated already' if found.invalidated else 'not sealed'}: only a sealed study is invalidated")
+        invalidate_study(ledger, found, reason)
+    except LedgerError as exc:
+        _fail(str(exc))
+    click.echo(f"invalidated: {found.short} ({found.entry.suite}); commit {ledger_file}")
 
 
 def _rerun_checks(outcome, found) -> None:
@@ -134,8 +162,9 @@ def _audit_ledger(target: Path) -> list[str]:
         except LedgerError:
             registrations = []
         sealed = sum(r.sealed is not None for r in registrations)
+        invalidated = sum(r.invalidated is not None for r in registrations)
         click.echo(f"{path}: ok ({len(registrations)} registration(s): {sealed} sealed, "
-                   f"{len(registrations) - sealed} abandoned)")
+                   f"{len(registrations) - sealed} abandoned, {invalidated} of the sealed invalidated)")
     return failures
 
 
@@ -214,4 +243,4 @@ def abandon(registration: str, reason: str, ledger_file: Path) -> None:
     click.echo(f"abandoned: {found.short} ({found.entry.suite}); commit {ledger_file}")
 
 
-COMMANDS = (register, seal, abandon, audit, programme)
+COMMANDS = (register, seal, abandon, invalidate, audit, programme)

@@ -18,7 +18,8 @@ Each check fails in one line naming it:
 - ``provenance``: every cached artifact a registered run's trial loaded was built by a trial of the same
   bundle, into the same bytes (an artifact built by a side run or an earlier run is not this study's);
 - ``statistics``: a design that declares a skewness bound holds data within it (the pooled skewness of its
-  per-seed quality differences, ``skew_check``), or its calibrated critical values do not hold;
+  per-seed quality differences, ``skew_check``), or its calibrated critical values do not hold: it fails
+  until the ledger records the study as invalidated (then it is a note, and the programme counts no evidence);
 - ``findings``: every findings line citing the bundle (``citations``) gives its verdict's result.
 
 A file that is no bundle (or a link, a FIFO, too large, markup in its names) is refused before any check:
@@ -37,7 +38,7 @@ from harness.analysis.present.markdown_tables import plain
 from harness.evidence.bundle import SUFFIX, Bundle, BundleError, read_bundle
 from harness.evidence.citations import citations
 from harness.evidence.history import DesignUnreadable, Repository
-from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError
+from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError, Registration
 from harness.evidence.registration import registered_digest
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
 from harness.analysis.stats.skew_calibration import SkewCheck, skew_check
@@ -58,6 +59,7 @@ class Audit:
 
     bundle: Bundle
     failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the audit found and the record already says
 
     def fail(self, check: str, message: str) -> None:
         self.failures.append(f"{check}: {plain(message)}")
@@ -91,7 +93,7 @@ def audit(path: Path) -> Audit:
     _check_seeds(found)
     _check_registered(found, repo)
     _check_provenance(found)
-    _check_statistics(found)
+    _check_statistics(found, repo)
     _check_findings(found, repo, sealed)
     return found
 
@@ -284,11 +286,26 @@ def pooled_skewness(bundle: Bundle) -> SkewCheck | None:
     return skew_check(groups, float(bound))
 
 
-def _check_statistics(found: Audit) -> None:
+def _check_statistics(found: Audit, repo: Repository) -> None:
     checked = pooled_skewness(found.bundle)
-    if checked is not None and checked.exceeds:
-        found.fail("statistics", f"{checked.text()}: the design's calibrated critical values do not hold for these "
-                   "data")
+    if checked is None or not checked.exceeds:
+        return
+    invalidated = _registration_of(found.bundle, repo)
+    if invalidated is not None and invalidated.invalidated is not None:
+        found.notes.append(f"statistics: {checked.text()}; the ledger invalidates the study "
+                           f"({invalidated.invalidated.reason})")
+        return
+    found.fail("statistics", f"{checked.text()}: the design's calibrated critical values do not hold for these "
+               f"data (record it: harness invalidate {(found.bundle.stored.registration or '')[:12]} --reason ...)")
+
+
+def _registration_of(bundle: Bundle, repo: Repository) -> Registration | None:
+    if bundle.stored.registration is None:
+        return None
+    try:
+        return Ledger.read(repo.root / LEDGER_FILE).registration(bundle.stored.registration)
+    except LedgerError:
+        return None
 
 
 def _line_hashes(text: str | None) -> set[str]:

@@ -1,5 +1,6 @@
 """The ledger: an append-only record, committed in the repository, of every design registered before its
-data, every registered run sealed, and every registration abandoned.
+data, every registered run sealed, every registration abandoned, and every sealed study invalidated (its
+own data break an assumption its verdicts rest on, such as the declared skewness bound).
 
 One JSON object a line (``evidence/ledger.jsonl``). Each line names the sha256 of the line before it, so a
 line edited, removed or put in another order breaks the chain, and git's history of the file shows
@@ -33,7 +34,7 @@ from harness.store import canonical_json, parse_json
 
 LEDGER_FILE = Path("evidence") / "ledger.jsonl"
 LEDGER_SCHEMA = 1
-REGISTERED, SEALED, ABANDONED = "registered", "sealed", "abandoned"
+REGISTERED, SEALED, ABANDONED, INVALIDATED = "registered", "sealed", "abandoned", "invalidated"
 SEED_FLOOR, SEED_CEILING = 100_000, 10_000_000  # registered seeds: far from the hand-picked ones of earlier designs
 MAX_LEDGER_BYTES = 16 * 2**20
 
@@ -46,7 +47,7 @@ class LedgerError(ValueError):
 class LedgerEntry:
     """One line of the ledger; which fields are set depends on its kind."""
 
-    kind: str = stored(one_of(REGISTERED, SEALED, ABANDONED))
+    kind: str = stored(one_of(REGISTERED, SEALED, ABANDONED, INVALIDATED))
     schema: int = stored(INTEGER)
     suite: str = stored(TEXT)
     profile: str = stored(TEXT)
@@ -59,7 +60,7 @@ class LedgerEntry:
     registration: str | None = stored(optional(TEXT), missing=None, default=None)  # sealed, abandoned: its id
     bundle: str | None = stored(optional(TEXT), missing=None, default=None)  # sealed: the bundle's path
     bundle_sha256: str | None = stored(optional(TEXT), missing=None, default=None)  # sealed: its bytes' sha256
-    reason: str | None = stored(optional(TEXT), missing=None, default=None)  # abandoned: why
+    reason: str | None = stored(optional(TEXT), missing=None, default=None)  # abandoned, invalidated: why
 
     def as_stored(self) -> dict[str, Any]:
         """The line's JSON object: the fields that are set, nothing else (so a line is as short as its kind)."""
@@ -84,6 +85,7 @@ class Registration:
     entry: LedgerEntry
     sealed: LedgerEntry | None = None
     abandoned: LedgerEntry | None = None
+    invalidated: LedgerEntry | None = None  # a sealed study whose verdicts its own data do not support (why)
 
     @property
     def short(self) -> str:
@@ -146,8 +148,8 @@ class Ledger:
                 found[digest] = Registration(digest, entry)
             elif entry.registration in found:
                 registration = found[entry.registration]
-                found[entry.registration] = (replace(registration, sealed=entry) if entry.kind == SEALED
-                                             else replace(registration, abandoned=entry))
+                field_name = {SEALED: "sealed", ABANDONED: "abandoned", INVALIDATED: "invalidated"}[entry.kind]
+                found[entry.registration] = replace(registration, **{field_name: entry})
         return list(found.values())
 
     def registration(self, prefix: str) -> Registration | None:

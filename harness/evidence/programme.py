@@ -8,7 +8,7 @@ becomes an e-value through the calibrator e = 1 / (2 sqrt(p)), and the programme
 product. Under the null the product is a nonnegative supermartingale however the decision to run another
 study depended on the ones before (optional continuation), so by Ville's inequality it ever reaches 1/alpha
 with probability at most alpha: the programme PASSes only there. An abandoned registration counts as a
-study with e = 1. Studies sealed before the ledger began are listed, not counted, with the number of
+study with e = 1, and so does a study the ledger invalidates. Studies sealed before the ledger began are listed, not counted, with the number of
 versions of their suite file in git history.
 
 Beside the latest verdict (never in its place) comes an exploratory pooled estimate over all sealed seed
@@ -157,6 +157,7 @@ def render(root: Path, ledger: Ledger | None = None, versions: Callable[[str], i
     ``versions(suite_file)`` how many versions of a suite file git holds (for studies sealed before the ledger)."""
     sections = []
     abandoned = [r for r in (ledger.registrations() if ledger else []) if r.abandoned is not None]
+    invalidated = {r.id for r in (ledger.registrations() if ledger else []) if r.invalidated is not None}
     for suite, bundles in bundles_under(root).items():
         confidence = float(bundles[-1].stored.confidence or 0.95)
         alpha = (1 - confidence) / 2
@@ -169,12 +170,12 @@ def render(root: Path, ledger: Ledger | None = None, versions: Callable[[str], i
                          f"{', '.join(b.design for b in legacy)}; {legacy[-1].suite_file} has "
                          f"{versions(legacy[-1].suite_file)} versions in git history")
         for name, sealings in claim_sealings(bundles).items():
-            rows = [[s.bundle.design, "registered" if s.registered else "before the ledger", s.bundle.first_start,
-                     _seed_text(s.bundle.seeds), plain(s.verdict.text()),
-                     format_value(s.evalue) if s.registered else "-"] for s in sealings]
+            rows = [[s.bundle.design, _study(s, invalidated), s.bundle.first_start, _seed_text(s.bundle.seeds),
+                     plain(s.verdict.text()), format_value(_evalue(s, invalidated)) if s.registered else "-"]
+                    for s in sealings]
             lines += ["", plain(name), format_table(["design", "study", "first trial", "seeds", "verdict", "e-value"],
                                                     rows)]
-            counted = [s.evalue for s in sealings if s.registered] + [1.0] * len(dropped)
+            counted = [_evalue(s, invalidated) for s in sealings if s.registered] + [1.0] * len(dropped)
             product = math.prod(counted)
             if not counted:
                 lines.append("programme verdict: none yet (no registered study)")
@@ -192,6 +193,17 @@ def render(root: Path, ledger: Ledger | None = None, versions: Callable[[str], i
             lines.append(f"latest verdict: {plain(latest.verdict.result)} (design {latest.bundle.design}) | {pooled_text}")
         sections.append("\n".join(lines))
     return "\n\n".join(sections) if sections else f"no sealed bundles under {root}"
+
+
+def _study(sealing: Sealing, invalidated: set[str]) -> str:
+    if not sealing.registered:
+        return "before the ledger"
+    return "invalidated" if sealing.bundle.stored.registration in invalidated else "registered"
+
+
+def _evalue(sealing: Sealing, invalidated: set[str]) -> float:
+    """A registered study's e-value; an invalidated one brings no evidence (1)."""
+    return 1.0 if sealing.bundle.stored.registration in invalidated else sealing.evalue
 
 
 def _seed_text(seeds: set[int]) -> str:

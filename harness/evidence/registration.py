@@ -18,6 +18,7 @@ from harness.evidence.ledger import (
     LEDGER_FILE,
     REGISTERED,
     ABANDONED,
+    INVALIDATED,
     Ledger,
     LedgerEntry,
     LedgerError,
@@ -93,6 +94,15 @@ def abandon(ledger: Ledger, registration: Registration, reason: str) -> Ledger:
     """Append that a registered design will not be run to its end (it stays in the record, with why)."""
     entry = LedgerEntry(kind=ABANDONED, schema=0, suite=registration.entry.suite, profile=registration.entry.profile,
                         at=now(), previous="", registration=registration.id, reason=reason)
+    return append(ledger, entry)[0]
+
+
+def invalidate(ledger: Ledger, registration: Registration, reason: str) -> Ledger:
+    """Append that a sealed study's verdicts are not supported by its own data (it stays in the record,
+    with why; the programme counts it as no evidence)."""
+    entry = LedgerEntry(kind=INVALIDATED, schema=0, suite=registration.entry.suite,
+                        profile=registration.entry.profile, at=now(), previous="", registration=registration.id,
+                        reason=reason)
     return append(ledger, entry)[0]
 
 
