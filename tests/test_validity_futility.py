@@ -51,4 +51,6 @@ def test_a_sequential_run_stops_at_the_first_look_its_positive_control_is_too_we
     summary = json.loads((tmp_path / "r" / "weak" / "default" / "report" / "summary.json").read_text())
     assert summary["seeds"] == [0, 1, 2] and summary["validity"]["status"] == INVALID
     assert "weak: validity INVALID at 3 seeds (positive control too weak" in done.stderr + done.stdout
-    assert "validity INVALID (positive control too weak: p " in done.stdout
+    assert "validity: INVALID, the claims below do not count: positive control too weak: 'p' over 'a'" in done.stdout
+    summary_md = (tmp_path / "r" / "summary.md").read_text()
+    assert "validity INVALID (positive control too weak: p " in summary_md

@@ -16,6 +16,7 @@ hold them to published tables and to simulation all the same.
 """
 from __future__ import annotations
 
+import gc
 import math
 import warnings
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Callable, Hashable, Mapping, Sequence
 import numpy as np
 import scipy.optimize
 import scipy.stats
-from statsmodels.stats.multitest import multipletests
+from statsmodels.stats import multitest
 from statsmodels.stats.power import TTestPower
 
 CONFIDENCE = 0.95
@@ -318,6 +319,10 @@ def summarize(values: Sequence[float], confidence: float = CONFIDENCE) -> Sample
 
 # -- multiplicity ----------------------------------------------------------------------------------
 
+def _no_collection(*_: object) -> int:
+    return 0
+
+
 def holm_adjust(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (statsmodels): family-wise error control for the primary claims."""
     return _adjusted(p_values, "holm")
@@ -329,9 +334,18 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
 
 
 def _adjusted(p_values: Sequence[float], method: str) -> list[float]:
+    """statsmodels' adjusted p-values. Its Holm branch calls ``gc.collect()`` on every call (to free an array it
+    just deleted): a full collection that costs tens to hundreds of milliseconds in a process holding torch,
+    paid for every family at every look; for the call's length it is a no-op (the values do not depend on it,
+    and the collector still runs on its own)."""
     if not p_values:  # statsmodels refuses an empty family
         return []
-    return [float(p) for p in multipletests(np.asarray(p_values, dtype=np.float64), method=method)[1]]
+    collect, gc.collect = gc.collect, _no_collection
+    try:
+        adjusted = multitest.multipletests(np.asarray(p_values, dtype=np.float64), method=method)[1]
+    finally:
+        gc.collect = collect
+    return [float(p) for p in adjusted]
 
 
 def _finite(value: object) -> bool:
