@@ -23,6 +23,25 @@ def _fail(message: str) -> NoReturn:
     raise click.exceptions.Exit(USAGE_ERROR)
 
 
+def _ledger_entry_command(reason_help: str):
+    """The arguments an appended ledger line about one registration takes: its id, why, and the ledger."""
+    def decorate(command):
+        command = click.option("--ledger", "ledger_file", type=click.Path(dir_okay=False, path_type=Path),
+                               default=_EVIDENCE_DIR / "ledger.jsonl", show_default=True,
+                               help="The ledger that holds it.")(command)
+        command = click.option("--reason", required=True, help=reason_help)(command)
+        return click.command()(click.argument("registration")(command))
+    return decorate
+
+
+def _named(ledger, ledger_file: Path, registration: str):
+    """The registration REGISTRATION names in the ledger, or one error line."""
+    found = ledger.registration(registration)
+    if found is None:
+        _fail(f"{ledger_file}: no registration {registration} (give 12 or more hex digits of its id)")
+    return found
+
+
 @click.command()
 @click.argument("results", type=click.Path(path_type=Path))
 @click.argument("suite")
@@ -104,11 +123,7 @@ def audit(target: Path, reruns: int, cheapest: bool, task_paths: tuple[str, ...]
         raise click.exceptions.Exit(FAILED)
 
 
-@click.command()
-@click.argument("registration")
-@click.option("--reason", required=True, help="Which assumption of its verdicts the study's own data break.")
-@click.option("--ledger", "ledger_file", type=click.Path(dir_okay=False, path_type=Path),
-              default=_EVIDENCE_DIR / "ledger.jsonl", show_default=True, help="The ledger that holds it.")
+@_ledger_entry_command("Which assumption of its verdicts the study's own data break.")
 def invalidate(registration: str, reason: str, ledger_file: Path) -> None:
     """Record that the sealed study REGISTRATION (its id, 12 or more hex digits) does not support its own
     verdicts (its pooled skewness exceeds its declared bound, say): it stays in the record, with why, the
@@ -118,9 +133,7 @@ def invalidate(registration: str, reason: str, ledger_file: Path) -> None:
 
     try:
         ledger = Ledger.read(ledger_file)
-        found = ledger.registration(registration)
-        if found is None:
-            _fail(f"{ledger_file}: no registration {registration} (give 12 or more hex digits of its id)")
+        found = _named(ledger, ledger_file, registration)
         if found.sealed is None or found.invalidated is not None:
             _fail(f"{ledger_file}: registration {found.short} is "
                   f"{'invalidated already' if found.invalidated else 'not sealed'}: only a sealed study is invalidated")
@@ -219,11 +232,7 @@ def register(suite_file: Path, names: tuple[str, ...], profile: str) -> None:
     click.echo(f"commit {path} before the confirmatory runs: harness run {suite_file}")
 
 
-@click.command()
-@click.argument("registration")
-@click.option("--reason", required=True, help="Why the registered design will not be run to its end.")
-@click.option("--ledger", "ledger_file", type=click.Path(dir_okay=False, path_type=Path),
-              default=_EVIDENCE_DIR / "ledger.jsonl", show_default=True, help="The ledger that holds it.")
+@_ledger_entry_command("Why the registered design will not be run to its end.")
 def abandon(registration: str, reason: str, ledger_file: Path) -> None:
     """Record that the registered design REGISTRATION (its id, 12 or more hex digits) will not be run to its
     end: it stays in the record, with why, and counts in the programme."""
@@ -232,9 +241,7 @@ def abandon(registration: str, reason: str, ledger_file: Path) -> None:
 
     try:
         ledger = Ledger.read(ledger_file)
-        found = ledger.registration(registration)
-        if found is None:
-            _fail(f"{ledger_file}: no registration {registration} (give 12 or more hex digits of its id)")
+        found = _named(ledger, ledger_file, registration)
         if not found.open:
             _fail(f"{ledger_file}: registration {found.short} was {'sealed' if found.sealed else 'abandoned'} already")
         abandon_design(ledger, found, reason)
