@@ -434,7 +434,7 @@ def run(
     with _session(suites, options, console, warn, on_started) as session:
         outcome.tracker = session.tracker
         for study in planned:  # how each counts, once nothing stands in the run's way
-            warn(study.note)
+            session.console.line(study.note)
         for suite in suites:
             session.console.expect(planned_trials(suite))
         def run_one(suite: Suite, followers: Sequence[RunListener]) -> SuiteOutcome:

@@ -27,7 +27,7 @@ def test_the_guides_non_inferiority_example_runs_to_the_row_it_shows(tmp_path):
     done = harness_here("run", str(suite), "--results", str(tmp_path / "r"), "--no-mlflow", "--threads", "1")
     assert done.returncode == 0, done.stderr[-2000:]
     written = (tmp_path / "r" / "summary.md").read_text()  # the terminal prints its compact form
-    assert "### hashed_context (default, exploratory): validity OK;" in written
+    assert "### hashed_context (default): validity OK;" in written
     (row,) = [line for line in written.splitlines() if line.startswith("| hashed-vs-full ")]
     expected = _cells(shown)
     assert _cells(row)[:4] == expected[:4] and _cells(row)[5] == expected[5] == "PASS"

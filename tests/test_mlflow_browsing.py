@@ -97,7 +97,7 @@ def test_the_suite_runs_description_is_its_summary_and_each_claimed_metric_is_a_
                           {**tracking_tags(analysis), **claim_tags(analysis)})
     run = tracker.client.get_run(run_id)
     note = run.data.tags[NOTE_TAG]
-    assert note.startswith("### toy (default, exploratory): validity")
+    assert note.startswith("### toy (default): validity")
     assert "| momentum-vs-sgd | accuracy    | features=4 |" in note and "PASS" in note
     assert "**Polarity:**" in note and "accuracy: higher is better" in note and "param_bytes: lower is better" in note
     assert run.data.tags["mlflow.source.git.commit"] == COMMIT

@@ -25,7 +25,7 @@ def test_the_last_40_lines_of_a_run_are_the_summary_also_in_summary_md_and_the_j
     assert tail[-2].startswith("**The mechanism against its controls:** ")
     assert tail[-1].startswith("**Totals:** checks ") and "suites valid " in tail[-1]
     written = (results / "summary.md").read_text()  # the full summary: the terminal's is its compact form
-    assert "### toy (default, exploratory): validity " in written and written.splitlines()[-1] == tail[-1]
+    assert "### toy (default): validity " in written and written.splitlines()[-1] == tail[-1]
     assert step.read_text().strip() == written.strip()
     assert "samples_per_s" not in first.stdout  # quiet: a non-key metric stays in verdicts.txt
     assert "samples_per_s" in (results / "toy" / "default" / "report" / "verdicts.txt").read_text()

@@ -77,7 +77,7 @@ def test_summary_gives_validity_and_every_claim_with_its_numbers(toy_analysis):
     lines = text.splitlines()
     assert lines[0] == "## harness summary"
     heading = next(line for line in lines if line.startswith("### toy"))
-    assert heading == "### toy (default, exploratory): validity OK; 3 seeds, wall 1 min 15 s"
+    assert heading == "### toy (default): validity OK; 3 seeds, wall 1 min 15 s; exploratory"
     rows = [line for line in lines if line.startswith("| momentum-vs-sgd")]
     assert len(rows) == 4  # two claims at two sweep points
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
@@ -198,7 +198,7 @@ def test_report_markdown_writes_the_printed_summary(tmp_path):
                                 env={"GITHUB_STEP_SUMMARY": str(step)})
     assert result.exit_code == 0, result.output
     written = out.read_text()
-    assert written.startswith("## harness summary") and "### toy (default, exploratory): validity OK" in written
+    assert written.startswith("## harness summary") and "### toy (default): validity OK" in written
     assert result.output.rstrip().endswith(written.rstrip())  # printed last, the same text
     assert step.read_text() == "earlier step\n" + written + "\n"  # appended, the earlier step's kept
 
@@ -218,7 +218,7 @@ def test_summary_of_several_suites_counts_across_them(tmp_path):
     valid = analyse(load_results(toy_run(tmp_path / "a")))
     invalid = analyse(load_results(toy_run(tmp_path / "b", {"sgd": 0.80, "momentum": 0.70, "slow_lr": 0.60})))
     text = render_summary([SuiteSummary(valid, 1.0), SuiteSummary(invalid, 1.0)])
-    assert text.count("### toy (default, exploratory)") == 2
+    assert text.count("### toy (default)") == 2
     assert text.splitlines()[-1].startswith("**Totals:** checks (bookkeeping, regimes) 4 PASS, 0 FAIL, 0 INCONCLUSIVE, "
                                             "0 VACUOUS (+4 not counted: suite not valid); suites valid 1 of 2")
 

@@ -70,8 +70,9 @@ class SuiteSummary:
         if cost is not None:
             seeds += f" of up to {cost.design.max_seeds} (sequential"
             seeds += f"; fixed design of equal power: {cost.fixed_seeds})" if cost.fixed_seeds else ")"
-        return (f"### {inline(results.suite)} ({inline(results.profile)}, {inline(self.study())}): "
-                f"validity {inline(validity_text(self.analysis.validity))}; {seeds}, {time}{failed}")
+        return (f"### {inline(results.suite)} ({inline(results.profile)}): "
+                f"validity {inline(validity_text(self.analysis.validity))}; {seeds}, {time}{failed}; "
+                f"{inline(self.study())}")
 
     def study(self, short: bool = False) -> str:
         """'registered <id>' for a run of a registered design's seeds, else 'exploratory': how it counts
