@@ -75,7 +75,7 @@ def run_and_seal(repo: Path, results: str) -> Path:
     ran = in_repo(repo, "run", str(repo / "suites" / "toy.yaml"), "--results", str(repo / results), "--no-mlflow",
                   "--executor", "serial", "--threads", "1")
     assert ran.returncode == 0, ran.stderr
-    assert "confirmatory run of registered design" in ran.stdout
+    assert "confirmatory run of registered design" in ran.stderr + ran.stdout
     git(repo, "add", "evidence")
     git(repo, "commit", "-qm", "toy: sealed")
     return Path(ran.stderr.split("(default): sealed ")[1].split(" (")[0])
@@ -221,11 +221,11 @@ def test_an_exploratory_run_is_never_sealed(sealed, tmp_path):
     suite = repo / "suites" / "toy.yaml"
     ran = in_repo(repo, "run", str(suite), "--results", str(repo / "results3"), "--no-mlflow", "--executor", "serial",
                   "--exploratory")
-    assert ran.returncode == 0 and "toy (default): exploratory (--exploratory)" in ran.stdout
+    assert ran.returncode == 0 and "toy (default): exploratory (--exploratory)" in ran.stderr + ran.stdout
     suite.write_text(suite.read_text().replace("momentum: 0.9", "momentum: 0.8"))
     git(repo, "commit", "-qam", "toy: another arm param")
     ran = in_repo(repo, "run", str(suite), "--results", str(repo / "results4"), "--no-mlflow", "--executor", "serial")
-    assert ran.returncode == 0 and "exploratory (its design is not registered" in ran.stdout
+    assert ran.returncode == 0 and "exploratory (its design is not registered" in ran.stderr + ran.stdout
     for results in ("results3", "results4"):
         refused = harness_here("seal", str(repo / results), "toy", "--out", str(repo / "evidence"))
         assert refused.returncode == 2 and "an exploratory run" in refused.stderr, refused.stderr
