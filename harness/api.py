@@ -64,6 +64,7 @@ from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
 from harness.reproduction.trial_values import SuiteValues, compare_trial_values
 from harness.store import SUITE_FILE, RunFolder, iter_runs, write_json_atomic, write_text_atomic
+from harness.tracking.run_identity import run_identity
 from harness.suite.design import DesignChanged, check_design
 from harness.suite.loader import load_suites as load_suite_files
 from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
@@ -438,9 +439,10 @@ def run(
         for suite in suites:
             session.console.expect(planned_trials(suite))
         def run_one(suite: Suite, followers: Sequence[RunListener]) -> SuiteOutcome:
-            return run_suite(suite, session.results, session.device, session.console, options.resume,
-                             suite_executor(suite, session.executor, session.console), options.trial_timeout,
-                             listeners=followers, allocation=options.allocation)
+            with run_identity(RunFolder(session.results, suite.name, suite.profile).path):  # each trial's run_id
+                return run_suite(suite, session.results, session.device, session.console, options.resume,
+                                 suite_executor(suite, session.executor, session.console), options.trial_timeout,
+                                 listeners=followers, allocation=options.allocation)
 
         def conclude(suite_run: SuiteOutcome) -> tuple[RunEnd, bool]:
             session.console.unplanned(planned_trials(suite_run.suite) - len(suite_run.records))

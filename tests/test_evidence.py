@@ -149,6 +149,7 @@ def test_a_bundle_holds_every_trial_the_design_lock_and_the_summary(sealed):
     assert record["environment"]["git_commit"] == git(repo, "rev-parse", "HEAD~1")  # the seal's commit came after
     assert record["environment"]["git_dirty"] == "false" and record["environment"]["task_code_sha256"]
     assert {"params", "metrics", "seed", "arm", "started_at", "wall_seconds"} <= set(record)
+    assert len({line["record"]["environment"]["run_id"] for line in trials}) == 1  # one run: its folder's id
 
 
 def _dated_before(lines: list[dict]) -> None:
@@ -163,6 +164,12 @@ def _untracked(lines: list[dict]) -> None:
     lines[5]["record"]["environment"]["task_untracked_files"] = "helper.py"
 
 
+def _spliced(lines: list[dict]) -> None:
+    """The later trials as another run's (another results folder's run id): picked from a second run."""
+    for line in lines[12:]:
+        line["record"]["environment"]["run_id"] = "0" * 32
+
+
 def _metric(lines: list[dict]) -> None:
     record = next(line["record"] for line in lines[3:] if line["record"]["arm"] == "momentum")
     record["metrics"]["accuracy"] += 0.25
@@ -170,7 +177,7 @@ def _metric(lines: list[dict]) -> None:
 
 @pytest.mark.integration
 @pytest.mark.parametrize("tamper, check", [(_dated_before, "dated"), (_dirty, "clean"), (_untracked, "clean"),
-                                           (_metric, "verdicts")])
+                                           (_metric, "verdicts"), (_spliced, "single_run")])
 def test_a_tampered_trial_fails_audit_in_one_line_naming_the_check(copy, tamper, check):
     repo, path = copy
     lines = lines_of(path)

@@ -79,7 +79,7 @@ def seal(results: Path, suite: str, profile: str, out: Path) -> None:
               help="Trust this task for --reproduce when no installed package registers it (as harness reproduce).")
 def audit(target: Path, reruns: int, cheapest: bool, task_paths: tuple[str, ...]) -> None:
     """Check the evidence bundle TARGET (or every bundle under the folder TARGET) against its repository:
-    rebuilt verdicts, clean commits, the design and analysed fields at each commit, trial dates, fresh seeds,
+    rebuilt verdicts, clean commits, the design and analysed fields at each commit, trial dates, one run, fresh seeds,
     the registration, findings; for a folder, the ledger too."""
     from harness.core import numeric
     from harness.evidence.audit import audit as audit_bundle

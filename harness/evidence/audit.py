@@ -14,6 +14,9 @@ Each check fails in one line naming it:
   bundle without a registration passes only when it was committed before the ledger began);
 - ``dated``: every trial started after the commit that introduced that design (a later second than its
   author and committer dates: both are kept to the second);
+- ``single_run``: the trials come from one run: one run id (a resumed run keeps its folder's), or, for trials
+  that record none, invocations that follow one another at one commit; a design that declares a top-up
+  (``sequential: {top_up: true}``) may hold runs that follow one another and share no seed;
 - ``seeds``: no earlier bundle of the same suite that shares a claim used any of its seeds;
 - ``provenance``: every cached artifact a registered run's trial loaded was built by a trial of the same
   bundle, into the same bytes (an artifact built by a side run or an earlier run is not this study's);
@@ -40,6 +43,7 @@ from harness.evidence.citations import citations
 from harness.evidence.history import DesignUnreadable, Repository
 from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError, Registration
 from harness.evidence.registration import registered_digest
+from harness.evidence.single_run import spliced
 from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
 from harness.analysis.stats.skew_calibration import SkewCheck, skew_check
 from harness.core.record import TrialRecord
@@ -48,8 +52,8 @@ from harness.store import canonical_json
 from harness.suite.design import design_record
 from harness.suite.registered_design import ANALYSED_KEYS, analysed_fields
 
-CHECKS = ("verdicts", "clean", "design", "analysis", "dated", "seeds", "registered", "provenance", "statistics",
-          "findings")
+CHECKS = ("verdicts", "clean", "design", "analysis", "dated", "single_run", "seeds", "registered", "provenance",
+          "statistics", "findings")
 _SHOWN = 3  # trials or verdicts named in one failure line
 
 
@@ -90,6 +94,7 @@ def audit(path: Path) -> Audit:
     _check_verdicts(found, sealed)
     design = _comparable(canonical_json(design_record(bundle.suite_json)), bundle)
     _check_commits(found, repo, design)
+    _check_single_run(found)
     _check_seeds(found)
     _check_registered(found, repo)
     _check_provenance(found)
@@ -157,6 +162,12 @@ def _check_commits(found: Audit, repo: Repository, design: str) -> None:
     if early:
         found.fail("dated", f"{len(early)} trial(s) started before the commit that introduced design {bundle.design} "
                    f"({', '.join(sorted(introducing))}): {_titles(early)}")
+
+
+def _check_single_run(found: Audit) -> None:
+    problem = spliced(found.bundle.trials, found.bundle.stored.sequential)
+    if problem:
+        found.fail("single_run", problem)
 
 
 def _comparable(design: str, bundle: Bundle) -> str:

@@ -106,13 +106,18 @@ class SequentialSpec(Strict):
     skew_bound: float | None = Field(None, gt=0, le=3, description=(  # le: MAX_SKEW_BOUND (analysis.stats)
         "declared |skewness| of the per-seed differences: claims, premises and validity cross on critical "
         "values calibrated to it (harness/analysis/stats/skew_calibration.py)"))
+    top_up: bool = Field(False, description=(
+        "later seeds may come from other runs (another results folder or machine) merged into the run: the "
+        "audit's single_run check then asks only that the runs follow one another and share no seed"))
 
     @model_serializer(mode="wrap")
     def _bound_only_when_declared(self, handler: Any) -> Any:
-        """Stored only when declared: the designs locked before it existed keep their hash."""
+        """Stored only when declared: the designs locked before they existed keep their hash."""
         stored = handler(self)
         if self.skew_bound is None:
             stored.pop("skew_bound", None)
+        if not self.top_up:
+            stored.pop("top_up", None)
         return stored
 
 

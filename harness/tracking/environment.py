@@ -33,6 +33,7 @@ from harness.tasks import Task
 from harness.tasks.source import task_code
 from harness.store import write_text_atomic
 from harness.tracking.mlflow_tracker import redacted
+from harness.tracking.run_identity import RUN_ID_KEY, current_run_id
 
 PACKAGES_FILE = "packages.txt"
 DIFF_FILE = "git.diff"
@@ -186,6 +187,9 @@ def environment(device: torch.device) -> dict[str, str]:
     env.update(numeric.recorded())
     env["mkldnn_enabled"] = str(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled).lower()
     env.update({f"env_{name}": os.environ.get(name, "unset") for name in THREAD_VARIABLES})
+    run_id = current_run_id()  # harness run: the results folder's run (harness.tracking.run_identity)
+    if run_id is not None:
+        env[RUN_ID_KEY] = run_id
     return env
 
 

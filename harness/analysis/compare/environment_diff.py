@@ -12,7 +12,7 @@ from harness.core.record import TrialRecord
 
 NOT_RECORDED = "not recorded"
 ABSENT = "absent"
-IGNORED_KEYS = ("argv", "executor")  # how a run was started, not what it ran with
+IGNORED_KEYS = ("argv", "executor", "run_id")  # how (and which) run was started, not what it ran with
 
 
 @dataclass(frozen=True)
