@@ -37,7 +37,7 @@ class Backwards:
     def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         for job in reversed(jobs):
             Backwards.jobs_seen.append(job.trial.trial_id)
-            yield execute_job(job, console)
+            yield from execute_job(job, console)
 
     def close(self) -> None:
         """Nothing to release."""

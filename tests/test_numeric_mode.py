@@ -118,8 +118,8 @@ def test_a_worker_whose_torch_ignores_the_pins_fails_its_trial(monkeypatch) -> N
     monkeypatch.setenv(ATEN_VARIABLE, other)
     trial = Trial(suite="toy", profile="smoke", task="toy_task:ToyTask", task_version="1", arm="sgd", arm_label="sgd",
                   seed=0, point={}, params={}, code="0" * 64)
-    job = TrialJob("toy_task:ToyTask", trial, "cpu", Path("/nonexistent/cache"), Path("/nonexistent/work"), {}, 1, 1, 1)
-    record = execute_job(job)
+    job = TrialJob("toy_task:ToyTask", (trial,), "cpu", Path("/nonexistent/cache"), Path("/nonexistent/work"), {}, 1, 1, 1)
+    [record] = execute_job(job)
     assert record.status == Status.FAILED and "loaded before ATEN_CPU_CAPABILITY was set" in record.error
 
 

@@ -76,8 +76,8 @@ def test_auto_goes_side_by_side_once_the_looks_short_trials_add_up(monkeypatch):
     """One CPU second a trial: ten of them stay in this process, thirty repay starting the workers."""
     clock = itertools.count(step=1.0)  # each trial's two readings are one CPU second apart
     monkeypatch.setattr(parallel.time, "process_time", lambda: next(clock))
-    monkeypatch.setattr(parallel, "execute_job", lambda job, console: job)
-    job = SimpleNamespace(trial=SimpleNamespace(suite="s", title="t"), index=1, total=1)
+    monkeypatch.setattr(parallel, "execute_job", lambda job, console: [job])
+    job = SimpleNamespace(trial=SimpleNamespace(suite="s"), title="t", index=1, total=1)
     for trials, inline in ((10, True), (30, False)):
         executor = parallel.ProcessExecutor(2, inline_below_s=parallel.WORTH_WORKERS_S)
         next(executor.run([job] * trials, Console()))

@@ -22,6 +22,7 @@ RECORD_SCHEMA = 1
 MAX_MAGNITUDE = 1e100  # beyond it a difference's square (the statistics) overflows; no measurement is that large
 MLFLOW_KEY_LENGTH = 250  # MLflow refuses a longer metric name, so its trial could never be mirrored
 MAX_STEP = 2**63 - 1  # MLflow stores a curve step as a 64-bit integer
+SEED_BATCH = "seed_batch"  # environment and detail key: the seeds a trial was trained with as one batched model
 
 
 class Status(StrEnum):
@@ -154,6 +155,12 @@ class TrialRecord:
     @property
     def title(self) -> str:
         return trial_title(self.arm_label, self.seed, self.point_label)
+
+    @property
+    def seed_batch(self) -> tuple[int, ...]:
+        """The seeds this trial was trained with as one batched model, in order; () when it ran alone."""
+        text = self.environment.get(SEED_BATCH, "")
+        return tuple(int(seed) for seed in text.split(",")) if text else ()
 
     def with_details(self, **extra: Any) -> TrialRecord:
         """The same record with ``extra`` added to its details (speed measured under load)."""

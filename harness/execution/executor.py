@@ -26,7 +26,7 @@ from harness.measure.phases import PHASE_DETAIL, take_waited
 from harness.measure.quiet import pause, quiet_room
 from harness.core.numeric import unpinned
 from harness.core.processes import exit_refused
-from harness.core.record import Status, Trial, TrialRecord, config_hash, task_step, task_value, usable
+from harness.core.record import SEED_BATCH, Status, Trial, TrialRecord, config_hash, task_step, task_value, usable
 from harness.services.training_loop import NonFiniteLoss
 from harness.services.seeding import seed_everything
 from harness.tasks import Task, TrialContext, load_task
@@ -167,12 +167,7 @@ def execute_trial(
     status, error, metrics = Status.FINISHED, None, {}
     try:
         seed_everything(trial.seed, device)
-        work_dir.mkdir(parents=True, exist_ok=True)
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        ctx = TrialContext(
-            seed=trial.seed, device=device, logger=recorder, cache_dir=cache_dir, work_dir=work_dir, arm=trial.arm,
-            task=task_cls.name, task_version=task_cls.version, trial_id=trial.trial_id,
-        )
+        ctx = _context(task_cls, trial, device, cache_dir, work_dir, recorder)
         params = task_cls.validate_params(trial.params)
         with _deadline(timeout_s), _contained():
             metrics = _final_metrics(task_cls().run(params, ctx))
@@ -188,6 +183,70 @@ def execute_trial(
         trial, environment, started, time.perf_counter() - clock,
         status=status, error=error, metrics=metrics, curves=recorder.curves, details=recorder.details,
     )
+
+
+def _context(task_cls: type[Task], trial: Trial, device: torch.device, cache_dir: Path, work_dir: Path,
+             recorder: "TrialRecorder") -> TrialContext:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    return TrialContext(
+        seed=trial.seed, device=device, logger=recorder, cache_dir=cache_dir, work_dir=work_dir, arm=trial.arm,
+        task=task_cls.name, task_version=task_cls.version, trial_id=trial.trial_id,
+    )
+
+
+def batch_environment(environment: Mapping[str, str], trials: Sequence[Trial]) -> dict[str, str]:
+    """A batched trial's environment: the seeds trained with it as one model, in order. Part of what the
+    trial ran under (batched kernels reduce in another order), so reproduce reruns the same batch and the
+    gate compares only trials of one batch size."""
+    return {**environment, SEED_BATCH: ",".join(str(t.seed) for t in trials)}
+
+
+def execute_seed_batch(
+    task_cls: type[Task],
+    trials: Sequence[Trial],
+    device: torch.device,
+    cache_dir: Path,
+    work_dirs: Sequence[Path],
+    environment: Mapping[str, str],
+    console: Console | None = None,
+    timeout_s: float | None = None,
+) -> list[TrialRecord]:
+    """Run the trials of one arm and point at several seeds as one batched model (``Task.run_seeds``), one
+    record per seed; each seed's wall time is its share of the batch's. If the batch fails, its seeds run
+    again one at a time, so one seed's failure is its own and the others keep their results (each record
+    says why it ran alone). One trial, or a task that does not batch: ``execute_trial``."""
+    if len(trials) == 1 or not task_cls.seed_batching:
+        return [execute_trial(task_cls, t, device, cache_dir, w, environment, console, timeout_s)
+                for t, w in zip(trials, work_dirs)]
+    recorders = [TrialRecorder(console if i == 0 else None) for i in range(len(trials))]
+    take_waited()
+    started = datetime.now(timezone.utc)
+    clock = time.perf_counter()
+    try:
+        contexts = [_context(task_cls, t, device, cache_dir, w, r) for t, w, r in zip(trials, work_dirs, recorders)]
+        params = task_cls.validate_params(trials[0].params)
+        if any(t.params != trials[0].params for t in trials):
+            raise ValueError("a seed batch holds one arm at one point: its trials' params differ")
+        with _deadline(timeout_s), _contained():
+            results = [_final_metrics(m) for m in task_cls().run_seeds(params, contexts)]
+        if len(results) != len(trials):
+            raise RuntimeError(f"run_seeds returned {len(results)} results for {len(trials)} seeds")
+    except (Exception, SystemExit, TaskExit, TrialTimeout) as exc:
+        reason = _reason(exc)
+        alone = [execute_trial(task_cls, t, device, cache_dir, w, environment, console, timeout_s)
+                 for t, w in zip(trials, work_dirs)]
+        return [r.with_details(seed_batch_failed=reason) for r in alone]
+    share = (time.perf_counter() - clock) / len(trials)
+    waited = take_waited() / len(trials)
+    env = batch_environment(environment, trials)
+    records = []
+    for trial, recorder, metrics in zip(trials, recorders, results):
+        recorder.details[PHASE_DETAIL] = {**recorder.phase_seconds(), "waiting": round(waited, 3)}
+        recorder.details[SEED_BATCH] = {"seeds": [t.seed for t in trials], "wall_seconds": round(share * len(trials), 3)}
+        records.append(trial_record(trial, env, started, share, metrics=metrics, curves=recorder.curves,
+                                    details=recorder.details))
+    return records
 
 
 def trial_record(
@@ -241,7 +300,7 @@ class TrialJob:
     """One trial as plain data: picklable, so a worker process or another machine can run it."""
 
     task: str  # a registered name or "package.module:Class": classes are looked up, not pickled
-    trial: Trial
+    trials: tuple[Trial, ...]  # one trial, or the seeds of one arm and point trained as one model (a seed batch)
     device: str
     cache_dir: Path  # absolute: every worker must find the per-seed artifacts the first one built
     work_dir: Path
@@ -252,19 +311,41 @@ class TrialJob:
     timeout_s: float | None = None  # --trial-timeout
     quiet_dir: Path | None = None  # the run's room: its timings are taken alone (harness.measure.quiet)
 
+    @property
+    def trial(self) -> Trial:
+        """The job's first trial: what progress lines name."""
+        return self.trials[0]
 
-def execute_job(job: TrialJob, console: Console | None = None) -> TrialRecord:
+    @property
+    def title(self) -> str:
+        """The trial's title, or a seed batch's: its arm and point at seeds a, b, ..."""
+        if len(self.trials) == 1:
+            return self.trial.title
+        return f"{self.trial.title} +{len(self.trials) - 1} seed(s) batched"
+
+    def work_dir_of(self, trial: Trial) -> Path:
+        """Each trial's private folder (the job's work_dir is the run's work root)."""
+        return self.work_dir / trial.trial_id
+
+    def failed(self, started: datetime, wall_seconds: float, error: str, **details: Any) -> list[TrialRecord]:
+        """A failed record for every trial of the job (its worker died, it was killed)."""
+        share = wall_seconds / len(self.trials)
+        return [trial_record(t, self.environment, started, share, status=Status.FAILED, error=error, details=details)
+                for t in self.trials]
+
+
+def execute_job(job: TrialJob, console: Console | None = None) -> list[TrialRecord]:
     """Run a job wherever it lands with the driver's thread count and numeric mode, so results match a
-    serial run; a process whose torch ignores the mode's pins fails the trial instead of recording it."""
+    serial run; a process whose torch ignores the mode's pins fails the job's trials instead of recording
+    them. One record per trial of the job."""
     problem = unpinned()
     if problem:
-        return trial_record(job.trial, job.environment, datetime.now(timezone.utc), 0.0, status=Status.FAILED,
-                            error=problem)
+        return job.failed(datetime.now(timezone.utc), 0.0, problem)
     torch.set_num_threads(job.torch_threads)
     with quiet_room(job.quiet_dir):
-        return execute_trial(
-            load_task(job.task), job.trial, torch.device(job.device), job.cache_dir, job.work_dir, job.environment,
-            console, job.timeout_s,
+        return execute_seed_batch(
+            load_task(job.task), job.trials, torch.device(job.device), job.cache_dir,
+            [job.work_dir_of(t) for t in job.trials], job.environment, console, job.timeout_s,
         )
 
 
@@ -274,7 +355,7 @@ class Executor(Protocol):
     name: ClassVar[str]  # recorded as environment["executor"]
 
     def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
-        """Yield one record per job as each completes (any order)."""
+        """Yield one record per trial of each job as each job completes (jobs in any order)."""
 
     def close(self) -> None:
         """Release what the executor started (a local cluster)."""

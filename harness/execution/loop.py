@@ -12,6 +12,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import torch
 
 from harness.execution.executor import Executor, TrialJob
+from harness.tasks import load_task
 from harness.execution.parallel import bounded
 from harness.execution.trials import Trial
 from harness.listeners import RunListener, RunStart
@@ -40,6 +41,8 @@ class JobSettings:
     timeout_s: float | None = None
     threads: Mapping[str, int] = field(default_factory=dict)  # trial id -> torch threads; else this process's
     quiet_timing: bool = False  # every timing alone, the trials side by side (a suite that claims a speed metric)
+    seed_batch: int = 1  # seeds of one arm and point trained as one model, where the task can
+    batches: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # trial id -> the batch it must rerun in
 
 
 @dataclass
@@ -126,21 +129,44 @@ def _timed(outcome: TrialsRun) -> Iterator[None]:
 
 def _jobs(trials: list[Trial], pending: list[Trial], folder: RunFolder, settings: JobSettings,
           environment: dict[str, str]) -> list[TrialJob]:
-    """Pending trials as picklable jobs, each seed's first trial before any seed's second (``by_rank``)."""
+    """Pending trials as picklable jobs, each seed's first trial before any seed's second (``by_rank``);
+    where the task trains seeds as one model, the pending seeds of each arm and point in batches of
+    ``settings.seed_batch`` (or the batches ``settings.batches`` names: a rerun's)."""
     work_root = (folder.path / "work").absolute()
     position = {t.trial_id: i for i, t in enumerate(trials, 1)}
     threads = torch.get_num_threads()
     return [
         TrialJob(
-            task=trial.task, trial=trial, device=str(settings.device),
-            cache_dir=(settings.results_root / "cache" / trial.suite).absolute(),
-            work_dir=work_root / trial.trial_id, environment=environment,
-            torch_threads=settings.threads.get(trial.trial_id, threads),
-            index=position[trial.trial_id], total=len(trials), timeout_s=settings.timeout_s,
+            task=batch[0].task, trials=batch, device=str(settings.device),
+            cache_dir=(settings.results_root / "cache" / batch[0].suite).absolute(),
+            work_dir=work_root, environment=environment,
+            torch_threads=settings.threads.get(batch[0].trial_id, threads),
+            index=position[batch[0].trial_id], total=len(trials), timeout_s=settings.timeout_s,
             quiet_dir=work_root if settings.quiet_timing else None,
         )
-        for trial in by_rank(trials, pending)
+        for batch in seed_batches(by_rank(trials, pending), settings.seed_batch, settings.batches)
     ]
+
+
+def seed_batches(ordered: list[Trial], size: int, named: Mapping[str, tuple[int, ...]] | None = None) -> list[tuple[Trial, ...]]:
+    """``ordered`` as jobs: one trial each, or (a task that trains seeds as one model) the trials of one arm and
+    point at up to ``size`` seeds, in seed order, each batch where its first trial was. ``named``: trial id ->
+    the seeds of the batch it ran in, which a rerun keeps (its values depend on the batch)."""
+    named = named or {}
+    if size <= 1 and not named:
+        return [(t,) for t in ordered]
+    groups: dict[tuple, list[Trial]] = {}
+    for trial in ordered:
+        batching = load_task(trial.task).seed_batching
+        key = (trial.arm_label, trial.point_label, named.get(trial.trial_id)) if batching else (trial.trial_id,)
+        groups.setdefault(key, []).append(trial)
+    first = {t.trial_id: i for i, t in enumerate(ordered)}
+    batches: list[tuple[Trial, ...]] = []
+    for key, members in groups.items():
+        members.sort(key=lambda t: first[t.trial_id])
+        width = len(members) if len(key) == 3 and key[2] is not None else max(size, 1)
+        batches += [tuple(members[i:i + width]) for i in range(0, len(members), width)]
+    return sorted(batches, key=lambda b: first[b[0].trial_id])
 
 
 def by_rank(trials: list[Trial], pending: list[Trial]) -> list[Trial]:

@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Iterator, Sequence
 
 import torch
 
-from harness.execution.executor import Executor, ThrottledSteps, TrialJob, execute_job, trial_record
-from harness.core.record import Status, TrialRecord
+from harness.execution.executor import Executor, ThrottledSteps, TrialJob, execute_job
+from harness.core.record import TrialRecord
 from harness.core.terminal import Console
 
 WORTH_WORKERS_S = 5.0  # a trial of this much CPU time repays starting worker processes (a few seconds each)
@@ -53,7 +53,7 @@ def _serve(conn: Connection) -> None:
         if job is None:
             return
         conn.send(("began", None))  # from now on the trial's --trial-timeout runs (not while the worker starts)
-        conn.send(("record", execute_job(job, ThrottledSteps(lambda step: conn.send(("step", step))))))  # type: ignore[arg-type]
+        conn.send(("records", execute_job(job, ThrottledSteps(lambda step: conn.send(("step", step))))))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -112,13 +112,13 @@ class ProcessExecutor:
         waiting = list(jobs)
         while waiting and self.inline_below_s is not None:
             job = waiting.pop(0)
-            console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
+            console.trial_started(job.trial.suite, job.index, job.total, job.title)
             cpu = time.process_time()
-            record = execute_job(job, console)
+            records = execute_job(job, console)
             spent = time.process_time() - cpu  # CPU, not wall time: on a loaded machine short trials look long
             if spent >= self.inline_below_s or spent * len(waiting) >= WORTH_WORKERS_LEFT * self.inline_below_s:
                 self.inline_below_s = None  # from now on, side by side
-            yield record
+            yield from records
         if not waiting:
             return
         concurrent = min(len(waiting), self.workers)
@@ -137,15 +137,15 @@ class ProcessExecutor:
                 for worker in self._pool:
                     if worker.job is None and waiting:
                         job = waiting.pop()
-                        console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
+                        console.trial_started(job.trial.suite, job.index, job.total, job.title)
                         worker.submit(job)
                 busy = [w for w in self._pool if w.job is not None]
                 if not busy:
                     break
                 ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout=_next_kill(busy))
                 for worker in busy:
-                    record = self._collect(worker, ready, console) or self._kill_if_overdue(worker)
-                    if record is not None:
+                    records = self._collect(worker, ready, console) or self._kill_if_overdue(worker)
+                    for record in records or ():
                         if loaded:
                             record = record.with_details(speed_measured_under_load=True, concurrent_trials=concurrent)
                         yield record
@@ -154,8 +154,8 @@ class ProcessExecutor:
             if not finished_cleanly:  # Ctrl-C or a failing store: no trial keeps running behind the driver
                 self._stop(kill=True)
 
-    def _collect(self, worker: _Worker, ready: list[Any], console: Console) -> TrialRecord | None:
-        """The worker's record once it replies, a failed record if it died; None while it runs."""
+    def _collect(self, worker: _Worker, ready: list[Any], console: Console) -> list[TrialRecord] | None:
+        """The worker's records once it replies, failed records if it died; None while it runs."""
         job = worker.job
         assert job is not None
         if worker.conn in ready or worker.conn.poll():
@@ -177,14 +177,11 @@ class ProcessExecutor:
         code = worker.process.exitcode
         self._pool.remove(worker)
         worker.conn.close()
-        return trial_record(
-            job.trial, job.environment, worker.started or datetime.now(timezone.utc),
-            time.perf_counter() - worker.clock, status=Status.FAILED,
-            error=f"the worker process died (exit code {code}) while running this trial",
-        )
+        return job.failed(worker.started or datetime.now(timezone.utc), time.perf_counter() - worker.clock,
+                          f"the worker process died (exit code {code}) while running this trial")
 
-    def _kill_if_overdue(self, worker: _Worker) -> TrialRecord | None:
-        """A failed record for a trial past its --trial-timeout (and the grace its own alarm had), its worker
+    def _kill_if_overdue(self, worker: _Worker) -> list[TrialRecord] | None:
+        """Failed records for a job past its --trial-timeout (and the grace its own alarm had), its worker
         killed; None while it has time left."""
         job = worker.job
         if job is None or job.timeout_s is None or worker.began is None:
@@ -193,11 +190,10 @@ class ProcessExecutor:
             return None
         worker.stop(kill=True)
         self._pool.remove(worker)
-        return trial_record(
-            job.trial, job.environment, worker.started or datetime.now(timezone.utc),
-            time.perf_counter() - worker.clock, status=Status.FAILED,
-            error=f"TrialTimeout: the trial ran past --trial-timeout {job.timeout_s:g}s and did not stop (it ignored "
-                  "or caught the alarm): its process was killed",
+        return job.failed(
+            worker.started or datetime.now(timezone.utc), time.perf_counter() - worker.clock,
+            f"TrialTimeout: the trial ran past --trial-timeout {job.timeout_s:g}s and did not stop (it ignored "
+            "or caught the alarm): its process was killed",
         )
 
     def _stop(self, kill: bool) -> None:

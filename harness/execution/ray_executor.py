@@ -21,11 +21,11 @@ from typing import Any, ClassVar, Iterator, Sequence
 
 import torch
 
-from harness.execution.executor import STEP_INTERVAL_S, ThrottledSteps, TrialJob, execute_job, trial_record
+from harness.execution.executor import STEP_INTERVAL_S, ThrottledSteps, TrialJob, execute_job
 from harness.execution.registry import ExecutorError
 from harness.core.numeric import worker_environment
 from harness.core.files import private_folder
-from harness.core.record import Status
+from harness.core.record import TrialRecord
 from harness.core.terminal import Console
 
 
@@ -157,7 +157,7 @@ class RayExecutor:
             _import_ray().shutdown()
             self._owns_cluster = False
 
-    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[dict[str, Any]]:
+    def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         """Keep one job per free slot in flight, in order (seeds outermost), and yield records as
         they complete; a job is submitted when it can start, so its clock times the trial."""
         if not jobs:
@@ -178,7 +178,7 @@ class RayExecutor:
                 gpus = 1 if job.device.startswith("cuda") else 0
                 ref = remote.options(num_cpus=1, num_gpus=gpus, max_retries=0).remote(job, steps)
                 in_flight[ref] = (job, datetime.now(timezone.utc), time.perf_counter())
-                console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
+                console.trial_started(job.trial.suite, job.index, job.total, job.title)
 
         for job in islice(waiting, concurrent):
             submit(job)
@@ -193,15 +193,13 @@ class RayExecutor:
                 job, started, clock = in_flight.pop(ref)
                 submit(next(waiting, None))  # before the driver stores this record: no idle slot
                 try:
-                    record = ray.get(ref)
+                    records = ray.get(ref)
                 except ray.exceptions.RayError as exc:  # the worker died or the task was cancelled
-                    record = trial_record(
-                        job.trial, job.environment, started, time.perf_counter() - clock,
-                        status=Status.FAILED, error=_reason(exc), details={"traceback": str(exc)[-4000:]},
-                    )
-                if concurrent > 1:
-                    record = record.with_details(speed_measured_under_load=True, concurrent_trials=concurrent)
-                yield record
+                    records = job.failed(started, time.perf_counter() - clock, _reason(exc), traceback=str(exc)[-4000:])
+                for record in records:
+                    if concurrent > 1:
+                        record = record.with_details(speed_measured_under_load=True, concurrent_trials=concurrent)
+                    yield record
         finally:  # Ctrl-C or a failing store: nothing keeps running behind the driver's back
             for ref in in_flight:
                 ray.cancel(ref, force=True)
@@ -225,7 +223,7 @@ class RayExecutor:
             )
 
 
-def _execute_reporting(job: TrialJob, steps: Any) -> dict[str, Any]:
+def _execute_reporting(job: TrialJob, steps: Any) -> list[TrialRecord]:
     """``execute_job`` on a worker, its inner progress put on the driver's queue."""
     def put(step: tuple[str, int, int]) -> None:
         try:

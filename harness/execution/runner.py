@@ -100,7 +100,8 @@ def run_suite(
     kept = folder.resumable(records) if resume else {}
     looks = _looks(suite, stored, records, kept, folder, env, console, allocation == "open", outcome, resume)
     ran = run_trials(looks, executor or SerialExecutor(), folder, listeners, console,
-                     JobSettings(device, results_root, env, trial_timeout, quiet_timing=_quiet(suite, executor)), kept)
+                     JobSettings(device, results_root, env, trial_timeout, quiet_timing=_quiet(suite, executor),
+                                 seed_batch=suite.seed_batch), kept)
     outcome.records, outcome.ran, outcome.interrupted = ran.records, ran.ran, ran.interrupted
     outcome.listener_seconds = ran.listener_seconds
     outcome.skipped = len(outcome.records) - outcome.ran

@@ -19,8 +19,8 @@ class SerialExecutor:
 
     def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         for job in jobs:
-            console.trial_started(job.trial.suite, job.index, job.total, job.trial.title)
-            yield execute_job(job, console)
+            console.trial_started(job.trial.suite, job.index, job.total, job.title)
+            yield from execute_job(job, console)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -26,7 +26,9 @@ from harness.gating.values import (
     Identity,
     baseline_values,
     check_name,
+    SEED_BATCH_SIZE_KEY,
     executors_used,
+    seed_batch_sizes,
     finished_keys,
     numeric_environment,
     paired_differences,
@@ -148,6 +150,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     _refuse_other_task_version(baseline, results, path)
     refuse_other_mode(baseline.environment, results, path)
     _refuse_other_executor(baseline, results, path)
+    _refuse_other_seed_batch(baseline, results, path)
     tolerances = results.stored.gate
     speed = speed_gated(results)
     stored = {v.identity: v for v in baseline.values}
@@ -250,6 +253,19 @@ def _refuse_other_executor(baseline: Baseline, results: RunResults, path: Path) 
             f"refusing to gate: trials of these results ran under executor {', '.join(map(repr, foreign))}, another "
             f"package's, which baseline {path} did not use (it used {', '.join(sorted(used)) or 'the built-in ones'}); "
             "rerun the suite with a built-in --executor, or save a baseline of this executor"
+        )
+
+
+def _refuse_other_seed_batch(baseline: Baseline, results: RunResults, path: Path) -> None:
+    """GateError when the run's trials were trained in seed batches of another size than the baseline's (a
+    baseline saved before batches were recorded trained every seed alone): batched kernels reduce in another
+    order, so the values may differ in the last bits for that reason alone."""
+    theirs = baseline.environment.get(SEED_BATCH_SIZE_KEY, "1")
+    ours = seed_batch_sizes(results).get(SEED_BATCH_SIZE_KEY, theirs)
+    if ours != theirs:
+        raise GateError(
+            f"refusing to gate: these results' trials were trained in seed batches of {ours}, baseline {path}'s in "
+            f"{theirs}; rerun with the baseline's seed_batch (the suite's or profile's key) or save a baseline of this one"
         )
 
 

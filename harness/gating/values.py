@@ -238,6 +238,16 @@ def executors_used(results: RunResults) -> dict[str, str]:
     return {EXECUTOR_KEY: " | ".join(names)} if names else {}
 
 
+SEED_BATCH_SIZE_KEY = "seed_batch_size"  # in a baseline's environment: the seed-batch sizes its trials were trained in
+
+
+def seed_batch_sizes(results: RunResults) -> dict[str, str]:
+    """``{seed_batch_size: sizes}``, the sizes of the seed batches the run's finished trials were trained in (1:
+    alone) joined by ' | ': batched kernels reduce in another order, so values of one size are not another's."""
+    sizes = sorted({len(t.seed_batch) or 1 for t in results.finished})
+    return {SEED_BATCH_SIZE_KEY: " | ".join(map(str, sizes))} if sizes else {}
+
+
 def seed_mean(values: Iterable[float]) -> float:
     values = list(values)
     return sum(values) / len(values)

@@ -38,12 +38,17 @@ class Rerun:
 def sample(records: Sequence[TrialRecord], count: int, seed: int | None = None,
            cheapest: bool = False) -> list[TrialRecord]:
     """``count`` finished trials drawn at random (``seed`` fixes the draw, for a test), or with ``cheapest``
-    the ``count`` that took the least wall time (what CI can afford on every commit)."""
+    the ``count`` that took the least wall time (what CI can afford on every commit); a trial trained in a
+    seed batch brings its batch-mates, since it reruns only in the same batch."""
     finished = [record for record in records if record.finished]
     if cheapest:
-        return sorted(finished, key=lambda record: (record.wall_seconds, record.trial_id))[:count]
-    chooser = random.Random(seed) if seed is not None else random.SystemRandom()
-    return chooser.sample(finished, min(count, len(finished)))
+        chosen = sorted(finished, key=lambda record: (record.wall_seconds, record.trial_id))[:count]
+    else:
+        chooser = random.Random(seed) if seed is not None else random.SystemRandom()
+        chosen = chooser.sample(finished, min(count, len(finished)))
+    batches = {(r.arm_label, r.point_label, r.seed_batch) for r in chosen if r.seed_batch}
+    mates = [r for r in finished if (r.arm_label, r.point_label, r.seed_batch) in batches and r not in chosen]
+    return chosen + mates
 
 
 def rerun(suite_json: Mapping[str, Any], records: Sequence[TrialRecord], task_paths: tuple[str, ...] = ()) -> Rerun:

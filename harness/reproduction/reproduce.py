@@ -67,6 +67,11 @@ class Plan:
     notes: list[str] = field(default_factory=list)  # what checking the store changed (artifact locations)
 
     @property
+    def batches(self) -> dict[str, tuple[int, ...]]:
+        """Trial id -> the seeds of the batch it was trained in: a batched trial reruns in the same batch."""
+        return {t.trial_id: r.seed_batch for t, r in zip(self.trials, self.original.records) if r.seed_batch}
+
+    @property
     def same_device_class(self) -> bool:
         """Only then must every non-speed metric come back bit-identical."""
         return device_class(torch.device(self.recorded_device)) == device_class(self.device)
@@ -176,7 +181,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
     console.expect(len(plan.trials))
     ran = run_trials([Look(plan.trials, StoredSuite.from_stored(meta))], SerialExecutor(), folder,
                      [mirror] if mirror else [], console, JobSettings(plan.device, plan.out_root, plan.here,
-                                                                      threads=plan.threads))
+                                                                      threads=plan.threads, batches=plan.batches))
     comparison = compare_metrics(original.records, ran.records, lambda task: metric_kinds(plan.tasks.get(task)))
     outcome = Outcome(folder.path, ran.records, comparison, mirror.run_id if mirror else None,
                       time.perf_counter() - clock, ran.interrupted, plan.out_root / SUMMARY_FILE)

@@ -6,7 +6,7 @@ update and returns the loss (or a dict of named values); ``fit`` owns everything
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import torch
 
@@ -55,18 +55,11 @@ def fit(
     run = 0
     try:
         for index in range(steps):
-            result = step(index)
-            values = {"loss": float(result)} if isinstance(result, (int, float)) else {
-                str(key): float(value) for key, value in result.items()
-            }
-            bad = sorted(key for key, value in values.items() if not math.isfinite(value))
-            if bad:
-                raise NonFiniteLoss(f"{name}: non-finite {', '.join(bad)} at step {index} ({values})")
+            values = _checked(step(index), name, index)
             run = index + 1
             stop = until is not None and until(index, values)
             if index % log_every == 0 or index == steps - 1 or stop:
-                for key, value in values.items():
-                    logger.log_metric(f"{name}/{key}", value, index)
+                _log(logger, name, values, index)
             progress.advance()
             if stop:
                 break
@@ -75,17 +68,62 @@ def fit(
     return {**values, "steps_run": float(run)} if until is not None else values
 
 
+def fit_together(
+    loggers: Sequence[TrialLogger], steps: int, step: Callable[[int], Sequence[StepResult]], name: str,
+    log_every: int = 1,
+) -> list[dict[str, float]]:
+    """``fit`` for several models trained as one (seeds in a batch): ``step`` returns one result per logger,
+    each checked and logged as ``fit`` would; every model runs ``steps``. Returns each one's last values."""
+    progress = [logger.progress(steps, name) for logger in loggers]
+    values: list[dict[str, float]] = [{} for _ in loggers]
+    try:
+        for index in range(steps):
+            results = step(index)
+            if len(results) != len(loggers):
+                raise ValueError(f"{name}: the step returned {len(results)} results for {len(loggers)} models")
+            values = [_checked(result, name, index) for result in results]
+            for logger, value, bar in zip(loggers, values, progress):
+                if index % log_every == 0 or index == steps - 1:
+                    _log(logger, name, value, index)
+                bar.advance()
+    finally:
+        for bar in progress:
+            bar.close()
+    return values
+
+
+def _checked(result: StepResult, name: str, index: int) -> dict[str, float]:
+    """A step's result as named floats (a float is ``loss``); NonFiniteLoss on any non-finite value."""
+    values = {"loss": float(result)} if isinstance(result, (int, float)) else {
+        str(key): float(value) for key, value in result.items()
+    }
+    bad = sorted(key for key, value in values.items() if not math.isfinite(value))
+    if bad:
+        raise NonFiniteLoss(f"{name}: non-finite {', '.join(bad)} at step {index} ({values})")
+    return values
+
+
+def _log(logger: TrialLogger, name: str, values: Mapping[str, float], index: int) -> None:
+    for key, value in values.items():
+        logger.log_metric(f"{name}/{key}", value, index)
+
+
 def optimizer_step(
     loss: torch.Tensor,
     optimizer: torch.optim.Optimizer,
     schedule: torch.optim.lr_scheduler.LRScheduler | None = None,
     clip_norm: float | None = None,
+    clip_sets: Sequence[Sequence[torch.Tensor]] | None = None,
 ) -> None:
-    """zero_grad, backward, optional clip of the optimiser's gradients to clip_norm, step, schedule step."""
+    """zero_grad, backward, optional clip of the gradients to clip_norm, step, schedule step. The clip
+    takes the optimiser's parameters as one set, or each of ``clip_sets`` on its own (the models of a
+    seed batch, each clipped as it would be alone)."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if clip_norm is not None:
-        torch.nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], clip_norm)
+        sets = clip_sets if clip_sets is not None else [[p for group in optimizer.param_groups for p in group["params"]]]
+        for parameters in sets:
+            torch.nn.utils.clip_grad_norm_(list(parameters), clip_norm)
     optimizer.step()
     if schedule is not None:
         schedule.step()

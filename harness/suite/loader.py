@@ -180,6 +180,7 @@ class _Draft:
     gate: GateSpec
     sequential: SequentialSpec | None
     sequential_loc: list[Any]
+    seed_batch: int = 1
 
 
 def _resolve(path: Path, node, data: dict, profile: str, seeds, arm_filter, limits: _Limits) -> Suite:
@@ -232,6 +233,7 @@ def _draft(where: _Where) -> _Draft:
         layers=[ParamLayer("suite params", None, dict(params))],
         arm_layers=[ParamLayer("arm", name, dict(p)) for name, p in arm_params.items()],
         seeds=list(spec.seeds), gate=spec.gate, sequential=spec.sequential, sequential_loc=["sequential"],
+        seed_batch=spec.seed_batch,
     )
 
 
@@ -243,6 +245,8 @@ def _apply_profile(where: _Where, draft: _Draft, profile: str) -> None:
         valid = ", ".join([DEFAULT_PROFILE, *sorted(spec.profiles)])
         raise SuiteError(f"{path}: unknown profile {profile!r} for suite {spec.suite!r}; valid profiles: {valid}")
     chosen = spec.profiles[profile]
+    if chosen.seed_batch is not None:
+        draft.seed_batch = chosen.seed_batch
     profile_params = where.leaves(["profiles", profile, "params"], chosen.params)
     draft.params = layered(draft.params, profile_params)
     draft.layers.append(ParamLayer(f"profile {profile} params", None, profile_params))
@@ -296,6 +300,7 @@ def _suite(where: _Where, draft: _Draft, profile: str, arms: dict[str, Arm], arm
         validity=spec.validity, claims=spec.claims, gate=draft.gate, confidence=spec.confidence,
         profiles=sorted(spec.profiles), sequential=draft.sequential, premises=spec.premises,
         param_layers=(*draft.layers, *draft.arm_layers), tune=spec.tune, mechanism=spec.mechanism,
+        seed_batch=draft.seed_batch,
     )
 
 

@@ -205,6 +205,11 @@ class TuneSpec(Strict):
         return check_seeds(seeds)
 
 
+MAX_SEED_BATCH = 64
+SEED_BATCH_HELP = ("seeds of one arm and point trained as one batched model, where the task can (values may differ "
+                   "in the last bits from one at a time; each trial records its batch)")
+
+
 class ProfileSpec(Strict):
     description: str = ""
     seeds: list[int] | None = None  # a fixed design unless the profile declares its own `sequential`
@@ -213,6 +218,7 @@ class ProfileSpec(Strict):
     sweep: SweepAxes | None = None
     arms: dict[str, dict[str, Any]] = Field(default_factory=dict)
     gate: dict[str, Any] = Field(default_factory=dict)  # merged over the suite's gate section
+    seed_batch: int | None = Field(None, ge=1, le=MAX_SEED_BATCH, description=SEED_BATCH_HELP)
 
     @field_validator("sweep")
     @classmethod
@@ -245,6 +251,7 @@ class SuiteSpec(Strict):
     profiles: dict[str, ProfileSpec] = Field(default_factory=dict)
     gate: GateSpec = Field(default_factory=GateSpec)
     tune: TuneSpec | None = None
+    seed_batch: int = Field(1, ge=1, le=MAX_SEED_BATCH, description=SEED_BATCH_HELP)
 
     @field_validator("sweep")
     @classmethod

@@ -14,7 +14,7 @@ import types
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Callable, ClassVar, Iterator, Literal, Mapping, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, ClassVar, Iterator, Literal, Mapping, Sequence, TypeVar, Union, get_args, get_origin
 
 import annotated_types
 import numpy as np
@@ -24,8 +24,8 @@ from pydantic.fields import FieldInfo
 
 from harness.core.metrics import DetailScatter, Metric, ParetoView, metric_family
 from harness.services.cache import artifact_key, artifact_path, load_or_build
-from harness.services.training_loop import StepResult, StopRule, TrialLogger, fit
-from harness.services.seeding import forked_rng, numpy_stream, torch_stream
+from harness.services.training_loop import StepResult, StopRule, TrialLogger, fit, fit_together
+from harness.services.seeding import forked_rng, numpy_stream, seed_everything, torch_stream
 from harness.tasks.param_paths import leaf_fields, nest
 
 T = TypeVar("T")
@@ -150,6 +150,11 @@ class TrialContext:
     extra: dict[str, Any] = field(default_factory=dict)
     _sections: dict[str, dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
 
+    def seed_globals(self) -> None:
+        """Seed the global generators (python, numpy, torch) with this trial's seed, as the spine does before
+        ``run``: a batched task calls it before building each seed's part, so each starts as it would alone."""
+        seed_everything(self.seed, self.device)
+
     def stream(self, *purpose: object) -> torch.Generator:
         """A CPU generator fixed by the seed and the purpose: every arm draws the same values."""
         return torch_stream(self.seed, *purpose)
@@ -195,6 +200,16 @@ class TrialContext:
         self._record("fit", name, {"steps": steps, "final": final})
         return final
 
+    @staticmethod
+    def fit_seeds(contexts: Sequence["TrialContext"], steps: int, step: Callable[[int], Sequence[StepResult]],
+                  name: str = "train", log_every: int = 1) -> list[dict[str, float]]:
+        """``fit`` for several seeds trained as one model: ``step`` returns one result per context, each
+        logged, checked and recorded under the detail ``fit`` of its own context; every seed runs ``steps``."""
+        finals = fit_together([c.logger for c in contexts], steps, step, name, log_every)
+        for ctx, final in zip(contexts, finals):
+            ctx._record("fit", name, {"steps": steps, "final": final})
+        return finals
+
     def _record(self, section: str, name: str, value: Any) -> None:
         self._sections.setdefault(section, {})[name] = value
         self.logger.record(section, dict(self._sections[section]))
@@ -226,6 +241,17 @@ class Task(ABC):
         """Params as dotted leaves (``teacher.steps``) or nested mappings -> the validated model."""
         return cls.Params.model_validate(nest(params))
 
+    # Whether ``run_seeds`` trains the seeds of one arm and point as one batched model (a suite's seed_batch).
+    seed_batching: ClassVar[bool] = False
+
     @abstractmethod
     def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:
         """Train and evaluate one arm at one seed; return final metrics by key."""
+
+    def run_seeds(self, params: TaskParams, contexts: Sequence[TrialContext]) -> list[Mapping[str, float]]:
+        """Train and evaluate one arm at several seeds (``contexts``, in seed order) as one batched model; one
+        result per seed, as ``run`` would return it. Each seed keeps its own initialisation
+        (``TrialContext.seed_globals`` before building its part), data order and random streams, and logs to
+        its own context. Only tasks that set ``seed_batching`` implement it; the values may differ from
+        ``run``'s in the last bits (batched kernels reduce in another order), never more."""
+        raise NotImplementedError(f"task {self.name} does not train seeds as one batched model")

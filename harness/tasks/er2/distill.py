@@ -33,16 +33,22 @@ def at_answers(tensor: Tensor, answers: Tensor) -> Tensor:
     return tensor.transpose(1, 2)[answers].transpose(0, 1).unsqueeze(0)
 
 
-def scored_outputs(layer: ER2Layer, capture: Capture) -> tuple[Tensor, dict, Tensor]:
-    """(output, parts, teacher output) where the layer is scored: every position, or only the answers
-    when the capture marks them (recall distilled on what it is scored on, not on filler)."""
-    output, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
+def scored(parts: dict[str, Tensor | None], capture: Capture) -> tuple[dict[str, Tensor | None], Tensor]:
+    """(parts, teacher output) where the layer is scored: every position, or only the answers when the
+    capture marks them (recall distilled on what it is scored on, not on filler)."""
     teacher = capture["out"]
     if "answers" not in capture:
-        return output, parts, teacher
+        return parts, teacher
     answers = capture["answers"]
-    parts = {name: None if part is None else at_answers(part, answers) for name, part in parts.items()}
-    return parts["output"], parts, at_answers(teacher, answers)
+    return ({name: None if part is None else at_answers(part, answers) for name, part in parts.items()},
+            at_answers(teacher, answers))
+
+
+def scored_outputs(layer: ER2Layer, capture: Capture) -> tuple[Tensor, dict, Tensor]:
+    """(output, parts, teacher output) of the layer on the capture, where it is scored (``scored``)."""
+    _, _, parts = layer.components(capture["q"], capture["k"], capture["v"])
+    parts, teacher = scored(parts, capture)
+    return parts["output"], parts, teacher
 
 
 def output_nmse(prediction: Tensor, target: Tensor) -> Tensor:
@@ -55,18 +61,24 @@ def output_cosine(prediction: Tensor, target: Tensor) -> Tensor:
     return F.cosine_similarity(prediction.float(), target.float(), dim=-1).mean()
 
 
-def transfer_loss(layer: ER2Layer, capture: Capture) -> tuple[Tensor, dict[str, float]]:
-    """nmse + 0.1 (1 - cosine), plus the error-directed terms when the layer has a residual memory."""
-    output, parts, teacher = scored_outputs(layer, capture)
+def transfer_loss(layer: ER2Layer, capture: Capture) -> tuple[Tensor, Tensor]:
+    """(loss, output NMSE): nmse + 0.1 (1 - cosine), plus the error-directed terms when the layer has a
+    residual memory."""
+    _, parts, teacher = scored_outputs(layer, capture)
+    return loss_from_parts(layer, parts, teacher)
+
+
+def loss_from_parts(layer: ER2Layer, parts: dict[str, Tensor | None], teacher: Tensor) -> tuple[Tensor, Tensor]:
+    """``transfer_loss`` from a pass's scored parts (one seed's block of a seed batch's pass, too); the NMSE
+    detached, read by the caller when it needs a number (on a GPU each read waits for the device)."""
+    output = parts["output"]
     nmse = output_nmse(output, teacher)
     loss = nmse + 0.1 * (1.0 - output_cosine(output, teacher))
-    terms = {"nmse": float(nmse.detach())}
     if layer.residual is not None:
         losses = layer.error_directed_losses(parts, teacher, HARD_FRACTION, HARD_BOOST)
         for name, weight in ERROR_DIRECTED_WEIGHTS.items():
             loss = loss + weight * losses[name]
-            terms[name] = float(losses[name].detach())
-    return loss, terms
+    return loss, nmse.detach()
 
 
 def parameter_groups(layer: ER2Layer, lr: float, gain_lr_scale: float) -> list[dict]:
@@ -105,10 +117,10 @@ def distil_step(
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, rate)
 
     def step(index: int) -> dict[str, float]:
-        loss, terms = transfer_loss(layer, next_capture(index))
+        loss, nmse = transfer_loss(layer, next_capture(index))
         optimizer_step(loss, optimizer, schedule, clip_norm=1.0)
         layer.project_gain()
-        return {"loss": float(loss.detach()), "nmse": terms["nmse"], "gain": mean_abs_gain(layer)}
+        return {"loss": float(loss.detach()), "nmse": float(nmse), "gain": mean_abs_gain(layer)}
 
     return step
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -25,7 +25,8 @@ from harness.tasks.er2.mechanism.ops.attention import local_window_attention
 from harness.tasks.base import Metric, ParetoView, Task, TrialContext, training_budget_metrics
 from harness.tasks.er2.consistency import decode_prefill_agreement
 from harness.tasks.er2.constructed import ConstructedRecallWorkload, ConstructedTeacher, load_metrics
-from harness.tasks.er2.distill import budget_metrics, cosine, distil_step, fidelity, output_fidelity
+from harness.tasks.er2.distill import Capture, budget_metrics, cosine, distil_step, fidelity, output_fidelity
+from harness.tasks.er2.seed_batch import distil_seeds_step
 from harness.tasks.er2.positions import fed_capture, fed_mixer
 from harness.tasks.er2.params import ConstructedTeacherParams, ER2Params, PasskeyParams, RecallParams, TextParams
 from harness.tasks.er2.recipe import LATE_SPAN, Convergence, late_fall
@@ -176,24 +177,57 @@ class ER2Task(Task):
     }
 
     def run(self, params: ER2Params, ctx: TrialContext) -> Mapping[str, float]:
+        setup = self._setup(params, ctx)
+        if params.layer != "er2":
+            return self._control(params, *setup, ctx)
+        metrics = self._train(params, *setup, ctx)
+        return self._evaluated(params, *setup, ctx, metrics)
+
+    # Seeds of a distilled arm train as one layer (seed_batch.py) under a fixed or cosine schedule; a
+    # converged schedule stops each seed at its own step, and control arms train nothing: those run
+    # their seeds one after another.
+    seed_batching = True
+
+    def run_seeds(self, params: ER2Params, contexts: Sequence[TrialContext]) -> list[Mapping[str, float]]:
+        if params.layer != "er2" or params.schedule == "converged":
+            results = []
+            for ctx in contexts:
+                ctx.seed_globals()
+                results.append(self.run(params, ctx))
+            return results
+        setups, states = [], []
+        for ctx in contexts:
+            ctx.seed_globals()
+            setups.append(self._setup(params, ctx))
+            states.append(torch.get_rng_state())  # after each seed's set-up, as run() would continue from
+        trained = self._train_together(params, setups, contexts)
+        results = []
+        for setup, ctx, metrics, state in zip(setups, contexts, trained, states):
+            torch.set_rng_state(state)
+            results.append(self._evaluated(params, *setup, ctx, metrics))
+        return results
+
+    def _setup(self, params: ER2Params, ctx: TrialContext) -> tuple[Workload, TeacherLM | ConstructedTeacher, ER2Layer]:
+        """The seed's workload, its teacher (trained once per seed, cached) and the arm's layer, initialised
+        from the seed's global generator (built in every arm: the window arm's cache gets its state bytes)."""
         if params.layer == "guess" and params.workload.kind != "recall":
             raise ValueError("the guess-from-context baseline exists only on the recall workload")
-        device = ctx.device
         workload = ConstructedRecallWorkload(params.loads, params.workload.keys) if params.teacher.kind == "constructed" \
             else make_workload(params.workload)
         teacher = self._teacher(params, workload, ctx)
-        # Built in every arm: the window arm's cache gets exactly this layer's state bytes.
         layer = ER2Layer(
             teacher.config.num_heads, teacher.config.num_kv_heads, teacher.config.head_dim,
             feature_dim=params.feature_dim, residual_dim=params.residual_dim, code_rank=params.code_rank,
             chunk_size=params.chunk_size, conv_kernel=params.conv_kernel, residual_mode=params.residual_mode,
             state_dtype=params.state_dtype, gate_mode=params.residual_gate, gain_limit=params.gain_limit,
             gate_init=params.gate_init,
-        ).to(device)
-        if params.layer != "er2":
-            return self._control(params, workload, teacher, layer, ctx)
+        ).to(ctx.device)
+        return workload, teacher, layer
 
-        metrics = self._train(params, workload, teacher, layer, ctx)
+    def _evaluated(self, params: ER2Params, workload: Workload, teacher: TeacherLM, layer: ER2Layer,
+                   ctx: TrialContext, metrics: dict[str, float]) -> dict[str, float]:
+        """A distilled layer's training figures with its quality, state bytes, speed and retention."""
+        device = ctx.device
         metrics.update(self._quality(params, workload, teacher, fed_mixer(layer, params.qk_positions, teacher.config.rope_base),
                                      ctx, er2=layer))
         metrics.update(self._memory(params, layer, device))
@@ -247,24 +281,28 @@ class ER2Task(Task):
             restore=lambda state: frozen_teacher(config, state, ctx),
         )
 
-    def _train(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
-               layer: ER2Layer, ctx: TrialContext) -> dict[str, float]:
-        """Distil on batches drawn from one teacher pass over a fixed pool (the same for every arm)."""
+    def _distillation(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
+                      ctx: TrialContext) -> tuple[Callable[[int], Capture], Convergence | None, Callable[[int], float]]:
+        """The seed's batches, drawn from one teacher pass over a fixed pool (the same for every arm), the
+        stop rule and the learning-rate schedule."""
         data = ctx.stream("distil-batches")
         pool_tokens, _ = workload.training_batch(params.train_pool, params.train_context, data)
         pool = fed_capture(pool_capture(ctx, teacher, pool_tokens), params.qk_positions, teacher.config.rope_base)
 
-        def next_capture(_: int):
+        def next_capture(_: int) -> Capture:
             rows = torch.randint(0, params.train_pool, (params.batch,), generator=data).to(ctx.device)
             return {name: tensor[rows] for name, tensor in pool.items()}
 
-        stop: Convergence | None = None
-        if params.schedule != "cosine":
-            watch = params.stop_on if params.schedule == "converged" else ()
-            stop = Convergence(params.steps, params.stop_window, params.stop_tolerance, params.decay_steps, watch)
-            rate = stop.rate
-        else:
-            rate = cosine(params.steps)
+        if params.schedule == "cosine":
+            return next_capture, None, cosine(params.steps)
+        watch = params.stop_on if params.schedule == "converged" else ()
+        stop = Convergence(params.steps, params.stop_window, params.stop_tolerance, params.decay_steps, watch)
+        return next_capture, stop, stop.rate
+
+    def _train(self, params: ER2Params, workload: Workload, teacher: TeacherLM,
+               layer: ER2Layer, ctx: TrialContext) -> dict[str, float]:
+        """Distil the seed's layer (``distill.distil_step``: the reference the seed batch is checked against)."""
+        next_capture, stop, rate = self._distillation(params, workload, teacher, ctx)
         layer.train()
         update = distil_step(layer, next_capture, params.lr, rate, params.gain_lr_scale)
         losses: list[float] = []
@@ -284,6 +322,36 @@ class ER2Task(Task):
         return {"final_train_loss": final["loss"], "loss_late_fall": late_fall(losses), "distil_steps": steps,
                 "distil_converged": float(converged),
                 **budget_metrics(layer, steps, params.batch)}
+
+    def _train_together(self, params: ER2Params, setups: Sequence[tuple[Workload, TeacherLM, ER2Layer]],
+                        contexts: Sequence[TrialContext]) -> list[dict[str, float]]:
+        """Distil every seed's layer as one (``seed_batch``), a fixed budget each: what ``_train`` records, per seed."""
+        plans = [self._distillation(params, workload, teacher, ctx) for (workload, teacher, _), ctx in zip(setups, contexts)]
+        layers = [layer for _, _, layer in setups]
+        for layer in layers:
+            layer.train()
+        update = distil_seeds_step(layers, [capture for capture, _, _ in plans], params.lr, plans[0][2],
+                                   params.gain_lr_scale)
+        losses: list[list[float]] = [[] for _ in layers]
+
+        def step(index: int) -> list[dict[str, float]]:
+            values = update(index)
+            for seen, value in zip(losses, values):
+                seen.append(value["loss"])
+            return values
+
+        finals = TrialContext.fit_seeds(contexts, params.steps, step, name="distil")
+        results = []
+        for layer, final, seen, (_, stop, _), ctx in zip(layers, finals, losses, plans, contexts):
+            layer.eval()
+            if stop is not None:  # a fixed budget: the rule never fires, the decay starts at its place
+                stop.decay_start = params.steps - params.decay_steps
+                ctx.logger.record("convergence", {"converged_at": None, "decay_start": stop.decay_start,
+                                                  "last_change": stop.last_change})
+            results.append({"final_train_loss": final["loss"], "loss_late_fall": late_fall(seen),
+                            "distil_steps": float(params.steps), "distil_converged": 0.0,
+                            **budget_metrics(layer, params.steps, params.batch)})
+        return results
 
     def _quality(self, params: ER2Params, workload: Workload, teacher: TeacherLM, mixer: Mixer | None,
                  ctx: TrialContext, er2: ER2Layer | None = None) -> dict[str, float]:
