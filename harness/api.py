@@ -28,8 +28,9 @@ from harness.analysis.claim_status import NO_ANSWER
 from harness.analysis.compare.comparison_plot import write_comparison_plot
 from harness.analysis.compare.comparison_text import run_label
 from harness.analysis.compare.run_comparison import CompareError, Comparison, load_pair
-from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
+from harness.analysis.pilot_warnings import PilotError
+from harness.analysis.pilot_warnings import pilot_claims as read_pilot
 from harness.analysis.decide.seed_planning import SeedPlan, family_sizes, plan_suite
 from harness.analysis.present.claim_history import ClaimPoint, render_history, write_history_plot
 from harness.analysis.present.run_costs import DriverSeconds, render_suite_phases, save_driver_seconds
@@ -591,22 +592,10 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
             max(len(suite.seeds), 2), max(4 * len(suite.seeds), 3))
         metrics = {m.name: m for m in suite.task.metrics}
         claims = [c.model_dump(exclude_none=True) for c in suite.claims]
-        pilot_claims = None
-        if pilot is not None:
-            try:
-                folders = run_folders(pilot)
-            except UsageError as exc:
-                raise UsageError(f"--from: {exc}") from None
-            folder = next((p for p in folders if p.parent.name == suite.name), None)
-            if folder is None:
-                raise UsageError(f"--from {pilot}: no stored run of suite {suite.name!r} there")
-            try:
-                pilot_results = load_results(folder)
-                if pilot_results.stale_note:
-                    warn(pilot_results.stale_note)
-                pilot_claims = evaluate_claims(pilot_results)  # reads the pilot's stored sequential design
-            except ResultsError as exc:
-                raise UsageError(str(exc)) from None
+        try:  # validate and run --pilot read a pilot the same way (harness.analysis.pilot_warnings)
+            pilot_claims = None if pilot is None else read_pilot(pilot, suite.name, "--from", warn)
+        except PilotError as exc:
+            raise UsageError(str(exc)) from None
         plans.append(plan_suite(suite.name, suite.confidence, family_sizes(claims, metrics), design, pilot_claims))
     return plans
 

@@ -76,6 +76,12 @@ results_option = click.option(
     "--results", "results_root", type=click.Path(path_type=Path), default=RESULTS_DEFAULT, show_default=True,
     help="Results folder (trial JSON, plots, the embedded MLflow store).",
 )
+pilot_option = click.option(
+    "--pilot", type=click.Path(path_type=Path), metavar="RESULTS",
+    help="A pilot run of the suite (a smoke or exploratory run's results, as harness plan --from reads them): "
+    "before anything runs, warn of each claim whose minimum detectable effect at max_seeds (a fixed design's "
+    "seeds), at the pilot's spread, is more than twice its margin. Without it nothing is read.",
+)
 redesign_option = click.option(
     "--redesign", is_flag=True, help="When the results folder's trials belong to another design, or to one that "
     "cannot be read (suite.json deleted or damaged), set them aside (trials/superseded/) and run this design "
@@ -158,6 +164,7 @@ def execution_options(command):
 @click.option("--verbose", is_flag=True, help="Print every metric and every exploratory row (default: key metrics; "
               "the full tables are in report/verdicts.txt either way).")
 @redesign_option
+@pilot_option
 @click.option("--exploratory", is_flag=True, help="Run the suite files' own seeds, an exploratory run, even where "
               "a design is registered (a registered design otherwise runs its registration's seeds).")
 @click.option("--allocation", type=click.Choice(["open", "all"]), default="open", show_default=True,
@@ -166,7 +173,7 @@ def execution_options(command):
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
         executor_name, workers, ray_address, ray_workers, threads, numeric, trial_timeout, max_trials, max_nodes, verbose,
         allocation,
-        redesign, exploratory) -> None:
+        redesign, pilot, exploratory) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
     from harness import api
     from harness.analysis.present.run_summary import SuiteSummary, render_terminal_summary
@@ -181,6 +188,13 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
         ray_workers=ray_workers, threads=threads, numeric=numeric, trial_timeout=trial_timeout, max_trials=max_trials,
         max_nodes=max_nodes, allocation=allocation, redesign=redesign, exploratory=exploratory,
     )
+    if pilot is not None:  # before anything runs: claims whose margin its seeds cannot resolve
+        try:
+            suites = api.load_suites(suite_file, options)
+        except api.UsageError as exc:
+            _fail(str(exc))
+        for line in (warning for suite in suites for warning in _pilot_lines(suite, pilot)):
+            click.echo(line, err=True)
     console = Console()
 
     def started(device_used) -> None:
@@ -257,7 +271,8 @@ def _ui_address(uri: str, results: Path) -> str:
               "value comes from (task default, suite params, profile params, arm, profile arm override, sweep).")
 @max_trials_option
 @max_nodes_option
-def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
+@pilot_option
+def validate(suite_file, profile, resolved, max_trials, max_nodes, pilot) -> None:
     """Validate SUITE.yaml fully (includes, profile, arms, params, contrasts, claims) without running."""
     # The suite layer's loader, which harness.api's load_suites wraps: the API would load the analysis
     # and plotting libraries, which nothing here needs.
@@ -285,10 +300,23 @@ def validate(suite_file, profile, resolved, max_trials, max_nodes) -> None:
         )
         for premise in suite.premises:
             click.echo(f"  {premise.describe()}")
-        for warning in suite_warnings(suite):
+        for warning in suite_warnings(suite) + _pilot_lines(suite, pilot):
             click.echo(warning, err=True)
         if resolved:
             click.echo(render_resolved(suite))
+
+
+def _pilot_lines(suite, pilot: Path | None) -> list[str]:
+    """``--pilot``'s warnings for one suite (harness.analysis.pilot_warnings); nothing is read without one."""
+    if pilot is None:
+        return []
+    from harness.analysis.pilot_warnings import PilotError, pilot_warnings
+
+    try:
+        return pilot_warnings(suite, pilot, warn=lambda line: click.echo(line, err=True))
+    except PilotError as exc:
+        _fail(str(exc))
+    return []  # not reached: _fail exits
 
 
 @click.command(name="list")
