@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
@@ -703,12 +703,12 @@ def _drawn(found: History, out: Path | None) -> History:
 
 def plan_reproduction(target: str, tracking_uri: str | None = None, results: Path | None = None,
                       out: Path | None = None, device: str = "recorded", mlflow: bool = True,
-                      task_paths: Sequence[str] = ()) -> Plan:
+                      task_paths: Sequence[str] = (), seed_batch: int | None = None) -> Plan:
     """What reproducing ``target`` (an MLflow run id, a results folder or a trial JSON) will rerun, where,
     and where it will log; nothing runs yet. The records' tasks are imported only when registered or
     named in ``task_paths`` (``package.module:Class`` paths the caller trusts)."""
     try:
-        return plan(target, tracking_uri, results, out, device, mlflow, task_paths)
+        return replace(plan(target, tracking_uri, results, out, device, mlflow, task_paths), seed_batch=seed_batch)
     except (ReproduceError, TrackingError) as exc:
         raise UsageError(str(exc)) from None
 

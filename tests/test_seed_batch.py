@@ -152,3 +152,11 @@ def test_a_suite_runs_its_seeds_in_batches_reproduce_reruns_them_and_the_gate_re
     with pytest.raises(api.UsageError, match="seed batches of 1, baseline .* in 1 \\| 3"):
         api.gate(alone, baselines_dir=tmp_path / "baselines")
     assert api.gate(batched, baselines_dir=tmp_path / "baselines")[0].passed
+
+    # what batching would change in a run made one seed at a time: its trials rerun in batches of 3
+    plan = api.plan_reproduction(str(alone), mlflow=False, out=tmp_path / "what-if", device="cpu",
+                                 task_paths=["seed_batch_task:StackedToy"], seed_batch=3)
+    what_if = api.reproduce(plan, Console(quiet=True))
+    assert sorted(len(r.seed_batch) for r in what_if.records) == [0, 0, 3, 3, 3, 3, 3, 3]
+    for check in what_if.comparison.differing:
+        assert check.reproduced == pytest.approx(check.recorded, rel=1e-5, abs=1e-6), check

@@ -46,8 +46,13 @@ def _interrupt(_signum, _frame) -> None:
               show_default=True,
               help="The numeric mode to rerun in (see harness run --help): a run recorded in the other mode "
               "(its numeric_mode) computes other floats.")
+@click.option("--seed-batch", type=click.IntRange(1, 64), default=None,
+              help="Rerun the seeds of each arm and point in batches of this size where the task trains seeds as one "
+              "model (a what-if: values may then differ in the last bits; compare them with harness compare --trials) "
+              "[default: the batches each trial was recorded in].")
 def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, out: Path | None,
-              device_choice: str, no_mlflow: bool, task_paths: tuple[str, ...], numeric_mode: str) -> None:
+              device_choice: str, no_mlflow: bool, task_paths: tuple[str, ...], numeric_mode: str,
+              seed_batch: int | None) -> None:
     """Rerun a recorded result and check it bit for bit.
 
     TARGET is an MLflow run id (a suite run or one trial run, from the MLflow UI), a
@@ -66,7 +71,8 @@ def reproduce(target: str, tracking_uri: str | None, results_root: Path | None, 
     except numeric.NumericModeError as exc:
         _fail(str(exc))
     try:
-        plan = api.plan_reproduction(target, tracking_uri, results_root, out, device_choice, not no_mlflow, task_paths)
+        plan = api.plan_reproduction(target, tracking_uri, results_root, out, device_choice, not no_mlflow, task_paths,
+                                     seed_batch)
     except api.UsageError as exc:
         _fail(str(exc))
     click.echo(render_plan(plan))

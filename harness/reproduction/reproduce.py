@@ -65,10 +65,14 @@ class Plan:
     environment_differences: list[Difference]
     package_differences: list[Difference]
     notes: list[str] = field(default_factory=list)  # what checking the store changed (artifact locations)
+    seed_batch: int | None = None  # rerun in seed batches of this size (a what-if); None: as each trial was recorded
 
     @property
     def batches(self) -> dict[str, tuple[int, ...]]:
-        """Trial id -> the seeds of the batch it was trained in: a batched trial reruns in the same batch."""
+        """Trial id -> the seeds of the batch it was trained in: a batched trial reruns in the same batch
+        (none with ``seed_batch`` set: the rerun then makes its own batches)."""
+        if self.seed_batch is not None:
+            return {}
         return {t.trial_id: r.seed_batch for t, r in zip(self.trials, self.original.records) if r.seed_batch}
 
     @property
@@ -181,7 +185,8 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
     console.expect(len(plan.trials))
     ran = run_trials([Look(plan.trials, StoredSuite.from_stored(meta))], SerialExecutor(), folder,
                      [mirror] if mirror else [], console, JobSettings(plan.device, plan.out_root, plan.here,
-                                                                      threads=plan.threads, batches=plan.batches))
+                                                                      threads=plan.threads, batches=plan.batches,
+                                                                      seed_batch=plan.seed_batch or 1))
     comparison = compare_metrics(original.records, ran.records, lambda task: metric_kinds(plan.tasks.get(task)))
     outcome = Outcome(folder.path, ran.records, comparison, mirror.run_id if mirror else None,
                       time.perf_counter() - clock, ran.interrupted, plan.out_root / SUMMARY_FILE)
