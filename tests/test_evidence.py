@@ -32,7 +32,7 @@ from harness.evidence import programme as programme_module
 from harness.evidence.ledger import Ledger, LedgerEntry, append
 from harness.evidence.programme import pool, programme_passes, study_evalue
 from harness.evidence.registration import invalidate
-from harness.suite.design import Design, design_record
+from harness.suite.design import DesignLock, design_record
 from harness.tracking import environment
 
 TOY = Path(__file__).parent / "suites" / "toy.yaml"
@@ -143,7 +143,7 @@ def test_a_bundle_holds_every_trial_the_design_lock_and_the_summary(sealed):
     header, suite, summary, *trials = lines_of(path)
     stored = json.loads((repo / "results" / "toy" / "default" / "suite.json").read_text())
     assert header["suite_file"] == "suites/toy.yaml" and suite["suite_json"] == stored
-    assert f"design {header['design']} " in Design.of_suite(stored).label() and path.name == f"{header['design']}.jsonl.gz"
+    assert f"design {header['design']} " in DesignLock.of_suite(stored).label() and path.name == f"{header['design']}.jsonl.gz"
     assert summary["summary"]["claims"] and len(trials) == 18
     record = trials[0]["record"]
     assert record["environment"]["git_commit"] == git(repo, "rev-parse", "HEAD~1")  # the seal's commit came after
@@ -232,7 +232,9 @@ def test_an_exploratory_run_is_never_sealed(sealed, tmp_path):
     suite.write_text(suite.read_text().replace("momentum: 0.9", "momentum: 0.8"))
     git(repo, "commit", "-qam", "toy: another arm param")
     ran = in_repo(repo, "run", str(suite), "--results", str(repo / "results4"), "--no-mlflow", "--executor", "serial")
-    assert ran.returncode == 0 and "exploratory (its design is not registered" in ran.stderr + ran.stdout
+    said = ran.stderr + ran.stdout
+    assert ran.returncode == 0 and "exploratory (its design differs from registered design" in said
+    assert " in arms; register this one: harness register" in said  # what changed since the registration
     for results in ("results3", "results4"):
         refused = harness_here("seal", str(repo / results), "toy", "--out", str(repo / "evidence"))
         assert refused.returncode == 2 and "an exploratory run" in refused.stderr, refused.stderr

@@ -8,6 +8,7 @@ registration's seeds and is sealed when it ends. Any other run is exploratory an
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,6 +34,7 @@ from harness.suite.model import Suite
 from harness.suite.registered_design import record_digest, registered_record
 from harness.suite.stored import StoredSuite
 from harness.tasks.source import task_code
+from harness.store import canonical_json
 from harness.tracking import environment
 
 
@@ -145,7 +147,7 @@ def studies(suites: list[Suite], suite_file: Path, exploratory_reason: str | Non
         run = confirmatory(suite, ledger) if ledger is not None else suite
         registration = ledger.registration(run.registration) if ledger and run.registration else None
         if registration is None:
-            found.append(Study(suite, f"{suite.name} ({suite.profile}): exploratory (its design is not registered: "
+            found.append(Study(suite, f"{suite.name} ({suite.profile}): exploratory ({_unregistered(suite, ledger)}: "
                                       f"harness register {suite_file} --suite {suite.name}){_reread(suite, ledger)}"))
             continue
         seeds = ", ".join(map(str, run.seeds))
@@ -157,6 +159,19 @@ def studies(suites: list[Suite], suite_file: Path, exploratory_reason: str | Non
             note = f"replication of registered design {registration.short} (seeds {seeds}; its record: {where})"
         found.append(Study(run, f"{suite.name} ({suite.profile}): {note}", registration, ledger.path))
     return found
+
+
+def _unregistered(suite: Suite, ledger: Ledger | None) -> str:
+    """Why the run's design is not a registered one: none of the suite is, or what differs from the latest
+    registration of it (the task's code, after an edit of the task, is the usual answer)."""
+    latest = [r for r in ledger.registrations() if (r.entry.suite, r.entry.profile) == (suite.name, suite.profile)
+              and r.abandoned is None] if ledger else []
+    if not latest or latest[-1].entry.record is None:
+        return "its design is not registered"
+    registered, here = latest[-1].entry.record, json.loads(canonical_json(suite_record(suite)))
+    changed = sorted(key for key in {*registered, *here} if registered.get(key) != here.get(key))
+    return (f"its design differs from registered design {latest[-1].short} in {', '.join(changed) or 'its digest'}; "
+            "register this one")
 
 
 def _reread(suite: Suite, ledger: Ledger | None) -> str:
