@@ -33,7 +33,10 @@ class Logger:
     def record(self, key, value) -> None:
         pass
 
-    def progress(self, total, description=""):
+    def add_training_flops(self, flops: float) -> None:
+        pass
+
+    def progress(self, total, description="", share=1.0):
         class Bar:
             def advance(self, n=1):
                 pass

@@ -1,6 +1,7 @@
 """Device choice and description: every speed figure names the device it was measured on."""
 from __future__ import annotations
 
+import os
 import platform
 
 import torch
@@ -55,3 +56,43 @@ def device_name(device: torch.device) -> str:
 def device_class(device: torch.device) -> str:
     """Coarse class used to pick a baseline: 'cpu' or 'cuda'."""
     return "cuda" if device.type == "cuda" else "cpu"
+
+
+PEAK_FLOPS = "peak_fp32_flops"  # in each trial's environment: ``peak_flops`` of its device, or "unknown"
+# fp32 FLOPs per cycle per core of each vector ISA torch dispatches to: two FMA units of 16, 8 or 4 lanes
+_FLOPS_PER_CYCLE = {"AVX512": 64, "AVX2": 32, "DEFAULT": 8, "NO AVX": 8}
+# fp32 peaks of GPUs the harness is measured on (non-tensor-core, dense): a name a device's contains
+_GPU_PEAK_FLOPS = {"H200": 67e12, "H100": 67e12, "A100": 19.5e12, "L4": 30.3e12, "A10": 31.2e12}
+
+
+def peak_flops(device: torch.device) -> float | None:
+    """The device's nominal fp32 peak in FLOP/s for one trial (a CPU's at this process's thread count: max
+    clock x FLOPs per cycle of the vector ISA x threads); None where it is not known. A nominal figure to
+    say how much of the machine a small model uses, not a measurement."""
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        return next((peak for key, peak in _GPU_PEAK_FLOPS.items() if key in name), None)
+    per_cycle = _FLOPS_PER_CYCLE.get(cpu_capability().upper())
+    hertz = _max_clock_hz()
+    return per_cycle * hertz * min(torch.get_num_threads(), _cores()) if per_cycle and hertz else None
+
+
+def _cores() -> int:
+    """Cores this process may run on (threads beyond them add no peak)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _max_clock_hz() -> float | None:
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", encoding="utf-8") as handle:
+            return float(handle.read().strip()) * 1e3  # kHz
+    except (OSError, ValueError):
+        pass
+    mhz = _cpuinfo("cpu MHz")
+    try:
+        return float(mhz) * 1e6 if mhz else None
+    except ValueError:
+        return None

@@ -38,8 +38,8 @@ from harness.tracking.environment import package_lock
 class _Progress:
     """A progress bar inside a trial: every task trains inside one, so its span is the trial's training time."""
 
-    def __init__(self, console: Console | None, total: int, description: str) -> None:
-        self.console, self.total, self.description, self.done = console, total, description, 0
+    def __init__(self, console: Console | None, total: int, description: str, share: float = 1.0) -> None:
+        self.console, self.total, self.description, self.done, self.share = console, total, description, 0, share
         self.started = self.last = time.perf_counter()
 
     def advance(self, n: int = 1) -> None:
@@ -55,8 +55,8 @@ class _Progress:
 
     @property
     def seconds(self) -> float:
-        """From the bar's start to its last step (or its close)."""
-        return self.last - self.started
+        """From the bar's start to its last step (or its close), times the trial's share of the loop."""
+        return (self.last - self.started) * self.share
 
 
 class TrialRecorder:
@@ -67,6 +67,7 @@ class TrialRecorder:
         self.curves: dict[str, list[list[float]]] = {}
         self.details: dict[str, Any] = {}
         self.bars: list[_Progress] = []
+        self.flops = 0.0
 
     def log_metric(self, key: str, value: float, step: int) -> None:
         value, step = task_value(key, value), task_step(key, step)
@@ -77,15 +78,19 @@ class TrialRecorder:
     def record(self, key: str, value: Any) -> None:
         self.details[key] = value
 
-    def progress(self, total: int, description: str = "") -> _Progress:
-        bar = _Progress(self.console, total, description or "steps")
+    def add_training_flops(self, flops: float) -> None:
+        self.flops += flops
+
+    def progress(self, total: int, description: str = "", share: float = 1.0) -> _Progress:
+        bar = _Progress(self.console, total, description or "steps", share)
         self.bars.append(bar)
         return bar
 
     def phase_seconds(self) -> dict[str, float]:
         """Training (the spans of the trial's progress bars) and waiting (on another trial's cached
         artifact): the phase table splits a trial's wall time into these and the rest (data, evaluation)."""
-        return {"train": round(sum(bar.seconds for bar in self.bars), 3), "waiting": round(take_waited(), 3)}
+        return {"train": round(sum(bar.seconds for bar in self.bars), 3), "waiting": round(take_waited(), 3),
+                "train_flops": self.flops}
 
 
 def _final_metrics(metrics: Mapping[str, float]) -> dict[str, float | None]:
@@ -349,10 +354,39 @@ def execute_job(job: TrialJob, console: Console | None = None) -> list[TrialReco
         )
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What an executor does with trials, declared by the executor (its ``capabilities``) and read by the run
+    instead of its name: what runs it undeclared (``capabilities_of``) is one trial at a time on this machine."""
+
+    side_by_side: bool = False  # trials side by side in processes on this machine: a timing is taken alone only in the quiet room
+    remote: bool = False  # trials on workers of their own (a cluster's): never this machine's quiet room, and a
+    # --trial-timeout is their own alarm's (the run does not move them into processes it can kill)
+    in_workers: bool = False  # every trial in a worker process that is killed past --trial-timeout
+    quiet_timing: bool = True  # its trials can take a timing alone (the run loop's quiet room, harness.measure.quiet)
+
+    def __post_init__(self) -> None:
+        if self.remote and self.quiet_timing:
+            raise ValueError("a remote executor's trials cannot take a timing in this machine's quiet room "
+                             "(declare quiet_timing=False)")
+
+
+ONE_AT_A_TIME = Capabilities()
+
+
+def capabilities_of(executor: Any) -> Capabilities:
+    """What ``executor`` declares it does; an executor that declares nothing runs one trial at a time here."""
+    return getattr(executor, "capabilities", ONE_AT_A_TIME)  # the registry refuses one of another type at start
+
+
 class Executor(Protocol):
     """Maps jobs to records; the driver alone stores and mirrors them."""
 
     name: ClassVar[str]  # recorded as environment["executor"]
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What it does with trials (a class attribute will do); read through ``capabilities_of``."""
 
     def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         """Yield one record per trial of each job as each job completes (jobs in any order)."""

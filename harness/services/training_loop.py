@@ -9,6 +9,7 @@ import math
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 StepResult = float | Mapping[str, float]
 
@@ -22,8 +23,12 @@ class TrialLogger(Protocol):
     def record(self, key: str, value: Any) -> None:
         """JSON-able detail kept with the trial (per-document values for pairing, tables)."""
 
-    def progress(self, total: int, description: str = "") -> "ProgressHandle":
-        """A progress bar inside the trial (e.g. over training steps)."""
+    def progress(self, total: int, description: str = "", share: float = 1.0) -> "ProgressHandle":
+        """A progress bar inside the trial (e.g. over training steps); ``share``: the part of its time that is
+        this trial's (a loop training several seeds' models as one gives each 1/K)."""
+
+    def add_training_flops(self, flops: float) -> None:
+        """FLOPs a training loop of the trial did (counted by ``fit``): the phase table's achieved FLOP/s."""
 
 
 class ProgressHandle(Protocol):
@@ -53,9 +58,11 @@ def fit(
     progress = logger.progress(steps, name)
     values: dict[str, float] = {}
     run = 0
+    counted = 0
     try:
         for index in range(steps):
-            values = _checked(step(index), name, index)
+            result, counted = counted_step(step, index) if index == 0 else (step(index), counted)
+            values = _checked(result, name, index)
             run = index + 1
             stop = until is not None and until(index, values)
             if index % log_every == 0 or index == steps - 1 or stop:
@@ -65,6 +72,7 @@ def fit(
                 break
     finally:
         progress.close()
+        logger.add_training_flops(float(counted) * run)
     return {**values, "steps_run": float(run)} if until is not None else values
 
 
@@ -74,22 +82,33 @@ def fit_together(
 ) -> list[dict[str, float]]:
     """``fit`` for several models trained as one (seeds in a batch): ``step`` returns one result per logger,
     each checked and logged as ``fit`` would; every model runs ``steps``. Returns each one's last values."""
-    progress = [logger.progress(steps, name) for logger in loggers]
+    progress = [logger.progress(steps, name, share=1 / len(loggers)) for logger in loggers]
     values: list[dict[str, float]] = [{} for _ in loggers]
+    counted, run = 0, 0
     try:
         for index in range(steps):
-            results = step(index)
+            results, counted = counted_step(step, index) if index == 0 else (step(index), counted)
             if len(results) != len(loggers):
                 raise ValueError(f"{name}: the step returned {len(results)} results for {len(loggers)} models")
             values = [_checked(result, name, index) for result in results]
+            run = index + 1
             for logger, value, bar in zip(loggers, values, progress):
                 if index % log_every == 0 or index == steps - 1:
                     _log(logger, name, value, index)
                 bar.advance()
     finally:
-        for bar in progress:
+        for bar, logger in zip(progress, loggers):
             bar.close()
+            logger.add_training_flops(float(counted) * run / len(loggers))  # each model's share
     return values
+
+
+def counted_step(step: Callable[[int], Any], index: int) -> tuple[Any, int]:
+    """``step(index)`` and the FLOPs it did, as torch counts them (matrix products, convolutions, attention;
+    elementwise work is not counted): the first step of a loop stands for every step of it."""
+    with FlopCounterMode(display=False) as counter:
+        result = step(index)
+    return result, counter.get_total_flops()
 
 
 def _checked(result: StepResult, name: str, index: int) -> dict[str, float]:

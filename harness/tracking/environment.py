@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from harness.core import numeric
-from harness.core.devices import cpu_capability, cpu_model, device_name
+from harness.core.devices import PEAK_FLOPS, cpu_capability, cpu_model, device_name, peak_flops
 from harness.services.seeding import determinism_settings
 from harness.tasks import Task
 from harness.tasks.source import task_code
@@ -178,6 +178,7 @@ def environment(device: torch.device) -> dict[str, str]:
         "cpu_model": cpu_model(),
         "cpu_capability": cpu_capability(),
         "torch_threads": str(torch.get_num_threads()),
+        PEAK_FLOPS: f"{peak:.4g}" if (peak := peak_flops(device)) else "unknown",
         "torch_interop_threads": str(torch.get_num_interop_threads()),
         "packages_count": str(len(lock)),
         "packages_sha256": sha256_text("\n".join(lock)),

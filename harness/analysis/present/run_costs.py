@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.analysis.run_results import RunResults
+from harness.core.devices import PEAK_FLOPS
 from harness.measure.phases import PHASE_DETAIL
 from harness.store import write_json_atomic
 from harness.core.terminal import format_table
@@ -53,6 +54,18 @@ class Phases:
     waiting: float
     report: float  # building this report
     driver: DriverSeconds | None
+    train_flops: float = 0.0  # counted in the training loops (torch's FLOP counter: matrix products, convolutions)
+    peak_flops: float | None = None  # the trials' device's nominal fp32 peak (FLOP/s, one trial's threads)
+
+    @property
+    def achieved_flops(self) -> float | None:
+        """FLOP/s over the training loops' trial-seconds (None before FLOPs were counted)."""
+        return self.train_flops / self.train if self.train_flops and self.train > 0 else None
+
+    @property
+    def peak_fraction(self) -> float | None:
+        achieved = self.achieved_flops
+        return achieved / self.peak_flops if achieved is not None and self.peak_flops else None
 
     @property
     def trial_seconds(self) -> float:
@@ -61,14 +74,27 @@ class Phases:
 
 def phases(results: RunResults, report_seconds: float) -> Phases:
     """The phases of the trials ``results`` holds (finished ones), with the run's driver figures."""
-    train = waiting = total = 0.0
+    train = waiting = total = flops = 0.0
+    peaks = set()
     for record in results.finished:
         split = record.details.get(PHASE_DETAIL) or {}
         total += record.wall_seconds
         train += float(split.get("train", 0.0))
         waiting += float(split.get("waiting", 0.0))
+        flops += float(split.get("train_flops", 0.0))
+        peaks.add(record.environment.get(PEAK_FLOPS, "unknown"))
+    peak = float(next(iter(peaks))) if len(peaks) == 1 and "unknown" not in peaks else None  # one machine's
     return Phases(len(results.finished), train, max(total - train - waiting, 0.0), waiting, report_seconds,
-                  load_driver_seconds(results.run_dir))
+                  load_driver_seconds(results.run_dir), flops, peak)
+
+
+def _flops(found: Phases) -> str:
+    """'1.2 GFLOP/s (0.7% of 166 GFLOP/s)', or '-' before FLOPs were counted."""
+    achieved = found.achieved_flops
+    if achieved is None:
+        return "-"
+    fraction = found.peak_fraction
+    return f"{achieved / 1e9:.2f} GFLOP/s" + (f" ({fraction:.1%} of {found.peak_flops / 1e9:.0f})" if fraction else "")
 
 
 def _s(seconds: float) -> str:
@@ -83,6 +109,8 @@ def render_phases(found: Phases) -> str:
         ["train", _s(found.train), f"trial-seconds in training loops ({found.trials} trials)"],
         ["evaluate", _s(found.evaluate), "trial-seconds of data, evaluation and timing outside training"],
         ["waiting", _s(found.waiting), "trial-seconds blocked on another trial's cached artifact"],
+        ["FLOP/s", _flops(found), f"{found.train_flops / 1e9:.1f} GFLOP counted in training loops over their "
+                                  "trial-seconds (and of the device's nominal fp32 peak at a trial's threads)"],
         ["analysis", _s(driver.analysis) if driver else "-", "seconds deciding the run's looks"],
         ["MLflow", _s(driver.mlflow) if driver else "-", "seconds mirroring trials and runs to MLflow"],
     ]
@@ -126,13 +154,13 @@ def render_allocation(results: RunResults) -> str:
 
 def render_suite_phases(rows: Sequence[tuple[str, Phases]]) -> str:
     """Every suite of a run in one table: the trials' seconds by phase and the driver's."""
-    header = ["suite", "trials", "train", "evaluate", "waiting", "analysis", "MLflow", "wall"]
+    header = ["suite", "trials", "train", "evaluate", "waiting", "analysis", "MLflow", "wall", "training FLOP/s"]
     body = []
     for suite, found in rows:
         driver = found.driver
         body.append([suite, str(found.trials), _s(found.train), _s(found.evaluate), _s(found.waiting),
                      _s((driver.analysis if driver else 0.0) + found.report), _s(driver.mlflow) if driver else "-",
-                     _s(driver.wall) if driver else "-"])
+                     _s(driver.wall) if driver else "-", _flops(found)])
     return ("where the time went, per suite (train, evaluate, waiting: trial-seconds; analysis: the looks and "
             "the report; the rest: seconds):\n"
             + format_table(header, body))
