@@ -40,7 +40,7 @@ from harness.analysis.present import EXPORT_FORMATS
 from harness.analysis.present.trial_table import export_frame, write_frame
 from harness.analysis.present.verdict_tables import render_report
 from harness.analysis.run_results import ResultsError, load_results
-from harness.analysis.stats.sequential_design import Design
+from harness.analysis.stats.sequential_design import Schedule
 from harness.core.devices import resolve_device
 from harness.evidence.ledger import LedgerError
 from harness.evidence.registration import Study, studies
@@ -588,7 +588,7 @@ def plan_seeds(suite_file: Path, options: RunOptions = RunOptions(), pilot: Path
     (or, for a fixed suite, a sequential one up to four times its seeds), at a pilot's effects or assumed ones."""
     plans = []
     for suite in load_suites(suite_file, options):
-        design = Design.from_stored(suite.design(), len(suite.seeds)) if suite.sequential else Design(
+        design = Schedule.of(suite.sequential, len(suite.seeds)) if suite.sequential else Schedule(
             max(len(suite.seeds), 2), max(4 * len(suite.seeds), 3))
         metrics = {m.name: m for m in suite.task.metrics}
         claims = [c.model_dump(exclude_none=True) for c in suite.claims]

@@ -396,8 +396,9 @@ BREAKS = (
           "        return nominal_levels(looks, alpha, self.spending)\n", (),
           "a design that declares a skewness bound decides on the normal-theory critical values"),
     Break("skew-bound-not-stored", "statistics", "harness/analysis/stats/sequential_design.py",
-          '                         stored.get("futility_from") or 0.0, stored.get("skew_bound"))\n',
-          '                         stored.get("futility_from") or 0.0)\n', (),
+          "        return cls(first, spec.max_seeds, spec.batch, spec.spending, spec.futility, spec.futility_from, "
+          "spec.skew_bound)\n",
+          "        return cls(first, spec.max_seeds, spec.batch, spec.spending, spec.futility, spec.futility_from)\n", (),
           "the skewness bound a results folder's design declares is not read back, so its run decides without it"),
     Break("skew-bound-unhashed", "store", "harness/suite/schema.py",
           "        if self.skew_bound is None:\n            stored.pop(\"skew_bound\", None)\n",
@@ -418,7 +419,7 @@ BREAKS = (
     Break("skew-premises-uncalibrated", "statistics", "harness/analysis/decide/looks.py",
           "    return design.levels(design.looks if design.sequential else taken, claim_alpha(results.confidence))"
           "[len(taken) - 1]\n",
-          "    return Design(design.first, design.max_seeds, design.batch, design.spending).levels(\n"
+          "    return Schedule(design.first, design.max_seeds, design.batch, design.spending).levels(\n"
           "        design.looks if design.sequential else taken, claim_alpha(results.confidence))[len(taken) - 1]\n", (),
           "premises and validity are read at the normal-theory levels under a declared skewness bound"),
     Break("skew-check-one-sided", "statistics", "harness/analysis/stats/skew_calibration.py",

@@ -11,14 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from harness.analysis.stats import sequential_design
-from harness.analysis.stats.sequential_design import Design, operating_characteristics
+from harness.analysis.stats.sequential_design import Schedule, operating_characteristics
 from harness.cli import main
 
 TOY = Path(__file__).resolve().parent / "suites" / "toy.yaml"
 
 
 def test_the_null_simulation_gives_the_same_levels_in_any_blocking_and_bounded_memory(monkeypatch):
-    looks = Design(3, 10).looks
+    looks = Schedule(3, 10).looks
     levels = sequential_design.nominal_levels.__wrapped__(looks, 0.05, "obrien_fleming")
     monkeypatch.setattr(sequential_design, "SIMULATION_BYTES", 4 * 2**20)  # 2 looks per block, 54 paths per chunk
     tracemalloc.start()
@@ -32,7 +32,7 @@ def test_the_null_simulation_gives_the_same_levels_in_any_blocking_and_bounded_m
 
 
 def test_operating_characteristics_stream_their_paths_with_the_same_result(monkeypatch):
-    design = Design(3, 8)
+    design = Schedule(3, 8)
     whole = operating_characteristics(design, 0.8, 0.05, paths=4000)
     monkeypatch.setattr(sequential_design, "SIMULATION_BYTES", 24 * 8 * 100)  # 100 paths at a time
     assert operating_characteristics(design, 0.8, 0.05, paths=4000) == whole

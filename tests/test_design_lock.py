@@ -18,7 +18,7 @@ from harness.analysis.run_results import load_results
 from harness.cli import main
 from harness.reproduction.sources import load_path
 from harness.store import SUITE_FILE, RunFolder
-from harness.suite.design import Design, UnreadableDesign
+from harness.suite.design import DesignLock, UnreadableDesign
 
 SUITE = """\
 suite: lock
@@ -102,7 +102,7 @@ def test_a_folder_written_before_designs_were_recorded_is_read_by_its_seeds(tmp_
     meta = json.loads((folder.path / SUITE_FILE).read_text())
     legacy = {k: v for k, v in meta.items() if k not in ("design", "trial_ids")} | {"seeds": [0, 1, 2]}
     (folder.path / SUITE_FILE).write_text(json.dumps(legacy))
-    assert Design.of_suite(legacy).seeds == (0, 1, 2)
+    assert DesignLock.of_suite(legacy).seeds == (0, 1, 2)
     loaded = load_results(folder.path)
     assert loaded.stale == 4 and {t.seed for t in loaded.finished} == {0, 1, 2}
 
@@ -182,7 +182,7 @@ def test_a_tuning_folder_without_a_readable_design_is_refused_until_redesign(tmp
     assert len(list((folder / "trials" / "superseded").glob("*.json"))) == 12
 
 
-RECORD = Design((0, 1, 2), {"first": 3, "max_seeds": 12}, ({"contrast": "b-vs-a", "metric": "score"},), (), None,
+RECORD = DesignLock((0, 1, 2), {"first": 3, "max_seeds": 12}, ({"contrast": "b-vs-a", "metric": "score"},), (), None,
                 0.95).as_stored()
 
 
@@ -196,14 +196,14 @@ RECORD = Design((0, 1, 2), {"first": 3, "max_seeds": 12}, ({"contrast": "b-vs-a"
 ])
 def test_a_malformed_design_record_is_refused_naming_its_key(change, named):
     with pytest.raises(UnreadableDesign, match=f"^{re.escape(named)}$"):
-        Design.from_stored({**RECORD, **change})
+        DesignLock.from_stored({**RECORD, **change})
     without = {k: v for k, v in RECORD.items() if k != "premises"}
     with pytest.raises(UnreadableDesign, match=r"^design.premises: missing \(expected a list\)$"):
-        Design.from_stored(without)
+        DesignLock.from_stored(without)
 
 
 def test_a_design_reads_back_as_it_was_written():
     """as_stored and from_stored are inverses, so the digest that names a design does not move on a read."""
-    design = Design.from_stored(RECORD)
-    assert design.as_stored() == RECORD and Design.from_stored(design.as_stored()) == design
+    design = DesignLock.from_stored(RECORD)
+    assert design.as_stored() == RECORD and DesignLock.from_stored(design.as_stored()) == design
     assert design.label() == f"design {design.digest} (seeds 0-2, sequential to 12 seeds, 1 claim, 0 premises)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness import api
 from harness.analysis.claim_tests.base import QUALITY_FAMILY, TIMING_FAMILY
 from harness.analysis.decide.seed_planning import ClaimPlan, SeedPlan
-from harness.analysis.stats.sequential_design import Design, fixed_seeds_for_power
+from harness.analysis.stats.sequential_design import Schedule, fixed_seeds_for_power
 
 SUITE = ("suite: plan\ntask: toy_task:ToyTask\nseeds: [0, 1, 2]\narms:\n  sgd: {}\n  momentum: {momentum: 0.9}\n"
          "contrasts:\n  - {treatment: momentum, control: sgd}\nclaims:\n"
@@ -28,7 +28,7 @@ def test_a_timing_claim_does_not_halve_the_quality_claims_planning_level(tmp_pat
 
 
 def test_a_dash_is_explained():
-    plan = SeedPlan("s", {QUALITY_FAMILY: 1}, 0.025, Design(3, 3), "from the pilot run",
+    plan = SeedPlan("s", {QUALITY_FAMILY: 1}, 0.025, Schedule(3, 3), "from the pilot run",
                     (ClaimPlan("a-vs-b acc superior", -0.2, None, None),))
     lines = plan.render().splitlines()
     assert lines[-2].split()[-4:] == ["-0.2", "-", "-", "-"]

@@ -18,10 +18,11 @@ import scipy.stats
 from records import make_record
 
 from harness.analysis.decide.claims import FAIL, FUTILE, PASS, evaluate_claims
+from harness.analysis.decide.looks import stored_schedule
 from harness.analysis.run_results import RunResults, index_results
 from harness.suite.stored import StoredSuite
 from harness.analysis.stats.sequential_design import (
-    Design,
+    Schedule,
     fixed_seeds_for_power,
     nominal_levels,
     operating_characteristics,
@@ -37,7 +38,7 @@ def binomial_bounds(trials: int, p: float, coverage: float = 0.999) -> tuple[int
     return int(low), int(high)
 
 
-def sequential_run(differences: np.ndarray, design: Design) -> RunResults:
+def sequential_run(differences: np.ndarray, design: Schedule) -> RunResults:
     """A two-arm run whose per-seed treatment - control differences are given, declared sequential."""
     meta = {
         "suite": "seq", "profile": "default", "seeds": list(range(len(differences))),
@@ -54,11 +55,11 @@ def sequential_run(differences: np.ndarray, design: Design) -> RunResults:
     return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
-def decide(paths: np.ndarray, design: Design) -> list:
+def decide(paths: np.ndarray, design: Schedule) -> list:
     return [evaluate_claims(sequential_run(path, design))[0] for path in paths]
 
 
-def naive_peeking_passes(paths: np.ndarray, design: Design) -> int:
+def naive_peeking_passes(paths: np.ndarray, design: Schedule) -> int:
     """A fixed-n one-sided t test at level ALPHA at every look: what the design must not do."""
     hits = np.zeros(len(paths), dtype=bool)
     for n in design.looks:
@@ -74,10 +75,10 @@ def test_one_look_is_the_fixed_test_and_spending_reaches_alpha_at_the_last_look(
     assert nominal_levels((5,), ALPHA) == (ALPHA,)
     for spending in ("obrien_fleming", "pocock"):
         assert spent(1.0, ALPHA, spending) == ALPHA and spent(0.0, ALPHA, spending) == 0.0
-        levels = nominal_levels(Design(3, 12, spending=spending).looks, ALPHA, spending)
+        levels = nominal_levels(Schedule(3, 12, spending=spending).looks, ALPHA, spending)
         assert all(0 < level < ALPHA for level in levels)  # every look is stricter than a fixed test
     # O'Brien-Fleming keeps almost nothing for the first look, Pocock spends early
-    obf, pocock = (nominal_levels(Design(3, 12).looks, ALPHA, s) for s in ("obrien_fleming", "pocock"))
+    obf, pocock = (nominal_levels(Schedule(3, 12).looks, ALPHA, s) for s in ("obrien_fleming", "pocock"))
     assert obf[0] < 1e-4 < pocock[0] and obf[-1] > pocock[-1]
 
 
@@ -85,8 +86,8 @@ def test_design_rejects_what_it_cannot_run():
     for bad in (dict(first=5, max_seeds=4), dict(first=3, max_seeds=6, batch=0),
                 dict(first=3, max_seeds=6, spending="haybittle")):
         with pytest.raises(ValueError):
-            Design(**bad)
-    assert Design(3, 10, batch=3).looks == (3, 6, 9, 10)
+            Schedule(**bad)
+    assert Schedule(3, 10, batch=3).looks == (3, 6, 9, 10)
 
 
 # -- A/A: optional stopping keeps the error rate --------------------------------------------------------
@@ -94,7 +95,7 @@ def test_design_rejects_what_it_cannot_run():
 @pytest.mark.integration  # calibration by simulation
 @pytest.mark.parametrize("max_seeds", [6, 12, 20])
 def test_aa_false_pass_rate_under_sequential_looks_is_nominal_and_naive_peeking_is_not(max_seeds):
-    design = Design(FIRST, max_seeds)
+    design = Schedule(FIRST, max_seeds)
     paths = np.random.default_rng(max_seeds).normal(0.0, 1.0, size=(1000, max_seeds))
     results = decide(paths, design)
     low, high = binomial_bounds(len(paths), ALPHA)
@@ -110,7 +111,7 @@ def test_aa_false_pass_rate_under_sequential_looks_is_nominal_and_naive_peeking_
 @pytest.mark.integration  # calibration by simulation
 @pytest.mark.parametrize(("max_seeds", "effect_in_sd"), [(6, 1.5), (12, 1.0)])
 def test_planted_effect_power_matches_the_design_and_uses_fewer_seeds_than_fixed(max_seeds, effect_in_sd):
-    design = Design(FIRST, max_seeds)
+    design = Schedule(FIRST, max_seeds)
     predicted = operating_characteristics(design, effect_in_sd, ALPHA)
     assert 0.5 < predicted.power < 0.95  # an effect the design finds often, not always
     paths = np.random.default_rng(1000 + max_seeds).normal(effect_in_sd, 1.0, size=(600, max_seeds))
@@ -132,7 +133,7 @@ def test_planted_effect_power_matches_the_design_and_uses_fewer_seeds_than_fixed
 
 
 def test_a_clear_effect_stops_early_and_a_null_one_is_futile():
-    design = Design(FIRST, 12)
+    design = Schedule(FIRST, 12)
     rng = np.random.default_rng(5)
     (clear,) = evaluate_claims(sequential_run(rng.normal(4.0, 1.0, 12), design))
     assert clear.status == PASS and clear.n < 12 and clear.look == clear.n - FIRST + 1
@@ -140,7 +141,7 @@ def test_a_clear_effect_stops_early_and_a_null_one_is_futile():
     (null,) = evaluate_claims(sequential_run(np.array([0.3, -0.3, 0.1, -0.1, 0.2, -0.2, 0.0, 0.05] + [0.0] * 4),
                                              design))
     assert null.status == FUTILE and "conditional power" in null.detail and null.n < 12
-    no_futility = Design(FIRST, 12, futility=None)
+    no_futility = Schedule(FIRST, 12, futility=None)
     (kept,) = evaluate_claims(sequential_run(np.array([0.3, -0.3, 0.1, -0.1, 0.2, -0.2, 0.0, 0.05] + [0.0] * 4),
                                              no_futility))
     assert kept.status == "inconclusive" and kept.n == 12
@@ -150,20 +151,20 @@ def test_futility_waits_for_its_share_of_max_seeds_and_is_stored_only_when_set()
     """An early look's estimate is too noisy to give up on: with futility_from 0.5 a null claim stays
     open before 6 of 12 seeds and may stop from then on; the operating characteristics follow."""
     null = np.array([0.3, -0.3, 0.1, -0.1, 0.2, -0.2, 0.0, 0.05] + [0.0] * 4)
-    (early,) = evaluate_claims(sequential_run(null, Design(FIRST, 12)))
-    late = Design(FIRST, 12, futility_from=0.5)
+    (early,) = evaluate_claims(sequential_run(null, Schedule(FIRST, 12)))
+    late = Schedule(FIRST, 12, futility_from=0.5)
     (waited,) = evaluate_claims(sequential_run(null, late))
     assert early.status == FUTILE and early.n < 6
     assert waited.status == FUTILE and waited.n == 6 and "from 6 seeds" in late.futility_phrase()
     assert [n for n in late.looks if late.may_stop_futile(n)] == [6, 7, 8, 9, 10, 11]
-    assert Design.from_stored(late.describe(), 3) == late
-    assert "futility_from" not in Design(FIRST, 12).describe()  # designs locked before it existed stay equal
+    assert stored_schedule(late.describe(), 3) == late
+    assert "futility_from" not in Schedule(FIRST, 12).describe()  # designs locked before it existed stay equal
     for bad in (1.0, -0.1, "half", True):
         with pytest.raises(ValueError, match="futility_from"):
-            Design(FIRST, 12, futility_from=bad)
+            Schedule(FIRST, 12, futility_from=bad)
     # fewer stops for futility means more seeds used under the null
     assert operating_characteristics(late, 0.0, ALPHA, paths=4000).expected_seeds > \
-        operating_characteristics(Design(FIRST, 12), 0.0, ALPHA, paths=4000).expected_seeds
+        operating_characteristics(Schedule(FIRST, 12), 0.0, ALPHA, paths=4000).expected_seeds
 
 
 # -- planning ------------------------------------------------------------------------------------------
@@ -187,7 +188,7 @@ def test_plan_reads_each_claims_effect_from_a_pilot_run(tmp_path):
     from harness import api
     from harness.store import RunFolder
     differences = np.array([1.0, 1.5, 0.5, 1.2, 0.8])
-    results = sequential_run(differences, Design(5, 5))
+    results = sequential_run(differences, Schedule(5, 5))
     folder = RunFolder(tmp_path / "pilot", "seq", "default")
     folder.save_suite({**results.stored.as_stored(), "sequential": None})
     for trial in results.finished:
@@ -209,7 +210,7 @@ def test_plan_reads_each_claims_effect_from_a_pilot_run(tmp_path):
 
 def test_a_vacuous_claim_whose_reference_becomes_established_is_decided_normally():
     """Non-inferiority of treat to control needs control-vs-weak established; its first seeds do not show it."""
-    design = Design(FIRST, 10, futility=None)
+    design = Schedule(FIRST, 10, futility=None)
     reference = [3.0, -2.5, 2.0, 2.6, 2.4, 2.5, 2.7, 2.3, 2.6, 2.4]  # control - weak: noisy first, then clear
     closeness = [0.01, -0.02, 0.0, 0.01, -0.01, 0.02, 0.0, -0.01, 0.01, 0.0]  # treat - control: ~0
     meta = {

@@ -16,12 +16,12 @@ from test_spent_levels import run_of
 
 from harness.analysis.claim_status import INCONCLUSIVE, PASS
 from harness.analysis.decide.claims import evaluate_claims, last_look_premises
-from harness.analysis.decide.looks import spent_level
+from harness.analysis.decide.looks import spent_level, stored_schedule
 from harness.analysis.decide.premises import HOLDS, OPEN
 from harness.analysis.decide.seed_planning import plan_suite
 from harness.analysis.decide.verdicts import UNDETERMINED, VALID, evaluate_validity
 from harness.analysis.stats import skew_calibration
-from harness.analysis.stats.sequential_design import Design, fixed_level, fixed_seeds_for_power, nominal_levels, spent
+from harness.analysis.stats.sequential_design import Schedule, fixed_level, fixed_seeds_for_power, nominal_levels, spent
 from harness.analysis.stats.skew_calibration import (
     bad_side_draws,
     calibrated_critical_values,
@@ -102,22 +102,22 @@ def test_the_single_look_values_are_the_reference_ones():
 
 
 def test_without_a_bound_the_levels_are_the_normal_theory_ones():
-    design = Design(3, 8)
+    design = Schedule(3, 8)
     assert design.levels(design.looks, ALPHA) == nominal_levels(design.looks, ALPHA)
     assert design.levels((6,), ALPHA) == (ALPHA,)
-    bounded = Design(3, 8, skew_bound=1.0)
+    bounded = Schedule(3, 8, skew_bound=1.0)
     assert all(b < a for a, b in zip(design.levels(design.looks, ALPHA), bounded.levels(bounded.looks, ALPHA)))
 
 
 def test_the_bound_is_part_of_the_stored_design_only_when_declared():
     assert "skew_bound" not in SequentialSpec(max_seeds=8).model_dump()  # the locked designs keep their hash
     assert SequentialSpec(max_seeds=8, skew_bound=1.0).model_dump()["skew_bound"] == 1.0
-    design = Design.from_stored({"first": 3, "max_seeds": 8, "skew_bound": 1.0}, 3)
+    design = stored_schedule({"first": 3, "max_seeds": 8, "skew_bound": 1.0}, 3)
     assert design.skew_bound == 1.0 and design.describe()["skew_bound"] == 1.0
-    assert "skew_bound" not in Design.from_stored({"first": 3, "max_seeds": 8}, 3).describe()
+    assert "skew_bound" not in stored_schedule({"first": 3, "max_seeds": 8}, 3).describe()
     for bad in (0, -1.0, 3.5, True, "1"):
         with pytest.raises(ValueError, match="skew_bound"):
-            Design.from_stored({"first": 3, "max_seeds": 8, "skew_bound": bad}, 3)
+            stored_schedule({"first": 3, "max_seeds": 8, "skew_bound": bad}, 3)
 
 
 # t = 3.0 at 6 seeds: past t's 2.57, short of the 3.35 calibrated to |skewness| <= 1.0; every difference positive,
@@ -151,8 +151,8 @@ def test_planning_uses_the_calibrated_values():
     assert fixed_level(12, ALPHA) == ALPHA and fixed_level(12, ALPHA, 1.0) < ALPHA
     beyond = fixed_level(100, ALPHA, 1.0)  # past the simulated range: the 1 / sqrt(n) decay of the excess
     assert fixed_level(64, ALPHA, 1.0) < beyond < ALPHA
-    plan = plan_suite("s", 0.95, {"quality": 1}, Design(3, 8, skew_bound=1.0), None)
-    unbounded = plan_suite("s", 0.95, {"quality": 1}, Design(3, 8), None)
+    plan = plan_suite("s", 0.95, {"quality": 1}, Schedule(3, 8, skew_bound=1.0), None)
+    unbounded = plan_suite("s", 0.95, {"quality": 1}, Schedule(3, 8), None)
     assert "calibrated to |skewness| <= 1" in plan.render()
     assert all(a.sequential.power <= b.sequential.power for a, b in zip(plan.rows, unbounded.rows))
     assert plan.rows[1].sequential.power < unbounded.rows[1].sequential.power

@@ -19,7 +19,7 @@ import pytest
 
 from harness.analysis.decide.premises import HOLDS, bound_status
 from harness.analysis.stats.paired_stats import critical_t, mean_estimate
-from harness.analysis.stats.sequential_design import Design
+from harness.analysis.stats.sequential_design import Schedule
 from harness.analysis.stats.skew_calibration import INFLATION, bad_side_draws
 
 pytestmark = pytest.mark.slow
@@ -28,13 +28,13 @@ ALPHA = 0.025
 BOUND = 1.0
 PATHS = 100_000
 SCHEDULES = {  # the shipped suites' sequential designs (suites/*.yaml), and a long one
-    "vocab": Design(3, 12, futility_from=0.5),
-    "vocab_cldr": Design(4, 12, batch=2, futility_from=0.5),
-    "routing": Design(3, 8, futility_from=0.5),
-    "routing_needle": Design(3, 8, batch=2, futility_from=0.5),
-    "er2_mqar": Design(3, 6, futility_from=0.5),
-    "er2_passkey": Design(3, 5, batch=2, futility_from=0.5),
-    "3..24": Design(3, 24),
+    "vocab": Schedule(3, 12, futility_from=0.5),
+    "vocab_cldr": Schedule(4, 12, batch=2, futility_from=0.5),
+    "routing": Schedule(3, 8, futility_from=0.5),
+    "routing_needle": Schedule(3, 8, batch=2, futility_from=0.5),
+    "er2_mqar": Schedule(3, 6, futility_from=0.5),
+    "er2_passkey": Schedule(3, 5, batch=2, futility_from=0.5),
+    "3..24": Schedule(3, 24),
 }
 
 
@@ -57,7 +57,7 @@ def t_statistics(draws: np.ndarray, looks: tuple[int, ...]) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
-def error_rate(design: Design, alpha: float, statistics: np.ndarray) -> float:
+def error_rate(design: Schedule, alpha: float, statistics: np.ndarray) -> float:
     """The share of paths that pass at some look of the design at one-sided ``alpha``."""
     critical = [critical_t(level, n) for n, level in zip(design.looks, design.levels(design.looks, alpha))]
     return float((statistics >= np.asarray(critical)).any(axis=1).mean())
@@ -70,7 +70,7 @@ def allowed(rate: float) -> float:
 @pytest.mark.parametrize("name", list(SCHEDULES))
 def test_claims_keep_their_error_at_the_bound_inside_the_schedule(name):
     unbounded = SCHEDULES[name]
-    design = Design(unbounded.first, unbounded.max_seeds, unbounded.batch, futility_from=unbounded.futility_from,
+    design = Schedule(unbounded.first, unbounded.max_seeds, unbounded.batch, futility_from=unbounded.futility_from,
                     skew_bound=BOUND)
     for seed, kind in enumerate(("normal", "gamma", "t5")):
         statistics = t_statistics(draws_of(kind, PATHS, design.max_seeds, 7_000 + seed), design.looks)
@@ -85,7 +85,7 @@ def test_claims_keep_their_error_at_the_bound_inside_the_schedule(name):
 def test_premises_at_their_bound_hold_no_more_often_than_the_inflation_allows(name):
     """A premise exactly at its bound (at_least 0 on mean-0 values), read at every look's spent level."""
     unbounded = SCHEDULES[name]
-    design = Design(unbounded.first, unbounded.max_seeds, unbounded.batch, skew_bound=BOUND)
+    design = Schedule(unbounded.first, unbounded.max_seeds, unbounded.batch, skew_bound=BOUND)
     levels = design.levels(design.looks, ALPHA)
     for seed, kind in enumerate(("normal", "gamma", "t5")):
         draws = draws_of(kind, PATHS, design.max_seeds, 8_000 + seed)

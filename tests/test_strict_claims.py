@@ -19,7 +19,7 @@ from harness.analysis.decide.claims import FAIL, INCONCLUSIVE, PASS, SHORT, eval
 from harness.analysis.run_results import RunResults, index_results
 from harness.suite.stored import StoredSuite
 from harness.analysis.stats.paired_stats import paired_difference
-from harness.analysis.stats.sequential_design import Design
+from harness.analysis.stats.sequential_design import Schedule
 
 ALPHA = 0.025
 METRICS = {
@@ -148,7 +148,7 @@ def test_a_claim_t_alone_would_decide_is_left_undecided_naming_the_skew():
 def test_aa_false_pass_rate_holds_when_the_design_extends_for_an_open_premise():
     """A/A paths under a sequential design whose premise (a signal of mean 1, sd 1, at least 0) is open at
     the first looks: the run stops only when every claim and premise is settled, as the runner does."""
-    design = Design(3, 8)
+    design = Schedule(3, 8)
     premise = [{"name": "signal_present", "arm": "treat", "metric": "signal", "at_least": 0.0}]
     rng = np.random.default_rng(34)
     paths, passes, extended = 400, 0, 0

@@ -41,7 +41,7 @@ class BundleError(ValueError):
 
 
 def design_hash(design: Mapping[str, Any]) -> str:
-    """The first 8 hex digits of the design's sha256: the digits ``Design.label`` prints."""
+    """The first 8 hex digits of the design's sha256: the digits ``DesignLock.label`` prints."""
     return hashlib.sha256(canonical_json(design).encode()).hexdigest()[:8]
 
 

@@ -26,7 +26,7 @@ from harness.execution.trials import Trial, expand_trials
 from harness.listeners import RunListener
 from harness.core.record import TrialRecord
 from harness.store import REPORT_DIR, SUPERSEDED_DIR, RunFolder, clean_stray_tmp, stale_note
-from harness.suite.design import Design, check_design
+from harness.suite.design import DesignLock, check_design
 from harness.suite.model import Suite
 from harness.suite.stored import StoredSuite
 from harness.tasks import Task
@@ -111,7 +111,7 @@ def run_suite(
 
 def _save_suite(folder: RunFolder, stored: StoredSuite) -> None:
     """suite.json, never with another design while the folder holds trials of the stored one."""
-    check_design(folder, Design.from_stored(stored.design))
+    check_design(folder, DesignLock.from_stored(stored.design))
     folder.save_suite(stored.as_stored())
 
 

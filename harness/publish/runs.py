@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.run_results import ResultsError, load_results
 from harness.store import SUITE_FILE, iter_runs, read_json
-from harness.suite.design import Design
+from harness.suite.design import DesignLock
 from harness.suite.schema import check_name
 from harness.tracking.environment import read_git
 
@@ -34,7 +34,7 @@ class PublishedRun:
     machine: str
     finished_at: str  # ISO 8601, the last trial's start
     task_code: str  # sha256 of the task's source
-    design: str  # Design.label: the design's hash and what it is
+    design: str  # DesignLock.label: the design's hash and what it is
 
     @property
     def suite(self) -> str:
@@ -66,7 +66,7 @@ def published_run(folder: Path) -> PublishedRun:
         check_name(results.suite, "suite")  # both become paths under --out: '..' would write and delete above it
         check_name(results.profile, "profile")
         analysis = analyse(results)
-        design = Design.of_suite(read_json(folder / SUITE_FILE))
+        design = DesignLock.of_suite(read_json(folder / SUITE_FILE))
     except (ResultsError, OSError, ValueError) as exc:
         raise PublishError(f"{folder}: {exc}") from None
     records = analysis.results.finished

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import suppress
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from harness.core.stored_fields import (
     ANY,
@@ -26,6 +27,7 @@ from harness.core.stored_fields import (
     stored,
 )
 from harness.store import SUITE_FILE, RunFolder, canonical_json, iter_trial_files, read_json
+from harness.suite.schema import sequential_from_stored
 
 DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to
 REDESIGN_HINT = ("rerun with --redesign to set them aside (kept in trials/superseded/, read by nothing) and run the "
@@ -41,7 +43,7 @@ class UnreadableDesign(ValueError):
 
 
 @dataclass(frozen=True)
-class Design:
+class DesignLock:
     """One design lock, as ``suite.json`` records it (its values the JSON the suite's models dump); each
     field is its key in the record (``stored``)."""
 
@@ -55,8 +57,15 @@ class Design:
     # from the record when None, so a design locked before registrations existed keeps its hash
     registration: str | None = stored(optional(STRING), missing=None, default=None)
 
+    def __post_init__(self) -> None:
+        if self.sequential is not None:  # its schedule is one harness writes, read by the suite's reader
+            try:
+                sequential_from_stored(self.sequential)
+            except ValueError as exc:
+                raise UnreadableDesign(f"{DESIGN_KEY}.sequential: {exc}") from None
+
     @classmethod
-    def from_stored(cls, data: Any) -> Design:
+    def from_stored(cls, data: Any) -> DesignLock:
         """A stored design, each field checked; UnreadableDesign names the key that is wrong."""
         try:
             return from_stored(cls, data, f"{DESIGN_KEY}.", unknown="not a field of a design")
@@ -64,7 +73,7 @@ class Design:
             raise UnreadableDesign(str(exc)) from None
 
     @classmethod
-    def of_suite(cls, stored: Mapping[str, Any]) -> Design:
+    def of_suite(cls, stored: Mapping[str, Any]) -> DesignLock:
         """A stored suite's design: its record, or for a folder written before designs were recorded, the
         same fields rebuilt from the suite (``design_record``)."""
         if not isinstance(stored, dict):
@@ -89,44 +98,35 @@ class Design:
         seeds = list(self.seeds)
         contiguous = len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds)))
         seed_text = f"{seeds[0]}-{seeds[-1]}" if contiguous else ",".join(map(str, seeds))
-        sequential = self.sequential
-        schedule = f"sequential to {_schedule(sequential).max_seeds} seeds" if sequential is not None else "fixed"
+        schedule = f"sequential to {seeds_registered(self.sequential, self.seeds)} seeds" \
+            if self.sequential is not None else "fixed"
         claims, premises = len(self.claims), len(self.premises)
         return (f"design {self.digest} (seeds {seed_text or '-'}, {schedule}, {claims} claim{'s' * (claims != 1)}, "
                 f"{premises} premise{'s' * (premises != 1)})")
 
-    def differing(self, other: Design) -> list[str]:
+    def differing(self, other: DesignLock) -> list[str]:
         """The fields in which ``other`` is another design than this one."""
         return [key for key in DESIGN_KEYS if canonical_json(getattr(self, key)) != canonical_json(getattr(other, key))]
 
 
-DESIGN_KEYS = tuple(f.name for f in fields(Design))  # the record's keys, in the order the suite names them
+DESIGN_KEYS = tuple(f.name for f in fields(DesignLock))  # the record's keys, in the order the suite names them
 
 
-@dataclass(frozen=True)
-class _Schedule:
-    """What a design reads of its sequential schedule (``SequentialSpec`` as stored, with its first look)."""
-
-    first: Any = stored(ANY, missing=None)
-    max_seeds: Any = stored(ANY, missing=None)
-
-
-def _schedule(sequential: Mapping[str, Any]) -> _Schedule:
-    return from_stored(_Schedule, sequential)
-
-
-def seeds_registered(sequential: Mapping[str, Any] | None, seeds: tuple[int, ...]) -> int:
-    """How many seeds a stored design may run: its schedule's last look, or its fixed seeds."""
+def seeds_registered(sequential: Mapping[str, Any] | None, seeds: Sequence[int]) -> int:
+    """How many seeds a stored design may run: its schedule's last look, or its fixed seeds (also where its
+    schedule is not one harness writes: what reads it refuses it)."""
     if sequential is None:
         return len(seeds)
-    last = _schedule(sequential).max_seeds
-    return last if isinstance(last, int) else len(seeds)
+    try:
+        return sequential_from_stored(sequential)[1].max_seeds
+    except ValueError:
+        return len(seeds)
 
 
 @dataclass(frozen=True)
 class _SuiteDesign:
     """The keys of a stored suite a design is read from: its design record, or in a folder written before
-    designs were recorded, the design's fields at the suite's top level (of any type: ``Design`` checks them)."""
+    designs were recorded, the design's fields at the suite's top level (of any type: ``DesignLock`` checks them)."""
 
     design: Any = stored(ANY, missing=None)
     seeds: Any = stored(ANY, missing=None)
@@ -144,19 +144,19 @@ def _read_suite(stored: Mapping[str, Any]) -> _SuiteDesign:
 def design_record(stored: Mapping[str, Any]) -> Any:
     """A stored suite's design record as written (what its hash is taken over), or for a folder written
     before designs were recorded, the same fields rebuilt from the suite (the first look's seeds of a
-    sequential design); not checked (``Design.from_stored`` checks it)."""
+    sequential design); not checked (``DesignLock.from_stored`` checks it)."""
     suite = _read_suite(stored)
     if isinstance(suite.design, dict):
         return suite.design
     seeds, sequential = suite.seeds or [], suite.sequential
-    first = _schedule(sequential).first if isinstance(sequential, dict) else None
-    if isinstance(seeds, list) and isinstance(first, int):
-        seeds = seeds[:first]
+    if isinstance(seeds, list) and isinstance(sequential, dict):
+        with suppress(ValueError):  # not a schedule harness writes: the design that reads it is refused
+            seeds = seeds[:sequential_from_stored(sequential)[0]]
     return {"seeds": seeds, "sequential": sequential, "claims": suite.claims or [], "premises": suite.premises or [],
             "validity": suite.validity, "confidence": suite.confidence}
 
 
-def stored_design(folder: RunFolder) -> Design | None:
+def stored_design(folder: RunFolder) -> DesignLock | None:
     """The design the folder's trials were run and analysed under; None when the folder has no
     suite.json. UnreadableDesign, naming the file, when it has one that does not give a design."""
     path = folder.path / SUITE_FILE
@@ -174,12 +174,12 @@ def stored_design(folder: RunFolder) -> Design | None:
         raise UnreadableDesign(f"{path} holds {type(stored).__name__ if stored is not None else 'null'}, not a "
                                "stored suite")
     try:
-        return Design.of_suite(stored)
+        return DesignLock.of_suite(stored)
     except UnreadableDesign as exc:
         raise UnreadableDesign(f"{path}: {exc}") from None
 
 
-def check_design(folder: RunFolder, design: Design) -> None:
+def check_design(folder: RunFolder, design: DesignLock) -> None:
     """Refuse ``design`` when it is not the stored one while the folder holds that design's trials: its
     seeds were analysed under the stored claims, premises and schedule. Trials whose design cannot be
     read (suite.json deleted, emptied, not JSON, of the wrong shape) are refused the same way: it

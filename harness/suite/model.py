@@ -15,8 +15,9 @@ from harness.suite.schema import (
     SweepAxes,
     TuneSpec,
     ValiditySpec,
+    sequential_as_stored,
 )
-from harness.suite.design import DESIGN_KEYS, Design
+from harness.suite.design import DESIGN_KEYS, DesignLock
 from harness.suite.points import arm_label, sweep_points
 from harness.suite.stored import StoredArm, StoredSuite
 from harness.tasks import Task
@@ -90,21 +91,12 @@ class Suite:
         start = max(self.seeds) + 1
         return list(range(start, start + count))
 
-    def design(self) -> dict[str, Any] | None:
-        """The sequential design as stored in suite.json (None: a fixed design)."""
-        if self.sequential is None:
-            return None
-        stored = self.sequential.model_dump()
-        if not stored["futility_from"]:  # stored only when set: designs locked before it existed stay the same
-            del stored["futility_from"]
-        return {"first": len(self.seeds), **stored}
-
-    def locked_design(self) -> Design:
+    def locked_design(self) -> DesignLock:
         """What a results folder's trials are analysed under and may not change once they exist: the
         first look's seeds, the sequential schedule, the claims, premises, validity and confidence."""
         stored = self.stored().as_stored()
-        return Design.from_stored({"seeds": list(self.seeds), **{key: stored[key] for key in DESIGN_KEYS[1:-1]},
-                                   "registration": self.registration})
+        return DesignLock.from_stored({"seeds": list(self.seeds), **{key: stored[key] for key in DESIGN_KEYS[1:-1]},
+                                       "registration": self.registration})
 
     def stored(self) -> StoredSuite:
         """The resolved suite as a results folder stores it (suite.json); the runner adds the task's
@@ -115,6 +107,7 @@ class Suite:
             sweep=self.sweep, arms={a.name: StoredArm(tuple(arm_label(a.name, p) for p in sweep_points(a.sweep)),
                                                       a.params, a.sweep) for a in self.arms.values()},
             contrasts=tuple(self.contrasts), validity=self.validity, claims=tuple(self.claims),
-            premises=tuple(self.premises), confidence=self.confidence, gate=self.gate, sequential=self.design(),
+            premises=tuple(self.premises), confidence=self.confidence, gate=self.gate,
+            sequential=None if self.sequential is None else sequential_as_stored(self.sequential, len(self.seeds)),
             tuned=self.tuned or None, mechanism=self.mechanism, registration=self.registration,
         )

@@ -2,9 +2,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Literal
+import reprlib
+from typing import Any, Iterable, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from harness.suite.claim_needs import CLAIM_TEST_NEEDS, needs_problem
 
@@ -97,7 +106,7 @@ class SequentialSpec(Strict):
     every claim is decided (group-sequential design; harness/analysis/stats/sequential_design.py)."""
 
     max_seeds: int = Field(ge=2, le=1000)
-    batch: int = Field(1, ge=1, le=1000)  # le: MAX_SEEDS (analysis.stats.sequential_design), as max_seeds
+    batch: int = Field(1, ge=1, le=1000)  # le: as max_seeds
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
     futility: float | None = Field(0.10, ge=0, lt=1, description="conditional power below which a claim stops")
     futility_from: float = Field(0.0, ge=0, lt=1, description=(
@@ -119,6 +128,38 @@ class SequentialSpec(Strict):
         if not self.top_up:
             stored.pop("top_up", None)
         return stored
+
+
+def sequential_as_stored(spec: SequentialSpec, first: int) -> dict[str, Any]:
+    """A suite's schedule as suite.json keeps it (``sequential``, and in its design lock): the spec's fields and
+    ``first``, the seeds of the first look (the suite's seeds). ``futility_from`` only when set: the designs
+    locked before it existed keep their hash."""
+    stored = spec.model_dump()
+    if not stored["futility_from"]:
+        del stored["futility_from"]
+    return {"first": first, **stored}
+
+
+def sequential_from_stored(stored: Mapping[str, Any]) -> tuple[int, SequentialSpec]:
+    """The first look and the spec of a schedule as suite.json keeps it (``sequential_as_stored``): the one
+    reader of that dict. A received suite.json may say anything, so a schedule harness could not have written
+    (a key of the wrong type or out of bounds, one it does not know, a first look past ``max_seeds``) is a
+    ValueError naming the key. A schedule stored without ``futility`` stops no claim as futile, as it always
+    read (harness writes it)."""
+    if not isinstance(stored, Mapping):
+        raise ValueError(f"expected a mapping, got {type(stored).__name__}")
+    fields = dict(stored)
+    if "first" not in fields:
+        raise ValueError("first: missing")
+    first = fields.pop("first")
+    try:
+        spec = SequentialSpec.model_validate({"futility": None, **fields}, strict=True)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise ValueError(f"{'.'.join(map(str, error['loc']))}: {error['msg']} (got {reprlib.repr(error['input'])})") from None
+    if isinstance(first, bool) or not isinstance(first, int) or not 1 <= first <= spec.max_seeds:
+        raise ValueError(f"first: {first!r} is not a seed count in [1, max_seeds={spec.max_seeds}]")
+    return first, spec
 
 
 class ValiditySpec(Strict):

@@ -58,7 +58,7 @@ class StoredSuite:
     premises: tuple[PremiseSpec, ...] = ()
     confidence: float | None = None  # None: written before it was declared (readers take 0.95)
     gate: GateSpec = field(default_factory=GateSpec)
-    sequential: Mapping[str, Any] | None = None  # checked where it is read (analysis.stats.sequential_design)
+    sequential: Mapping[str, Any] | None = None  # checked where it is read (suite.schema.sequential_from_stored)
     tuned: Mapping[str, Any] | None = None
     mechanism: str | None = None  # the arm under test: claims read for or against it (not part of the design)
     metrics: Mapping[str, Metric] = field(default_factory=dict)

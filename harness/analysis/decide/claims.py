@@ -81,7 +81,7 @@ from harness.analysis.stats.paired_stats import (
     mean_estimate,
     smallest_one_sided_sign_flip_p,
 )
-from harness.analysis.stats.sequential_design import Design, conditional_power
+from harness.analysis.stats.sequential_design import Schedule, conditional_power
 from harness.core.metrics import metric_family
 from harness.suite.schema import ClaimSpec
 
@@ -391,7 +391,7 @@ def _ratio(results: RunResults, claim: ClaimSpec, test: ClaimTest, variant: Cont
 # -- decisions ---------------------------------------------------------------------------------------
 
 def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, schedule: tuple[int, ...],
-                  design: Design, alpha: float) -> list[ClaimResult]:
+                  design: Schedule, alpha: float) -> list[ClaimResult]:
     """Decide every claim look by look: Holm over the family at each look, where a claim 'crosses'
     at level a when its test reached the look's nominal level for a at this or any earlier look.
     A claim keeps the first decision it reaches; FUTILE when it cannot be decided by the last look.
@@ -437,7 +437,7 @@ def _identity(result: ClaimResult) -> tuple:
     return (id(result.claim), result.contrast, result.point, result.key)
 
 
-def _crossed(history: list[ClaimResult | None], schedule: tuple[int, ...], design: Design, level: float, k: int,
+def _crossed(history: list[ClaimResult | None], schedule: tuple[int, ...], design: Schedule, level: float, k: int,
              which: str, guarded: bool = True) -> bool:
     """Whether the claim's ``which`` test reached its nominal level at look k or before (``guarded``:
     confirmed by the sign-flip test at the same bound and level where the pairs can reach it)."""
@@ -487,7 +487,7 @@ def _holm(families: Mapping[str, list[tuple]], alpha: float, crossed: Callable[[
 
 
 def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: HolmStep, ident: tuple,
-                alpha: float, schedule: tuple[int, ...], design: Design, k: int) -> ClaimResult:
+                alpha: float, schedule: tuple[int, ...], design: Schedule, k: int) -> ClaimResult:
     """One claim's status at look k."""
     if result.p_value is None and result.p_fail is None:
         return result
@@ -534,7 +534,7 @@ def _mde(result: ClaimResult) -> float | None:
     return result.test.mde(result.claim, estimate, result.nominal_level)
 
 
-def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Design, k: int, alpha: float) -> ClaimResult:
+def _futile(result: ClaimResult, schedule: tuple[int, ...], design: Schedule, k: int, alpha: float) -> ClaimResult:
     """FUTILE when neither a pass nor a fail (nor, for a vacuous claim, its reference) can plausibly be
     reached by the last look: conditional power under the current estimate below the design's threshold."""
     if k >= len(schedule) - 1 or not design.may_stop_futile(schedule[k]) or not result.open:

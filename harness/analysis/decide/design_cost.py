@@ -7,12 +7,12 @@ from typing import Sequence
 
 from harness.analysis.decide.claims import ClaimResult, run_design
 from harness.analysis.run_results import RunResults
-from harness.analysis.stats.sequential_design import Design, fixed_seeds_for_power, operating_characteristics
+from harness.analysis.stats.sequential_design import Schedule, fixed_seeds_for_power, operating_characteristics
 
 
 @dataclass(frozen=True)
 class DesignCost:
-    design: Design
+    design: Schedule
     seeds_used: int
     looks: int
     fixed_seeds: int | None  # the fixed design with the sequential design's power at the observed effects
@@ -46,7 +46,7 @@ def design_cost(results: RunResults, claims: Sequence[ClaimResult]) -> DesignCos
     return DesignCost(design, len(results.seeds), looks, max(needed) if needed else None, seconds)
 
 
-def _fixed_equivalent(design: Design, claim: ClaimResult) -> int | None:
+def _fixed_equivalent(design: Schedule, claim: ClaimResult) -> int | None:
     """Seeds a fixed test at the claim's level needs for the power the design has at the claim's effect."""
     estimate = claim.mean_estimate
     if estimate is None or not estimate.sd or claim.level is None or claim.estimate is None:

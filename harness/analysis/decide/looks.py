@@ -8,11 +8,12 @@ together, the chance of a false hold is the claim level.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 from harness.analysis.run_results import ResultsError, RunResults
-from harness.analysis.stats.sequential_design import Design, conditional_power
+from harness.analysis.stats.sequential_design import Schedule, conditional_power
 from harness.store import SUITE_FILE
+from harness.suite.schema import sequential_from_stored
 
 
 def claim_alpha(confidence: float) -> float:
@@ -20,15 +21,27 @@ def claim_alpha(confidence: float) -> float:
     return (1.0 - confidence) / 2.0
 
 
-def run_design(results: RunResults) -> Design:
-    """The design the run declared (suite.json ``sequential``), fixed at its seeds otherwise."""
+def run_design(results: RunResults) -> Schedule:
+    """The schedule the run declared (suite.json ``sequential``), fixed at its seeds otherwise."""
     try:
-        return Design.from_stored(results.stored.sequential, len(results.seeds))
+        return stored_schedule(results.stored.sequential, len(results.seeds))
     except ValueError as exc:
         raise ResultsError(f"{results.run_dir / SUITE_FILE}: {exc}") from None
 
 
-def looks_taken(results: RunResults, design: Design) -> tuple[int, ...]:
+def stored_schedule(sequential: Mapping[str, Any] | None, seeds: int) -> Schedule:
+    """The schedule a suite.json declares (``sequential``), read by the suite's own reader; fixed at its
+    ``seeds`` when it declares none."""
+    if not sequential:
+        return Schedule(max(seeds, 1), max(seeds, 1))
+    try:  # a received suite.json may say anything: a schedule harness could not have written is refused
+        first, spec = sequential_from_stored(sequential)
+        return Schedule.of(spec, first)
+    except ValueError as exc:
+        raise ValueError(f"its sequential design is not one harness writes ({exc})") from None
+
+
+def looks_taken(results: RunResults, design: Schedule) -> tuple[int, ...]:
     """Seed counts of the looks the stored seeds reach (a fixed design: all its seeds at once)."""
     if not design.sequential:
         return (len(results.seeds),)

@@ -17,8 +17,8 @@ from harness.analysis.claim_tests.base import QUALITY_FAMILY
 from harness.analysis.decide.claims import ClaimResult, claim_alpha
 from harness.analysis.stats.paired_stats import POWER
 from harness.analysis.stats.sequential_design import (
-    Design,
     OperatingCharacteristics,
+    Schedule,
     fixed_seeds_for_power,
     operating_characteristics,
 )
@@ -40,7 +40,7 @@ class SeedPlan:
     suite: str
     family_sizes: dict[str, int]  # sampled claims per Holm family (quality, timing)
     alpha: float  # the one-sided claim level before Holm
-    design: Design
+    design: Schedule
     source: str  # where the effects come from
     rows: tuple[ClaimPlan, ...]
 
@@ -73,7 +73,7 @@ class SeedPlan:
         return "\n".join(lines)
 
 
-def plan_suite(name: str, confidence: float, family_sizes: dict[str, int], design: Design,
+def plan_suite(name: str, confidence: float, family_sizes: dict[str, int], design: Schedule,
                pilot: Sequence[ClaimResult] | None) -> SeedPlan:
     """The plan of one suite; ``pilot`` are the claim results of an earlier run of it."""
     alpha = claim_alpha(confidence)
@@ -100,7 +100,7 @@ def family_sizes(claims: Sequence[dict[str, Any]], metrics: dict[str, Metric]) -
     return sizes
 
 
-def _row(label: str, effect: float | None, level: float, design: Design) -> ClaimPlan:
+def _row(label: str, effect: float | None, level: float, design: Schedule) -> ClaimPlan:
     if effect is None or effect <= 0:
         return ClaimPlan(label, effect, None, None)
     fixed = fixed_seeds_for_power(effect, level, POWER, skew_bound=design.skew_bound)

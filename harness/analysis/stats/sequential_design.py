@@ -27,13 +27,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import scipy.stats
 
 from harness.analysis.stats.paired_stats import t_power
 from harness.analysis.stats.skew_calibration import calibrated_critical_values, check_skew_bound
+
+if TYPE_CHECKING:  # numbers in, numbers out: a spec is only read here
+    from harness.suite.schema import SequentialSpec
 
 SPENDINGS = ("obrien_fleming", "pocock")
 DEFAULT_SPENDING = "obrien_fleming"
@@ -44,10 +47,10 @@ MIN_RESOLVED_CROSSINGS = 50  # fewer simulated crossings than this: use the incr
 
 
 @dataclass(frozen=True)
-class Design:
+class Schedule:
     """Where a run looks at its data: after ``first`` seeds, then every ``batch`` more up to ``max_seeds``.
 
-    The fixed design is ``Design(n, n)``: one look.
+    The fixed design is ``Schedule(n, n)``: one look.
     """
 
     first: int
@@ -107,29 +110,9 @@ class Design:
         return nominal_levels(looks, alpha, self.spending, self.skew_bound)
 
     @classmethod
-    def from_stored(cls, stored: Mapping[str, Any] | None, seeds: int) -> Design:
-        """The design a results folder declares (suite.json ``sequential``); fixed when it declares none."""
-        if not stored:
-            return cls(max(seeds, 1), max(seeds, 1))
-        try:  # a received suite.json may say anything: a design harness could not have written is refused
-            design = cls(_count(stored["first"]), _count(stored["max_seeds"]), _count(stored.get("batch") or 1),
-                         str(stored.get("spending") or DEFAULT_SPENDING), stored.get("futility"),
-                         stored.get("futility_from") or 0.0, stored.get("skew_bound"))
-            futility = design.futility
-            if futility is not None and not (isinstance(futility, (int, float)) and 0 <= futility < 1):
-                raise ValueError(f"futility {futility!r} is not a fraction in [0, 1)")
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ValueError(f"its sequential design is not one harness writes ({exc})") from None
-        return design
-
-
-MAX_SEEDS = 1000  # the most a suite may declare (SequentialSpec)
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SEEDS:
-        raise ValueError(f"{value!r} is not a seed count in [1, {MAX_SEEDS}]")
-    return value
+    def of(cls, spec: SequentialSpec, first: int) -> Schedule:
+        """The schedule a suite declares (its ``sequential``) with ``first`` seeds at its first look."""
+        return cls(first, spec.max_seeds, spec.batch, spec.spending, spec.futility, spec.futility_from, spec.skew_bound)
 
 
 def spent(fraction: float, alpha: float, spending: str) -> float:
@@ -285,7 +268,7 @@ class OperatingCharacteristics:
     expected_seeds: float
 
 
-def operating_characteristics(design: Design, effect_in_sd: float, alpha: float, paths: int = 20_000,
+def operating_characteristics(design: Schedule, effect_in_sd: float, alpha: float, paths: int = 20_000,
                               seed: int = 7) -> OperatingCharacteristics:
     """Pass rate and mean seeds used of one claim tested alone under ``design``."""
     looks, levels = design.looks, design.levels(design.looks, alpha)
@@ -296,7 +279,7 @@ def operating_characteristics(design: Design, effect_in_sd: float, alpha: float,
     return OperatingCharacteristics(effect_in_sd, passed / paths, used / paths)
 
 
-def _simulate_paths(design: Design, draws: np.ndarray, looks: tuple[int, ...],
+def _simulate_paths(design: Schedule, draws: np.ndarray, looks: tuple[int, ...],
                     levels: tuple[float, ...]) -> tuple[float, float]:
     """Paths passed and seeds used, summed over these paths (one row each)."""
     paths = draws.shape[0]
