@@ -60,7 +60,7 @@ from harness.gating.gate import gate as gate_run
 from harness.gating.values import GateError
 from harness.listeners import FAILED, FINISHED, KILLED, RunEnd, RunListener, RunStart
 from harness.core.locks import LockBusy, lock_writer
-from harness.reproduction.reproduce import Outcome, Plan, run_reproduction
+from harness.reproduction.reproduce import Plan, ReproductionOutcome, run_reproduction
 from harness.reproduction.reproduce import plan_reproduction as plan
 from harness.reproduction.sources import ReproduceError
 from harness.reproduction.trial_values import SuiteValues, compare_trial_values
@@ -713,7 +713,7 @@ def plan_reproduction(target: str, tracking_uri: str | None = None, results: Pat
         raise UsageError(str(exc)) from None
 
 
-def reproduce(reproduction: Plan, console: Console | None = None) -> Outcome:
+def reproduce(reproduction: Plan, console: Console | None = None) -> ReproductionOutcome:
     """Rerun a planned reproduction and compare every metric with the record."""
     try:
         return run_reproduction(reproduction, console or Console())

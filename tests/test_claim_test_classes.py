@@ -19,7 +19,7 @@ from fault_injection import hang_guard
 from test_strict_claims import claim, two_arm_run
 
 from harness.analysis.claim_tests import claim_test
-from harness.analysis.claim_tests.base import REGISTERED, ClaimTest, Outcome, register
+from harness.analysis.claim_tests.base import REGISTERED, ClaimTest, ClaimTestOutcome, register
 from harness.analysis.decide.claims import INCONCLUSIVE, evaluate_claims
 from harness.analysis.stats.paired_stats import mean_estimate
 from harness.core.metrics import Metric
@@ -168,7 +168,7 @@ def test_the_exact_test_decides_every_pair_and_the_ratio_reads_both_bounds():
     inside = mean_estimate([1.0, 1.01, 0.99, 1.0, 1.02, 0.98], 0.95)
     ratio = claim_test("ratio").decide(ClaimSpec(contrast="a", metric="m", test="ratio", min=0.9, max=1.1), inside,
                                        (), 0, math.nan)
-    assert ratio == Outcome(INCONCLUSIVE, ratio.detail, ratio.p_value, ratio.p_fail)  # no sign-flip check
+    assert ratio == ClaimTestOutcome(INCONCLUSIVE, ratio.detail, ratio.p_value, ratio.p_fail)  # no sign-flip check
     assert ratio.p_value < 0.001 < 0.5 < ratio.p_fail  # surely inside [0.9, 1.1], surely not outside
 
 

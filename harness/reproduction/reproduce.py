@@ -82,7 +82,7 @@ class Plan:
 
 
 @dataclass
-class Outcome:
+class ReproductionOutcome:
     run_dir: Path
     records: list[TrialRecord]
     comparison: MetricComparison
@@ -168,7 +168,7 @@ def rebuild_trials(records: list[TrialRecord], tasks: dict[str, type[Task]]) -> 
     return trials
 
 
-def run_reproduction(plan: Plan, console: Console) -> Outcome:
+def run_reproduction(plan: Plan, console: Console) -> ReproductionOutcome:
     """Rerun every trial into ``plan.out_root``, compare with the record, log it linked to the original."""
     clock = time.perf_counter()
     original = plan.original
@@ -188,8 +188,8 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
                                                                       threads=plan.threads, batches=plan.batches,
                                                                       seed_batch=plan.seed_batch or 1))
     comparison = compare_metrics(original.records, ran.records, lambda task: metric_kinds(plan.tasks.get(task)))
-    outcome = Outcome(folder.path, ran.records, comparison, mirror.run_id if mirror else None,
-                      time.perf_counter() - clock, ran.interrupted, plan.out_root / SUMMARY_FILE)
+    outcome = ReproductionOutcome(folder.path, ran.records, comparison, mirror.run_id if mirror else None,
+                                  time.perf_counter() - clock, ran.interrupted, plan.out_root / SUMMARY_FILE)
     write_json_atomic(outcome.summary_path, summary(plan, outcome))
     if mirror is not None:
         mirror.finish(
@@ -203,7 +203,7 @@ def run_reproduction(plan: Plan, console: Console) -> Outcome:
     return outcome
 
 
-def result_word(plan: Plan, outcome: Outcome) -> str:
+def result_word(plan: Plan, outcome: ReproductionOutcome) -> str:
     if outcome.interrupted:
         return "interrupted"
     if outcome.comparison.identical:
@@ -211,7 +211,7 @@ def result_word(plan: Plan, outcome: Outcome) -> str:
     return "differs" if plan.same_device_class else "differs (other device class)"
 
 
-def regressed(plan: Plan, outcome: Outcome) -> bool:
+def regressed(plan: Plan, outcome: ReproductionOutcome) -> bool:
     """Exit 1: a trial failed here, or a metric differs on the same device class."""
     return bool(outcome.failed) or (plan.same_device_class and not outcome.comparison.identical)
 
@@ -224,7 +224,7 @@ def differing_keys(comparison: MetricComparison) -> list[str]:
     return keys
 
 
-def summary(plan: Plan, outcome: Outcome) -> dict[str, Any]:
+def summary(plan: Plan, outcome: ReproductionOutcome) -> dict[str, Any]:
     """reproduction.json: what was rerun, what differs, and the verdict."""
     original = plan.original
     return {
@@ -335,7 +335,7 @@ def _suite_meta(plan: Plan) -> dict[str, Any]:
     return on_device(with_declarations(stored, plan.tasks[first.task]), plan.device).as_stored()
 
 
-def _run_status(outcome: Outcome) -> str:
+def _run_status(outcome: ReproductionOutcome) -> str:
     if outcome.interrupted:
         return "KILLED"
     return "FAILED" if outcome.failed else "FINISHED"

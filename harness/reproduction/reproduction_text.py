@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from harness.analysis.compare.environment_diff import Difference
 from harness.reproduction.metric_checks import MetricComparison, geometric_mean
-from harness.reproduction.reproduce import Outcome, Plan, differing_keys, regressed, result_word
+from harness.reproduction.reproduce import Plan, ReproductionOutcome, differing_keys, regressed, result_word
 from harness.core.terminal import format_table
 from harness.tracking.mlflow_tracker import redacted
 
@@ -61,7 +61,7 @@ def _logging_to(plan: Plan) -> str:
     return line
 
 
-def render_outcome(plan: Plan, outcome: Outcome) -> str:
+def render_outcome(plan: Plan, outcome: ReproductionOutcome) -> str:
     """Each differing metric, speed ratios, then one verdict line."""
     comparison = outcome.comparison
     lines = [_exact(comparison), *_speed(comparison)]
@@ -74,7 +74,7 @@ def render_outcome(plan: Plan, outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
-def verdict(plan: Plan, outcome: Outcome) -> str:
+def verdict(plan: Plan, outcome: ReproductionOutcome) -> str:
     seconds = f"{outcome.seconds:.1f}s"
     comparison = outcome.comparison
     word = result_word(plan, outcome)

@@ -27,7 +27,7 @@ PROFILE_CHARS = 5000
 
 
 @dataclass(frozen=True)
-class Workload:
+class WorkloadDataset:
     """A trial's workload as MLflow's dataset entity takes it."""
 
     name: str
@@ -69,7 +69,7 @@ class TrialView:
     def _informational(self, key: str) -> bool:
         return key in self.informational or metric_family(key) in self.informational
 
-    def workload(self, record: TrialRecord) -> Workload:
+    def workload(self, record: TrialRecord) -> WorkloadDataset:
         params = {key: value for key, value in flatten("", dict(record.params)).items() if key not in self.arm_keys}
         code = record.environment.get("task_code_sha256", "")
         identity = {"task": record.task, "task_version": record.task_version, "task_code_sha256": code,
@@ -81,4 +81,4 @@ class TrialView:
         text = json.dumps(profile, sort_keys=True)
         if len(text) > PROFILE_CHARS:  # MLflow keeps a short profile; the digest still covers every param
             text = json.dumps({**profile, "params": f"{len(params)} params"}, sort_keys=True)
-        return Workload(name, digest, source, text)
+        return WorkloadDataset(name, digest, source, text)

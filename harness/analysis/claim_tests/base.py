@@ -26,7 +26,7 @@ Test = TypeVar("Test", bound=type["ClaimTest"])
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ClaimTestOutcome:
     """What a test reads from a claim's paired values before multiplicity: INCONCLUSIVE with the
     p-values Holm decides on, or (an exact test) the result itself."""
 
@@ -65,7 +65,7 @@ class ClaimTest(ABC):
 
     @abstractmethod
     def decide(self, claim: ClaimSpec, estimate: MeanEstimate, values: Sequence[float], sign: int,
-               margin: float) -> Outcome:
+               margin: float) -> ClaimTestOutcome:
         """The test of the claim's paired ``values`` (differences, or ratios where the test reads them)
         summarised by ``estimate``; ``sign``: the metric's better direction, ``margin``: the absolute
         margin (resolved from the reference effect where the margin is relative)."""

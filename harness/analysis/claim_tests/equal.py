@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from harness.analysis.claim_status import FAIL, PASS
-from harness.analysis.claim_tests.base import ClaimTest, Outcome, register
+from harness.analysis.claim_tests.base import ClaimTest, ClaimTestOutcome, register
 from harness.analysis.stats.paired_stats import MeanEstimate
 from harness.suite.schema import ClaimSpec
 
@@ -18,7 +18,7 @@ class Equal(ClaimTest):
     exact = True
 
     def decide(self, claim: ClaimSpec, estimate: MeanEstimate, values: Sequence[float], sign: int,
-               margin: float) -> Outcome:
+               margin: float) -> ClaimTestOutcome:
         if all(d == 0 for d in values):
-            return Outcome(PASS, "every paired difference is 0")
-        return Outcome(FAIL, "paired differences are not all 0")
+            return ClaimTestOutcome(PASS, "every paired difference is 0")
+        return ClaimTestOutcome(FAIL, "paired differences are not all 0")

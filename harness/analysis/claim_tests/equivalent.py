@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from harness.analysis.claim_status import INCONCLUSIVE
-from harness.analysis.claim_tests.base import ClaimTest, Outcome, register
+from harness.analysis.claim_tests.base import ClaimTest, ClaimTestOutcome, register
 from harness.analysis.claim_tests.bounds import either_side, p_strict
 from harness.analysis.stats.paired_stats import MeanEstimate
 from harness.suite.schema import ClaimSpec
@@ -18,10 +18,10 @@ class Equivalent(ClaimTest):
     directional = False
 
     def decide(self, claim: ClaimSpec, estimate: MeanEstimate, values: Sequence[float], sign: int,
-               margin: float) -> Outcome:
+               margin: float) -> ClaimTestOutcome:
         p = max(estimate.p_above(-margin), estimate.p_below(margin))
         p_outside = either_side(p_strict(estimate, margin, +1), p_strict(estimate, -margin, -1))
-        return Outcome(INCONCLUSIVE, f"two one-sided t tests vs +-{margin:.4g}", p_value=p, p_fail=p_outside)
+        return ClaimTestOutcome(INCONCLUSIVE, f"two one-sided t tests vs +-{margin:.4g}", p_value=p, p_fail=p_outside)
 
     def plot_marks(self, claim: ClaimSpec, sign: int, margin: float | None) -> tuple[float, ...]:
         return () if margin is None else (-margin, margin)

@@ -6,7 +6,7 @@ from abc import abstractmethod
 from typing import ClassVar, Sequence
 
 from harness.analysis.claim_status import INCONCLUSIVE
-from harness.analysis.claim_tests.base import ClaimTest, Outcome
+from harness.analysis.claim_tests.base import ClaimTest, ClaimTestOutcome
 from harness.analysis.claim_tests.bounds import p_better, p_worse
 from harness.analysis.stats.paired_stats import MeanEstimate, sign_flip_p_beyond
 from harness.suite.schema import ClaimSpec
@@ -26,10 +26,10 @@ class OneSidedTest(ClaimTest):
         """The bound as the claims table's detail names it."""
 
     def decide(self, claim: ClaimSpec, estimate: MeanEstimate, values: Sequence[float], sign: int,
-               margin: float) -> Outcome:
+               margin: float) -> ClaimTestOutcome:
         bound = self.bound(margin)
-        return Outcome(INCONCLUSIVE, f"one-sided t {self.where(margin)}",
-                       p_value=p_better(estimate, sign, bound, inclusive=not self.strict),
-                       p_fail=p_worse(estimate, sign, bound, inclusive=self.strict),
-                       p_flip=sign_flip_p_beyond(values, sign * bound, sign),
-                       p_flip_fail=sign_flip_p_beyond(values, sign * bound, -sign))
+        return ClaimTestOutcome(INCONCLUSIVE, f"one-sided t {self.where(margin)}",
+                                p_value=p_better(estimate, sign, bound, inclusive=not self.strict),
+                                p_fail=p_worse(estimate, sign, bound, inclusive=self.strict),
+                                p_flip=sign_flip_p_beyond(values, sign * bound, sign),
+                                p_flip_fail=sign_flip_p_beyond(values, sign * bound, -sign))

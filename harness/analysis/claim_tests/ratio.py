@@ -7,7 +7,7 @@ import math
 from typing import Sequence
 
 from harness.analysis.claim_status import INCONCLUSIVE
-from harness.analysis.claim_tests.base import ClaimTest, Outcome, register
+from harness.analysis.claim_tests.base import ClaimTest, ClaimTestOutcome, register
 from harness.analysis.claim_tests.bounds import either_side, p_strict
 from harness.analysis.stats.paired_stats import MeanEstimate
 from harness.suite.schema import ClaimSpec
@@ -22,7 +22,7 @@ class Ratio(ClaimTest):
         return f"ratio in [{_bound(claim.min)}, {_bound(claim.max)}]"
 
     def decide(self, claim: ClaimSpec, estimate: MeanEstimate, values: Sequence[float], sign: int,
-               margin: float) -> Outcome:
+               margin: float) -> ClaimTestOutcome:
         lower = -math.inf if claim.min is None else float(claim.min)
         upper = math.inf if claim.max is None else float(claim.max)
         p = max(estimate.p_above(lower) if math.isfinite(lower) else 0.0,
@@ -30,8 +30,8 @@ class Ratio(ClaimTest):
         below = p_strict(estimate, lower, -1) if math.isfinite(lower) else 1.0
         above = p_strict(estimate, upper, +1) if math.isfinite(upper) else 1.0
         p_outside = either_side(above, below) if math.isfinite(lower) and math.isfinite(upper) else min(above, below)
-        return Outcome(INCONCLUSIVE, "one-sided t of the mean treatment/control ratio vs its bounds", p_value=p,
-                       p_fail=p_outside)
+        return ClaimTestOutcome(INCONCLUSIVE, "one-sided t of the mean treatment/control ratio vs its bounds",
+                                p_value=p, p_fail=p_outside)
 
     def plot_marks(self, claim: ClaimSpec, sign: int, margin: float | None) -> tuple[float, ...]:
         return _bounds(claim)

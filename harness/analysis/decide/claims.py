@@ -67,7 +67,7 @@ from harness.analysis.claim_status import (
     VACUOUS,
 )
 from harness.analysis.claim_tests import claim_test
-from harness.analysis.claim_tests.base import QUALITY_FAMILY, ClaimTest, Outcome
+from harness.analysis.claim_tests.base import QUALITY_FAMILY, ClaimTest, ClaimTestOutcome
 from harness.analysis.claim_tests.bounds import p_better
 from harness.analysis.decide.looks import claim_alpha, looks_taken, run_design, spent_level
 from harness.analysis.decide.premises import OPEN, PremiseResult, evaluate_premises, worst_needed
@@ -329,7 +329,7 @@ def _evaluate_key(
     return _outcome(common, test.decide(claim, estimate, difference.differences, sign, margin))
 
 
-def _outcome(common: dict, outcome: Outcome) -> ClaimResult:
+def _outcome(common: dict, outcome: ClaimTestOutcome) -> ClaimResult:
     return ClaimResult(**common, status=outcome.status, detail=outcome.detail, p_value=outcome.p_value,
                        p_fail=outcome.p_fail, p_flip=outcome.p_flip, p_flip_fail=outcome.p_flip_fail)
 
