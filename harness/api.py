@@ -19,7 +19,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import torch
 
@@ -47,12 +47,12 @@ from harness.evidence.registration import Study, studies
 from harness.evidence.seal import SealError
 from harness.evidence.seal import seal as seal_run
 from harness.execution.allocation import ALLOCATIONS
-from harness.execution.executor import Executor
-from harness.execution.registry import BUILTIN_EXECUTORS, ExecutorError, ExecutorKind, executor_kind, executor_options
+from harness.execution.executor import Executor, capabilities_of
+from harness.execution.registry import ExecutorError, ExecutorKind, executor_kind, executor_options, start_executor
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.execution.trials import planned_trials, suite_warnings
 from harness.execution.tuning import TUNE_TAGS, TuneOutcome, tune_suite
-from harness.suite.tuning import tuning_suite
+from harness.suite.tuning_plan import tuning_suite
 from harness.gating.baseline import DEFAULT_BASELINES_DIR
 from harness.gating.baseline import save_baselines as save_baseline_files
 from harness.gating.gate import GateResult
@@ -68,7 +68,7 @@ from harness.store import SUITE_FILE, RunFolder, iter_runs, write_json_atomic, w
 from harness.tracking.run_identity import run_identity
 from harness.suite.design import DesignChanged, check_design
 from harness.suite.loader import load_suites as load_suite_files
-from harness.suite.model import DEFAULT_PROFILE, Suite, SuiteError
+from harness.suite.resolved_suite import DEFAULT_PROFILE, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 from harness.core.terminal import Console
@@ -108,9 +108,8 @@ class RunOptions:
     device: str = "auto"
     resume: bool = True  # skip trials whose finished result is stored
     executor: str = "auto"  # a registered executor (harness.execution.registry): auto, serial, parallel, ray
-    workers: int | None = None  # trials side by side under auto or parallel (default: cores // threads)
-    ray_address: str | None = None
-    ray_workers: int | None = None
+    # its own options by field name of its Options, e.g. {"workers": 2} (auto, parallel) or {"ray_address": ...}
+    executor_options: Mapping[str, Any] = field(default_factory=dict)
     threads: int | None = None  # torch intra-op threads (float results can depend on it)
     numeric: str = numeric.DETERMINISTIC  # numeric mode (harness.core.numeric): the CPU kernels' ISA level pinned, or "fast"
     trial_timeout: float | None = None
@@ -167,12 +166,9 @@ def _writable_folder(results: Path) -> None:
         raise UsageError(f"cannot write results to {results}: {exc.strerror or exc}") from None
 
 
-EXECUTOR_OPTIONS = ("workers", "ray_address", "ray_workers")  # the RunOptions fields an executor may take
-
-
 def _executor_kind(options: RunOptions) -> tuple[type[ExecutorKind], object]:
-    """The registered executor the options name, with its own options from theirs."""
-    given = {name: getattr(options, name) for name in EXECUTOR_OPTIONS if getattr(options, name)}
+    """The registered executor the options name, with its own options from theirs (unset ones left out)."""
+    given = {name: value for name, value in options.executor_options.items() if value is not None}
     try:
         kind = executor_kind(options.executor)
         return kind, executor_options(kind, given)
@@ -181,25 +177,20 @@ def _executor_kind(options: RunOptions) -> tuple[type[ExecutorKind], object]:
 
 
 def _executor(name: str, kind: type[ExecutorKind], kind_options: object, slots: int) -> Executor:
-    """The executor registered as ``name``, started (a Ray cluster reached or launched) before any trial trains.
-    Another package's executor must record its trials under the name it is registered by: the gate tells
-    the built-in executors by name from the others."""
+    """The executor registered as ``name``, started (a Ray cluster reached or launched) before any trial trains."""
     try:
-        executor = kind.start(kind_options, slots)
+        return start_executor(name, kind, kind_options, slots)
     except ExecutorError as exc:
         raise UsageError(str(exc)) from None
-    if name not in BUILTIN_EXECUTORS and executor.name != name:
-        executor.close()
-        raise UsageError(f"executor {name!r} records its trials as executor {executor.name!r}; an executor of "
-                         "another package records them under the name it is registered by")
-    return executor
 
 
 def suite_executor(suite: Suite, executor: Executor, console: Console) -> Executor:
     """The session's executor. A suite that claims a speed metric keeps its trials side by side but takes
     every timing alone (the run loop's quiet room): a claim on timings taken beside another trial's
-    training would read the machine's load; Ray's workers, on machines of their own, are left as they are."""
-    if executor.name in ("serial", "ray") or not suite.speed_claims:
+    training would read the machine's load. An executor of one trial at a time has nothing to say, and one
+    whose trials cannot take a timing alone (Ray's workers, on machines of their own) is left as it is."""
+    declared = capabilities_of(executor)
+    if not (declared.side_by_side and declared.quiet_timing) or not suite.speed_claims:
         return executor
     console.line(f"timing: {suite.name} claims a speed metric ({', '.join(sorted(set(suite.speed_claims)))}): "
                  "its trials run side by side and each timing is taken alone, the others waiting at their next step")

@@ -285,7 +285,7 @@ BREAKS = (
           "    rows = paths\n", (),
           "the sequential planner draws every simulated path at once (memory grows with the seeds)"),
     # nine that got past both the tests and the gate (tests/test_fresh_breaks.py, tests/test_code_hash.py)
-    Break("design-lock-without-claims", "store", "harness/suite/model.py",
+    Break("design-lock-without-claims", "store", "harness/suite/resolved_suite.py",
           "for key in DESIGN_KEYS[1:-1]},",
           'for key in DESIGN_KEYS[1:-1]}, "claims": [],', (),
           "the design lock leaves out the claims: a rerun with changed claims reuses the folder's trials"),
@@ -321,7 +321,7 @@ BREAKS = (
           '    return f"[{format_value(point.high)}, {format_value(point.low)}]"\n', (),
           "harness history prints each interval with its ends swapped"),
     # the hostile probe's foreign code, fail-open design lock, forged tuning lock and defeated timeout
-    Break("tune-lock-choice-unchecked", "suite", "harness/suite/tuning.py",
+    Break("tune-lock-choice-unchecked", "suite", "harness/suite/tuning_plan.py",
           "        check_choice(lock, spec.tune, suite, name, tuning, entry)\n", "", (),
           "a tuning lock's chosen params are applied without checking them against its own per-seed grid values"),
     Break("design-lock-fails-open", "store", "harness/suite/design.py",
@@ -364,7 +364,7 @@ BREAKS = (
     Break("margin-fail-hides-direction", "statistics", "harness/analysis/claim_tests/superior.py",
           "        if margin > 0 and low > 0:\n", "        if margin > 0 and low > margin:\n", (),
           "a superiority claim surely better than 0 but short of its margin reads FAIL like one surely not better"),
-    Break("timing-in-quality-family", "statistics", "harness/analysis/claim_tests/base.py",
+    Break("timing-in-quality-family", "statistics", "harness/analysis/claim_tests/contract.py",
           '        return TIMING_FAMILY if spec.kind == "speed" else QUALITY_FAMILY\n', "        return QUALITY_FAMILY\n", (),
           "speed claims share the quality claims' Holm family, so timing noise makes quality claims harder to pass"),
     Break("premises-unspent-across-looks", "statistics", "harness/analysis/decide/looks.py",

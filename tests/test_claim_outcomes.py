@@ -16,7 +16,7 @@ import pytest
 from records import make_record
 from test_strict_claims import SPREAD, claim, two_arm_run
 
-from harness.analysis.claim_tests.base import TIMING_FAMILY
+from harness.analysis.claim_tests.contract import TIMING_FAMILY
 from harness.analysis.decide.claims import FAIL, PASS, SHORT, evaluate_claims
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.present.forest_plots import COLOURS, claim_rows

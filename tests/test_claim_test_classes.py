@@ -19,7 +19,7 @@ from fault_injection import hang_guard
 from test_strict_claims import claim, two_arm_run
 
 from harness.analysis.claim_tests import claim_test
-from harness.analysis.claim_tests.base import REGISTERED, ClaimTest, ClaimTestOutcome, register
+from harness.analysis.claim_tests.contract import REGISTERED, ClaimTest, ClaimTestOutcome, register
 from harness.analysis.decide.claims import INCONCLUSIVE, evaluate_claims
 from harness.analysis.stats.paired_stats import mean_estimate
 from harness.core.metrics import Metric

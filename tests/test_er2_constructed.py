@@ -13,7 +13,7 @@ import torch
 from harness.execution.executor import run_single
 from harness.tasks.er2.mechanism.er2 import GAIN_LIMIT, ER2Layer
 from harness.suite.loader import load_suites
-from harness.suite.model import SuiteError
+from harness.suite.resolved_suite import SuiteError
 from harness.tasks.er2.constructed import (
     ConstructedRecallWorkload,
     ConstructedTeacher,

@@ -15,7 +15,7 @@ from harness.tasks.er2.mechanism.er2 import ER2Layer, hard_error_mask
 from harness.core.metrics import metric_key_problem
 from harness.services.training_loop import fit
 from harness.suite.loader import load_suites
-from harness.suite.model import SuiteError
+from harness.suite.resolved_suite import SuiteError
 from harness.tasks.er2.distill import budget_metrics, distil_step, gate_auroc, mean_abs_gain, parameter_groups
 from harness.tasks.er2.positions import fed_capture, fed_qk
 from harness.tasks.er2.recipe import WARMUP, Convergence, late_fall

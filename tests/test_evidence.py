@@ -26,7 +26,7 @@ from scipy import stats
 from fault_injection import Outcome, harness_here
 from harness.evidence import bundle as bundle_module
 from harness.evidence.bundle import design_hash
-from harness.evidence.history import Commit, DesignUnreadable, Repository
+from harness.evidence.suite_history import Commit, DesignUnreadable, Repository
 from harness.evidence.audit import pooled_skewness
 from harness.evidence import programme as programme_module
 from harness.evidence.ledger import Ledger, LedgerEntry, append

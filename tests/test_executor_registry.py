@@ -87,9 +87,12 @@ def test_the_built_in_executors_are_registered_and_the_cli_offers_them():
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(executor="serial", workers=2), "--workers does not apply to --executor serial (its options: none)"),
-    (dict(executor="parallel", ray_address="127.0.0.1:1"), "--ray-address does not apply to --executor parallel"),
-    (dict(executor="ray", ray_address="127.0.0.1:1", ray_workers=2), "--ray-workers sizes a local cluster"),
+    (dict(executor="serial", executor_options={"workers": 2}),
+     "--workers does not apply to --executor serial (its options: none)"),
+    (dict(executor="parallel", executor_options={"ray_address": "127.0.0.1:1"}),
+     "--ray-address does not apply to --executor parallel"),
+    (dict(executor="ray", executor_options={"ray_address": "127.0.0.1:1", "ray_workers": 2}),
+     "--ray-workers sizes a local cluster"),
     (dict(executor="warp"), "unknown executor 'warp'; registered: auto, parallel, ray, serial"),
 ])
 def test_an_option_an_executor_does_not_take_is_refused_before_anything_runs(tmp_path, toy_suite, options, message):
@@ -108,4 +111,4 @@ def test_an_executor_registered_by_entry_point_runs_a_suite(tmp_path, toy_suite,
     assert sorted(Backwards.jobs_seen) == sorted(r.trial_id for r in records)
     with pytest.raises(api.UsageError, match="^--workers: the backwards executor runs one trial at a time$"):
         api.run(toy_suite, api.RunOptions(profile="smoke", results=tmp_path / "r2", mlflow=False, executor="backwards",
-                                          workers=2))
+                                          executor_options={"workers": 2}))

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from harness.cli import main
 from harness.suite.loader import load_suites
-from harness.suite.model import SuiteError
+from harness.suite.resolved_suite import SuiteError
 
 TOY = """\
 suite: toy

@@ -11,7 +11,7 @@ from test_gating_baseline import invoke, make_run
 
 from harness.store import MAX_INT_DIGITS, MAX_JSON_DEPTH, RunFolder, parse_json, read_trial, CorruptTrial
 from harness.suite.design import UnreadableDesign, stored_design
-from harness.suite.model import SuiteError
+from harness.suite.resolved_suite import SuiteError
 from harness.suite.tuning_lock import TuningLock
 
 HOSTILE = {

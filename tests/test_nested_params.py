@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from harness.cli import main
 from harness.execution.trials import expand_trials
 from harness.suite.loader import load_suites
-from harness.suite.model import SuiteError
-from harness.suite.tuning import tuning_suite
+from harness.suite.resolved_suite import SuiteError
+from harness.suite.tuning_plan import tuning_suite
 from harness.tasks.er2.params import ER2Params, TrainedTeacherParams
 from harness.tasks.er2.task import ER2Task
 from harness.tasks.param_paths import flatten, layered, nest

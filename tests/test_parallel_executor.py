@@ -32,7 +32,8 @@ def stored(run_dir) -> dict[str, TrialRecord]:
 def test_side_by_side_trials_match_serial_ones_bit_for_bit(tmp_path, toy_suite):
     look = dict(profile="smoke", seeds=[0, 1, 2], mlflow=False, threads=1)  # 9 trials, claims decided on 3 seeds
     serial = api.run(toy_suite, api.RunOptions(results=tmp_path / "serial", executor="serial", **look))
-    parallel = api.run(toy_suite, api.RunOptions(results=tmp_path / "parallel", executor="parallel", workers=2, **look))
+    parallel = api.run(toy_suite, api.RunOptions(results=tmp_path / "parallel", executor="parallel",
+                                                executor_options={"workers": 2}, **look))
     assert serial.exit_code == parallel.exit_code == 0
     one, two = serial.suites[0], parallel.suites[0]
     a, b = stored(one.outcome.run_dir), stored(two.outcome.run_dir)
@@ -55,7 +56,7 @@ def test_a_dying_worker_fails_only_its_trial(tmp_path, toy_suite):
     suite = tmp_path / "toy.yaml"
     suite.write_text(toy_suite.read_text().replace("slow_lr: {lr: 0.001}", "slow_lr: {exit_process: true}"))
     outcome = api.run(suite, api.RunOptions(profile="smoke", results=tmp_path / "r", mlflow=False,
-                                            executor="parallel", workers=2, threads=1))
+                                            executor="parallel", executor_options={"workers": 2}, threads=1))
     assert outcome.exit_code == 1
     records = stored(outcome.suites[0].outcome.run_dir).values()
     failed = [r for r in records if not r.finished]

@@ -3,7 +3,7 @@ in a family of its own, so it does not halve a quality claim's level) and explai
 from __future__ import annotations
 
 from harness import api
-from harness.analysis.claim_tests.base import QUALITY_FAMILY, TIMING_FAMILY
+from harness.analysis.claim_tests.contract import QUALITY_FAMILY, TIMING_FAMILY
 from harness.analysis.decide.seed_planning import ClaimPlan, SeedPlan
 from harness.analysis.stats.sequential_design import Schedule, fixed_seeds_for_power
 

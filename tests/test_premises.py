@@ -24,7 +24,7 @@ from harness.analysis.run_results import RunResults, index_results
 from harness.suite.stored import StoredSuite
 from harness.cli import main
 from harness.suite.loader import load_suites
-from harness.suite.model import SuiteError
+from harness.suite.resolved_suite import SuiteError
 from harness.tracking.claim_metrics import claim_tags
 
 from calibration_task import sequential_suite

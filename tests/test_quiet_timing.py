@@ -70,7 +70,8 @@ def test_a_speed_claim_keeps_trials_side_by_side_and_no_step_runs_during_a_timin
     assert api.suite_executor(suite, side_by_side, Console(stream)) is side_by_side
     assert "calls_per_s" in stream.getvalue() and "taken alone" in stream.getvalue()
 
-    options = api.RunOptions(results=tmp_path / "r", mlflow=False, executor="parallel", workers=2, threads=1)
+    options = api.RunOptions(results=tmp_path / "r", mlflow=False, executor="parallel",
+                             executor_options={"workers": 2}, threads=1)
     assert api.run(path, options, console=Console(io.StringIO())).exit_code == 0
     records = load_results(tmp_path / "r" / "timed" / "default").finished
     assert len(records) == 6 and all(r.environment["executor"] == "parallel" for r in records)

@@ -10,7 +10,7 @@ from records import make_record
 
 from harness.analysis.decide.tune_grid import score_grid
 from harness.suite.loader import load_suites
-from harness.suite.tuning import at_dotted, grid_points, tune_plan
+from harness.suite.tuning_plan import at_dotted, grid_points, tune_plan
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 

@@ -11,10 +11,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "harness"
 # each document's modules; names confine the count to those classes or functions (the rest of gating/values.py
-# computes a run's values, the rest of suite/tuning.py resolves the suite's tune block)
+# computes a run's values, the rest of suite/tuning_plan.py resolves the suite's tune block)
 DOCUMENTS = {
     "baseline": (("gating/baseline.py", ()), ("gating/values.py", ("GatedValue",))),
-    "tuning lock": (("suite/tuning_lock.py", ()), ("suite/tuning.py", ("check_choice", "_values"))),
+    "tuning lock": (("suite/tuning_lock.py", ()), ("suite/tuning_plan.py", ("check_choice", "_values"))),
     "design lock": (("suite/design.py", ()),),
 }
 MOST = 3

@@ -7,7 +7,7 @@ import pytest
 
 from harness.execution.trials import expand_trials
 from harness.suite.loader import load_suites
-from harness.suite.model import SuiteError
+from harness.suite.resolved_suite import SuiteError
 
 TOY = """\
 suite: toy

@@ -14,8 +14,8 @@ from harness.execution.trials import expand_trials
 from harness.core.record import Status, TrialRecord
 from harness.store import write_json_atomic
 from harness.suite.loader import load_suites
-from harness.suite.model import SuiteError
-from harness.suite.tuning import tune_hash, tuning_suite
+from harness.suite.resolved_suite import SuiteError
+from harness.suite.tuning_plan import tune_hash, tuning_suite
 from harness.suite.tuning_lock import LOCK_SCHEMA, LOCK_SUFFIX, TuningLock, lock_checksum, lock_path
 
 TOY_TUNE = Path(__file__).resolve().parent / "suites" / "toy_tune.yaml"

@@ -25,7 +25,7 @@ from harness.analysis.decide.seed_planning import family_sizes
 from harness.analysis.run_results import ResultsError, load_results
 from harness.analysis.stats.paired_stats import minimum_detectable_effect
 from harness.store import iter_runs
-from harness.suite.model import Suite
+from harness.suite.resolved_suite import Suite
 
 RESOLUTION = 2.0  # the warning's threshold: MDE at max_seeds over the margin
 

@@ -15,7 +15,7 @@ from harness.cli.outputs import append_step_summary, output_problem, write_outpu
 from harness.analysis.present import EXPORT_FORMATS
 from harness.gating import DEFAULT_BASELINES_DIR
 from harness.core.numeric import DETERMINISTIC, MODES, OPTION
-from harness.suite.model import DEFAULT_PROFILE
+from harness.suite.resolved_suite import DEFAULT_PROFILE
 
 # The analysis stack (torch, scipy, matplotlib: seconds to import) loads only when a command runs, so
 # that `harness --help` and `harness list` answer at once.

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import click
 
-from harness.suite.model import DEFAULT_PROFILE
+from harness.suite.resolved_suite import DEFAULT_PROFILE
 
 USAGE_ERROR = 2
 FAILED = 1
@@ -159,7 +159,7 @@ def _rerun_checks(outcome, found) -> None:
 def _audit_ledger(target: Path) -> list[str]:
     """The ledger of the repository that holds the folder TARGET, when it has one: its checks, printed."""
     from harness.evidence.audit import audit_ledger
-    from harness.evidence.history import Repository
+    from harness.evidence.suite_history import Repository
     from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError
 
     repo = Repository.containing(target.resolve())
@@ -188,7 +188,7 @@ def programme(evidence: Path) -> None:
     verdict over every registered study (the product of their e-values, valid under optional continuation)
     and an exploratory pooled estimate beside the latest verdict."""
     from harness.evidence.bundle import BundleError
-    from harness.evidence.history import Repository
+    from harness.evidence.suite_history import Repository
     from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError
     from harness.evidence.programme import render
 

@@ -11,10 +11,12 @@ import webbrowser
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
-from harness.execution.registry import DEFAULT_EXECUTOR, ENTRY_POINT_GROUP, executor_names
+from harness.execution.registry import (BUILTIN_EXECUTORS, DEFAULT_EXECUTOR, ENTRY_POINT_GROUP, ExecutorError,
+                                        ExecutorOption, executor_names, offered_options)
 from harness.core.numeric import DETERMINISTIC, MODES, OPTION
-from harness.suite.model import DEFAULT_PROFILE
+from harness.suite.resolved_suite import DEFAULT_PROFILE
 from harness.suite.references import MAX_TRIALS
 from harness.suite.yaml_safety import MAX_SUITE_NODES
 
@@ -113,6 +115,88 @@ class RegisteredExecutor(click.Choice):
         """The registry, not a list fixed at start, holds the choices."""
 
 
+EXECUTOR_FLAGS = "harness.executor_flags"  # ctx.meta: the executor options this invocation offers
+
+
+class ExecutorCommand(click.Command):
+    """A command that trains trials: it offers each executor's own options as flags, built from the fields of
+    the executor's ``Options`` (``harness.execution.registry.offered_options``) instead of a list here: the
+    built-in executors' always, and another package's when ``--executor`` names it (its module is imported
+    only then). The callback receives those given on the command line as ``executor_options`` (a dict)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        named = _named_executor(args)
+        ctx.meta[EXECUTOR_FLAGS] = _offered(named)
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if named not in BUILTIN_EXECUTORS or set(executor_names()) <= BUILTIN_EXECUTORS:
+                raise
+            raise click.UsageError(f"{exc.format_message()} (another package's executor offers its options when "
+                                   "--executor names it)", ctx) from None
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        offered = ctx.meta.get(EXECUTOR_FLAGS)
+        if offered is None:  # help asked for outside parsing
+            offered = ctx.meta[EXECUTOR_FLAGS] = _offered(DEFAULT_EXECUTOR)
+        taken = {opt for param in params for opt in param.opts} | {p.name for p in params} | {"executor_options"}
+        clashing = [o for o in offered if o.flag in taken or o.name in taken]
+        if clashing:
+            raise click.UsageError(f"executor {', '.join(clashing[0].executors)} declares option {clashing[0].name!r}, "
+                                   f"which {ctx.command_path} takes itself ({clashing[0].flag})")
+        at = next(i for i, param in enumerate(params) if param.name == "executor_name") + 1
+        return [*params[:at], *(_flag(o) for o in offered), *params[at:]]
+
+    def invoke(self, ctx: click.Context):
+        given = {}
+        for offered in ctx.meta.get(EXECUTOR_FLAGS, ()):
+            value = ctx.params.pop(offered.name, None)
+            if ctx.get_parameter_source(offered.name) not in (None, ParameterSource.DEFAULT):
+                given[offered.name] = value
+        ctx.params["executor_options"] = given
+        return super().invoke(ctx)
+
+
+def _named_executor(args: list[str]) -> str:
+    """The executor an invocation's arguments name (the last --executor before a ``--``), else the default."""
+    named = DEFAULT_EXECUTOR
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--executor" and i + 1 < len(args):
+            named = args[i + 1]
+        elif arg.startswith("--executor="):
+            named = arg.partition("=")[2]
+    return named
+
+
+def _offered(named: str) -> list[ExecutorOption]:
+    """The options of the built-in executors and of the one named (imported only when it is another
+    package's): one that cannot be loaded offers none here, and its run says why in one line."""
+    names = sorted(BUILTIN_EXECUTORS, key=lambda name: (name != DEFAULT_EXECUTOR, name))
+    for offering in ([*names, named], names) if named not in BUILTIN_EXECUTORS else (names,):
+        try:
+            return offered_options(offering)
+        except ExecutorError:
+            continue
+    return []
+
+
+def _flag(offered: ExecutorOption) -> click.Option:
+    """The flag of one executor option: its type (a bool a flag), its help, and which executors take it."""
+    takers = f"For --executor {', '.join(offered.executors)}."
+    help_text = f"{offered.help} {takers}" if offered.help else takers
+    if offered.type is bool:
+        return click.Option([offered.flag, offered.name], is_flag=True, default=None, help=help_text)
+    kind: click.ParamType | type = offered.type
+    if offered.minimum is not None and offered.type is int:
+        kind = click.IntRange(min=int(offered.minimum))
+    elif offered.minimum is not None and offered.type is float:
+        kind = click.FloatRange(min=offered.minimum)
+    return click.Option([offered.flag, offered.name], type=kind, metavar=offered.metavar, help=help_text)
+
+
 def execution_options(command):
     """The options of every command that trains trials (run, tune): where results go, MLflow, device,
     executor, threads, timeouts and limits."""
@@ -128,12 +212,6 @@ def execution_options(command):
                      "trial proves long enough, else serial), serial (one trial at a time in this process), parallel "
                      "(trials side by side in worker processes), ray (Ray tasks, pip install 'harness[ray]'), or any "
                      f"executor another package registers under the entry-point group {ENTRY_POINT_GROUP}."),
-        click.option("--workers", type=click.IntRange(min=1),
-                     help="Trials side by side under the parallel executor [default: cores // threads]."),
-        click.option("--ray-address", help="Use the Ray cluster at host:port (its GCS), ray://host:port or 'auto' "
-                     "instead of starting a local one."),
-        click.option("--ray-workers", type=click.IntRange(min=1),
-                     help="Trials at a time on the local Ray cluster [default: CPUs]."),
         click.option("--threads", type=click.IntRange(min=1),
                      help="torch intra-op threads for every trial [default: 1 side by side, else torch's, one per "
                      "core]. Float results can "
@@ -155,7 +233,7 @@ def execution_options(command):
     return command
 
 
-@click.command()
+@click.command(cls=ExecutorCommand)
 @suite_argument
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True, help="Named profile of the suite, e.g. smoke.")
 @click.option("--seeds", callback=_seed_list, help="Override the seeds, e.g. 0,1 (distinct, 0 <= seed < 2**63).")
@@ -171,7 +249,7 @@ def execution_options(command):
               help="A sequential suite's later looks: open runs only the arms that an open claim, a premise or the "
               "validity controls read (the same decisions); all runs every arm at every look.")
 def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no_resume, no_mlflow,
-        executor_name, workers, ray_address, ray_workers, threads, numeric, trial_timeout, max_trials, max_nodes, verbose,
+        executor_name, executor_options, threads, numeric, trial_timeout, max_trials, max_nodes, verbose,
         allocation,
         redesign, pilot, exploratory) -> None:
     """Run every trial of SUITE.yaml, print tables and verdicts, log to MLflow; a summary comes last."""
@@ -184,9 +262,9 @@ def run(suite_file, profile, seeds, arms, results_root, tracking_uri, device, no
 
     options = api.RunOptions(
         profile=profile, seeds=seeds, arms=arms, results=results_root, tracking_uri=tracking_uri,
-        mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address,
-        ray_workers=ray_workers, threads=threads, numeric=numeric, trial_timeout=trial_timeout, max_trials=max_trials,
-        max_nodes=max_nodes, allocation=allocation, redesign=redesign, exploratory=exploratory,
+        mlflow=not no_mlflow, device=device, resume=not no_resume, executor=executor_name,
+        executor_options=executor_options, threads=threads, numeric=numeric, trial_timeout=trial_timeout,
+        max_trials=max_trials, max_nodes=max_nodes, allocation=allocation, redesign=redesign, exploratory=exploratory,
     )
     if pilot is not None:  # before anything runs: claims whose margin its seeds cannot resolve
         try:
@@ -278,7 +356,7 @@ def validate(suite_file, profile, resolved, max_trials, max_nodes, pilot) -> Non
     # and plotting libraries, which nothing here needs.
     from harness.execution.trials import expand_trials, suite_warnings
     from harness.suite.loader import load_suites
-    from harness.suite.model import SuiteError
+    from harness.suite.resolved_suite import SuiteError
     from harness.suite.resolved import render_resolved
 
     try:

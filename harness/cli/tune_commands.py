@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import click
 
-from harness.cli.run_commands import _fail, execution_options, install_interrupts, redesign_option, suite_argument
-from harness.suite.model import DEFAULT_PROFILE
+from harness.cli.run_commands import (ExecutorCommand, _fail, execution_options, install_interrupts, redesign_option,
+                                      suite_argument)
+from harness.suite.resolved_suite import DEFAULT_PROFILE
 
 
-@click.command()
+@click.command(cls=ExecutorCommand)
 @suite_argument
 @click.option("--profile", default=DEFAULT_PROFILE, show_default=True,
               help="Tune at this profile's params (the seeds are the tune block's).")
 @execution_options
 @redesign_option
-def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_mlflow, executor_name, workers,
-         ray_address, ray_workers, threads, numeric, trial_timeout, max_trials, max_nodes, redesign) -> None:
+def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_mlflow, executor_name,
+         executor_options, threads, numeric, trial_timeout, max_trials, max_nodes, redesign) -> None:
     """Run every tuned arm of SUITE.yaml over its grid on the tuning seeds, choose each arm's best point by
     its mean, and write <suite>.tuned.json (and a plot) beside the suite file: commit it, `harness run` uses it."""
     from harness import api
@@ -24,7 +25,7 @@ def tune(suite_file, profile, results_root, tracking_uri, device, no_resume, no_
 
     options = api.RunOptions(
         profile=profile, results=results_root, tracking_uri=tracking_uri, mlflow=not no_mlflow, device=device,
-        resume=not no_resume, executor=executor_name, workers=workers, ray_address=ray_address, ray_workers=ray_workers,
+        resume=not no_resume, executor=executor_name, executor_options=executor_options,
         threads=threads, numeric=numeric, trial_timeout=trial_timeout, max_trials=max_trials, max_nodes=max_nodes,
         redesign=redesign,
     )

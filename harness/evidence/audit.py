@@ -40,11 +40,11 @@ from pathlib import Path
 from harness.analysis.present.markdown_tables import plain
 from harness.evidence.bundle import SUFFIX, Bundle, BundleError, read_bundle
 from harness.evidence.citations import citations
-from harness.evidence.history import DesignUnreadable, Repository
+from harness.evidence.suite_history import DesignUnreadable, Repository
 from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerError, Registration
 from harness.evidence.registration import registered_digest
 from harness.evidence.single_run import spliced
-from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
+from harness.evidence.bundle_verdicts import differences, rebuilt_summary, verdicts_of
 from harness.analysis.stats.skew_calibration import SkewCheck, skew_check
 from harness.core.record import TrialRecord
 from harness.core.stored_fields import BOOLEAN, STRING, StoredFieldError, from_stored, stored

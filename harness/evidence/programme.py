@@ -28,7 +28,7 @@ from scipy import stats
 from harness.analysis.present.markdown_tables import plain
 from harness.evidence.bundle import SUFFIX, Bundle, read_bundle
 from harness.evidence.ledger import Ledger
-from harness.evidence.verdicts import Verdict, verdicts_of
+from harness.evidence.bundle_verdicts import Verdict, verdicts_of
 from harness.suite.claim_needs import reads_ratios
 from harness.core.terminal import format_table, format_value
 from harness.tracking.claim_metrics import CLAIM_PREFIX, metric_path

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.evidence.bundle import SUFFIX, BundleError, read_bundle
-from harness.evidence.history import Repository
+from harness.evidence.suite_history import Repository
 from harness.evidence.ledger import (
     LEDGER_FILE,
     REGISTERED,
@@ -30,7 +30,7 @@ from harness.evidence.ledger import (
 )
 from harness.execution.runner import with_declarations
 from harness.suite.design import seeds_registered
-from harness.suite.model import Suite
+from harness.suite.resolved_suite import Suite
 from harness.suite.registered_design import record_digest, registered_record
 from harness.suite.stored import StoredSuite
 from harness.tasks.source import task_code

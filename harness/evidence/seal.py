@@ -14,10 +14,10 @@ from pathlib import Path
 from harness.analysis.present.run_report import SUMMARY_JSON_FILE
 from harness.evidence.bundle import SUFFIX, TARGET_BYTES, BundleError, encode, parse
 from harness.evidence.audit import pooled_skewness
-from harness.evidence.history import Repository
+from harness.evidence.suite_history import Repository
 from harness.evidence.ledger import LEDGER_FILE, SEALED, Ledger, LedgerEntry, LedgerError, append, now
 from harness.evidence.registration import registered_digest
-from harness.evidence.verdicts import differences, rebuilt_summary, verdicts_of
+from harness.evidence.bundle_verdicts import differences, rebuilt_summary, verdicts_of
 from harness.core.record import TrialRecord
 from harness.store import (
     REPORT_DIR,

@@ -10,12 +10,14 @@ import torch
 
 from harness.execution.executor import Executor
 from harness.execution.parallel import WORTH_WORKERS_S, ProcessExecutor, side_by_side_workers
+from harness.execution.registry import option
 from harness.execution.serial import SerialExecutor
 
 
 @dataclass(frozen=True)
 class AutoOptions:
-    workers: int | None = None  # trials side by side once they go (default: as many as the cores hold)
+    workers: int | None = option("Trials side by side in worker processes (auto: once a trial proves long enough) "
+                                 "[default: cores // threads].", minimum=1)
 
 
 class Auto:

@@ -359,7 +359,7 @@ class Capabilities:
     """What an executor does with trials, declared by the executor (its ``capabilities``) and read by the run
     instead of its name: what runs it undeclared (``capabilities_of``) is one trial at a time on this machine."""
 
-    side_by_side: bool = False  # trials side by side in processes on this machine: a timing is taken alone only in the quiet room
+    side_by_side: bool = False  # trials side by side in processes here: a timing is taken alone only in the quiet room
     remote: bool = False  # trials on workers of their own (a cluster's): never this machine's quiet room, and a
     # --trial-timeout is their own alarm's (the run does not move them into processes it can kill)
     in_workers: bool = False  # every trial in a worker process that is killed past --trial-timeout

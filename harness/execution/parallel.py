@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Iterator, Sequence
 
 import torch
 
-from harness.execution.executor import Executor, ThrottledSteps, TrialJob, execute_job
+from harness.execution.executor import Capabilities, Executor, ThrottledSteps, TrialJob, capabilities_of, execute_job
+from harness.execution.registry import option
 from harness.core.record import TrialRecord
 from harness.core.terminal import Console
 
@@ -106,6 +107,11 @@ class ProcessExecutor:
     name: ClassVar[str] = "parallel"
     _pool: list[_Worker] = field(default_factory=list, init=False)
     _warned: bool = field(default=False, init=False)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Side by side here; every trial in a worker once it no longer runs them in this process first."""
+        return Capabilities(side_by_side=True, in_workers=self.inline_below_s is None)
 
     def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         """Keep every worker busy, in job order (each seed's first trial first), and yield records as they complete."""
@@ -217,18 +223,18 @@ def _next_kill(busy: list[_Worker]) -> float | None:
 def bounded(executor: Executor, timeout_s: float | None) -> Executor:
     """The executor of a run with ``--trial-timeout``: every trial in a worker process that is killed once the
     trial runs past the limit, since a task can ignore or catch the in-process alarm but cannot outlive its
-    process. The executor itself without a limit, or when it already runs every trial in a worker; Ray's
-    workers keep the alarm (and a trial finished past the limit is failed, ``execute_trial``)."""
-    if timeout_s is None or executor.name == "ray":
-        return executor
-    if isinstance(executor, ProcessExecutor) and executor.inline_below_s is None:
+    process. The executor itself without a limit, when it already runs every trial in a worker it kills, or
+    when its trials run on workers of their own (Ray's keep the alarm, and a trial finished past the limit is
+    failed, ``execute_trial``)."""
+    declared = capabilities_of(executor)
+    if timeout_s is None or declared.remote or declared.in_workers:
         return executor
     return ProcessExecutor(executor.workers if isinstance(executor, ProcessExecutor) else 1)
 
 
 @dataclass(frozen=True)
 class ParallelOptions:
-    workers: int | None = None  # trials side by side (default: as many as the cores hold at --threads each)
+    workers: int | None = option("Trials side by side in worker processes [default: cores // threads].", minimum=1)
 
 
 class Parallel:

@@ -21,8 +21,8 @@ from typing import Any, ClassVar, Iterator, Sequence
 
 import torch
 
-from harness.execution.executor import STEP_INTERVAL_S, ThrottledSteps, TrialJob, execute_job
-from harness.execution.registry import ExecutorError
+from harness.execution.executor import STEP_INTERVAL_S, Capabilities, ThrottledSteps, TrialJob, execute_job
+from harness.execution.registry import ExecutorError, option
 from harness.core.numeric import worker_environment
 from harness.core.files import private_folder
 from harness.core.record import TrialRecord
@@ -131,6 +131,8 @@ class RayExecutor:
     address: str | None = None  # None: start a local cluster of `workers` CPUs
     workers: int | None = None
     name: ClassVar[str] = "ray"
+    # its workers time with the cluster's load, and keep the alarm of --trial-timeout
+    capabilities: ClassVar[Capabilities] = Capabilities(remote=True, quiet_timing=False)
     _owns_cluster: bool = field(default=False, init=False)
     _warned_load: bool = field(default=False, init=False)
 
@@ -244,8 +246,9 @@ def _reason(exc: Exception) -> str:
 
 @dataclass(frozen=True)
 class RayOptions:
-    ray_address: str | None = None  # an existing cluster (host:port, ray://host:port or auto)
-    ray_workers: int | None = None  # a local cluster's CPUs (default: this machine's)
+    ray_address: str | None = option("Use the Ray cluster at host:port (its GCS), ray://host:port or 'auto' "
+                                     "instead of starting a local one.")
+    ray_workers: int | None = option("Trials at a time on the local Ray cluster [default: CPUs].", minimum=1)
 
     def __post_init__(self) -> None:
         if self.ray_address and self.ray_workers:

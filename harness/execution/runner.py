@@ -19,7 +19,7 @@ from harness.analysis.decide.verdicts import INVALID, UNDETERMINED, evaluate_val
 from harness.analysis.run_results import RunResults, load_results
 from harness.core.devices import device_class, device_name
 from harness.execution.allocation import allocate, needed_cells, stopped_arms
-from harness.execution.executor import Executor
+from harness.execution.executor import Executor, capabilities_of
 from harness.execution.serial import SerialExecutor
 from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.trials import Trial, expand_trials
@@ -27,7 +27,7 @@ from harness.listeners import RunListener
 from harness.core.record import TrialRecord
 from harness.store import REPORT_DIR, SUPERSEDED_DIR, RunFolder, clean_stray_tmp, stale_note
 from harness.suite.design import DesignLock, check_design
-from harness.suite.model import Suite
+from harness.suite.resolved_suite import Suite
 from harness.suite.stored import StoredSuite
 from harness.tasks import Task
 from harness.core.terminal import Console
@@ -116,9 +116,9 @@ def _save_suite(folder: RunFolder, stored: StoredSuite) -> None:
 
 
 def _quiet(suite: Suite, executor: Executor | None) -> bool:
-    """Whether the trials take every timing alone: a suite that claims a speed metric, on this machine
-    (Ray's workers are on machines of their own)."""
-    return bool(suite.speed_claims) and (executor is None or executor.name != "ray")
+    """Whether the trials take every timing alone: a suite that claims a speed metric, on an executor whose
+    trials can (not Ray's workers, on machines of their own)."""
+    return bool(suite.speed_claims) and capabilities_of(executor).quiet_timing
 
 
 def _looks(suite: Suite, stored: StoredSuite, records: dict[str, TrialRecord],

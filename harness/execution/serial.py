@@ -6,7 +6,7 @@ from typing import ClassVar, Iterator, Sequence
 
 import torch
 
-from harness.execution.executor import TrialJob, execute_job
+from harness.execution.executor import ONE_AT_A_TIME, Capabilities, TrialJob, execute_job
 from harness.core.record import TrialRecord
 from harness.core.terminal import Console
 
@@ -16,6 +16,7 @@ class SerialExecutor:
     """Trials one at a time in this process: deterministic order, exact CPU timings."""
 
     name: ClassVar[str] = "serial"
+    capabilities: ClassVar[Capabilities] = ONE_AT_A_TIME
 
     def run(self, jobs: Sequence[TrialJob], console: Console) -> Iterator[TrialRecord]:
         for job in jobs:

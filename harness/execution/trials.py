@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from harness.core.record import Trial, config_hash
-from harness.suite.model import Suite
+from harness.suite.resolved_suite import Suite
 from harness.suite.points import arm_label, sweep_points
 from harness.tasks.param_paths import layered
 from harness.tasks.source import task_code

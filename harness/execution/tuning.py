@@ -15,8 +15,8 @@ from harness.execution.executor import Executor
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.listeners import RunListener
 from harness.store import write_json_atomic
-from harness.suite.model import Suite
-from harness.suite.tuning import ArmTuning, grid_points, tune_hash, tune_plan, tuning_suite
+from harness.suite.resolved_suite import Suite
+from harness.suite.tuning_plan import ArmTuning, grid_points, tune_hash, tune_plan, tuning_suite
 from harness.suite.tuning_lock import LockedArm, LockedPoint, TuningLock, lock_path
 from harness.core.terminal import Console
 from harness.tracking.environment import code_checkout, git_state

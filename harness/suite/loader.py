@@ -14,9 +14,9 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
-from harness.suite.model import DEFAULT_PROFILE, Arm, ParamLayer, Suite, SuiteError
+from harness.suite.resolved_suite import DEFAULT_PROFILE, Arm, ParamLayer, Suite, SuiteError
 from harness.suite.references import MAX_TRIALS, check_params, check_references, check_size
-from harness.suite.tuning import apply_lock, check_tune
+from harness.suite.tuning_plan import apply_lock, check_tune
 from harness.suite.schema import (
     CollectionSpec,
     SEED_LIMIT,

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from harness.core.metrics import metric_key_problem, tracking_name
-from harness.suite.model import Arm, Suite, SuiteError
+from harness.suite.resolved_suite import Arm, Suite, SuiteError
 from harness.suite.points import point_label, sweep_points
 from harness.suite.schema import (
     ClaimSpec,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.suite.model import Suite
+from harness.suite.resolved_suite import Suite
 from harness.suite.points import sweep_points
 from harness.tasks.param_paths import flatten, layered
 

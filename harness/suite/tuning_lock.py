@@ -1,5 +1,5 @@
 """The tuning lock (``<suite stem>.tuned.json``): one typed document that ``harness tune`` writes
-(``execution.tuning``) and every load of the suite reads (``suite.tuning.apply_lock``).
+(``execution.tuning``) and every load of the suite reads (``suite.tuning_plan.apply_lock``).
 
 The lock carries a checksum over everything else in it, so a hand edit no longer matches; it is checked
 on the bytes as read, before any field is taken from them.
@@ -28,7 +28,7 @@ from harness.core.stored_fields import (
     stored,
 )
 from harness.store import canonical_json, read_json
-from harness.suite.model import SuiteError
+from harness.suite.resolved_suite import SuiteError
 
 LOCK_SUFFIX = ".tuned.json"
 LOCK_SCHEMA = 1
@@ -80,7 +80,7 @@ class LockedPoint:
 @dataclass(frozen=True)
 class LockedArm:
     """One tuned arm's entry: the params it chose, the tuned keys it sets itself (it keeps their values)
-    and its grid. A forged lock may choose anything: ``suite.tuning.check_choice`` checks the choice against
+    and its grid. A forged lock may choose anything: ``suite.tuning_plan.check_choice`` checks the choice against
     the grid and the grid's own values."""
 
     chosen: Any = stored(ANY, missing=None, default=None)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import yaml
 from pydantic import ValidationError
 
-from harness.suite.model import SuiteError
+from harness.suite.resolved_suite import SuiteError
 
 # Bounds on what one suite file may ask for, so that a hostile or mistaken file fails at once
 # instead of hanging `validate` or filling the disk: nodes after expanding YAML aliases (a few

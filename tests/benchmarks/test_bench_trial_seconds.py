@@ -23,7 +23,7 @@ import yaml
 from harness.analysis.present.run_costs import phases, stopped_arms
 from harness.analysis.run_results import load_results
 from harness.store import RunFolder
-from harness.suite.model import DEFAULT_PROFILE
+from harness.suite.resolved_suite import DEFAULT_PROFILE
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = yaml.safe_load((ROOT / "suites" / "all.yaml").read_text())["include"]

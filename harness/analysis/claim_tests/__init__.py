@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from harness.analysis.claim_tests.base import REGISTERED, ClaimTest
+from harness.analysis.claim_tests.contract import REGISTERED, ClaimTest
 from harness.suite.claim_needs import CLAIM_TEST_NEEDS
 
 for _module in pkgutil.iter_modules(__path__):

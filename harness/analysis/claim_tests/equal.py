@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from harness.analysis.claim_status import FAIL, PASS
-from harness.analysis.claim_tests.base import ClaimTest, ClaimTestOutcome, register
+from harness.analysis.claim_tests.contract import ClaimTest, ClaimTestOutcome, register
 from harness.analysis.stats.paired_stats import MeanEstimate
 from harness.suite.schema import ClaimSpec
 

@@ -5,7 +5,7 @@ inclusive."""
 from __future__ import annotations
 
 from harness.analysis.claim_status import FAIL, PASS
-from harness.analysis.claim_tests.base import register
+from harness.analysis.claim_tests.contract import register
 from harness.analysis.claim_tests.one_sided import OneSidedTest
 from harness.suite.schema import ClaimSpec
 

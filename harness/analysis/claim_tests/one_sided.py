@@ -6,7 +6,7 @@ from abc import abstractmethod
 from typing import ClassVar, Sequence
 
 from harness.analysis.claim_status import INCONCLUSIVE
-from harness.analysis.claim_tests.base import ClaimTest, ClaimTestOutcome
+from harness.analysis.claim_tests.contract import ClaimTest, ClaimTestOutcome
 from harness.analysis.claim_tests.bounds import p_better, p_worse
 from harness.analysis.stats.paired_stats import MeanEstimate, sign_flip_p_beyond
 from harness.suite.schema import ClaimSpec

@@ -7,7 +7,7 @@ import math
 from typing import Sequence
 
 from harness.analysis.claim_status import INCONCLUSIVE
-from harness.analysis.claim_tests.base import ClaimTest, ClaimTestOutcome, register
+from harness.analysis.claim_tests.contract import ClaimTest, ClaimTestOutcome, register
 from harness.analysis.claim_tests.bounds import either_side, p_strict
 from harness.analysis.stats.paired_stats import MeanEstimate
 from harness.suite.schema import ClaimSpec

@@ -5,7 +5,7 @@ bound is strict: an arm identical to its control fails."""
 from __future__ import annotations
 
 from harness.analysis.claim_status import FAIL, SHORT
-from harness.analysis.claim_tests.base import register
+from harness.analysis.claim_tests.contract import register
 from harness.analysis.claim_tests.one_sided import OneSidedTest
 from harness.analysis.stats.paired_stats import MeanEstimate
 from harness.suite.schema import ClaimSpec

@@ -67,7 +67,7 @@ from harness.analysis.claim_status import (
     VACUOUS,
 )
 from harness.analysis.claim_tests import claim_test
-from harness.analysis.claim_tests.base import QUALITY_FAMILY, ClaimTest, ClaimTestOutcome
+from harness.analysis.claim_tests.contract import QUALITY_FAMILY, ClaimTest, ClaimTestOutcome
 from harness.analysis.claim_tests.bounds import p_better
 from harness.analysis.decide.looks import claim_alpha, looks_taken, run_design, spent_level
 from harness.analysis.decide.premises import OPEN, PremiseResult, evaluate_premises, worst_needed

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from harness.analysis.claim_tests import claim_test
-from harness.analysis.claim_tests.base import QUALITY_FAMILY
+from harness.analysis.claim_tests.contract import QUALITY_FAMILY
 from harness.analysis.decide.claims import ClaimResult, claim_alpha
 from harness.analysis.stats.paired_stats import POWER
 from harness.analysis.stats.sequential_design import (

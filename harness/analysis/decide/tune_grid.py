@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from harness.core.record import TrialRecord
 from harness.store import write_atomic
 from harness.suite.points import point_label
-from harness.suite.tuning import at_dotted, best_point, point_mean
+from harness.suite.tuning_plan import at_dotted, best_point, point_mean
 
 COLUMNS = 3
 

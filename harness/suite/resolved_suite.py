@@ -70,7 +70,7 @@ class Suite:
     premises: list[PremiseSpec] = field(default_factory=list)
     param_layers: tuple[ParamLayer, ...] = ()  # where params came from (harness validate --resolved)
     tune: TuneSpec | None = None  # the suite's tune: block
-    tuned: dict[str, Any] | None = None  # the params a tuning lock gave the arms (harness.suite.tuning)
+    tuned: dict[str, Any] | None = None  # the params a tuning lock gave the arms (harness.suite.tuning_plan)
     mechanism: str | None = None  # the arm under test (claims read for or against it)
     registration: str | None = None  # the ledger id of the registered design this run confirms; None: exploratory
     seed_pool: tuple[int, ...] = ()  # a registered design's seeds in order (the first look first); () : the next integers

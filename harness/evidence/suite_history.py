@@ -17,7 +17,7 @@ from typing import Any
 from harness.execution.runner import with_declarations
 from harness.store import canonical_json
 from harness.suite.loader import load_suites
-from harness.suite.model import Suite, SuiteError
+from harness.suite.resolved_suite import Suite, SuiteError
 from harness.suite.registered_design import analysed_fields
 from harness.suite.tuning_lock import lock_path
 from harness.tracking.environment import read_git

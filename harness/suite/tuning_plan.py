@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from harness.core.metrics import better_sign
 from harness.store import canonical_json
-from harness.suite.model import Arm, ParamLayer, Suite, SuiteError
+from harness.suite.resolved_suite import Arm, ParamLayer, Suite, SuiteError
 from harness.suite.points import sweep_points
 from harness.suite.references import check_params, check_size
 from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
