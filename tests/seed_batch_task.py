@@ -20,7 +20,10 @@ class StackedToyParams(ToyParams):
 class StackedToy(ToyTask):
     name = "stacked_toy"
     Params = StackedToyParams
-    seed_batching = True
+
+    @classmethod
+    def batches_seeds(cls, params: StackedToyParams) -> bool:
+        return True
 
     def run(self, params: StackedToyParams, ctx: TrialContext) -> dict[str, float]:
         if ctx.seed == params.fail_seed:

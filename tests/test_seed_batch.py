@@ -58,6 +58,18 @@ def test_a_look_is_grouped_by_arm_and_point_into_batches_in_seed_order():
         [("a", 0)], [("b", 0)], [("a", 1), ("a", 2)]]
 
 
+def test_only_arms_the_task_can_batch_share_a_job():
+    """ER2's control arms train nothing (their seeds run one at a time, each building its seed's teacher side
+    by side with the others'); its distilled arms batch, unless a converged schedule stops each on its own."""
+    control = trials_of(ER2Task, {"layer": "teacher"}, [0, 1, 2], "teacher")
+    distilled = trials_of(ER2Task, {"schedule": "fixed"}, [0, 1, 2], "raw")
+    converged = trials_of(ER2Task, {"schedule": "converged"}, [0, 1, 2], "slow")
+    batches = seed_batches(control + distilled + converged, 8)
+    assert [[(t.arm, t.seed) for t in b] for b in batches] == [
+        [("teacher", 0)], [("teacher", 1)], [("teacher", 2)], [("raw", 0), ("raw", 1), ("raw", 2)],
+        [("slow", 0)], [("slow", 1)], [("slow", 2)]]
+
+
 def test_batched_seeds_keep_their_own_values_and_record_their_batch(tmp_path):
     trials = trials_of(StackedToy, {"steps": 40, "momentum": 0.9}, [3, 4, 5])
     cpu = torch.device("cpu")

@@ -221,7 +221,7 @@ def execute_seed_batch(
     record per seed; each seed's wall time is its share of the batch's. If the batch fails, its seeds run
     again one at a time, so one seed's failure is its own and the others keep their results (each record
     says why it ran alone). One trial, or a task that does not batch: ``execute_trial``."""
-    if len(trials) == 1 or not task_cls.seed_batching:
+    if len(trials) == 1 or not task_cls.batches_seeds(task_cls.validate_params(trials[0].params)):
         return [execute_trial(task_cls, t, device, cache_dir, w, environment, console, timeout_s)
                 for t, w in zip(trials, work_dirs)]
     recorders = [TrialRecorder(console if i == 0 else None) for i in range(len(trials))]

@@ -157,7 +157,8 @@ def seed_batches(ordered: list[Trial], size: int, named: Mapping[str, tuple[int,
         return [(t,) for t in ordered]
     groups: dict[tuple, list[Trial]] = {}
     for trial in ordered:
-        batching = load_task(trial.task).seed_batching
+        task = load_task(trial.task)
+        batching = task.batches_seeds(task.validate_params(trial.params))
         key = (trial.arm_label, trial.point_label, named.get(trial.trial_id)) if batching else (trial.trial_id,)
         groups.setdefault(key, []).append(trial)
     first = {t.trial_id: i for i, t in enumerate(ordered)}

@@ -74,7 +74,7 @@ class Suite:
     mechanism: str | None = None  # the arm under test (claims read for or against it)
     registration: str | None = None  # the ledger id of the registered design this run confirms; None: exploratory
     seed_pool: tuple[int, ...] = ()  # a registered design's seeds in order (the first look first); () : the next integers
-    seed_batch: int = 1  # seeds of one arm and point trained as one model, where the task can (Task.seed_batching)
+    seed_batch: int = 1  # seeds of one arm and point trained as one model, where the task can (Task.batches_seeds)
 
     @property
     def speed_claims(self) -> list[str]:

@@ -241,8 +241,11 @@ class Task(ABC):
         """Params as dotted leaves (``teacher.steps``) or nested mappings -> the validated model."""
         return cls.Params.model_validate(nest(params))
 
-    # Whether ``run_seeds`` trains the seeds of one arm and point as one batched model (a suite's seed_batch).
-    seed_batching: ClassVar[bool] = False
+    @classmethod
+    def batches_seeds(cls, params: TaskParams) -> bool:
+        """Whether ``run_seeds`` trains the seeds of an arm with these params as one batched model (a suite's
+        seed_batch); the seeds of an arm it does not batch (nothing trained, say) run one at a time."""
+        return False
 
     @abstractmethod
     def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:
@@ -252,6 +255,6 @@ class Task(ABC):
         """Train and evaluate one arm at several seeds (``contexts``, in seed order) as one batched model; one
         result per seed, as ``run`` would return it. Each seed keeps its own initialisation
         (``TrialContext.seed_globals`` before building its part), data order and random streams, and logs to
-        its own context. Only tasks that set ``seed_batching`` implement it; the values may differ from
+        its own context. Only tasks whose ``batches_seeds`` says so implement it; the values may differ from
         ``run``'s in the last bits (batched kernels reduce in another order), never more."""
         raise NotImplementedError(f"task {self.name} does not train seeds as one batched model")
