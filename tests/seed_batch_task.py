@@ -15,15 +15,17 @@ from toy_task import ToyParams, ToyTask
 class StackedToyParams(ToyParams):
     fail_batched: bool = False  # the batched run raises (its seeds must rerun alone)
     fail_seed: int = Field(-1, ge=-1, description="this seed fails alone and batched (-1: none)")
+    alone: bool = False  # an arm the task does not batch (its seeds run one at a time)
 
 
 class StackedToy(ToyTask):
     name = "stacked_toy"
     Params = StackedToyParams
+    seed_batching = True
 
     @classmethod
     def batches_seeds(cls, params: StackedToyParams) -> bool:
-        return True
+        return not params.alone
 
     def run(self, params: StackedToyParams, ctx: TrialContext) -> dict[str, float]:
         if ctx.seed == params.fail_seed:

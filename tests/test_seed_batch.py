@@ -58,16 +58,16 @@ def test_a_look_is_grouped_by_arm_and_point_into_batches_in_seed_order():
         [("a", 0)], [("b", 0)], [("a", 1), ("a", 2)]]
 
 
-def test_only_arms_the_task_can_batch_share_a_job():
-    """ER2's control arms train nothing (their seeds run one at a time, each building its seed's teacher side
-    by side with the others'); its distilled arms batch, unless a converged schedule stops each on its own."""
-    control = trials_of(ER2Task, {"layer": "teacher"}, [0, 1, 2], "teacher")
-    distilled = trials_of(ER2Task, {"schedule": "fixed"}, [0, 1, 2], "raw")
-    converged = trials_of(ER2Task, {"schedule": "converged"}, [0, 1, 2], "slow")
-    batches = seed_batches(control + distilled + converged, 8)
+def test_only_arms_the_task_batches_share_a_job():
+    """A task may batch some arms only (``batches_seeds(params)``): the others' seeds are jobs of their own."""
+    control = trials_of(StackedToy, {"alone": True}, [0, 1, 2], "control")
+    trained = trials_of(StackedToy, {}, [0, 1, 2], "trained")
+    batches = seed_batches(control + trained, 8)
     assert [[(t.arm, t.seed) for t in b] for b in batches] == [
-        [("teacher", 0)], [("teacher", 1)], [("teacher", 2)], [("raw", 0), ("raw", 1), ("raw", 2)],
-        [("slow", 0)], [("slow", 1)], [("slow", 2)]]
+        [("control", 0)], [("control", 1)], [("control", 2)], [("trained", 0), ("trained", 1), ("trained", 2)]]
+    records = execute_seed_batch(StackedToy, control, torch.device("cpu"), Path("/tmp/unused-cache"),
+                                 [Path("/tmp/unused") / t.trial_id for t in control], {})
+    assert all(r.finished and not r.seed_batch for r in records)  # asked to batch them anyway: one at a time
 
 
 def test_batched_seeds_keep_their_own_values_and_record_their_batch(tmp_path):

@@ -241,11 +241,15 @@ class Task(ABC):
         """Params as dotted leaves (``teacher.steps``) or nested mappings -> the validated model."""
         return cls.Params.model_validate(nest(params))
 
+    # Whether ``run_seeds`` trains the seeds of one arm and point as one batched model (a suite's seed_batch);
+    # a task that batches only some arms overrides ``batches_seeds`` instead.
+    seed_batching: ClassVar[bool] = False
+
     @classmethod
     def batches_seeds(cls, params: TaskParams) -> bool:
-        """Whether ``run_seeds`` trains the seeds of an arm with these params as one batched model (a suite's
-        seed_batch); the seeds of an arm it does not batch (nothing trained, say) run one at a time."""
-        return False
+        """Whether ``run_seeds`` trains the seeds of an arm with these params as one batched model; the seeds
+        of an arm it does not batch (nothing trained, say) run one at a time, each its own job."""
+        return cls.seed_batching
 
     @abstractmethod
     def run(self, params: TaskParams, ctx: TrialContext) -> Mapping[str, float]:

@@ -183,15 +183,18 @@ class ER2Task(Task):
         metrics = self._train(params, *setup, ctx)
         return self._evaluated(params, *setup, ctx, metrics)
 
-    @classmethod
-    def batches_seeds(cls, params: ER2Params) -> bool:
-        """A distilled arm's seeds train as one layer (seed_batch.py) under a fixed or cosine schedule; a
-        converged schedule stops each seed at its own step, and control arms train nothing."""
-        return params.layer == "er2" and params.schedule != "converged"
+    # Seeds of a distilled arm train as one layer (seed_batch.py) under a fixed or cosine schedule; a
+    # converged schedule stops each seed at its own step, and control arms train nothing: those run
+    # their seeds one after another.
+    seed_batching = True
 
     def run_seeds(self, params: ER2Params, contexts: Sequence[TrialContext]) -> list[Mapping[str, float]]:
-        if not self.batches_seeds(params):
-            raise ValueError(f"the {params.layer} arm with the {params.schedule} schedule does not train seeds as one")
+        if params.layer != "er2" or params.schedule == "converged":
+            results = []
+            for ctx in contexts:
+                ctx.seed_globals()
+                results.append(self.run(params, ctx))
+            return results
         setups, states = [], []
         for ctx in contexts:
             ctx.seed_globals()
