@@ -53,9 +53,9 @@ def test_a_look_is_grouped_by_arm_and_point_into_batches_in_seed_order():
     assert [[(t.arm, t.seed) for t in batch] for batch in batches] == [
         [("a", 0), ("a", 1)], [("b", 0), ("b", 1)], [("a", 2)], [("b", 2)]]
     assert seed_batches(trials, 1) == [(t,) for t in trials]
-    named = {t.trial_id: (1, 2) for t in trials if t.arm == "a" and t.seed in (1, 2)}  # a rerun keeps its batches
-    assert [[(t.arm, t.seed) for t in b] for b in seed_batches(trials, 1, named)][:3] == [
-        [("a", 0)], [("b", 0)], [("a", 1), ("a", 2)]]
+    named = {t.trial_id: (2, 1) for t in trials if t.arm == "a" and t.seed in (1, 2)}  # a rerun keeps its batches,
+    assert [[(t.arm, t.seed) for t in b] for b in seed_batches(trials, 1, named)][:3] == [  # in their order
+        [("a", 0)], [("b", 0)], [("a", 2), ("a", 1)]]
 
 
 def test_only_arms_the_task_batches_share_a_job():

@@ -150,8 +150,9 @@ def _jobs(trials: list[Trial], pending: list[Trial], folder: RunFolder, settings
 
 def seed_batches(ordered: list[Trial], size: int, named: Mapping[str, tuple[int, ...]] | None = None) -> list[tuple[Trial, ...]]:
     """``ordered`` as jobs: one trial each, or (a task that trains seeds as one model) the trials of one arm and
-    point at up to ``size`` seeds, in seed order, each batch where its first trial was. ``named``: trial id ->
-    the seeds of the batch it ran in, which a rerun keeps (its values depend on the batch)."""
+    point at up to ``size`` seeds, in the look's seed order, each batch where its first trial was. ``named``:
+    trial id -> the seeds of the batch it ran in, in order, which a rerun keeps (its values depend on the batch).
+    The job's position is its earliest trial's."""
     named = named or {}
     if size <= 1 and not named:
         return [(t,) for t in ordered]
@@ -164,10 +165,11 @@ def seed_batches(ordered: list[Trial], size: int, named: Mapping[str, tuple[int,
     first = {t.trial_id: i for i, t in enumerate(ordered)}
     batches: list[tuple[Trial, ...]] = []
     for key, members in groups.items():
-        members.sort(key=lambda t: first[t.trial_id])
-        width = len(members) if len(key) == 3 and key[2] is not None else max(size, 1)
+        recorded = key[2] if len(key) == 3 else None  # a rerun's batch: its seeds in the order they were stacked
+        members.sort(key=lambda t: recorded.index(t.seed) if recorded and t.seed in recorded else first[t.trial_id])
+        width = len(members) if recorded else max(size, 1)
         batches += [tuple(members[i:i + width]) for i in range(0, len(members), width)]
-    return sorted(batches, key=lambda b: first[b[0].trial_id])
+    return sorted(batches, key=lambda b: min(first[t.trial_id] for t in b))
 
 
 def by_rank(trials: list[Trial], pending: list[Trial]) -> list[Trial]:
