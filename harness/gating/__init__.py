@@ -33,7 +33,8 @@ to, thread count, torch build, kernel determinism). When a check fails and that 
 from the run's, the gate names the differences as a possible cause instead of leaving a reader to
 suspect the code.
 
-Modules: ``values`` (what is gated, measured the same way in a baseline and in a run), ``baseline``
+Modules: ``values`` (what is gated, measured the same way in a baseline and in a run; ``CHECK_KINDS``, one
+row per kind of check: how it is measured and judged), ``baseline``
 (the committed file: save, load, check), ``gate`` (a run against its baseline), ``gate_report`` (the gate's
 result as Markdown and JUnit for CI).
 """

@@ -11,11 +11,7 @@ from harness.analysis.run_results import RunResults, load_results
 from harness.gating import DEFAULT_BASELINES_DIR
 from harness.gating.numeric_modes import refuse_baseline_mode
 from harness.gating.values import (
-    CLAIM,
-    CONTRAST,
-    MEMORY,
-    QUALITY,
-    SPEED_RATIO,
+    CHECK_KINDS,
     GatedValue,
     GateError,
     Identity,
@@ -47,8 +43,6 @@ from harness.core.stored_fields import (
 from harness.store import clean_stray_tmp, read_json, write_json_atomic
 
 BASELINE_SCHEMA = 1
-DIRECTIONS = {QUALITY: ("higher", "lower"), SPEED_RATIO: ("higher", "lower"), MEMORY: ("higher", "lower", "none"),
-              CONTRAST: ("higher", "lower"), CLAIM: ("none",)}
 
 
 def baseline_filename(suite: str, profile: str, device_class: str) -> str:
@@ -134,7 +128,7 @@ class Baseline:
         arm and point its quality and memory values name, at every seed."""
         if self.trials:
             return list(self.trials)
-        cells = dict.fromkeys((v.subject, v.point) for v in self.values if v.check in (QUALITY, MEMORY))
+        cells = dict.fromkeys((v.subject, v.point) for v in self.values if CHECK_KINDS[v.check].per_arm)
         return [(label, point, seed) for seed in self.seeds for label, point in cells]
 
 
@@ -208,10 +202,11 @@ def _baseline_problem(baseline: Baseline) -> str | None:
     seen: set[Identity] = set()
     for i, value in enumerate(baseline.values):
         where = f"values[{i}]"
-        if value.direction not in DIRECTIONS[value.check]:
-            return f"{where}.direction: expected one of {', '.join(DIRECTIONS[value.check])}, got {value.direction!r}"
-        if (value.check == CLAIM) != (value.claim is not None):
-            return f"{where}: {'a claim entry needs its' if value.check == CLAIM else 'only a claim entry holds a'} " \
+        kind = CHECK_KINDS[value.check]
+        if value.direction not in kind.directions:
+            return f"{where}.direction: expected one of {', '.join(kind.directions)}, got {value.direction!r}"
+        if kind.holds_claim != (value.claim is not None):
+            return f"{where}: {'a claim entry needs its' if kind.holds_claim else 'only a claim entry holds a'} " \
                    "'result' (e.g. 'pass')"
         if value.seeds is not None and not seeds.issuperset(value.seeds):
             return f"{where}.seeds: expected a non-empty list of the baseline's seeds, got {list(value.seeds)!r}"

@@ -1,12 +1,10 @@
 """A run against its baseline: every value the baseline holds, within its tolerance, or named as a regression."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.compare.claim_moves import SPREAD_Z, ClaimEvidence, judge, round_off, suite_tolerance
 from harness.analysis.decide.verdicts import contrast_variants
 from harness.analysis.present.markdown_tables import plain
 from harness.analysis.run_results import RunResults, load_results
@@ -14,33 +12,23 @@ from harness.execution.registry import BUILTIN_EXECUTORS
 from harness.gating.baseline import DEFAULT_BASELINES_DIR, Baseline, baseline_filename, load_baseline
 from harness.gating.numeric_modes import refuse_other_mode
 from harness.gating.values import (
-    CLAIM,
-    CONTRAST,
+    CHECK_KINDS,
     EXECUTOR_KEY,
-    MEMORY,
     NUMERIC_ENVIRONMENT,
-    QUALITY,
-    SPEED_RATIO,
+    SEED_BATCH_SIZE_KEY,
+    GatedRun,
     GatedValue,
     GateError,
     Identity,
     baseline_values,
     check_name,
-    SEED_BATCH_SIZE_KEY,
     executors_used,
-    seed_batch_sizes,
     finished_keys,
     numeric_environment,
-    paired_differences,
-    seed_mean,
-    seed_spread,
-    seed_values,
+    seed_batch_sizes,
     speed_gated,
-    speed_ratio,
     trial_name,
 )
-from harness.core.metrics import better_sign
-from harness.suite.schema import GateSpec
 
 
 @dataclass(frozen=True)
@@ -59,7 +47,7 @@ class GateCheck:
         """One line; the names come from a results folder, so they are printed plain."""
         subject, metric = plain(self.subject), plain(self.metric)
         where = f" @ {plain(self.point)}" if self.point else ""
-        if self.check == CLAIM:
+        if CHECK_KINDS[self.check].holds_claim:
             return f"{self.check:<11} {subject}{where}  {metric}: {self.rule}"
         return f"{self.check:<11} {subject}{where}  {metric}: {self.baseline:.6g} -> {self.current:.6g}  ({self.rule})"
 
@@ -122,7 +110,7 @@ class GateResult:
         lines += [f"  not in the baseline (not gated; save a new baseline to include): {plain(m)}" for m in self.missing_in_baseline]
         if self.environment_differences:
             differences = "; ".join(self.environment_differences)
-            if any(c.check != SPEED_RATIO for c in self.regressions):
+            if any(CHECK_KINDS[c.check].float_result for c in self.regressions):
                 lines.append(f"  POSSIBLE CAUSE: the baseline was saved on another machine ({differences}); float "
                              "results can change with the CPU's vector ISA, the thread count or the torch build. "
                              "Rerun with the baseline's thread count (--threads) or save a baseline on this machine "
@@ -164,10 +152,10 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     expected = baseline.trial_keys()
     missing_trials = [key for key in expected if key not in finished and key not in failed]
     named_trials = failed | set(missing_trials)
-    ratios = {f"{v.treatment_label}-vs-{v.control_label}": (v.treatment_label, v.control_label)
-              for v in contrast_variants(results)}
-
-    claim_entries = {(v.subject, v.point, v.metric): v for v in entries if v.check == CLAIM}
+    pairs = {f"{v.treatment_label}-vs-{v.control_label}": (v.treatment_label, v.control_label)
+             for v in contrast_variants(results)}
+    run = GatedRun(results, pairs, {(v.subject, v.point, v.metric): v for v in entries
+                                    if CHECK_KINDS[v.check].holds_claim})
     checks: list[GateCheck] = []
     missing_in_run: list[str] = []
     dropped: list[str] = []
@@ -182,40 +170,23 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
         named.add(identity)
 
     for identity, entry in reference.items():
-        check, subject, point, key = identity
-        if check == CLAIM:
-            now = claim_entries.get((subject, point, key))
-            if now is None:
-                missing(identity)
-            else:
-                checks.append(_claim_check(entry, now, suite_tolerance(tolerances, key, tolerances.default_tolerance)))
-            continue
+        kind = CHECK_KINDS[entry.check]
         seeds = list(entry.seeds or baseline.seeds)
-        labels = ratios.get(subject) if check in (SPEED_RATIO, CONTRAST) else (subject,)
-        if labels is None:
+        measured = kind.measure(run, entry, seeds)
+        if measured is None:
             missing(identity)
             continue
-        spread = None
-        if check == SPEED_RATIO:
-            value, present = speed_ratio(results, labels[0], labels[1], point, key, seeds)
-        elif check == CONTRAST:
-            differences = paired_differences(results, labels[0], labels[1], point, key, seeds)
-            present = sorted(differences)
-            value = seed_mean(differences.values()) if present else None
-            spread = seed_spread(differences.values())
-        else:
-            values = seed_values(results, subject, point, key)
-            present = [s for s in seeds if s in values]
-            value = seed_mean(values[s] for s in present) if present else None
-            spread = seed_spread(values[s] for s in present)
-        lacking = [s for s in seeds if s not in present]
+        lacking = [s for s in seeds if s not in measured.seeds]
         # a seed whose trial is named as missing or failed is not named again per value
-        unexplained = [s for s in lacking if not any((label, point, s) in named_trials for label in labels)]
-        if not lacking and value is not None:
-            checks.append(_check(entry, value, tolerances, spread))
+        unexplained = [s for s in lacking if not any((label, entry.point, s) in named_trials
+                                                     for label in measured.labels)]
+        if not lacking and measured.value is not None:
+            judged = kind.judge(entry, measured, tolerances)
+            checks.append(GateCheck(entry.check, entry.subject, entry.point, entry.metric, entry.value,
+                                    measured.value, judged.passed, judged.rule, judged.near_boundary))
         elif not lacking:
             drop(identity, "the control's mean is 0 in this run, no ratio")
-        elif not present and unexplained:
+        elif not measured.seeds and unexplained:
             missing(identity)
         elif unexplained:
             drop(identity, f"seed(s) {', '.join(map(str, unexplained))} missing or not finite")
@@ -271,7 +242,7 @@ def _refuse_other_seed_batch(baseline: Baseline, results: RunResults, path: Path
 
 def _speed_value(results: RunResults, value: GatedValue) -> bool:
     """A speed ratio, or a claim on a speed metric: what a profile that does not gate speed leaves out."""
-    return value.check == SPEED_RATIO or (value.check == CLAIM and results.spec_for(value.metric).kind == "speed")
+    return CHECK_KINDS[value.check].timing(results, value)
 
 
 def _refuse_mismatch(baseline: Baseline, results: RunResults, path: Path) -> None:
@@ -297,57 +268,3 @@ def _refuse_other_task_version(baseline: Baseline, results: RunResults, path: Pa
             f"refusing to gate: baseline {path} was saved with task {baseline.task!r} version {theirs}, these "
             f"results ran version {ours}; save a new baseline from a run of this version"
         )
-
-
-def _check(reference: GatedValue, current: float, tolerances: GateSpec,
-           current_spread: float | None = None) -> GateCheck:
-    check, key, value = reference.check, reference.metric, reference.value
-    sign = better_sign(reference.direction)
-    if check == MEMORY:
-        passed, rule = current == value, "must be equal"
-    elif check in (QUALITY, CONTRAST):
-        what = "difference to control" if check == CONTRAST else "mean"
-        baseline_spread = reference.spread
-        if baseline_spread is not None and current_spread is not None:
-            # a floor for float round-off, where every seed gave the same value (zero spread)
-            tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), round_off(value))
-            source = f"{SPREAD_Z:g} standard errors over seeds"
-        else:
-            tolerance = suite_tolerance(tolerances, key, tolerances.default_tolerance)
-            source = "the suite's tolerance (one seed: no spread)"
-        passed = sign * (current - value) >= -tolerance
-        rule = f"{what}, {reference.direction} is better, may worsen by {tolerance:.3g} = {source}"
-        if check == CONTRAST and _direction_certain(value, baseline_spread):
-            # The baseline is sure which arm is ahead: a change either way beyond the noise means the
-            # mechanism (or its control) now computes something else, and the sign must hold.
-            passed = abs(current - value) <= tolerance and current * value > 0
-            rule = (f"{what}, baseline sure of its sign: must keep it and move by at most {tolerance:.3g} "
-                    f"either way = {source}")
-    else:
-        tolerance = suite_tolerance(tolerances, key, tolerances.speed_tolerance)
-        # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
-        passed = current >= value * (1 - tolerance) if sign > 0 else current <= value / (1 - tolerance)
-        rule = f"ratio to control, {reference.direction} is better, may worsen by {tolerance:.0%}"
-    return GateCheck(check, reference.subject, reference.point, key, value, current, passed, rule)
-
-
-def _direction_certain(value: float, spread: float | None) -> bool:
-    """Whether a baseline difference is beyond its noise (SPREAD_Z standard errors, or any nonzero
-    value when every seed agreed): one seed measures no spread and is never certain."""
-    return spread is not None and value != 0 and abs(value) > SPREAD_Z * spread
-
-
-def _claim_check(reference: GatedValue, current: GatedValue, tolerance: float) -> GateCheck:
-    """A claim's evidence against the baseline's (``claim_moves``): a headline that flips far from its
-    boundary, or an estimate that moves beyond its tolerance, is what CI exists to catch; a flip on the
-    boundary is float or seed noise, reported as a warning. A baseline saved before claims stored their
-    evidence compares results only. ``tolerance``: the suite's, where a run measured no spread."""
-    move = judge(_evidence(reference), _evidence(current), tolerance)
-    return GateCheck(CLAIM, reference.subject, reference.point, reference.metric, reference.value,
-                     current.value, not move.regression, move.rule, move.near_boundary)
-
-
-def _evidence(value: GatedValue) -> ClaimEvidence:
-    """A claim value's evidence (a claim entry always holds one: the baseline refuses one without)."""
-    assert value.claim is not None
-    return value.claim

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Sequence
 from xml.etree import ElementTree
 
+from harness.analysis.compare.claim_moves import round_off
 from harness.analysis.present.markdown_tables import inline, plain, printable, table
-from harness.gating.gate import GateCheck, GateResult, round_off
+from harness.gating.gate import GateCheck, GateResult
 
 TITLE = "## harness gate"
 MOVED_HEADER = ("run", "check", "subject", "point", "metric", "baseline", "current", "change", "result", "rule")

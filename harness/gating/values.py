@@ -1,17 +1,24 @@
 """What the gate compares, computed the same way from a baseline's run and from the run being gated:
 arm means and paired differences over the declared seeds, speed ratios within a run, claim results,
-the numeric environment. The identity of a value (check, subject, point, metric) names it in both."""
+the numeric environment. The identity of a value (check, subject, point, metric) names it in both.
+
+Everything the gate does by kind of check is one row of ``CHECK_KINDS`` (at the end): the metrics it gates,
+the directions its baseline entries may declare, what its entries store, whether it is a timing, how the
+gated run measures a baseline entry, and how the two are judged. The gate, the baseline file and the
+report read the row; none of them compares check names."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from harness.analysis.compare.claim_moves import ClaimEvidence, claim_evidence
+from harness.analysis.compare.claim_moves import SPREAD_Z, ClaimEvidence, claim_evidence, round_off, suite_tolerance
+from harness.analysis.compare.claim_moves import judge as judge_claim_move
 from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.verdicts import ContrastVariant, contrast_variants
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.paired_stats import mean_estimate
+from harness.core.metrics import Metric, better_sign
 from harness.core.stored_fields import (
     INTEGER,
     NON_NEGATIVE,
@@ -26,6 +33,7 @@ from harness.core.stored_fields import (
     stored,
 )
 from harness.suite.points import point_label, sweep_points
+from harness.suite.schema import GateSpec
 
 QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM = "quality", "memory", "speed_ratio", "contrast", "claim"
 CHECKS = (QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM)
@@ -90,7 +98,7 @@ class GatedValue:
                                   "metric": self.metric, "direction": self.direction, "value": self.value}
         if self.seeds is not None:
             stored["seeds"] = list(self.seeds)
-        if self.check in (QUALITY, CONTRAST):
+        if CHECK_KINDS[self.check].spread:
             stored["spread"] = self.spread
         if self.claim is not None:
             stored.update(result=self.claim.result, **self.claim.entry_fields())
@@ -153,19 +161,19 @@ def baseline_values(results: RunResults) -> list[GatedValue]:
         for point in results.point_labels():
             for key in results.metric_keys(label, point):
                 spec = results.spec_for(key)
-                check = MEMORY if spec.kind == "memory" else QUALITY if spec.kind == "quality" and spec.better_sign else None
+                kind = next((k for k in CHECK_KINDS.values() if k.per_arm and k.gates(spec)), None)
                 values = seed_values(results, label, point, key)
-                if check and values:
-                    spread = seed_spread(values.values()) if check == QUALITY else None
-                    entries.append(_entry(check, label, point, key, spec.direction, seed_mean(values.values()), values,
-                                          spread))
+                if kind and values:
+                    spread = seed_spread(values.values()) if kind.spread else None
+                    entries.append(_entry(kind.name, label, point, key, spec.direction, seed_mean(values.values()),
+                                          values, spread))
     for variant in _distinct_pairs(contrast_variants(results)):
         subject = f"{variant.treatment_label}-vs-{variant.control_label}"
         for point in results.point_labels():
             for key in results.metric_keys(variant.treatment_label, point):
                 spec = results.spec_for(key)
                 differences = paired_differences(results, variant.treatment_label, variant.control_label, point, key)
-                if spec.kind == "quality" and spec.better_sign and differences:
+                if CHECK_KINDS[CONTRAST].gates(spec) and differences:
                     entries.append(_entry(CONTRAST, subject, point, key, spec.direction, seed_mean(differences.values()),
                                           differences, spread=seed_spread(differences.values())))
     for claim in evaluate_claims(results, include_speed=speed_gated(results)):
@@ -179,7 +187,7 @@ def baseline_values(results: RunResults) -> list[GatedValue]:
         for point in results.point_labels():
             for key in results.metric_keys(variant.treatment_label, point):
                 spec = results.spec_for(key)
-                if spec.kind != "speed" or not spec.better_sign:
+                if not CHECK_KINDS[SPEED_RATIO].gates(spec):
                     continue
                 ratio, seeds = speed_ratio(results, variant.treatment_label, variant.control_label, point, key, None)
                 if ratio is not None:
@@ -256,3 +264,179 @@ def seed_mean(values: Iterable[float]) -> float:
 def check_name(identity: Identity) -> str:
     check, subject, point, metric = identity
     return f"{check} {subject}{f' @ {point}' if point else ''} {metric}"
+
+
+# -- the check kinds -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GatedRun:
+    """The run being gated, as a check kind measures it: its results, the (treatment, control) labels of each
+    contrast subject ``<treatment>-vs-<control>``, and its claim entries by (subject, point, metric), evaluated
+    once with its other values."""
+
+    results: RunResults
+    pairs: Mapping[str, tuple[str, str]]
+    claims: Mapping[tuple[str, str, str], GatedValue]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the gated run holds of one baseline value: the arm labels whose trials it reads, those of the
+    value's seeds it has, its value over them (None where none can be formed though the seeds are there),
+    its spread over them and, for a claim, its evidence."""
+
+    labels: tuple[str, ...]
+    seeds: tuple[int, ...]
+    value: float | None
+    spread: float | None = None
+    claim: ClaimEvidence | None = None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A gated value against its baseline: whether it holds, the rule it was held to, and (a claim) whether a
+    changed result lies near its decision boundary: a warning, not a regression."""
+
+    passed: bool
+    rule: str
+    near_boundary: bool = False
+
+
+def _never(results: RunResults, value: GatedValue) -> bool:
+    return False
+
+
+def _always(results: RunResults, value: GatedValue) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    """One kind of gated value: its row of ``CHECK_KINDS``."""
+
+    name: str
+    metric_kind: str | None  # the kind of metric whose values it gates (None: a claim, on any metric)
+    directional: bool  # it gates only metrics with a better direction
+    directions: tuple[str, ...]  # the directions a baseline entry of it may declare
+    measure: Callable[[GatedRun, GatedValue, Sequence[int]], Measured | None]  # None: no such subject in the run
+    judge: Callable[[GatedValue, Measured, GateSpec], Judged]
+    per_arm: bool = False  # its subject is an arm label: a cell of the baseline run's trials
+    spread: bool = False  # its entries store their standard error over seeds
+    holds_claim: bool = False  # its entries hold a claim's result and evidence; its line states the rule alone
+    timing: Callable[[RunResults, GatedValue], bool] = _never  # a timing: gated only where the run's speed is
+    float_result: bool = True  # computed from float results: another machine's numeric environment may move it
+
+    def gates(self, metric: Metric) -> bool:
+        """Whether this kind gates values of ``metric``."""
+        return metric.kind == self.metric_kind and (metric.better_sign != 0 or not self.directional)
+
+
+def _arm_mean(run: GatedRun, entry: GatedValue, seeds: Sequence[int]) -> Measured:
+    values = seed_values(run.results, entry.subject, entry.point, entry.metric)
+    present = tuple(s for s in seeds if s in values)
+    return Measured((entry.subject,), present, seed_mean(values[s] for s in present) if present else None,
+                    seed_spread(values[s] for s in present))
+
+
+def _contrast_mean(run: GatedRun, entry: GatedValue, seeds: Sequence[int]) -> Measured | None:
+    labels = run.pairs.get(entry.subject)
+    if labels is None:
+        return None
+    differences = paired_differences(run.results, labels[0], labels[1], entry.point, entry.metric, seeds)
+    present = tuple(sorted(differences))
+    return Measured(labels, present, seed_mean(differences.values()) if present else None,
+                    seed_spread(differences.values()))
+
+
+def _speed_ratio(run: GatedRun, entry: GatedValue, seeds: Sequence[int]) -> Measured | None:
+    labels = run.pairs.get(entry.subject)
+    if labels is None:
+        return None
+    value, present = speed_ratio(run.results, labels[0], labels[1], entry.point, entry.metric, list(seeds))
+    return Measured(labels, tuple(present), value)
+
+
+def _claim_now(run: GatedRun, entry: GatedValue, seeds: Sequence[int]) -> Measured | None:
+    now = run.claims.get((entry.subject, entry.point, entry.metric))
+    return None if now is None else Measured((), tuple(seeds), now.value, claim=now.claim)
+
+
+def _equal(reference: GatedValue, current: Measured, tolerances: GateSpec) -> Judged:
+    """Bytes and other deterministic sizes: exactly the baseline's."""
+    return Judged(current.value == reference.value, "must be equal")
+
+
+def _noise(reference: GatedValue, current: Measured, tolerances: GateSpec) -> tuple[float, str]:
+    """How far a mean over seeds may move by chance, and why: SPREAD_Z standard errors of the difference between
+    the baseline's mean and this run's, or the suite's tolerance where one seed measured no spread."""
+    baseline_spread, current_spread = reference.spread, current.spread
+    if baseline_spread is not None and current_spread is not None:
+        # a floor for float round-off, where every seed gave the same value (zero spread)
+        tolerance = max(SPREAD_Z * math.hypot(baseline_spread, current_spread), round_off(reference.value))
+        return tolerance, f"{SPREAD_Z:g} standard errors over seeds"
+    return (suite_tolerance(tolerances, reference.metric, tolerances.default_tolerance),
+            "the suite's tolerance (one seed: no spread)")
+
+
+def _mean(reference: GatedValue, current: Measured, tolerances: GateSpec, what: str = "mean") -> Judged:
+    """A quality mean: it may worsen by its noise; an improvement always passes."""
+    tolerance, source = _noise(reference, current, tolerances)
+    sign, value = better_sign(reference.direction), reference.value
+    passed = sign * (current.value - value) >= -tolerance
+    return Judged(passed, f"{what}, {reference.direction} is better, may worsen by {tolerance:.3g} = {source}")
+
+
+def _difference(reference: GatedValue, current: Measured, tolerances: GateSpec) -> Judged:
+    """A contrast's mean paired difference: a mean, unless the baseline is sure which arm is ahead. Then a
+    change either way beyond the noise means the mechanism (or its control) now computes something else, and
+    the sign must hold."""
+    if not _direction_certain(reference.value, reference.spread):
+        return _mean(reference, current, tolerances, "difference to control")
+    tolerance, source = _noise(reference, current, tolerances)
+    passed = abs(current.value - reference.value) <= tolerance and current.value * reference.value > 0
+    return Judged(passed, f"difference to control, baseline sure of its sign: must keep it and move by at most "
+                          f"{tolerance:.3g} either way = {source}")
+
+
+def _direction_certain(value: float, spread: float | None) -> bool:
+    """Whether a baseline difference is beyond its noise (SPREAD_Z standard errors, or any nonzero
+    value when every seed agreed): one seed measures no spread and is never certain."""
+    return spread is not None and value != 0 and abs(value) > SPREAD_Z * spread
+
+
+def _ratio(reference: GatedValue, current: Measured, tolerances: GateSpec) -> Judged:
+    """A speed ratio to the control: it may worsen by the suite's relative speed tolerance."""
+    tolerance = suite_tolerance(tolerances, reference.metric, tolerances.speed_tolerance)
+    value = reference.value
+    # symmetric in log space: a higher-is-better ratio may shrink by (1 - tol), a lower one grow by 1 / (1 - tol)
+    passed = current.value >= value * (1 - tolerance) if better_sign(reference.direction) > 0 \
+        else current.value <= value / (1 - tolerance)
+    return Judged(passed, f"ratio to control, {reference.direction} is better, may worsen by {tolerance:.0%}")
+
+
+def _claim_moved(reference: GatedValue, current: Measured, tolerances: GateSpec) -> Judged:
+    """A claim's evidence against the baseline's (``claim_moves``): a headline that flips far from its
+    boundary, or an estimate that moves beyond its tolerance, is what CI exists to catch; a flip on the
+    boundary is float or seed noise, reported as a warning. A baseline saved before claims stored their
+    evidence compares results only. The suite's tolerance serves where a run measured no spread."""
+    assert reference.claim is not None and current.claim is not None  # a claim entry always holds one
+    move = judge_claim_move(reference.claim, current.claim,
+                            suite_tolerance(tolerances, reference.metric, tolerances.default_tolerance))
+    return Judged(not move.regression, move.rule, move.near_boundary)
+
+
+def _on_speed_metric(results: RunResults, value: GatedValue) -> bool:
+    """A claim on a speed metric: a timing (its Holm family is the timing one)."""
+    return results.spec_for(value.metric).kind == "speed"
+
+
+CHECK_KINDS: dict[str, CheckKind] = {kind.name: kind for kind in (
+    CheckKind(QUALITY, "quality", True, ("higher", "lower"), _arm_mean, _mean, per_arm=True, spread=True),
+    CheckKind(MEMORY, "memory", False, ("higher", "lower", "none"), _arm_mean, _equal, per_arm=True),
+    CheckKind(SPEED_RATIO, "speed", True, ("higher", "lower"), _speed_ratio, _ratio, timing=_always,
+              float_result=False),
+    CheckKind(CONTRAST, "quality", True, ("higher", "lower"), _contrast_mean, _difference, spread=True),
+    CheckKind(CLAIM, None, False, ("none",), _claim_now, _claim_moved, holds_claim=True, timing=_on_speed_metric),
+)}
+assert tuple(CHECK_KINDS) == CHECKS
