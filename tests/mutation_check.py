@@ -351,7 +351,7 @@ BREAKS = (
           "    return _is_owned(module, package)\n", (),
           "an edit to a helper module outside the task's package reuses the stored trials"),
     Break("trial-timeout-in-process", "spine", "harness/execution/parallel.py",
-          '    if timeout_s is None or executor.name == "ray":\n', "    if True:\n", (),
+          "    if timeout_s is None or declared.remote or declared.in_workers:\n", "    if True:\n", (),
           "--trial-timeout is an in-process alarm only: a task that ignores SIGALRM runs on"),
     Break("late-trial-stored-finished", "spine", "harness/execution/executor.py",
           "    if status is Status.FINISHED and timeout_s is not None and elapsed > timeout_s:  # it caught or ignored the alarm\n",

@@ -18,6 +18,7 @@ from harness.execution.trials import Trial
 from harness.listeners import RunListener, RunStart
 from harness.core.record import TrialRecord
 from harness.store import RunFolder
+from harness.suite.design import seeds_registered
 from harness.suite.stored import StoredSuite
 from harness.core.terminal import Console
 
@@ -89,7 +90,7 @@ def run_trials(
             outcome.records += found
             if trials:
                 console.look(trials[0].suite, len(trials), len(look.suite.seeds),
-                             int((look.suite.sequential or {}).get("max_seeds") or 0))
+                             seeds_registered(look.suite.sequential, look.suite.seeds))
             console.stored(len(found))
             with _timed(outcome):
                 for listener in listeners:
