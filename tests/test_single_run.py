@@ -22,7 +22,9 @@ from harness.tracking.environment import environment
 from harness.tracking.run_identity import RUN_ID_FILE, folder_run_id, run_identity
 
 EVIDENCE = Path(__file__).resolve().parent.parent / "evidence"
-ER2 = EVIDENCE / "er2"  # two fixed designs of 3 seeds, sealed at two commits
+ER2 = EVIDENCE / "er2"
+# two fixed designs of 3 seeds sealed at two commits, recorded before trials named their run
+BEFORE_RUN_IDS = [ER2 / "b124b99a.jsonl.gz", ER2 / "ef860500.jsonl.gz"]
 VOCAB = EVIDENCE / "vocab" / "675fce6f.jsonl.gz"  # a sequential design: 3 seeds, then up to 12
 
 
@@ -69,7 +71,7 @@ def test_every_committed_bundle_is_one_run(path):
 
 def test_trials_spliced_from_two_committed_bundles_fail_in_one_line():
     """Half of one er2 bundle's trials, half of the other's: two invocations at two commits."""
-    a, b = (read_bundle(path) for path in sorted(ER2.glob("*.jsonl.gz")))
+    a, b = (read_bundle(path) for path in BEFORE_RUN_IDS[:2])
     problem = spliced(a.trials[:12] + b.trials[12:], a.stored.sequential)
     assert problem is not None and "\n" not in problem
     assert problem.startswith("trials of 2 invocations at 2 commits") and "a resume reruns the commit" in problem
@@ -81,7 +83,7 @@ def test_trials_spliced_from_two_committed_bundles_fail_in_one_line():
 def test_two_runs_made_side_by_side_and_spliced_fail_as_interleaved():
     """A second honest run of the same trials into another results folder, started while the first ran,
     at the same commit: the even trials of one, the odd of the other."""
-    bundle = read_bundle(sorted(ER2.glob("*.jsonl.gz"))[0])
+    bundle = read_bundle(BEFORE_RUN_IDS[0])
     trials = _by_start(bundle.trials)
     other = [_moved(r, 60, argv=r.environment["argv"].replace("--results ", "--results /elsewhere")) for r in trials]
     mixed = [mine if n % 2 else theirs for n, (mine, theirs) in enumerate(zip(trials, other))]
@@ -91,7 +93,7 @@ def test_two_runs_made_side_by_side_and_spliced_fail_as_interleaved():
 
 
 def test_a_resumed_run_passes_and_its_run_id_is_the_same():
-    bundle = read_bundle(sorted(ER2.glob("*.jsonl.gz"))[0])
+    bundle = read_bundle(BEFORE_RUN_IDS[0])
     # recorded before run ids: the second invocation's command line may differ (--threads, --executor)
     assert spliced(_resumed(bundle.trials, argv="harness run suites/er2.yaml --threads 2")) is None
     # with a run id, the folder's, kept by the resume
@@ -102,7 +104,7 @@ def test_a_resumed_run_passes_and_its_run_id_is_the_same():
 
 
 def test_two_run_ids_fail_even_one_after_the_other():
-    bundle = read_bundle(sorted(ER2.glob("*.jsonl.gz"))[0])
+    bundle = read_bundle(BEFORE_RUN_IDS[0])
     first = [_moved(r, run_id="a" * 32) for r in bundle.trials]
     spliced_in = _resumed(first, run_id="b" * 32)
     problem = spliced(spliced_in, bundle.stored.sequential)
