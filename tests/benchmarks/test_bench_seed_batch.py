@@ -8,7 +8,7 @@ the device. The data are random (a step's cost does not depend on the values); i
 workload's own::
 
     tox -e bench -- -k seed_batch
-    python tests/benchmarks/test_bench_seed_batch.py [--device cuda] [--sizes 1 2 4 8 16 32 64]  # a table
+    python tests/benchmarks/test_bench_seed_batch.py [--threads 1] [--device cuda] [--sizes 1 2 4 8 16 32 64]  # a table
 """
 from __future__ import annotations
 
@@ -119,7 +119,10 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     parser.add_argument("--suites", nargs="+", default=list(SUITES))
+    parser.add_argument("--threads", type=int, help="torch threads (the suites' trials run at 1)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     print(f"device {device_name(device)}, {torch.get_num_threads()} torch thread(s)")
     print(f"{'suite':<12} {'K':>3} {'s/step':>9} {'s/seed-step':>12} {'seeds/s vs K=1':>15} {'GFLOP/step':>11} {'GFLOP/s':>9}")
