@@ -114,10 +114,11 @@ class ClaimTest(ABC):
 
     def effect_in_sd(self, p_value: float | None, n: int) -> float | None:
         """A pilot's standardized distance from the pass bound (the one-sided t over sqrt(n)): the effect
-        seed planning powers the claim for."""
+        seed planning powers the claim for. A p-value is clipped to [1e-16, 1 - 1e-16], where t's inverse
+        survival function stays finite: a pilot that surely passes (p = 0) reads as a large effect."""
         if p_value is None or n < 2:
             return None
-        p = min(max(p_value, 1e-300), 1.0 - 1e-16)
+        p = min(max(p_value, 1e-16), 1.0 - 1e-16)
         return float(scipy.stats.t.isf(p, n - 1)) / math.sqrt(n)
 
 

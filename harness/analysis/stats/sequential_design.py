@@ -225,17 +225,21 @@ def fixed_seeds_for_power(effect_in_sd: float, alpha: float, power: float = 0.80
                           skew_bound: float | None = None) -> int | None:
     """Fewest seeds a fixed one-sided paired t test at ``alpha`` (at its critical value calibrated to
     ``skew_bound``, when given) needs to find ``effect_in_sd`` (mean difference / sd of differences) with
-    ``power``; None beyond ``limit``. Power grows with the seeds, so a bisection finds it: a calibrated
-    critical value costs a simulation per seed count."""
+    ``power``; None beyond ``limit``. Power grows with the seeds, so doubling then bisecting finds it: a
+    calibrated critical value costs a simulation per seed count, and the search never asks for the power
+    far beyond the answer, where the noncentral t's numerics fail (statsmodels gives NaN near 1.22 sd at
+    1,000 seeds)."""
     if effect_in_sd <= 0:
         return None
 
     def enough(n: int) -> bool:
         return t_power(effect_in_sd, n, fixed_level(n, alpha, skew_bound)) >= power
 
-    if not enough(limit):
-        return None
-    low, high = 1, limit  # enough(high), not enough(low) (one seed has no t test)
+    low, high = 1, 2  # not enough(low): one seed has no t test
+    while not enough(high):
+        if high >= limit:
+            return None
+        low, high = high, min(2 * high, limit)
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if enough(middle) else (middle, high)
