@@ -11,8 +11,10 @@ import pytest
 from harness.core.stored_fields import (
     INTEGER,
     TEXT,
+    Schema,
     Shape,
     StoredFieldError,
+    as_stored,
     document,
     from_stored,
     list_of,
@@ -33,7 +35,8 @@ class Sketch:
     points: tuple[Point, ...] = stored(list_of(document(Point), "a list of points"))
     tags: list[Any] = stored(Shape("a list", lambda v: isinstance(v, list)), missing=[])
     rest: dict[str, Any] = stored(Shape("the rest", lambda v: True,
-                                        lambda data, where: {k: v for k, v in data.items() if k.startswith("x-")}),
+                                        lambda data, where: {k: v for k, v in data.items() if k.startswith("x-")},
+                                        lambda rest: dict(rest)),
                                   flat=True)
 
 
@@ -62,3 +65,54 @@ def test_unknown_keys_are_refused_only_when_asked():
     assert from_stored(Point, {"x": 1, "y": 2}) == Point(1, None)
     with pytest.raises(StoredFieldError, match=r"^p\.y: not a field of a point$"):
         from_stored(Point, {"x": 1, "y": 2}, "p.", unknown="not a field of a point")
+
+
+@dataclass(frozen=True)
+class Note:
+    """A versioned document: version 1 called ``text`` ``body``; version 2 added ``tags`` (absent: none)."""
+
+    stored_schema = Schema(3, {2: lambda old: {"text": old["body"]}, 3: lambda old: {**old, "tags": []}})
+    text: str = stored(TEXT)
+    tags: tuple[str, ...] = stored(list_of(TEXT))
+    label: str | None = stored(optional(TEXT), missing=None, omit_missing=True, default=None)
+
+
+@pytest.mark.parametrize("data", [
+    {"name": "s", "points": [{"x": 1, "label": None}, {"x": 2, "label": "b"}], "tags": [[1, 2]], "x-note": 3},
+    {"name": "t", "points": [], "tags": []},
+])
+def test_a_document_is_written_back_as_it_was_read(data):
+    read = from_stored(Sketch, data)
+    assert as_stored(read) == data
+    assert from_stored(Sketch, as_stored(read)) == read
+
+
+def test_tuples_are_written_as_lists_and_unset_omitted_fields_as_no_key():
+    assert as_stored(Point(3, None)) == {"x": 3, "label": None}
+    assert as_stored(Note("hi", ("a",))) == {"schema": 3, "text": "hi", "tags": ["a"]}
+    assert as_stored(Note("hi", (), "l")) == {"schema": 3, "text": "hi", "tags": [], "label": "l"}
+
+
+def test_an_older_document_is_migrated_one_version_at_a_time():
+    assert from_stored(Note, {"schema": 1, "body": "old"}, unknown="x") == Note("old", ())
+    assert from_stored(Note, {"schema": 2, "text": "mid"}) == Note("mid", ())
+    assert from_stored(Note, {"schema": 3, "text": "new", "tags": ["t"]}) == Note("new", ("t",))
+    assert as_stored(from_stored(Note, {"schema": 1, "body": "old"})) == {"schema": 3, "text": "old", "tags": []}
+
+
+@pytest.mark.parametrize("data, error", [
+    ({"schema": 4, "text": "new", "tags": []}, "n.schema: version 4 is newer than this harness reads (up to 3)"),
+    ({"schema": 0, "text": "old"}, "n.schema: version 0 is older than this harness reads (from 1)"),
+    ({"text": "t", "tags": []}, "n.schema: missing (expected an integer)"),
+    ({"schema": True, "text": "t", "tags": []}, "n.schema: expected an integer, got True"),
+])
+def test_a_schema_this_harness_cannot_read_is_refused_naming_it(data, error):
+    with pytest.raises(StoredFieldError, match=f"^{re.escape(error)}$"):
+        from_stored(Note, data, "n.")
+
+
+def test_migrations_must_lead_up_to_the_version_without_a_gap():
+    with pytest.raises(TypeError, match="one version at a time"):
+        Schema(3, {2: lambda old: old})
+    with pytest.raises(TypeError, match="needs the value"):
+        stored(TEXT, omit_missing=True)
