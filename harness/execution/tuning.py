@@ -10,7 +10,8 @@ from typing import Sequence
 
 import torch
 
-from harness.analysis.decide.tune_grid import ArmGrid, score_grid, write_grid_plot
+from harness.analysis.decide.tune_grid import ArmGrid, score_grid
+from harness.analysis.present.tuning_plots import write_grid_plot
 from harness.execution.executor import Executor
 from harness.execution.runner import SuiteOutcome, run_suite
 from harness.listeners import RunListener
