@@ -16,6 +16,7 @@ from fault_injection import harness_here
 from harness import api
 from harness.analysis.run_results import load_results
 from harness.cli import main
+from harness.core.stored_fields import as_stored
 from harness.reproduction.sources import load_path
 from harness.store import SUITE_FILE, RunFolder
 from harness.suite.design import DesignLock, UnreadableDesign
@@ -182,8 +183,8 @@ def test_a_tuning_folder_without_a_readable_design_is_refused_until_redesign(tmp
     assert len(list((folder / "trials" / "superseded").glob("*.json"))) == 12
 
 
-RECORD = DesignLock((0, 1, 2), {"first": 3, "max_seeds": 12}, ({"contrast": "b-vs-a", "metric": "score"},), (), None,
-                0.95).as_stored()
+RECORD = as_stored(DesignLock((0, 1, 2), {"first": 3, "max_seeds": 12}, ({"contrast": "b-vs-a", "metric": "score"},),
+                              (), None, 0.95))
 
 
 @pytest.mark.parametrize("change, named", [
@@ -205,5 +206,5 @@ def test_a_malformed_design_record_is_refused_naming_its_key(change, named):
 def test_a_design_reads_back_as_it_was_written():
     """as_stored and from_stored are inverses, so the digest that names a design does not move on a read."""
     design = DesignLock.from_stored(RECORD)
-    assert design.as_stored() == RECORD and DesignLock.from_stored(design.as_stored()) == design
+    assert as_stored(design) == RECORD and DesignLock.from_stored(as_stored(design)) == design
     assert design.label() == f"design {design.digest} (seeds 0-2, sequential to 12 seeds, 1 claim, 0 premises)"

@@ -452,10 +452,10 @@ def test_the_statistics_check_fails_data_beyond_the_declared_skewness():
 
 def test_an_invalidated_study_stays_in_the_ledger_and_counts_as_no_evidence(tmp_path):
     ledger = Ledger.read(tmp_path / "ledger.jsonl")
-    entry = LedgerEntry(kind="registered", schema=0, suite="toy", profile="default", at="2026-12-06T00:00:00+00:00",
+    entry = LedgerEntry(kind="registered", suite="toy", profile="default", at="2026-12-06T00:00:00+00:00",
                         previous="", design="d" * 64, record={}, seeds=(100001, 100002))
     ledger, registration = append(ledger, entry)
-    ledger, _ = append(ledger, LedgerEntry(kind="sealed", schema=0, suite="toy", profile="default",
+    ledger, _ = append(ledger, LedgerEntry(kind="sealed", suite="toy", profile="default",
                                            at="2026-12-06T00:01:00+00:00", previous="", registration=registration,
                                            bundle="evidence/toy/x.jsonl.gz", bundle_sha256="0" * 64))
     found = Ledger.read(tmp_path / "ledger.jsonl").registration(registration)

@@ -16,7 +16,7 @@ from harness.store import write_json_atomic
 from harness.suite.loader import load_suites
 from harness.suite.resolved_suite import SuiteError
 from harness.suite.tuning_plan import tune_hash, tuning_suite
-from harness.suite.tuning_lock import LOCK_SCHEMA, LOCK_SUFFIX, TuningLock, lock_checksum, lock_path
+from harness.suite.tuning_lock import LOCK_SUFFIX, TuningLock, lock_checksum, lock_path
 
 TOY_TUNE = Path(__file__).resolve().parent / "suites" / "toy_tune.yaml"
 SPACE = "space: {lr: [0.001, 0.1, 1.0]}"
@@ -97,7 +97,7 @@ def write_lock(suite_path: Path, chosen: dict[str, dict], kept: dict[str, dict] 
     """A lock as `harness tune` writes it for the suite's current tune block (its checksum recomputed, as a
     forger would); each arm's grid values make its ``chosen`` params the best unless ``grids`` says otherwise."""
     (suite,) = load_suites(suite_path, apply_locks=False)
-    document = {"schema": LOCK_SCHEMA, "suite": suite.name, "tune_hash": tune_hash(suite.tune),
+    document = {"schema": TuningLock.stored_schema.version, "suite": suite.name, "tune_hash": tune_hash(suite.tune),
                 "seeds": list(suite.tune.seeds), "task_version": suite.task.version,
                 "arms": {arm: {"chosen": params, "kept": (kept or {}).get(arm, {}),
                                "grid": (grids or {}).get(arm, grid(params))}

@@ -23,7 +23,9 @@ from harness.core.stored_fields import (
     INTEGER,
     STRING,
     TEXT,
+    Schema,
     StoredFieldError,
+    as_stored,
     from_stored,
     list_of,
     one_of,
@@ -33,7 +35,6 @@ from harness.core.stored_fields import (
 from harness.store import canonical_json, parse_json
 
 LEDGER_FILE = Path("evidence") / "ledger.jsonl"
-LEDGER_SCHEMA = 1
 REGISTERED, SEALED, ABANDONED, INVALIDATED = "registered", "sealed", "abandoned", "invalidated"
 SEED_FLOOR, SEED_CEILING = 100_000, 10_000_000  # registered seeds: far from the hand-picked ones of earlier designs
 MAX_LEDGER_BYTES = 16 * 2**20
@@ -47,34 +48,28 @@ class LedgerError(ValueError):
 class LedgerEntry:
     """One line of the ledger; which fields are set depends on its kind."""
 
+    stored_schema = Schema(1)
     kind: str = stored(one_of(REGISTERED, SEALED, ABANDONED, INVALIDATED))
-    schema: int = stored(INTEGER)
     suite: str = stored(TEXT)
     profile: str = stored(TEXT)
     at: str = stored(TEXT)  # when it was written: ISO 8601, UTC, whole seconds
     previous: str = stored(STRING)  # sha256 of the line before ("" on the first line)
-    suite_file: str | None = stored(optional(TEXT), missing=None, default=None)  # registered: relative to the repository
-    design: str | None = stored(optional(TEXT), missing=None, default=None)  # registered: record_digest(record)
-    record: Mapping[str, Any] | None = stored(optional(ANY), missing=None, default=None)  # registered: what it covers
-    seeds: tuple[int, ...] = stored(list_of(INTEGER, "a list of integers"), missing=(), default=())
-    registration: str | None = stored(optional(TEXT), missing=None, default=None)  # sealed, abandoned: its id
-    bundle: str | None = stored(optional(TEXT), missing=None, default=None)  # sealed: the bundle's path
-    bundle_sha256: str | None = stored(optional(TEXT), missing=None, default=None)  # sealed: its bytes' sha256
-    reason: str | None = stored(optional(TEXT), missing=None, default=None)  # abandoned, invalidated: why
-
-    def as_stored(self) -> dict[str, Any]:
-        """The line's JSON object: the fields that are set, nothing else (so a line is as short as its kind)."""
-        data = {"kind": self.kind, "schema": self.schema, "suite": self.suite, "profile": self.profile, "at": self.at,
-                "previous": self.previous}
-        optional_fields = {"suite_file": self.suite_file, "design": self.design, "record": self.record,
-                           "seeds": list(self.seeds) or None, "registration": self.registration,
-                           "bundle": self.bundle, "bundle_sha256": self.bundle_sha256, "reason": self.reason}
-        data.update({key: value for key, value in optional_fields.items() if value is not None})
-        return data
+    # the rest are set by some kinds only, and a line holds only those set (so it is as short as its kind):
+    # registered: the suite file (relative to the repository), record_digest(record), what it covers, its seeds;
+    # sealed: the registration's id, the bundle's path and its bytes' sha256; abandoned: its id and why;
+    # invalidated: its id and why
+    suite_file: str | None = stored(optional(TEXT), missing=None, omit_missing=True, default=None)
+    design: str | None = stored(optional(TEXT), missing=None, omit_missing=True, default=None)
+    record: Mapping[str, Any] | None = stored(optional(ANY), missing=None, omit_missing=True, default=None)
+    seeds: tuple[int, ...] = stored(list_of(INTEGER, "a list of integers"), missing=(), omit_missing=True, default=())
+    registration: str | None = stored(optional(TEXT), missing=None, omit_missing=True, default=None)
+    bundle: str | None = stored(optional(TEXT), missing=None, omit_missing=True, default=None)
+    bundle_sha256: str | None = stored(optional(TEXT), missing=None, omit_missing=True, default=None)
+    reason: str | None = stored(optional(TEXT), missing=None, omit_missing=True, default=None)
 
     def line(self) -> str:
         """The entry as one line: canonical JSON (sorted keys, no spaces), so its hash is the content's."""
-        return json.dumps(json.loads(canonical_json(self.as_stored())), sort_keys=True, separators=(",", ":"))
+        return json.dumps(json.loads(canonical_json(as_stored(self))), sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -177,8 +172,6 @@ def _entry(line: str, path: Path, number: int) -> LedgerEntry:
         entry = from_stored(LedgerEntry, data, unknown="not a field of a ledger entry")
     except StoredFieldError as exc:
         raise LedgerError(f"{path}: line {number}: {exc}") from None
-    if entry.schema != LEDGER_SCHEMA:
-        raise LedgerError(f"{path}: line {number}: schema {entry.schema}; this harness reads {LEDGER_SCHEMA}")
     if line != entry.line():
         raise LedgerError(f"{path}: line {number}: not written as the harness writes it (canonical JSON)")
     return entry
@@ -205,7 +198,7 @@ def draw_seeds(previous: str, design: str, at: str, count: int, used: Iterable[i
 def append(ledger: Ledger, entry: LedgerEntry) -> tuple[Ledger, str]:
     """Write ``entry`` after the ledger's last line (made durable before returning); the ledger as it now
     is, and the new line's hash (a registration's id)."""
-    entry = replace(entry, previous=ledger.head, schema=LEDGER_SCHEMA)
+    entry = replace(entry, previous=ledger.head)
     line = entry.line()
     ledger.path.parent.mkdir(parents=True, exist_ok=True)
     with open(ledger.path, "a", encoding="utf-8") as handle:

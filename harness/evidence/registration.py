@@ -86,7 +86,7 @@ def register(suite: Suite, ledger: Ledger) -> Registered:
                           "that holds the ledger: register a suite of that repository") from None
     at = now()
     seeds = draw_seeds(ledger.head, design, at, seed_count(suite), ledger.used_seeds(suite.name))
-    entry = LedgerEntry(kind=REGISTERED, schema=0, suite=suite.name, profile=suite.profile, at=at, previous="",
+    entry = LedgerEntry(kind=REGISTERED, suite=suite.name, profile=suite.profile, at=at, previous="",
                         suite_file=relative, design=design, record=record, seeds=seeds)
     ledger, digest = append(ledger, entry)
     return Registered(next(r for r in ledger.registrations() if r.id == digest), True)
@@ -94,7 +94,7 @@ def register(suite: Suite, ledger: Ledger) -> Registered:
 
 def abandon(ledger: Ledger, registration: Registration, reason: str) -> Ledger:
     """Append that a registered design will not be run to its end (it stays in the record, with why)."""
-    entry = LedgerEntry(kind=ABANDONED, schema=0, suite=registration.entry.suite, profile=registration.entry.profile,
+    entry = LedgerEntry(kind=ABANDONED, suite=registration.entry.suite, profile=registration.entry.profile,
                         at=now(), previous="", registration=registration.id, reason=reason)
     return append(ledger, entry)[0]
 
@@ -102,7 +102,7 @@ def abandon(ledger: Ledger, registration: Registration, reason: str) -> Ledger:
 def invalidate(ledger: Ledger, registration: Registration, reason: str) -> Ledger:
     """Append that a sealed study's verdicts are not supported by its own data (it stays in the record,
     with why; the programme counts it as no evidence)."""
-    entry = LedgerEntry(kind=INVALIDATED, schema=0, suite=registration.entry.suite,
+    entry = LedgerEntry(kind=INVALIDATED, suite=registration.entry.suite,
                         profile=registration.entry.profile, at=now(), previous="", registration=registration.id,
                         reason=reason)
     return append(ledger, entry)[0]

@@ -92,7 +92,7 @@ def seal(results: Path, suite: str, profile: str, out: Path = EVIDENCE_DIR) -> S
     if path.exists() or path.is_symlink():
         raise SealError(f"{path} exists: a sealed bundle is never replaced (the run was sealed before)")
     write_atomic(path, lambda handle: handle.write(raw))
-    entry = LedgerEntry(kind=SEALED, schema=0, suite=suite, profile=profile, at=now(), previous="",
+    entry = LedgerEntry(kind=SEALED, suite=suite, profile=profile, at=now(), previous="",
                         registration=registration, bundle=path.relative_to(repo.root.absolute()).as_posix(),
                         bundle_sha256=hashlib.sha256(raw).hexdigest())
     append(ledger, entry)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness.core.stored_fields import as_stored
 from harness.execution.runner import with_declarations
 from harness.store import canonical_json
 from harness.suite.loader import load_suites
@@ -81,7 +82,7 @@ class Repository:
         return self._analysed[key]
 
     def _load(self, sha: str, path: str, suite: str, profile: str) -> dict[str, Any]:
-        return self._suite(sha, path, suite, profile, apply_locks=False).locked_design().as_stored()
+        return as_stored(self._suite(sha, path, suite, profile, apply_locks=False).locked_design())
 
     def _suite(self, sha: str, path: str, suite: str, profile: str, apply_locks: bool) -> Suite:
         text = read_git("cat-file", "blob", f"{sha}:{path}", cwd=self.root)

@@ -18,6 +18,7 @@ from harness.analysis.decide.claims import evaluate_claims
 from harness.analysis.decide.verdicts import INVALID, UNDETERMINED, evaluate_validity
 from harness.analysis.run_results import RunResults, load_results
 from harness.core.devices import device_class, device_name
+from harness.core.stored_fields import as_stored
 from harness.execution.allocation import allocate, needed_cells, stopped_arms
 from harness.execution.executor import Executor, capabilities_of
 from harness.execution.serial import SerialExecutor
@@ -54,7 +55,7 @@ class SuiteOutcome:
 
 def stored_suite(suite: Suite, device: torch.device) -> StoredSuite:
     """suite.json: the resolved suite plus the task's metric and plot declarations and the device."""
-    stored = replace(suite.stored(), design=suite.locked_design().as_stored(),
+    stored = replace(suite.stored(), design=as_stored(suite.locked_design()),
                      trial_ids=tuple(t.trial_id for t in expand_trials(suite)))
     return on_device(with_declarations(stored, suite.task), device)
 

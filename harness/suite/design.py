@@ -21,6 +21,7 @@ from harness.core.stored_fields import (
     NUMBER,
     STRING,
     StoredFieldError,
+    as_stored,
     from_stored,
     list_of,
     optional,
@@ -55,7 +56,7 @@ class DesignLock:
     confidence: float | None = stored(optional(NUMBER), missing=None, default=None)
     # the ledger id of the registered design (whose hash covers every field the analysis reads); absent
     # from the record when None, so a design locked before registrations existed keeps its hash
-    registration: str | None = stored(optional(STRING), missing=None, default=None)
+    registration: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
 
     def __post_init__(self) -> None:
         if self.sequential is not None:  # its schedule is one harness writes, read by the suite's reader
@@ -83,15 +84,10 @@ class DesignLock:
             raise UnreadableDesign(f"{DESIGN_KEY}: expected a mapping, got {type(record).__name__}")
         return cls.from_stored(design_record(stored))
 
-    def as_stored(self) -> dict[str, Any]:
-        record = {"seeds": list(self.seeds), "sequential": self.sequential, "claims": list(self.claims),
-                  "premises": list(self.premises), "validity": self.validity, "confidence": self.confidence}
-        return record if self.registration is None else {**record, "registration": self.registration}
-
     @property
     def digest(self) -> str:
         """The first 8 hex digits of the sha256 of the design as stored: how evidence and pages name it."""
-        return hashlib.sha256(canonical_json(self.as_stored()).encode()).hexdigest()[:8]
+        return hashlib.sha256(canonical_json(as_stored(self)).encode()).hexdigest()[:8]
 
     def label(self) -> str:
         """'design <digest> (seeds 0-2, sequential to 12 seeds, 2 claims, 1 premise)': the hash and what it is."""

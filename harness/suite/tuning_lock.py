@@ -18,8 +18,10 @@ from harness.core.stored_fields import (
     INTEGER,
     MAPPING,
     NUMBER,
+    Schema,
     Shape,
     StoredFieldError,
+    as_stored,
     document,
     from_stored,
     list_of,
@@ -31,7 +33,6 @@ from harness.store import canonical_json, read_json
 from harness.suite.resolved_suite import SuiteError
 
 LOCK_SUFFIX = ".tuned.json"
-LOCK_SCHEMA = 1
 
 
 def lock_path(suite_file: Path) -> Path:
@@ -59,7 +60,8 @@ def _seed_values(values: dict[str, Any], where: str) -> dict[int, float | None]:
 
 # a grid point's value on each tuning seed, keyed by the seed as text (JSON keys are strings)
 SEED_VALUES = Shape("a mapping of seed -> finite number or null",
-                    lambda value: isinstance(value, dict) and all(_is_seed(key) for key in value), _seed_values)
+                    lambda value: isinstance(value, dict) and all(_is_seed(key) for key in value), _seed_values,
+                    lambda values: {str(seed): value for seed, value in values.items()})
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,6 @@ class LockedPoint:
     values: Mapping[int, float | None] = stored(SEED_VALUES, missing={})
     failed: int = stored(COUNT, missing=0)
     mean: Any = stored(ANY, missing=None)
-
-    def as_stored(self) -> dict[str, Any]:
-        return {"params": self.params, "mean": self.mean, "values": {str(s): v for s, v in self.values.items()},
-                "failed": self.failed}
 
 
 @dataclass(frozen=True)
@@ -88,10 +86,6 @@ class LockedArm:
     grid: tuple[LockedPoint, ...] | None = stored(
         optional(list_of(document(LockedPoint), "a list of grid points")), missing=None, default=None)
 
-    def as_stored(self) -> dict[str, Any]:
-        grid = [point.as_stored() for point in self.grid] if self.grid is not None else None
-        return {"chosen": self.chosen, "kept": self.kept, "grid": grid}
-
 
 def _arms(entries: dict[str, Any], where: str) -> dict[str, LockedArm | None]:
     """Each arm's entry; None for an entry that is not a mapping (refused where the arm is applied)."""
@@ -101,7 +95,7 @@ def _arms(entries: dict[str, Any], where: str) -> dict[str, LockedArm | None]:
 
 def _provenance(document: dict[str, Any], where: str) -> dict[str, Any]:
     """What the lock records of how it was made: every key but the checked fields, the schema and checksum."""
-    named = {"schema", "checksum", *(f.name for f in fields(TuningLock))}
+    named = {TuningLock.stored_schema.key, "checksum", *(f.name for f in fields(TuningLock))}
     return {key: value for key, value in document.items() if key not in named}
 
 
@@ -119,19 +113,18 @@ class TuningLock:
     ``seeds``, at ``task_version``) and how it was made (``provenance``: suite, task, profile, tune block,
     metric, direction, commit, date, the tuning run's folder and time). Each field is its key in the file."""
 
+    stored_schema = Schema(1)
     tune_hash: Any = stored(ANY, missing=None)
     task_version: Any = stored(ANY, missing=None)
     seeds: tuple[int, ...] = stored(list_of(INTEGER, "a list of integers"))
     arms: Mapping[str, LockedArm | None] = stored(Shape("a mapping of arm entries", lambda v: isinstance(v, dict),
                                                         _arms))
-    provenance: Mapping[str, Any] = stored(Shape("the lock's provenance", lambda v: True, _provenance), flat=True,
-                                           default_factory=dict)
+    provenance: Mapping[str, Any] = stored(Shape("the lock's provenance", lambda v: True, _provenance, dict),
+                                           flat=True, default_factory=dict)
 
     def as_stored(self) -> dict[str, Any]:
-        """The document as written, its checksum included."""
-        document = {"schema": LOCK_SCHEMA, **self.provenance, "tune_hash": self.tune_hash,
-                    "task_version": self.task_version, "seeds": list(self.seeds),
-                    "arms": {name: arm.as_stored() if arm is not None else None for name, arm in self.arms.items()}}
+        """The document as written: its fields (``stored_fields.as_stored``) and the checksum over them."""
+        document = as_stored(self)
         return {**document, "checksum": lock_checksum(document)}
 
     def arm(self, name: str) -> LockedArm | None:
@@ -151,8 +144,8 @@ class TuningLock:
             header = from_stored(_Header, document)
         except StoredFieldError:
             header = _Header()
-        if header.schema != LOCK_SCHEMA:
-            raise SuiteError(f"{lock}: not a tuning lock of schema {LOCK_SCHEMA}; {rerun}")
+        if header.schema != cls.stored_schema.version:
+            raise SuiteError(f"{lock}: not a tuning lock of schema {cls.stored_schema.version}; {rerun}")
         if header.checksum != lock_checksum(document):
             raise SuiteError(f"{lock}: the lock does not match its checksum (edited by hand?); a lock is made only by "
                              f"`harness tune {suite_file}`: rerun it")
