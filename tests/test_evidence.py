@@ -388,7 +388,7 @@ def _misnamed(path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.parametrize("spoil, fragment", [
     (_garbage, "not gzip data"), (_truncated, "truncated"), (_link, "a symbolic link"),
-    (_markup, "is not a plain word"), (_misnamed, "so it is named"),
+    (_markup, "suite: expected a plain word"), (_misnamed, "so it is named"),
 ])
 def test_a_malformed_or_hostile_bundle_exits_2_in_one_line(copy, spoil, fragment):
     repo, path = copy

@@ -4,12 +4,14 @@ the bundle's part) it was read from. So moving a writer onto the layer changes n
 sealed bundle, ledger line or lock stops matching its hash."""
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import pytest
 
 from harness.core.stored_fields import as_stored, from_stored
-from harness.evidence.bundle import SUFFIX, read_bundle
+from harness.evidence.bundle import SUFFIX, BundleHeader, read_bundle
 from harness.evidence.ledger import LEDGER_FILE, LedgerEntry
 from harness.store import canonical_json, parse_json
 from harness.suite.design import DesignLock
@@ -37,3 +39,15 @@ def test_every_sealed_design_lock_writes_back_byte_identical():
     for path in BUNDLES:
         record = read_bundle(path).suite_json["design"]
         assert canonical_json(as_stored(DesignLock.from_stored(record))) == canonical_json(record), path
+
+
+def _lines(path: Path) -> list[str]:
+    return gzip.decompress(path.read_bytes()).decode("utf-8").splitlines()
+
+
+def test_every_sealed_bundle_header_writes_back_byte_identical():
+    for path in BUNDLES:
+        line = _lines(path)[0]
+        header = from_stored(BundleHeader, parse_json(line))
+        assert header.design == path.name.removesuffix(SUFFIX)
+        assert json.dumps(as_stored(header), sort_keys=True, separators=(",", ":")) == line, path

@@ -20,14 +20,24 @@ from typing import Any, Mapping, Sequence
 
 from harness.core.files import UnsafeFile
 from harness.core.record import RecordError, TrialRecord, from_json, to_json
+from harness.core.stored_fields import (
+    COUNT,
+    STRING,
+    Schema,
+    Shape,
+    StoredFieldError,
+    as_stored,
+    from_stored,
+    one_of,
+    stored,
+)
 from harness.store import canonical_json, parse_json, read_regular
 from harness.suite.design import design_record
 from harness.suite.references import MAX_TRIALS
-from harness.suite.schema import check_name
+from harness.suite.schema import SAFE_NAME, SAFE_NAME_RULE
 from harness.suite.stored import StoredSuite, StoredSuiteError
 
 FORMAT = "harness-evidence"
-BUNDLE_SCHEMA = 1
 SUFFIX = ".jsonl.gz"
 TARGET_BYTES = 2**20  # small enough to commit beside the findings: seal warns above it
 MAX_BUNDLE_BYTES = 16 * 2**20  # what a received bundle may weigh on disk
@@ -43,6 +53,31 @@ class BundleError(ValueError):
 def design_hash(design: Mapping[str, Any]) -> str:
     """The first 8 hex digits of the design's sha256: the digits ``DesignLock.label`` prints."""
     return hashlib.sha256(canonical_json(design).encode()).hexdigest()[:8]
+
+
+def _safe_suite_file(value: Any) -> bool:
+    return (isinstance(value, str) and bool(_SUITE_FILE.fullmatch(value))
+            and ".." not in PurePosixPath(value).parts and "//" not in value)
+
+
+NAME = Shape(f"a plain word ({SAFE_NAME_RULE}; it is used in paths)",
+             lambda value: isinstance(value, str) and bool(SAFE_NAME.fullmatch(value)))
+
+
+@dataclass(frozen=True)
+class BundleHeader:
+    """A bundle's first line: what was sealed (suite, profile, the design's hash), from which suite file
+    (relative to the repository), when, and how many trial lines follow."""
+
+    stored_schema = Schema(1)
+    suite: str = stored(NAME)
+    profile: str = stored(NAME)
+    design: str = stored(Shape("8 hex digits", lambda value: isinstance(value, str) and bool(_HASH.fullmatch(value))))
+    suite_file: str = stored(Shape("a .yaml path inside the repository", _safe_suite_file))
+    sealed_at: str = stored(STRING)  # ISO 8601, UTC, whole seconds
+    trials: int = stored(COUNT)
+    kind: str = stored(one_of("evidence"), default="evidence")
+    format: str = stored(one_of(FORMAT), default=FORMAT)
 
 
 @dataclass(frozen=True)
@@ -78,11 +113,11 @@ class Bundle:
 def encode(suite_file: str, suite_json: Mapping[str, Any], summary: Mapping[str, Any],
            records: Sequence[TrialRecord]) -> bytes:
     """The bundle's bytes (gzip without its own timestamp: the bytes depend on the content alone)."""
-    header = {"kind": "evidence", "format": FORMAT, "schema": BUNDLE_SCHEMA, "suite": suite_json.get("suite"),
-              "profile": suite_json.get("profile"), "design": design_hash(design_record(suite_json)),
-              "suite_file": suite_file, "trials": len(records),
-              "sealed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    lines = [header, {"kind": "suite", "suite_json": suite_json}, {"kind": "summary", "summary": summary},
+    stored = StoredSuite.from_stored(suite_json)
+    header = BundleHeader(suite=stored.suite, profile=stored.profile, design=design_hash(design_record(suite_json)),
+                          suite_file=suite_file, sealed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          trials=len(records))
+    lines = [as_stored(header), {"kind": "suite", "suite_json": suite_json}, {"kind": "summary", "summary": summary},
              *({"kind": "trial", "record": to_json(record)} for record in records)]
     # canonical_json first: it turns what JSON cannot hold (NaN in a task's details) into null
     text = "".join(json.dumps(json.loads(canonical_json(line)), sort_keys=True, separators=(",", ":")) + "\n"
@@ -112,23 +147,11 @@ def parse(raw: bytes, path: Path) -> Bundle:
     lines = _lines(_inflate(raw, path), path)
     if len(lines) < 4:
         raise BundleError(f"{path}: {len(lines)} line(s); a bundle holds a header, suite.json, the summary and trials")
-    header = _part(lines[0], "evidence", path, 1)
-    if header.get("format") != FORMAT:
-        raise BundleError(f"{path}: line 1: not an evidence bundle (format {_shown(header.get('format'))})")
-    schema = header.get("schema")
-    if not isinstance(schema, int) or isinstance(schema, bool) or not 1 <= schema <= BUNDLE_SCHEMA:
-        raise BundleError(f"{path}: line 1: schema {_shown(schema)}; this harness reads 1 to {BUNDLE_SCHEMA}")
     try:
-        suite, profile = check_name(header.get("suite"), "suite"), check_name(header.get("profile"), "profile")
-    except ValueError as exc:
+        header = from_stored(BundleHeader, _part(lines[0], "evidence", path, 1))
+    except StoredFieldError as exc:
         raise BundleError(f"{path}: line 1: {exc}") from None
-    design, suite_file, sealed_at = header.get("design"), header.get("suite_file"), header.get("sealed_at")
-    if not isinstance(design, str) or not _HASH.fullmatch(design):
-        raise BundleError(f"{path}: line 1: design {_shown(design)} is not 8 hex digits")
-    if not _safe_suite_file(suite_file):
-        raise BundleError(f"{path}: line 1: suite_file {_shown(suite_file)} is not a .yaml path inside the repository")
-    if not isinstance(sealed_at, str):
-        raise BundleError(f"{path}: line 1: sealed_at {_shown(sealed_at)} is not a date")
+    suite, profile, design = header.suite, header.profile, header.design
     suite_json = _part(lines[1], "suite", path, 2).get("suite_json")
     try:
         stored = StoredSuite.from_stored(suite_json)
@@ -149,9 +172,10 @@ def parse(raw: bytes, path: Path) -> Bundle:
     ids = [record.trial_id for record in trials]
     if len(set(ids)) != len(ids):
         raise BundleError(f"{path}: a trial id appears twice")
-    if header.get("trials") != len(trials):
-        raise BundleError(f"{path}: line 1 counts {_shown(header.get('trials'))} trials; the bundle holds {len(trials)}")
-    return Bundle(path, suite, profile, design, suite_file, sealed_at, suite_json, stored, summary, trials)
+    if header.trials != len(trials):
+        raise BundleError(f"{path}: line 1 counts {header.trials} trials; the bundle holds {len(trials)}")
+    return Bundle(path, suite, profile, design, header.suite_file, header.sealed_at, suite_json, stored, summary,
+                  trials)
 
 
 def _inflate(raw: bytes, path: Path) -> bytes:
@@ -195,11 +219,6 @@ def _trial(line: Any, path: Path, n: int, stored: StoredSuite) -> TrialRecord:
     if (record.suite, record.profile) != (stored.suite, stored.profile) or not stored.includes(record.trial_id, record.seed):
         raise BundleError(f"{path}: line {n}: trial {_shown(record.trial_id)} is not of the sealed suite's expansion")
     return record
-
-
-def _safe_suite_file(value: Any) -> bool:
-    return (isinstance(value, str) and bool(_SUITE_FILE.fullmatch(value))
-            and ".." not in PurePosixPath(value).parts and "//" not in value)
 
 
 def _shown(value: Any) -> str:
