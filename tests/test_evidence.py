@@ -24,6 +24,7 @@ import pytest
 from scipy import stats
 
 from fault_injection import Outcome, harness_here
+from harness.analysis.present.stored_summary import ContrastSummary
 from harness.evidence import bundle as bundle_module
 from harness.evidence.bundle import design_hash
 from harness.evidence.suite_history import Commit, DesignUnreadable, Repository
@@ -437,8 +438,8 @@ def test_the_programme_lists_every_design_with_its_verdict_and_the_pooled_estima
 def _bundle_of(groups: list[list[float]], bound: float | None) -> SimpleNamespace:
     """What the statistics check reads of a bundle: its declared bound, metric kinds and contrast rows."""
     stored = SimpleNamespace(sequential={"max_seeds": 12, "skew_bound": bound} if bound else None, metrics={})
-    rows = [{"metric": "accuracy", "differences": values} for values in groups]
-    return SimpleNamespace(stored=stored, summary={"contrasts": rows})
+    rows = [ContrastSummary("b-vs-a", "accuracy", "", tuple(values)) for values in groups]
+    return SimpleNamespace(stored=stored, summary=SimpleNamespace(contrasts=rows))
 
 
 def test_the_statistics_check_fails_data_beyond_the_declared_skewness():

@@ -51,3 +51,12 @@ def test_every_sealed_bundle_header_writes_back_byte_identical():
         header = from_stored(BundleHeader, parse_json(line))
         assert header.design == path.name.removesuffix(SUFFIX)
         assert json.dumps(as_stored(header), sort_keys=True, separators=(",", ":")) == line, path
+
+
+def test_every_sealed_summary_writes_back_byte_identical():
+    for path in BUNDLES:
+        line = _lines(path)[2]
+        summary = read_bundle(path).summary
+        assert summary.contrasts
+        assert json.dumps({"kind": "summary", "summary": as_stored(summary)}, sort_keys=True,
+                          separators=(",", ":")) == line, path

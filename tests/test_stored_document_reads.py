@@ -1,5 +1,6 @@
-"""The stored documents (baseline, tuning lock, design lock) are read through the declarative reader
-(harness/core/stored_fields.py), so the code that holds them barely indexes a dict: every read by key
+"""The stored documents (baseline, tuning lock, design lock, ledger, bundle header, run summary) are read
+through the declarative reader (harness/core/stored_fields.py), so the code that holds them barely indexes a
+dict: every read by key
 (``x[key]``, ``x["name"]``; not a list index, a slice or a type) and every ``.get(`` call there is counted,
 whatever it reads (an upper bound on the reads of the raw document), and held at 3 or fewer per document."""
 from __future__ import annotations
@@ -11,11 +12,17 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "harness"
 # each document's modules; names confine the count to those classes or functions (the rest of gating/values.py
-# computes a run's values, the rest of suite/tuning_plan.py resolves the suite's tune block)
+# computes a run's values, the rest of suite/tuning_plan.py resolves the suite's tune block, the rest of
+# evidence/bundle.py reads the bundle's other lines, the rest of the evidence modules read the bundle's suite)
 DOCUMENTS = {
     "baseline": (("gating/baseline.py", ()), ("gating/values.py", ("GatedValue",))),
     "tuning lock": (("suite/tuning_lock.py", ()), ("suite/tuning_plan.py", ("check_choice", "_values"))),
     "design lock": (("suite/design.py", ()),),
+    "ledger": (("evidence/ledger.py", ()),),
+    "bundle header": (("evidence/bundle.py", ("BundleHeader", "encode", "parse")),),
+    "run summary": (("analysis/present/stored_summary.py", ()), ("evidence/bundle_verdicts.py", ("verdicts_of",)),
+                    ("evidence/programme.py", ("claim_sealings", "_differences")),
+                    ("evidence/audit.py", ("pooled_skewness",))),
 }
 MOST = 3
 TYPES = {"tuple", "dict", "list", "set", "frozenset", "type"}  # tuple[int, ...] names a type, reads nothing

@@ -20,6 +20,7 @@ from harness.core.stored_fields import (
     list_of,
     optional,
     stored,
+    stored_rest,
 )
 
 
@@ -116,3 +117,18 @@ def test_migrations_must_lead_up_to_the_version_without_a_gap():
         Schema(3, {2: lambda old: old})
     with pytest.raises(TypeError, match="needs the value"):
         stored(TEXT, omit_missing=True)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A document that types the keys its readers need and keeps the others as written."""
+
+    name: str = stored(TEXT)
+    rest: dict[str, Any] = stored_rest()
+
+
+def test_keys_no_field_names_are_kept_as_written_and_written_back():
+    read = from_stored(Entry, {"name": "e", "note": [1, None], "extra": {"a": 1}})
+    assert read == Entry("e", {"note": [1, None], "extra": {"a": 1}})
+    assert as_stored(read) == {"name": "e", "note": [1, None], "extra": {"a": 1}}
+    assert as_stored(Entry("f")) == {"name": "f"}

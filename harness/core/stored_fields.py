@@ -17,6 +17,7 @@ from typing import Any, Callable, Collection, Mapping, TypeVar
 
 T = TypeVar("T")
 SHAPE, MISSING_VALUE, FLAT, OMITTED = "stored_shape", "stored_missing", "stored_flat", "stored_omitted"  # metadata keys
+REST = "stored_rest"
 
 
 class StoredFieldError(ValueError):
@@ -43,7 +44,7 @@ class Shape:
 def is_document(value: Any) -> bool:
     """Whether ``value`` is a stored document: a dataclass instance with fields declared by ``stored``."""
     return dataclasses.is_dataclass(value) and not isinstance(value, type) and \
-        any(SHAPE in f.metadata for f in dataclasses.fields(value))
+        any(SHAPE in f.metadata or REST in f.metadata for f in dataclasses.fields(value))
 
 
 def plain(value: Any) -> Any:
@@ -172,6 +173,12 @@ class Schema:
         return data
 
 
+def stored_rest() -> Any:
+    """A document's field that holds every key no other field names, as written (keys a reader does not
+    need typed, or that only some versions wrote); ``as_stored`` writes them back beside the others."""
+    return dataclasses.field(metadata={REST: True}, default_factory=dict)
+
+
 def schema_of(cls: type[Any]) -> Schema | None:
     """The schema a document's class declares (``stored_schema``), if any."""
     return getattr(cls, "stored_schema", None)
@@ -213,6 +220,10 @@ def from_stored(cls: type[T], data: Any, where: str = "", unknown: str | None = 
     for f in fields:
         if f.metadata[FLAT]:
             values[f.name] = f.metadata[SHAPE].load(data, where)
+    for f in dataclasses.fields(cls):
+        if f.metadata.get(REST):
+            values[f.name] = {key: value for key, value in data.items()
+                              if key not in keyed and key != (schema.key if schema else None)}
     return cls(**values)
 
 
@@ -230,6 +241,8 @@ def as_stored(document: Any) -> dict[str, Any]:
     if schema is not None:
         stored_document[schema.key] = schema.version
     for f in dataclasses.fields(document):
+        if f.metadata.get(REST):
+            stored_document.update(getattr(document, f.name))
         if SHAPE not in f.metadata:
             continue
         value = getattr(document, f.name)

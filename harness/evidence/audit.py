@@ -289,11 +289,9 @@ def pooled_skewness(bundle: Bundle) -> SkewCheck | None:
         return None
     speed = {name for name, metric in bundle.stored.metrics.items() if metric.kind == "speed"}
     groups = []
-    for row in bundle.summary.get("contrasts", []):
-        values = row.get("differences") if isinstance(row, dict) else None
-        metric = str(row.get("metric", "")) if isinstance(row, dict) else ""
-        if isinstance(values, list) and metric.split("@")[0] not in speed and metric not in speed:
-            groups.append([float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)])
+    for row in bundle.summary.contrasts:
+        if row.metric.split("@")[0] not in speed and row.metric not in speed:
+            groups.append([float(v) for v in row.differences if v is not None])
     return skew_check(groups, float(bound))
 
 

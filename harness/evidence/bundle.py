@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
+from harness.analysis.present.stored_summary import RunSummary
 from harness.core.files import UnsafeFile
 from harness.core.record import RecordError, TrialRecord, from_json, to_json
 from harness.core.stored_fields import (
@@ -92,7 +93,7 @@ class Bundle:
     sealed_at: str
     suite_json: dict[str, Any]
     stored: StoredSuite
-    summary: dict[str, Any]
+    summary: RunSummary
     trials: tuple[TrialRecord, ...]
 
     @property
@@ -110,14 +111,14 @@ class Bundle:
         return min(record.started_at for record in self.trials)
 
 
-def encode(suite_file: str, suite_json: Mapping[str, Any], summary: Mapping[str, Any],
+def encode(suite_file: str, suite_json: Mapping[str, Any], summary: RunSummary,
            records: Sequence[TrialRecord]) -> bytes:
     """The bundle's bytes (gzip without its own timestamp: the bytes depend on the content alone)."""
     stored = StoredSuite.from_stored(suite_json)
     header = BundleHeader(suite=stored.suite, profile=stored.profile, design=design_hash(design_record(suite_json)),
                           suite_file=suite_file, sealed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                           trials=len(records))
-    lines = [as_stored(header), {"kind": "suite", "suite_json": suite_json}, {"kind": "summary", "summary": summary},
+    lines = [as_stored(header), {"kind": "suite", "suite_json": suite_json}, {"kind": "summary", "summary": as_stored(summary)},
              *({"kind": "trial", "record": to_json(record)} for record in records)]
     # canonical_json first: it turns what JSON cannot hold (NaN in a task's details) into null
     text = "".join(json.dumps(json.loads(canonical_json(line)), sort_keys=True, separators=(",", ":")) + "\n"
@@ -163,8 +164,11 @@ def parse(raw: bytes, path: Path) -> Bundle:
     if design_hash(design_record(suite_json)) != design:
         raise BundleError(f"{path}: line 2: suite.json's design hashes to {design_hash(design_record(suite_json))}, "
                           f"the header names {design}")
-    summary = _part(lines[2], "summary", path, 3).get("summary")
-    if not isinstance(summary, dict) or (summary.get("suite"), summary.get("profile")) != (suite, profile):
+    try:
+        summary = from_stored(RunSummary, _part(lines[2], "summary", path, 3).get("summary"), "summary.")
+    except StoredFieldError as exc:
+        raise BundleError(f"{path}: line 3: not a run summary ({exc})") from None
+    if (summary.suite, summary.profile) != (suite, profile):
         raise BundleError(f"{path}: line 3: not the summary of {suite}/{profile}")
     if len(lines) - 3 > MAX_TRIALS:
         raise BundleError(f"{path}: refused: {len(lines) - 3} trials, over the {MAX_TRIALS} one suite may expand to")

@@ -11,10 +11,11 @@ import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from harness.analysis.decide.run_decisions import analyse
-from harness.analysis.present.summary_json import summary_document
+from harness.analysis.present.stored_summary import RunSummary
+from harness.analysis.present.summary_json import run_summary
 from harness.analysis.run_results import ResultsError, load_results
 from harness.evidence.bundle import Bundle, BundleError
 from harness.store import SUITE_FILE, RunFolder, write_json_atomic
@@ -51,33 +52,23 @@ def _same(a: float | None, b: float | None) -> bool:
     return math.isclose(a, b, rel_tol=_RELATIVE, abs_tol=1e-12)
 
 
-def verdicts_of(summary: Mapping[str, Any]) -> dict[str, Verdict]:
-    """Validity, every claim and every premise of a run summary, by name; BundleError when the summary
-    does not have that shape (a sealed one is received data)."""
-    try:
-        found = {VALIDITY: Verdict(str(summary["validity"]["status"]))}
-        for claim in summary["claims"]:
-            name = metric_path(CLAIM_PREFIX, claim["variant"], claim["key"], claim["point"])
-            found[name] = Verdict(str(claim["result"]), _number(claim["estimate"]), _number(claim["ci_low"]),
-                                  _number(claim["ci_high"]))
-        for premise in summary["premises"]:
-            name = metric_path(f"{PREMISE_PREFIX}/{premise['name']}", premise["subject"], premise["key"], premise["point"])
-            found[name] = Verdict(str(premise["status"]), _number(premise["estimate"]), _number(premise["low"]),
-                                  _number(premise["high"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BundleError(f"the sealed summary is not a run summary ({type(exc).__name__}: {exc})") from None
+def verdicts_of(summary: RunSummary) -> dict[str, Verdict]:
+    """Validity, every claim and every premise of a run summary, by name."""
+    found = {VALIDITY: Verdict(summary.validity.status)}
+    for claim in summary.claims:
+        name = metric_path(CLAIM_PREFIX, claim.variant, claim.key, claim.point)
+        found[name] = Verdict(claim.result, _number(claim.estimate), _number(claim.ci_low), _number(claim.ci_high))
+    for premise in summary.premises:
+        name = metric_path(f"{PREMISE_PREFIX}/{premise.name}", premise.subject, premise.key, premise.point)
+        found[name] = Verdict(premise.status, _number(premise.estimate), _number(premise.low), _number(premise.high))
     return found
 
 
-def _number(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{value!r} is not a number")
-    return float(value)
+def _number(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
-def rebuilt_summary(bundle: Bundle) -> dict[str, Any]:
+def rebuilt_summary(bundle: Bundle) -> RunSummary:
     """The run summary ``harness report`` computes from the bundle's suite.json and trials alone."""
     with tempfile.TemporaryDirectory(prefix="harness-evidence-") as scratch:
         folder = RunFolder(Path(scratch), bundle.suite, bundle.profile)
@@ -88,7 +79,7 @@ def rebuilt_summary(bundle: Bundle) -> dict[str, Any]:
             results = load_results(folder.path)
         except ResultsError as exc:
             raise BundleError(f"{bundle.path}: {exc}") from None
-        return summary_document(analyse(results), [], [])
+        return run_summary(analyse(results), [], [])
 
 
 def differences(sealed: Mapping[str, Verdict], rebuilt: Mapping[str, Verdict]) -> list[str]:

@@ -21,11 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from scipy import stats
 
 from harness.analysis.present.markdown_tables import plain
+from harness.analysis.present.stored_summary import ClaimSummary, ContrastSummary
 from harness.evidence.bundle import SUFFIX, Bundle, read_bundle
 from harness.evidence.ledger import Ledger
 from harness.evidence.bundle_verdicts import Verdict, verdicts_of
@@ -115,32 +116,24 @@ def claim_sealings(bundles: Sequence[Bundle]) -> dict[str, list[Sealing]]:
     found: dict[str, list[Sealing]] = {}
     for bundle in bundles:
         verdicts = verdicts_of(bundle.summary)
-        rows = {metric_path(CLAIM_PREFIX, r.get("contrast", ""), r.get("metric", ""), r.get("point", "")): r
-                for r in bundle.summary.get("contrasts", []) if isinstance(r, dict)}
-        for claim in bundle.summary["claims"]:
-            name = metric_path(CLAIM_PREFIX, claim["variant"], claim["key"], claim["point"])
+        rows = {metric_path(CLAIM_PREFIX, row.contrast, row.metric, row.point): row for row in bundle.summary.contrasts}
+        for claim in bundle.summary.claims:
+            name = metric_path(CLAIM_PREFIX, claim.variant, claim.key, claim.point)
             found.setdefault(name, []).append(Sealing(bundle, verdicts[name], _differences(claim, rows.get(name)),
-                                                      _number(claim.get("p_holm"), claim.get("p_value")),
-                                                      _count(claim.get("look"))))
+                                                      _first_number(claim.p_holm, claim.p_value), max(claim.look, 1)))
     return found
 
 
-def _number(*values: Any) -> float | None:
+def _first_number(*values: float | None) -> float | None:
     """The first value that is a number (a claim outside a Holm family has no p_holm)."""
-    return next((float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)), None)
+    return next((float(v) for v in values if v is not None), None)
 
 
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
-
-
-def _differences(claim: dict[str, Any], row: dict[str, Any] | None) -> tuple[float, ...]:
-    if reads_ratios(claim.get("test")) or row is None:
+def _differences(claim: ClaimSummary, row: ContrastSummary | None) -> tuple[float, ...]:
+    """The claim's per-seed differences (its contrast row's); none for a ratio test or a seed without one."""
+    if reads_ratios(claim.test) or row is None or any(v is None for v in row.differences):
         return ()
-    values = row.get("differences")
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        return ()
-    return tuple(float(v) for v in values)
+    return tuple(float(v) for v in row.differences)
 
 
 def _effect(differences: Sequence[float]) -> tuple[float, float] | None:

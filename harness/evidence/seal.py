@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.analysis.present.run_report import SUMMARY_JSON_FILE
+from harness.analysis.present.stored_summary import RunSummary
 from harness.evidence.bundle import SUFFIX, TARGET_BYTES, BundleError, encode, parse
 from harness.evidence.audit import pooled_skewness
 from harness.evidence.suite_history import Repository
@@ -19,6 +20,7 @@ from harness.evidence.ledger import LEDGER_FILE, SEALED, Ledger, LedgerEntry, Le
 from harness.evidence.registration import registered_digest
 from harness.evidence.bundle_verdicts import differences, rebuilt_summary, verdicts_of
 from harness.core.record import TrialRecord
+from harness.core.stored_fields import from_stored
 from harness.store import (
     REPORT_DIR,
     SUITE_FILE,
@@ -67,7 +69,7 @@ def seal(results: Path, suite: str, profile: str, out: Path = EVIDENCE_DIR) -> S
     try:
         meta = read_json(run_dir / SUITE_FILE)
         stored = StoredSuite.read(run_dir / SUITE_FILE, meta)
-        summary = read_json(run_dir / REPORT_DIR / SUMMARY_JSON_FILE)
+        summary = from_stored(RunSummary, read_json(run_dir / REPORT_DIR / SUMMARY_JSON_FILE))
     except FileNotFoundError as exc:
         raise SealError(f"{exc.filename} is missing: run harness report {results} first") from None
     except (OSError, ValueError) as exc:

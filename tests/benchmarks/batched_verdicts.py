@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from harness import api
+from harness.core.stored_fields import as_stored
 from harness.core.terminal import Console
 from harness.evidence.bundle import read_bundle
 from harness.store import RunFolder
@@ -50,7 +51,7 @@ def check(path: Path, seed_batch: int, scratch: Path) -> None:
             worst[kind] = (relative, item.key)
     [rerun] = api.report(scratch / "batched")
     again = json.loads(rerun.summary_path.read_text())
-    same = decisions(again) == decisions(bundle.summary)
+    same = decisions(again) == decisions(as_stored(bundle.summary))
     batched = sum(1 for r in outcome.records if r.seed_batch)
     print(f"{bundle.name}: {len(outcome.records)} trials rerun ({batched} in seed batches of up to {seed_batch}); "
           f"{len(comparison.exact) - len(comparison.differing)} of {len(comparison.exact)} values identical; largest relative "
@@ -58,7 +59,7 @@ def check(path: Path, seed_batch: int, scratch: Path) -> None:
           + (", ".join(f"{kind} {value:.2e} ({key})" for kind, (value, key) in sorted(worst.items())) or "none")
           + f"; claims and premises {'unchanged' if same else 'CHANGED'}", flush=True)
     if not same:
-        for before, after in zip(decisions(bundle.summary), decisions(again)):
+        for before, after in zip(decisions(as_stored(bundle.summary)), decisions(again)):
             if before != after:
                 print(f"  {before} -> {after}")
 
