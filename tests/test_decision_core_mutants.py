@@ -1,0 +1,1371 @@
+"""Behaviour of the decision core (statistics, decision rules, claim tests, the gate) that mutation testing
+(`tox -e mutation`, docs/mutation-testing.md) found no other fast test held: each test names what a user
+reads (an interval, a p-value, a verdict, a gate decision) and checks it against its definition or a
+library (scipy, statsmodels) where a statistic is involved."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.stats
+from statsmodels.stats.power import TTestPower
+
+from harness.analysis.stats import paired_stats, sequential_design, skew_calibration
+from harness.analysis.stats.number_format import fmt
+from harness.analysis.stats.paired_stats import (
+    benjamini_hochberg,
+    critical_t,
+    holm_adjust,
+    mean_estimate,
+    minimum_detectable_effect,
+    pair_values,
+    paired_difference,
+    sign_flip_p_beyond,
+    sign_flip_p_value,
+    smallest_one_sided_sign_flip_p,
+    smallest_sign_flip_p,
+    summarize,
+    t_sf,
+    welch_difference,
+)
+
+NEARLY_EQUAL = [1.0, 1.0 + 1e-15, 1.0, 1.0 + 2e-15]  # scipy warns of catastrophic cancellation on these
+
+
+def no_warnings():
+    """A context in which any warning is an error: what the statistics promise to keep quiet about."""
+    context = warnings.catch_warnings()
+    context.__enter__()
+    warnings.simplefilter("error")
+    return context
+
+
+# -- numbers in reports ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "signed", "text"), [
+    (3.0, False, "3"), (3.0, True, "+3"), (1.0, True, "+1"), (0.5, True, "+0.5"), (-3.0, True, "-3"), (0.0, True, "0"), (4096, False, "4096"),
+    (2.5, False, "2.5"), (2.5, True, "+2.5"), (-2.5, True, "-2.5"), (0.123456, False, "0.1235"),
+    (1e12, False, "1e+12"), (-1e12, True, "-1e+12"), (999_999_999_999.0, False, "999999999999"),
+])
+def test_numbers_print_integers_exactly_and_the_rest_to_four_digits(value, signed, text):
+    assert fmt(value, signed) == text
+
+
+# -- the t test of one sample ------------------------------------------------------------------------
+
+def test_a_mean_estimate_is_scipys_one_sample_t_test_at_its_confidence():
+    data = [0.3, -0.1, 0.8, 0.45, 0.2, 0.05]
+    for confidence in (0.95, 0.8):
+        estimate = mean_estimate(data, confidence)
+        test = scipy.stats.ttest_1samp(data, 0.0)
+        interval = test.confidence_interval(confidence)
+        assert estimate.n == 6 and estimate.confidence == confidence
+        assert estimate.mean == pytest.approx(np.mean(data), rel=1e-15)
+        assert estimate.sd == pytest.approx(np.std(data, ddof=1), rel=1e-15)
+        assert (estimate.interval.low, estimate.interval.high) == pytest.approx((interval.low, interval.high), rel=1e-12)
+        assert estimate.p_value == pytest.approx(test.pvalue, rel=1e-12)
+        assert estimate.standard_error == pytest.approx(np.std(data, ddof=1) / math.sqrt(6), rel=1e-15)
+        assert not estimate.insufficient
+
+
+def test_one_value_has_no_interval_and_no_sample_has_no_mean():
+    one = mean_estimate([2.5])
+    assert (one.n, one.mean, one.sd, one.interval, one.p_value) == (1, 2.5, None, None, None)
+    assert one.insufficient and one.standard_error is None
+    assert one.p_above(0.0) is None and one.p_below(0.0) is None
+    with pytest.raises(ValueError):
+        mean_estimate([])
+
+
+def test_a_deterministic_quantity_is_a_point_with_p_zero_unless_it_is_zero():
+    constant = mean_estimate([2.0, 2.0, 2.0])
+    assert constant.sd == 0.0 and (constant.interval.low, constant.interval.high) == (2.0, 2.0)
+    assert constant.p_value == 0.0
+    zero = mean_estimate([0.0, 0.0])
+    assert zero.p_value == 1.0 and (zero.interval.low, zero.interval.high) == (0.0, 0.0)
+    # one-sided tests of a deterministic quantity: its bound is met or not, boundaries inclusive
+    assert constant.p_above(2.0) == 0.0 and constant.p_above(2.5) == 1.0 and constant.p_above(1.0) == 0.0
+    assert constant.p_below(2.0) == 0.0 and constant.p_below(1.5) == 1.0 and constant.p_below(3.0) == 0.0
+    assert constant.interval_at(1e-9) == paired_stats.Interval(2.0, 2.0)
+
+
+def test_nearly_equal_values_are_tested_without_a_warning():
+    context = no_warnings()
+    try:
+        estimate = mean_estimate(NEARLY_EQUAL)
+        welch = welch_difference(NEARLY_EQUAL, [0.0, 0.5, 1.0])
+    finally:
+        context.__exit__(None, None, None)
+    assert estimate.p_value < 1e-10 and welch.p_value is not None
+
+
+@pytest.mark.parametrize("bound", [-0.2, 0.1, 0.6])
+def test_one_sided_p_values_are_scipys_t_test_against_the_bound(bound):
+    data = [0.3, -0.1, 0.8, 0.45, 0.2]
+    estimate = mean_estimate(data)
+    greater = scipy.stats.ttest_1samp(data, bound, alternative="greater").pvalue
+    less = scipy.stats.ttest_1samp(data, bound, alternative="less").pvalue
+    assert estimate.p_above(bound) == pytest.approx(greater, rel=1e-10)
+    assert estimate.p_below(bound) == pytest.approx(less, rel=1e-10)
+
+
+def test_the_interval_at_a_level_puts_that_level_in_each_tail():
+    data = [1.0, 2.0, 4.0, 3.5]
+    estimate = mean_estimate(data)
+    interval = estimate.interval_at(0.05)
+    expected = scipy.stats.ttest_1samp(data, 0.0).confidence_interval(0.90)
+    assert (interval.low, interval.high) == pytest.approx((expected.low, expected.high), rel=1e-12)
+    assert critical_t(0.05, 4) == pytest.approx(scipy.stats.t.ppf(0.95, 3), rel=1e-12)
+    assert t_sf(2.0, 3) == pytest.approx(scipy.stats.t.sf(2.0, 3), rel=1e-15)
+
+
+# -- power -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("sd", "n", "alpha"), [(1.0, 6, 0.025), (0.3, 12, 0.05), (2.0, 3, 0.001)])
+def test_the_minimum_detectable_effect_is_where_statsmodels_gives_80_percent_power(sd, n, alpha):
+    mde = minimum_detectable_effect(sd, n, alpha)
+    expected = TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=0.8, alternative="larger")
+    assert mde == pytest.approx(expected * sd, rel=1e-6)
+    assert TTestPower().power(mde / sd, n, alpha, alternative="larger") == pytest.approx(0.8, abs=1e-9)
+    assert minimum_detectable_effect(sd, n, alpha, power=0.5) < mde
+
+
+def test_no_detectable_effect_without_pairs_or_a_finite_spread_and_zero_without_spread():
+    assert minimum_detectable_effect(1.0, 1, 0.025) is None
+    assert minimum_detectable_effect(math.inf, 5, 0.025) is None
+    assert minimum_detectable_effect(math.nan, 5, 0.025) is None
+    assert minimum_detectable_effect(0.0, 2, 0.025) == 0.0
+    assert minimum_detectable_effect(1.0, 2, 0.025) > 0
+
+
+def test_a_large_effect_is_found_when_the_first_bracket_is_too_small():
+    """At 2 pairs and a tiny level the effect lies far beyond 1 sd: the search widens its bracket."""
+    effect = paired_stats.detectable_effect(2, 1e-4, 0.8)
+    assert effect > 2.0
+    assert paired_stats.t_power(effect, 2, 1e-4) == pytest.approx(0.8, abs=1e-9)
+
+
+# -- the sign-flip test ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 6, 8])
+def test_the_smallest_sign_flip_p_is_what_every_pair_on_one_side_gives(n):
+    assert smallest_sign_flip_p(n) == pytest.approx(sign_flip_p_value([1.0] * n), rel=1e-12)
+    assert smallest_one_sided_sign_flip_p(n) == pytest.approx(sign_flip_p_beyond([1.0] * n, 0.0, +1), rel=1e-12)
+    assert smallest_one_sided_sign_flip_p(n) == pytest.approx(sign_flip_p_beyond([-1.0] * n, 0.0, -1), rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [16, 17])
+def test_the_smallest_one_sided_sign_flip_p_follows_the_exact_limit(n):
+    """Every pattern up to 16 pairs; beyond, a sample whose resolution is 1 / (samples + 1). (The two-sided
+    bound stays the exact test's 2 / 2**n beyond the limit, below what the sample can give.)"""
+    assert smallest_one_sided_sign_flip_p(n) == pytest.approx(sign_flip_p_beyond([1.0] * n, 0.0, +1), rel=1e-12)
+
+
+def test_no_pairs_reach_no_level_and_give_no_sign_flip_p():
+    assert smallest_sign_flip_p(0) == 1.0 and smallest_one_sided_sign_flip_p(0) == 1.0
+    assert sign_flip_p_value([]) is None and sign_flip_p_beyond([], 0.0, +1) is None
+    assert smallest_sign_flip_p(6) == pytest.approx(1 / 32) and smallest_one_sided_sign_flip_p(6) == pytest.approx(1 / 64)
+    assert smallest_one_sided_sign_flip_p(16) == 2.0**-16
+    assert smallest_one_sided_sign_flip_p(40) == 1 / (paired_stats.PERMUTATION_SAMPLES + 1)
+
+
+def test_one_pair_flips_against_its_own_negative():
+    assert sign_flip_p_value([0.7]) == 1.0
+    assert sign_flip_p_beyond([0.7], 0.0, +1) == 0.5
+    assert sign_flip_p_beyond([0.7], 1.0, +1) == 1.0  # below the bound: both patterns reach it
+
+
+def test_beyond_the_exact_limit_the_sign_flip_p_is_a_seeded_sample():
+    data = np.random.default_rng(3).normal(0.2, 1.0, size=20)
+    first, again = sign_flip_p_value(data), sign_flip_p_value(data)
+    expected = scipy.stats.permutation_test(
+        (data,), lambda x, axis: np.abs(np.mean(x, axis=axis)), permutation_type="samples", vectorized=True,
+        alternative="greater", n_resamples=paired_stats.PERMUTATION_SAMPLES,
+        rng=np.random.default_rng(paired_stats.PERMUTATION_SEED)).pvalue
+    assert first == again == pytest.approx(expected, rel=1e-12)
+
+
+# -- paired differences ------------------------------------------------------------------------------
+
+def test_pairs_are_the_finite_values_on_both_sides_in_key_order():
+    keys, treated, controlled = pair_values({2: 1.0, 1: 3.0, 3: math.nan, 4: True, 5: 2.0},
+                                            {1: 1.0, 2: 0.5, 3: 1.0, 4: 1.0, 6: 1.0, 5: math.inf})
+    assert keys == (1, 2)
+    assert list(treated) == [3.0, 1.0] and list(controlled) == [1.0, 0.5]
+    assert treated.dtype == np.float64
+
+
+def test_a_paired_difference_reads_per_pair_differences_and_names_the_dropped_pairs():
+    treatment = {0: 2.0, 1: 3.0, 2: 5.0, 3: math.nan}
+    control = {0: 1.0, 1: 1.5, 2: 2.0, 3: 1.0, 4: 1.0}
+    found = paired_difference(treatment, control, confidence=0.9, expected=(0, 1, 2, 3, 4, 5))
+    assert found.pair_keys == (0, 1, 2) and found.differences == (1.0, 1.5, 3.0)
+    assert found.treatment == (2.0, 3.0, 5.0) and found.control == (1.0, 1.5, 2.0)
+    assert found.dropped == (3, 4, 5)
+    assert found.n == 3 and found.mean_difference == pytest.approx(11 / 6)
+    assert found.estimate.confidence == 0.9
+    expected = scipy.stats.ttest_1samp([1.0, 1.5, 3.0], 0.0).confidence_interval(0.9)
+    assert (found.interval.low, found.interval.high) == pytest.approx((expected.low, expected.high), rel=1e-12)
+    assert found.relative_change == pytest.approx((11 / 6) / (4.5 / 3))
+    assert found.treatment_mean == pytest.approx(10 / 3) and found.control_mean == pytest.approx(1.5)
+    assert found.sign_flip_p == pytest.approx(sign_flip_p_value([1.0, 1.5, 3.0]))
+    assert not found.insufficient
+    # a key either side reported that made no pair is dropped, expected or not
+    assert paired_difference({0: 1.0, 1: 2.0, 7: 3.0}, {0: 0.0, 1: 0.5, 8: 1.0}, expected=(0, 1)).dropped == (7, 8)
+
+
+def test_a_relative_change_divides_by_the_size_of_the_control_and_is_none_at_zero():
+    negative = paired_difference({0: -1.0, 1: -3.0}, {0: -2.0, 1: -2.0})
+    assert negative.relative_change == pytest.approx(0.0)
+    shifted = paired_difference({0: -1.0, 1: -1.0}, {0: -2.0, 1: -2.0})
+    assert shifted.relative_change == pytest.approx(0.5)  # better by half the control's size, not -0.5
+    assert paired_difference({0: 1.0, 1: 2.0}, {0: 1.0, 1: -1.0}).relative_change is None
+    assert paired_difference({0: 1.0}, {1: 1.0}) is None
+    single = paired_difference({0: 1.0}, {0: 0.5})
+    assert single.insufficient and single.interval is None and single.n == 1
+
+
+def test_t_only_flags_a_t_verdict_the_sign_flip_test_could_reach_but_does_not():
+    heavy = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, -1.2]  # t rejects 0 (p 0.034), sign flips do not (0.070)
+    found = paired_difference(dict(enumerate(heavy)), dict.fromkeys(range(8), 0.0))
+    assert found.estimate.p_value <= 0.05 < found.sign_flip_p
+    assert smallest_sign_flip_p(8) <= 0.05
+    assert found.t_only
+    clean = paired_difference(dict(enumerate([1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98])), dict.fromkeys(range(7), 0.0))
+    assert not clean.t_only  # both tests reject
+    few = paired_difference(dict(enumerate([1.0, 1.1, 0.9, 1.05, 0.95])), dict.fromkeys(range(5), 0.0))
+    assert few.estimate.p_value <= 0.05 and smallest_sign_flip_p(5) > 0.05
+    assert not few.t_only  # five pairs cannot reach 5% by sign flips: nothing to disagree with
+    noisy = paired_difference(dict(enumerate([1.0, -1.1, 0.9, -1.05, 0.95, 0.2, -0.3])), dict.fromkeys(range(7), 0.0))
+    assert noisy.estimate.p_value > 0.05 and not noisy.t_only
+    assert not paired_difference({0: 1.0}, {0: 0.0}).t_only
+
+
+def test_t_only_reads_the_estimates_own_confidence():
+    heavy = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 0.98, -1.2]
+    loose = paired_difference(dict(enumerate(heavy)), dict.fromkeys(range(8), 0.0), confidence=0.9)
+    assert loose.estimate.p_value <= 0.1 and loose.sign_flip_p <= 0.1 and not loose.t_only
+
+
+def test_a_summary_is_the_finite_values_mean_sd_and_t_interval():
+    summary = summarize([1.0, math.nan, 3.0, True, 2.0, math.inf], confidence=0.9)
+    assert summary.values == (1.0, 3.0, 2.0) and summary.n == 3
+    assert summary.mean == pytest.approx(2.0) and summary.sd == pytest.approx(1.0)
+    expected = scipy.stats.ttest_1samp([1.0, 3.0, 2.0], 0.0).confidence_interval(0.9)
+    assert (summary.interval.low, summary.interval.high) == pytest.approx((expected.low, expected.high), rel=1e-12)
+    one = summarize([4.0, math.nan])
+    assert one.sd is None and (one.interval.low, one.interval.high) == (4.0, 4.0)
+    assert summarize([math.nan, math.inf]) is None and summarize([]) is None
+
+
+# -- multiplicity ------------------------------------------------------------------------------------
+
+def test_an_empty_family_adjusts_to_nothing_and_one_p_value_stays_itself():
+    assert holm_adjust([]) == [] and benjamini_hochberg([]) == []
+    assert holm_adjust([0.03]) == [0.03] and benjamini_hochberg([0.03]) == [0.03]
+    assert holm_adjust([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert benjamini_hochberg([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
+
+
+def test_holm_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+    collect = gc.collect
+    holm_adjust([0.01, 0.2])
+    assert gc.collect is collect
+
+
+# -- unpaired samples --------------------------------------------------------------------------------
+
+def test_welch_difference_is_scipys_welch_test_at_its_confidence():
+    treated, controlled = [1.0, 2.5, 3.0, 2.0, math.nan], [0.5, 0.7, 0.6, math.inf, 1.4, True]
+    found = welch_difference(treated, controlled, confidence=0.9)
+    test = scipy.stats.ttest_ind([1.0, 2.5, 3.0, 2.0], [0.5, 0.7, 0.6, 1.4], equal_var=False)
+    interval = test.confidence_interval(0.9)
+    assert found.treatment == (1.0, 2.5, 3.0, 2.0) and found.control == (0.5, 0.7, 0.6, 1.4)
+    assert found.mean_difference == pytest.approx(2.125 - 0.8)
+    assert (found.interval.low, found.interval.high) == pytest.approx((interval.low, interval.high), rel=1e-12)
+    assert found.p_value == pytest.approx(test.pvalue, rel=1e-12)
+    assert found.df == pytest.approx(test.df, rel=1e-12) and found.confidence == 0.9
+
+
+def test_welch_difference_needs_a_value_on_each_side_and_two_for_an_interval():
+    assert welch_difference([], [1.0, 2.0]) is None
+    assert welch_difference([1.0, 2.0], [math.nan]) is None
+    short = welch_difference([1.0, 2.0, 3.0], [1.0], confidence=0.9)
+    assert short.mean_difference == pytest.approx(1.0)
+    assert (short.interval, short.p_value, short.df, short.confidence) == (None, None, None, 0.9)
+    one_each = welch_difference([2.0], [1.0])
+    assert one_each.mean_difference == pytest.approx(1.0) and one_each.interval is None
+
+
+def test_welch_difference_of_two_constant_samples_is_exact():
+    found = welch_difference([3.0, 3.0, 3.0], [1.0, 1.0], confidence=0.9)
+    assert found.mean_difference == 2.0 and (found.interval.low, found.interval.high) == (2.0, 2.0)
+    assert found.p_value == 0.0 and found.df == 3.0 and found.confidence == 0.9
+    same = welch_difference([1.0, 1.0], [1.0, 1.0])
+    assert same.p_value == 1.0 and same.mean_difference == 0.0
+    # one constant sample is not exact: the other's spread remains
+    one_constant = welch_difference([3.0, 3.0, 3.0], [1.0, 2.0, 1.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        test = scipy.stats.ttest_ind([3.0, 3.0, 3.0], [1.0, 2.0, 1.5], equal_var=False)
+    assert one_constant.p_value == pytest.approx(test.pvalue, rel=1e-12)
+    assert one_constant.interval.low < one_constant.interval.high
+    other_constant = welch_difference([1.0, 2.0, 1.5], [3.0, 3.0, 3.0])
+    assert other_constant.interval.low < other_constant.interval.high
+    assert other_constant.df == pytest.approx(2.0)
+
+
+# -- sequential designs ------------------------------------------------------------------------------
+
+from harness.analysis.stats.sequential_design import (  # noqa: E402
+    Schedule,
+    conditional_power,
+    fixed_level,
+    fixed_seeds_for_power,
+    nominal_levels,
+    operating_characteristics,
+    spent,
+)
+from harness.analysis.stats.skew_calibration import (  # noqa: E402
+    SkewCheck,
+    bad_side_draws,
+    check_skew_bound,
+    set_skewness,
+    skew_check,
+)
+
+ALPHA = 0.025
+
+
+@pytest.mark.parametrize("bad", [
+    dict(first=0, max_seeds=4), dict(first=3, max_seeds=6, futility_from=1.0),
+    dict(first=3, max_seeds=6, futility_from=-0.1), dict(first=3, max_seeds=6, futility_from=True),
+    dict(first=3, max_seeds=6, futility_from="0.5"), dict(first=3, max_seeds=6, skew_bound=0.0),
+    dict(first=3, max_seeds=6, skew_bound=3.5),
+])
+def test_a_schedule_refuses_what_it_cannot_run(bad):
+    with pytest.raises(ValueError):
+        Schedule(**bad)
+
+
+def test_a_schedule_accepts_its_edges():
+    assert Schedule(1, 1).looks == (1,) and not Schedule(1, 1).sequential
+    assert Schedule(4, 4).looks == (4,) and Schedule(3, 4).sequential
+    assert Schedule(3, 6, batch=1, futility_from=0.0, skew_bound=3.0).looks == (3, 4, 5, 6)
+    assert Schedule(3, 6, futility_from=0.99).futility_from == 0.99
+
+
+def test_futility_may_stop_only_before_the_last_look_and_from_its_share_of_the_seeds():
+    schedule = Schedule(3, 12, futility=0.1, futility_from=0.5)
+    assert [schedule.may_stop_futile(n) for n in (3, 5, 6, 11, 12)] == [False, False, True, True, False]
+    assert not Schedule(3, 12, futility=None).may_stop_futile(6)
+    assert Schedule(3, 12).may_stop_futile(3)
+
+
+def test_a_schedule_says_how_it_stops_for_futility_and_stores_what_it_declares():
+    assert Schedule(3, 12, futility=None).futility_phrase() == ""
+    assert Schedule(3, 12, futility=0.1).futility_phrase() == "futility below 0.1 conditional power"
+    assert Schedule(3, 10, futility=0.2, futility_from=0.25).futility_phrase() == \
+        "futility below 0.2 conditional power from 3 seeds"
+    assert Schedule(3, 12).describe() == {"first": 3, "max_seeds": 12, "batch": 1, "spending": "obrien_fleming",
+                                          "futility": 0.1}
+    assert Schedule(2, 9, 3, "pocock", None, 0.5, 1.0).describe() == {
+        "first": 2, "max_seeds": 9, "batch": 3, "spending": "pocock", "futility": None, "futility_from": 0.5,
+        "skew_bound": 1.0}
+
+
+def test_a_schedule_is_built_from_the_suites_spec():
+    from harness.suite.schema import SequentialSpec
+    spec = SequentialSpec(max_seeds=9, batch=2, spending="pocock", futility=0.2, futility_from=0.25, skew_bound=1.5)
+    assert Schedule.of(spec, 3) == Schedule(3, 9, 2, "pocock", 0.2, 0.25, 1.5)
+
+
+@pytest.mark.parametrize("fraction", [0.25, 0.5, 0.8])
+def test_spending_follows_lan_demets(fraction):
+    assert spent(fraction, ALPHA, "pocock") == pytest.approx(ALPHA * math.log(1 + (math.e - 1) * fraction), rel=1e-12)
+    obf = 2 * scipy.stats.norm.sf(scipy.stats.norm.isf(ALPHA / 2) / math.sqrt(fraction))
+    assert spent(fraction, ALPHA, "obrien_fleming") == pytest.approx(obf, rel=1e-12)
+    assert spent(-0.1, ALPHA, "pocock") == 0.0 and spent(1.5, ALPHA, "obrien_fleming") == ALPHA
+
+
+def test_a_schedules_levels_are_its_spendings_and_bounds():
+    schedule = Schedule(3, 6, spending="pocock")
+    assert schedule.levels(schedule.looks, ALPHA) == nominal_levels(schedule.looks, ALPHA, "pocock")
+    assert Schedule(3, 6).levels((6,), 0.05) == (0.05,)
+
+
+@pytest.mark.parametrize("spending", ["obrien_fleming", "pocock"])
+def test_under_the_null_the_looks_cross_first_at_the_spent_increments(spending):
+    """The nominal levels, read on fresh null paths: the chance of a first crossing by each look is what the
+    spending allows by then (within simulation error), and the first look spends its increment exactly."""
+    looks = (3, 4, 5, 6)
+    levels = nominal_levels(looks, ALPHA, spending)
+    assert levels[0] == pytest.approx(spent(3 / 6, ALPHA, spending), rel=1e-12)
+    paths = np.random.default_rng(11).standard_normal((200_000, 6))
+    crossed = np.zeros(len(paths), dtype=bool)
+    for n, level in zip(looks, levels):
+        sample = paths[:, :n]
+        t = sample.mean(1) / (sample.std(1, ddof=1) / math.sqrt(n))
+        crossed |= scipy.stats.t.sf(t, n - 1) <= level
+        allowed = spent(n / 6, ALPHA, spending)
+        assert crossed.mean() == pytest.approx(allowed, abs=4 * math.sqrt(allowed / len(paths)))
+
+
+def test_a_look_too_small_to_resolve_uses_its_increment():
+    """O'Brien–Fleming leaves almost nothing to the early looks of a long schedule: fewer simulated crossings
+    than can be resolved, so those looks test at the increment itself (Bonferroni over looks)."""
+    looks = (3, 4, 5, 20)
+    levels = nominal_levels(looks, ALPHA)
+    previous = 0.0
+    for n, level in zip(looks[:3], levels[:3]):
+        now = spent(n / 20, ALPHA, "obrien_fleming")
+        assert now - previous < sequential_design.MIN_RESOLVED_CROSSINGS / sequential_design.NULL_PATHS
+        assert level == pytest.approx(now - previous, rel=1e-12)
+        previous = now
+    assert levels[3] > levels[2]
+
+
+def test_conditional_power_is_the_b_value_projection():
+    p_now, fraction, final = 0.04, 0.5, 0.02
+    z = scipy.stats.norm.isf(p_now)
+    drift = z / math.sqrt(fraction)
+    expected = scipy.stats.norm.sf((scipy.stats.norm.isf(final) - z * math.sqrt(fraction) - drift * (1 - fraction))
+                                   / math.sqrt(1 - fraction))
+    assert conditional_power(p_now, fraction, final) == pytest.approx(expected, rel=1e-12)
+    assert isinstance(conditional_power(p_now, fraction, final), float)
+    many = conditional_power(np.array([0.04, 0.5]), fraction, final)
+    assert many.shape == (2,) and many[0] == pytest.approx(expected, rel=1e-12) and many[1] < many[0]
+    # at the last look it is whether the level is reached
+    assert conditional_power(0.02, 1.0, final) == 1.0 and conditional_power(0.021, 1.0, final) == 0.0
+    assert isinstance(conditional_power(0.02, 1.0, final), float)
+    assert list(conditional_power(np.array([0.01, 0.5]), 1.2, final)) == [1.0, 0.0]
+    # p-values of exactly 0 and 1 stay finite
+    assert conditional_power(0.0, 0.5, final) == pytest.approx(1.0)
+    assert conditional_power(1.0, 0.5, final) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("effect", [0.5, 1.0, 1.7])
+def test_the_seeds_for_power_are_the_fewest_the_t_test_needs(effect):
+    seeds = fixed_seeds_for_power(effect, ALPHA, 0.8)
+    power = TTestPower()
+    assert power.power(effect, seeds, ALPHA, alternative="larger") >= 0.8
+    assert seeds == 2 or power.power(effect, seeds - 1, ALPHA, alternative="larger") < 0.8
+    assert fixed_seeds_for_power(effect, ALPHA, 0.8, limit=seeds) == seeds
+    assert fixed_seeds_for_power(effect, ALPHA, 0.8, limit=seeds - 1) is None
+    assert fixed_seeds_for_power(effect, ALPHA, 0.95) > seeds
+
+
+def test_no_seed_count_finds_no_effect():
+    assert fixed_seeds_for_power(0.0, ALPHA) is None and fixed_seeds_for_power(-1.0, ALPHA) is None
+    assert fixed_seeds_for_power(0.0, ALPHA, power=0.01) is None  # not even at a power below the level
+    assert fixed_seeds_for_power(0.01, ALPHA) is None  # beyond the 1000 seeds a suite may declare
+    assert fixed_seeds_for_power(0.0887, ALPHA) == 1000 and fixed_seeds_for_power(0.08865, ALPHA) is None  # 1001
+
+
+def test_the_planning_power_is_80_percent_and_two_seeds_are_the_fewest():
+    assert fixed_seeds_for_power(1.0, ALPHA) == fixed_seeds_for_power(1.0, ALPHA, 0.8) == 10
+    assert fixed_seeds_for_power(20.0, ALPHA) == 2  # an effect two seeds find
+    assert fixed_level(10, ALPHA) == ALPHA
+
+
+def test_every_effect_a_few_seeds_find_gets_its_seed_count():
+    assert fixed_seeds_for_power(1.22, ALPHA, 0.8) == fixed_seeds_for_power(1.2, ALPHA, 0.8, limit=100)
+
+
+def test_a_fixed_designs_simulated_power_is_the_t_tests():
+    found = operating_characteristics(Schedule(8, 8), 1.0, ALPHA, paths=20_000)
+    assert found.effect_in_sd == 1.0 and found.expected_seeds == 8.0
+    expected = TTestPower().power(1.0, 8, ALPHA, alternative="larger")
+    assert found.power == pytest.approx(expected, abs=4 * math.sqrt(expected * (1 - expected) / 20_000))
+    null = operating_characteristics(Schedule(8, 8), 0.0, ALPHA, paths=20_000)
+    assert null.power == pytest.approx(ALPHA, abs=4 * math.sqrt(ALPHA / 20_000))
+
+
+def test_a_sequential_design_stops_a_clear_effect_early_and_a_null_one_at_futility():
+    clear = operating_characteristics(Schedule(3, 12), 2.0, ALPHA, paths=4_000)
+    assert clear.power > 0.9 and clear.expected_seeds < 8
+    never_futile = operating_characteristics(Schedule(3, 12, futility=None), 0.0, ALPHA, paths=4_000)
+    futile = operating_characteristics(Schedule(3, 12), 0.0, ALPHA, paths=4_000)
+    assert futile.expected_seeds < never_futile.expected_seeds - 1
+    late = operating_characteristics(Schedule(3, 12, futility_from=0.75), 0.0, ALPHA, paths=4_000)
+    assert futile.expected_seeds < late.expected_seeds < never_futile.expected_seeds
+    # a look at one seed has no t test: the schedule waits for the second
+    from_one = operating_characteristics(Schedule(1, 4, futility=None), 3.0, ALPHA, paths=2_000)
+    assert from_one.expected_seeds >= 2 and from_one.power > 0.9
+    two = operating_characteristics(Schedule(2, 2), 10.0, ALPHA, paths=2_000)  # two seeds have one
+    assert two.power == pytest.approx(TTestPower().power(10.0, 2, ALPHA, alternative="larger"), abs=0.04)
+
+
+def test_a_sequential_design_stops_a_clearly_worse_arm_for_failing():
+    worse = operating_characteristics(Schedule(3, 12, futility=None), -2.0, ALPHA, paths=2_000)
+    assert worse.power == 0.0 and worse.expected_seeds < 8
+    # futility reads both ways: a claim likely to fail is not stopped as hopeless before it does
+    failing = operating_characteristics(Schedule(3, 12), -0.7, ALPHA, paths=4_000)
+    assert failing.expected_seeds > 5
+
+
+@pytest.mark.parametrize("effect", [0.0, 0.8, -0.5])
+def test_the_simulated_paths_follow_the_rule_the_claims_are_decided_by(effect):
+    """Each path is one claim tested alone: at each look from two seeds on, PASS at the look's level, FAIL when
+    the opposite test reaches it, FUTILE where the design may stop and neither side's conditional power (to the
+    last look's level) reaches the threshold; a path that never stops uses every seed."""
+    design = Schedule(3, 8, futility=0.2, futility_from=0.4)
+    found = operating_characteristics(design, effect, ALPHA, paths=3_000, seed=5)
+    looks, levels = design.looks, nominal_levels(design.looks, ALPHA)
+    draws = np.random.default_rng(5).standard_normal((3_000, 8)) + effect
+    open_, passed, used = np.ones(3_000, dtype=bool), np.zeros(3_000, dtype=bool), np.full(3_000, 8)
+    for k, (n, level) in enumerate(zip(looks, levels)):
+        sample = draws[:, :n]
+        p = scipy.stats.t.sf(sample.mean(1) / (sample.std(1, ddof=1) / math.sqrt(n)), n - 1)
+        decided = (p <= level) | (1 - p <= level)
+        hopeless = np.maximum(conditional_power(p, n / 8, levels[-1]), conditional_power(1 - p, n / 8, levels[-1])) < 0.2
+        stop = open_ & (decided | (hopeless & (k < len(looks) - 1) & (n >= 0.4 * 8)))
+        passed |= open_ & (p <= level)
+        used[stop] = n
+        open_ &= ~stop
+    passed, used = int(passed.sum()), int(used.sum())
+    assert found.power == pytest.approx(passed / 3_000, abs=1 / 3_000)  # a path on a boundary's last digit
+    assert found.expected_seeds == pytest.approx(used / 3_000, abs=8 / 3_000)
+
+
+def test_futility_may_stop_a_claim_at_the_look_before_the_last():
+    only_look_4 = operating_characteristics(Schedule(3, 5, futility=0.3, futility_from=0.8), 0.0, ALPHA, paths=4_000)
+    never = operating_characteristics(Schedule(3, 5, futility=None), 0.0, ALPHA, paths=4_000)
+    assert only_look_4.expected_seeds < never.expected_seeds - 0.5
+
+
+# -- skewness ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bound", [True, "1.0", None, 0, -1.0, 3.01, math.nan])
+def test_a_skew_bound_is_a_number_in_its_range(bound):
+    with pytest.raises(ValueError):
+        check_skew_bound(bound)
+
+
+def test_a_skew_bound_in_range_reads_as_a_float():
+    assert check_skew_bound(3) == 3.0 and isinstance(check_skew_bound(1), float)
+    assert check_skew_bound(0.01) == 0.01
+
+
+@pytest.mark.parametrize("skew", [0.5, 1.0, 2.0])
+def test_bad_side_draws_are_standardized_with_the_skewness_on_the_errors_side(skew):
+    draws = bad_side_draws(np.random.default_rng(5), (400_000, 1), skew).ravel()
+    assert draws.mean() == pytest.approx(0.0, abs=0.01)
+    assert draws.std() == pytest.approx(1.0, abs=0.01)
+    assert scipy.stats.skew(draws) == pytest.approx(-skew, rel=0.1)
+    assert bad_side_draws(np.random.default_rng(5), (3, 4), skew).shape == (3, 4)
+
+
+def test_a_sets_skewness_is_scipys_bias_corrected_g1_of_its_finite_values():
+    values = [0.1, 0.4, 2.5, 0.3, math.nan, 0.2]
+    assert set_skewness(values) == pytest.approx(scipy.stats.skew([0.1, 0.4, 2.5, 0.3, 0.2], bias=False), rel=1e-12)
+    assert set_skewness([1.0, 2.0, math.inf]) is None  # two finite values
+    assert set_skewness([1.0, 2.0, 4.0]) == pytest.approx(scipy.stats.skew([1.0, 2.0, 4.0], bias=False))
+    assert set_skewness([2.0, 2.0, 2.0, 2.0]) is None
+
+
+def test_the_pooled_skewness_is_the_mean_abs_g1_against_the_same_sizes_at_the_bound():
+    sets = [[0.1, 0.4, 2.5, 0.3, 0.2], [1.0, -3.0, 1.2, 0.9], [1.0, 1.0, 1.0], [2.0, 3.0]]
+    check = skew_check(sets, 1.0)
+    g = [scipy.stats.skew(s, bias=False) for s in sets[:2]]
+    assert check.sets == 2 and check.bound == 1.0
+    assert check.pooled == pytest.approx(np.mean(np.abs(g)), rel=1e-12)
+    expected = np.mean([skew_calibration.expected_abs_skewness(5, 1.0), skew_calibration.expected_abs_skewness(4, 1.0)])
+    assert check.at_bound == pytest.approx(expected, rel=1e-12)
+    assert check.exceeds == (check.pooled > check.at_bound)
+    with pytest.raises(ValueError):
+        skew_check(sets, 4.0)
+    assert skew_check([[1.0, 1.0, 1.0]], 1.0) == SkewCheck(None, None, 1.0, 0)
+
+
+def test_a_skew_check_reads_as_a_sentence():
+    within = SkewCheck(0.5, 0.77, 1.0, 3)
+    assert not within.exceeds
+    assert within.text() == ("pooled skewness: mean |G1| 0.500 over 3 sets of per-seed differences (0.770 at "
+                             "skewness 1): within the declared bound")
+    beyond = SkewCheck(0.9, 0.77, 1.5, 2)
+    assert beyond.exceeds and beyond.text().endswith("(0.770 at skewness 1.5): exceeds the declared bound")
+    assert not SkewCheck(0.77, 0.77, 1.0, 1).exceeds
+    assert SkewCheck(None, None, 1.0, 0).text() == \
+        "pooled skewness not measurable (no set of 3 differences with a spread)"
+    assert not SkewCheck(None, None, 1.0, 0).exceeds and not SkewCheck(0.9, None, 1.0, 1).exceeds
+
+
+# -- claim tests -------------------------------------------------------------------------------------
+
+from harness.analysis.claim_status import FAIL, INCONCLUSIVE, PASS, SHORT  # noqa: E402
+from harness.analysis.claim_tests import claim_test  # noqa: E402
+from harness.analysis.claim_tests.contract import register  # noqa: E402
+from harness.analysis.claim_tests.bounds import either_side, p_better, p_strict, p_worse  # noqa: E402
+from harness.core.metrics import Metric  # noqa: E402
+from harness.suite.schema import ClaimSpec  # noqa: E402
+
+DIFFS = [0.30, 0.12, 0.45, 0.26, 0.18, 0.38]  # six per-seed differences, mean 0.2817
+
+
+def spec(test: str, **fields) -> ClaimSpec:
+    return ClaimSpec(contrast="treat-vs-control", metric="acc", test=test, **fields)
+
+
+def t_greater(values, bound):
+    return scipy.stats.ttest_1samp(values, bound, alternative="greater").pvalue
+
+
+def t_less(values, bound):
+    return scipy.stats.ttest_1samp(values, bound, alternative="less").pvalue
+
+
+@pytest.mark.parametrize("sign", [+1, -1])
+@pytest.mark.parametrize("margin", [0.0, 0.1, 0.5])
+def test_superiority_is_the_one_sided_t_test_beyond_the_margin_on_the_better_side(sign, margin):
+    values = [sign * d for d in DIFFS]  # lower is better when sign is -1: the gain is a fall
+    outcome = claim_test("superior").decide(spec("superior", margin=margin), mean_estimate(values), values, sign, margin)
+    assert outcome.status == INCONCLUSIVE
+    assert outcome.detail == f"one-sided t vs {margin:.4g} (better side)"
+    better, worse = (t_greater, t_less) if sign > 0 else (t_less, t_greater)
+    assert outcome.p_value == pytest.approx(better(values, sign * margin), rel=1e-10)
+    assert outcome.p_fail == pytest.approx(worse(values, sign * margin), rel=1e-10)
+    assert outcome.p_flip == pytest.approx(sign_flip_p_beyond(values, sign * margin, sign), rel=1e-12)
+    assert outcome.p_flip_fail == pytest.approx(sign_flip_p_beyond(values, sign * margin, -sign), rel=1e-12)
+
+
+@pytest.mark.parametrize("sign", [+1, -1])
+def test_non_inferiority_is_the_one_sided_t_test_beyond_the_margin_on_the_worse_side(sign):
+    values = [sign * (d - 0.35) for d in DIFFS]  # a little worse than the control, within 0.2
+    outcome = claim_test("non_inferior").decide(spec("non_inferior", margin=0.2, reference="r"),
+                                                mean_estimate(values), values, sign, 0.2)
+    assert outcome.status == INCONCLUSIVE and outcome.detail == "one-sided t vs -0.2 (worse side)"
+    better, worse = (t_greater, t_less) if sign > 0 else (t_less, t_greater)
+    assert outcome.p_value == pytest.approx(better(values, -sign * 0.2), rel=1e-10)
+    assert outcome.p_fail == pytest.approx(worse(values, -sign * 0.2), rel=1e-10)
+    assert outcome.p_flip == pytest.approx(sign_flip_p_beyond(values, -sign * 0.2, sign), rel=1e-12)
+
+
+@pytest.mark.parametrize("sign", [+1, -1])
+def test_a_deterministic_tie_at_the_bound_fails_superiority_and_passes_non_inferiority(sign):
+    at_margin = [sign * 0.5] * 4
+    superior = claim_test("superior").decide(spec("superior", margin=0.5), mean_estimate(at_margin), at_margin,
+                                             sign, 0.5)
+    assert (superior.p_value, superior.p_fail) == (1.0, 0.0)  # strict: a tie is not beyond, so it fails
+    at_worse = [-sign * 0.5] * 4
+    non_inferior = claim_test("non_inferior").decide(spec("non_inferior", margin=0.5, reference="r"),
+                                                     mean_estimate(at_worse), at_worse, sign, 0.5)
+    assert (non_inferior.p_value, non_inferior.p_fail) == (0.0, 1.0)  # inclusive: a tie is within, it passes
+    beyond = [sign * 0.6] * 4
+    clear = claim_test("superior").decide(spec("superior", margin=0.5), mean_estimate(beyond), beyond, sign, 0.5)
+    assert (clear.p_value, clear.p_fail) == (0.0, 1.0)
+
+
+def test_the_bounds_read_a_deterministic_tie_the_way_the_claims_boundary_does():
+    tie = mean_estimate([0.5, 0.5, 0.5])
+    assert p_better(tie, +1, 0.5) == 0.0 and p_better(tie, +1, 0.5, inclusive=False) == 1.0
+    assert p_better(tie, -1, -0.5) == 0.0 and p_better(tie, -1, -0.5, inclusive=False) == 1.0
+    assert p_worse(tie, +1, 0.5) == 1.0 and p_worse(tie, +1, 0.5, inclusive=True) == 0.0
+    assert p_worse(tie, -1, -0.5) == 1.0 and p_worse(tie, -1, -0.5, inclusive=True) == 0.0
+    assert p_strict(tie, 0.4, +1) == 0.0 and p_strict(tie, 0.6, +1) == 1.0
+    assert p_strict(tie, 0.6, -1) == 0.0 and p_strict(tie, 0.4, -1) == 1.0
+    spread = mean_estimate(DIFFS)
+    assert p_strict(spread, 0.2, +1) == pytest.approx(t_greater(DIFFS, 0.2), rel=1e-10)
+    assert p_strict(spread, 0.2, -1) == pytest.approx(t_less(DIFFS, 0.2), rel=1e-10)
+    assert p_worse(spread, -1, 0.2, inclusive=True) == pytest.approx(t_greater(DIFFS, -0.2), rel=1e-10)
+    assert either_side(0.2, 0.01) == 0.02 and either_side(0.01, 0.3) == 0.02 and either_side(0.7, 0.6) == 1.0
+
+
+def test_equivalence_is_two_one_sided_tests_within_the_margin():
+    values = [0.02, -0.03, 0.01, 0.04, -0.01, 0.0]
+    outcome = claim_test("equivalent").decide(spec("equivalent", margin=0.1, reference="r"),
+                                              mean_estimate(values), values, 1, 0.1)
+    assert outcome.status == INCONCLUSIVE and outcome.detail == "two one-sided t tests vs +-0.1"
+    assert outcome.p_value == pytest.approx(max(t_greater(values, -0.1), t_less(values, 0.1)), rel=1e-10)
+    assert outcome.p_fail == pytest.approx(min(1.0, 2 * min(t_greater(values, 0.1), t_less(values, -0.1))), rel=1e-10)
+    outside = [v + 0.5 for v in values]
+    far = claim_test("equivalent").decide(spec("equivalent", margin=0.1, reference="r"),
+                                          mean_estimate(outside), outside, 1, 0.1)
+    assert far.p_value > 0.5 and far.p_fail == pytest.approx(2 * t_greater(outside, 0.1), rel=1e-10)
+    below = [v - 0.5 for v in values]
+    low = claim_test("equivalent").decide(spec("equivalent", margin=0.1, reference="r"),
+                                          mean_estimate(below), below, 1, 0.1)
+    assert low.p_fail == pytest.approx(2 * t_less(below, -0.1), rel=1e-10)
+
+
+def test_a_ratio_claim_tests_the_mean_ratio_against_each_declared_bound():
+    ratios = [0.97, 1.01, 0.99, 1.02, 0.98]
+    both = claim_test("ratio").decide(spec("ratio", min=0.9, max=1.1), mean_estimate(ratios), ratios, 0, 0.0)
+    assert both.status == INCONCLUSIVE and both.detail == "one-sided t of the mean treatment/control ratio vs its bounds"
+    assert both.p_value == pytest.approx(max(t_greater(ratios, 0.9), t_less(ratios, 1.1)), rel=1e-10)
+    assert both.p_fail == pytest.approx(min(1.0, 2 * min(t_greater(ratios, 1.1), t_less(ratios, 0.9))), rel=1e-10)
+    floor = claim_test("ratio").decide(spec("ratio", min=0.995), mean_estimate(ratios), ratios, 0, 0.0)
+    assert floor.p_value == pytest.approx(t_greater(ratios, 0.995), rel=1e-10)
+    assert floor.p_fail == pytest.approx(t_less(ratios, 0.995), rel=1e-10)  # one bound: no Bonferroni
+    ceiling = claim_test("ratio").decide(spec("ratio", max=0.995), mean_estimate(ratios), ratios, 0, 0.0)
+    assert ceiling.p_value == pytest.approx(t_less(ratios, 0.995), rel=1e-10)
+    assert ceiling.p_fail == pytest.approx(t_greater(ratios, 0.995), rel=1e-10)
+
+
+def test_equal_passes_only_when_every_pair_is_identical():
+    equal = claim_test("equal")
+    estimate = mean_estimate([0.0, 0.0])
+    same = equal.decide(spec("equal"), estimate, [0.0, 0.0, 0.0], 0, 0.0)
+    assert (same.status, same.detail) == (PASS, "every paired difference is 0")
+    differ = equal.decide(spec("equal"), estimate, [0.0, 1e-12, 0.0], 0, 0.0)
+    assert (differ.status, differ.detail) == (FAIL, "paired differences are not all 0")
+    assert equal.decide(spec("equal"), estimate, [0.0, -2.0], 0, 0.0).status == FAIL
+    assert not equal.favours_an_arm() and claim_test("superior").favours_an_arm()
+
+
+def test_each_claim_reads_as_its_test_and_margin():
+    assert claim_test("superior").statement(spec("superior")) == "superior"
+    assert claim_test("superior").statement(spec("superior", margin=0.5)) == "superior (by more than 0.5)"
+    assert claim_test("non_inferior").statement(spec("non_inferior", margin=0.01, reference="r")) == \
+        "non_inferior (margin 0.01)"
+    assert claim_test("non_inferior").statement(spec("non_inferior", relative_margin=0.5, reference="base")) == \
+        "non_inferior (margin 0.5 x base)"
+    assert claim_test("equivalent").statement(spec("equivalent", margin=2.0, reference="r")) == "equivalent (margin 2)"
+    assert claim_test("ratio").statement(spec("ratio", min=0.9)) == "ratio in [0.9, -]"
+    assert claim_test("ratio").statement(spec("ratio", max=1.25)) == "ratio in [-, 1.25]"
+    assert claim_test("equal").statement(spec("equal")) == "equal"
+
+
+def test_which_way_names_where_a_decided_interval_lies():
+    superior, non_inferior = claim_test("superior"), claim_test("non_inferior")
+    with_margin = spec("superior", margin=0.5)
+    assert superior.which_way(with_margin, FAIL, 0.1, 0.4) == (SHORT, "better, by less than 0.5")
+    assert superior.which_way(with_margin, FAIL, -0.2, 0.0) == (FAIL, "not better")
+    assert superior.which_way(with_margin, FAIL, 0.0, 0.3) == (FAIL, "short of 0.5, not shown better than 0")
+    assert superior.which_way(with_margin, FAIL, -0.1, 0.3) == (FAIL, "short of 0.5, not shown better than 0")
+    assert superior.which_way(spec("superior"), FAIL, 0.1, 0.4) == (FAIL, "short of 0, not shown better than 0")
+    assert superior.which_way(with_margin, PASS, 0.6, 0.9) == (PASS, "")
+    ni = spec("non_inferior", margin=0.2, reference="r")
+    assert non_inferior.which_way(ni, PASS, 0.01, 0.3) == (PASS, "superior too")
+    assert non_inferior.which_way(ni, PASS, 0.0, 0.3) == (PASS, "")
+    assert non_inferior.which_way(ni, FAIL, -0.5, -0.3) == (FAIL, "worse by more than the margin")
+    assert non_inferior.which_way(ni, INCONCLUSIVE, 0.1, 0.3) == (INCONCLUSIVE, "")
+    assert claim_test("equivalent").which_way(spec("equivalent", margin=1.0, reference="r"), PASS, 0.1, 0.2) == (PASS, "")
+
+
+def test_each_claim_marks_its_bounds_in_the_estimates_units():
+    assert claim_test("superior").plot_marks(spec("superior", margin=0.5), -1, 0.5) == (-0.5,)
+    assert claim_test("superior").plot_marks(spec("superior"), 1, None) == ()
+    assert claim_test("superior").decision_bounds(spec("superior", margin=0.5), -1, 0.5) == (-0.5, 0.0)
+    assert claim_test("superior").decision_bounds(spec("superior"), 1, 0.0) == (0.0,)
+    ni = spec("non_inferior", margin=0.2, reference="r")
+    assert claim_test("non_inferior").plot_marks(ni, 1, 0.2) == (-0.2,)
+    assert claim_test("non_inferior").plot_marks(ni, -1, 0.2) == (0.2,)
+    assert claim_test("non_inferior").plot_marks(ni, 1, None) == ()
+    assert claim_test("non_inferior").decision_bounds(ni, -1, 0.2) == (0.2, 0.0)
+    assert claim_test("non_inferior").decision_bounds(ni, 1, 0.0) == (-0.0,)
+    eq = spec("equivalent", margin=0.3, reference="r")
+    assert claim_test("equivalent").plot_marks(eq, 1, 0.3) == (-0.3, 0.3)
+    assert claim_test("equivalent").plot_marks(eq, 1, None) == ()
+    assert claim_test("equivalent").decision_bounds(eq, 1, 0.3) == (-0.3, 0.3)
+    assert claim_test("ratio").plot_marks(spec("ratio", min=0.9, max=1.1), 1, None) == (0.9, 1.1)
+    assert claim_test("ratio").decision_bounds(spec("ratio", max=1.1), 1, 0.0) == (1.1,)
+    assert claim_test("equal").plot_marks(spec("equal"), 1, None) == ()
+    assert claim_test("equal").decision_bounds(spec("equal"), 1, 0.0) == ()
+
+
+def test_claims_fall_into_families_by_kind_and_direction():
+    def metric(direction, kind):
+        return Metric(name="m", direction=direction, unit="", kind=kind)
+    superior, ratio, equal = claim_test("superior"), claim_test("ratio"), claim_test("equal")
+    assert superior.in_holm_family(metric("higher", "quality")) and superior.in_holm_family(metric("lower", "speed"))
+    assert not superior.in_holm_family(metric("none", "quality"))  # no direction: it cannot be tested
+    assert ratio.in_holm_family(metric("none", "memory"))  # a test that needs no direction
+    assert not equal.in_holm_family(metric("higher", "memory"))  # exact: no sampling error
+    assert superior.family(metric("lower", "speed")) == "timing"
+    assert superior.family(metric("higher", "quality")) == superior.family(metric("lower", "memory")) == "quality"
+
+
+def test_what_a_claim_could_have_found_and_the_effect_a_pilot_shows():
+    estimate = mean_estimate(DIFFS)
+    base = minimum_detectable_effect(estimate.sd, 6, 0.025)
+    assert claim_test("non_inferior").mde(spec("non_inferior", margin=0.2, reference="r"), estimate, 0.025) == \
+        pytest.approx(base, rel=1e-12)
+    assert claim_test("superior").mde(spec("superior", margin=0.1), estimate, 0.025) == pytest.approx(0.1 + base)
+    assert claim_test("superior").mde(spec("superior"), estimate, 0.025) == pytest.approx(base)
+    assert claim_test("superior").mde(spec("superior"), mean_estimate([1.0, 1.0]), 0.025) == 0.0
+    test = claim_test("superior")
+    assert test.effect_in_sd(0.01, 6) == pytest.approx(scipy.stats.t.isf(0.01, 5) / math.sqrt(6), rel=1e-12)
+    assert test.effect_in_sd(None, 6) is None and test.effect_in_sd(0.01, 1) is None
+    assert test.effect_in_sd(0.5, 2) == pytest.approx(0.0, abs=1e-12)
+    assert test.effect_in_sd(1e-12, 4) > 100 and test.effect_in_sd(1e-12, 4) > test.effect_in_sd(1e-6, 4)
+    assert math.isfinite(test.effect_in_sd(1.0, 4)) and test.effect_in_sd(1.0, 4) < -10
+
+
+def test_a_pilot_that_surely_passes_shows_a_large_effect():
+    effect = claim_test("superior").effect_in_sd(0.0, 4)
+    assert math.isfinite(effect) and effect > 10
+
+
+def test_a_claim_test_registers_once_and_only_with_a_row_in_the_needs_table():
+    class Unknown:
+        name = "no_such_test"
+
+    with pytest.raises(TypeError, match="no row"):
+        register(Unknown)
+
+    class Again:
+        name = "superior"
+
+    with pytest.raises(TypeError, match="defined twice"):
+        register(Again)
+    assert claim_test("superior").name == "superior"
+
+
+def test_registering_a_test_makes_its_name_stand_for_one_instance_of_it(monkeypatch):
+    from harness.analysis.claim_tests import contract
+    equal_class = type(claim_test("equal"))
+    monkeypatch.delitem(contract.REGISTERED, "equal")
+    assert register(equal_class) is equal_class
+    assert type(claim_test("equal")) is equal_class and claim_test("equal") is claim_test("equal")
+
+
+# -- the looks a run takes, fairness and what a sequential design saved ------------------------------
+
+from pathlib import Path  # noqa: E402
+
+from records import make_record  # noqa: E402
+
+from harness.analysis.decide.design_cost import DesignCost, design_cost  # noqa: E402
+from harness.analysis.decide.fairness import UnequalBudget, unequal_budgets  # noqa: E402
+from harness.analysis.decide.looks import (  # noqa: E402
+    Futility,
+    claim_alpha,
+    looks_taken,
+    power_by_last_look,
+    run_design,
+    spent_level,
+    stored_schedule,
+)
+from harness.analysis.run_results import ResultsError, index_results  # noqa: E402
+from harness.suite.stored import StoredSuite  # noqa: E402
+
+RUN_METRICS = {"score": {"direction": "higher", "unit": "", "kind": "quality"},
+               "budget/steps": {"direction": "none", "unit": "steps", "kind": "info"},
+               "budget/tokens": {"direction": "none", "unit": "tokens", "kind": "info"}}
+
+
+def run_of(treat: list[float], control: list[float] | None = None, sequential: dict | None = None,
+           confidence: float | None = None, wall_seconds: float = 2.0, extra: dict | None = None):
+    """A two-arm run of len(treat) seeds, its claim a superiority on ``score``."""
+    control = control or [0.0] * len(treat)
+    seeds = list(range(len(treat)))
+    trials = [make_record(f"{arm}-{s}", arm, s, wall_seconds=wall_seconds,
+                          metrics={"score": values[s], **((extra or {}).get(arm, {}).get(s, {}))})
+              for arm, values in (("treat", treat), ("control", control)) for s in seeds]
+    meta = {"suite": "core", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": RUN_METRICS,
+            "arms": {"treat": {"labels": ["treat"]}, "control": {"labels": ["control"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [{"contrast": "treat-vs-control", "metric": "score", "test": "superior"}],
+            "sequential": sequential, "premises": []}
+    if confidence is not None:
+        meta["confidence"] = confidence
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
+
+
+def test_a_claim_is_read_at_half_the_two_sided_tail():
+    assert claim_alpha(0.95) == pytest.approx(0.025) and claim_alpha(0.9) == pytest.approx(0.05)
+
+
+def test_a_stored_schedule_is_read_by_the_suites_reader_or_fixed_at_the_seeds():
+    assert stored_schedule(None, 5) == Schedule(5, 5) and stored_schedule({}, 0) == Schedule(1, 1)
+    stored = {"first": 3, "max_seeds": 9, "batch": 2, "spending": "pocock", "futility": 0.2, "futility_from": 0.25}
+    assert stored_schedule(stored, 5) == Schedule(3, 9, 2, "pocock", 0.2, 0.25)
+    with pytest.raises(ValueError, match="its sequential design is not one harness writes"):
+        stored_schedule({"first": 12, "max_seeds": 9}, 5)
+
+
+def test_a_run_names_its_folder_when_its_design_is_unreadable():
+    run = run_of([1.0, 2.0, 3.0], sequential={"first": "three", "max_seeds": 9})  # a received suite.json's
+    with pytest.raises(ResultsError, match="suite.json: its sequential design is not one harness writes"):
+        run_design(run)
+
+
+def test_the_looks_taken_are_the_schedules_looks_the_seeds_reach():
+    sequential = {"first": 3, "max_seeds": 9, "batch": 2, "spending": "obrien_fleming", "futility": 0.1}
+    five = run_of([1.0] * 5, sequential=sequential)
+    assert run_design(five) == Schedule(3, 9, 2) and looks_taken(five, run_design(five)) == (3, 5)
+    two = run_of([1.0] * 2, sequential=sequential)
+    assert looks_taken(two, run_design(two)) == (2,)  # short of the first look: the seeds it has
+    fixed = run_of([1.0] * 4)
+    assert run_design(fixed) == Schedule(4, 4) and looks_taken(fixed, run_design(fixed)) == (4,)
+
+
+def test_the_level_of_the_latest_look_is_its_spent_level():
+    fixed = run_of([1.0, 2.0, 1.5, 1.8], confidence=0.9)
+    assert spent_level(fixed) == pytest.approx(0.05)
+    sequential = {"first": 3, "max_seeds": 6, "batch": 1, "spending": "pocock", "futility": 0.1}
+    looks = (3, 4, 5, 6)
+    for seeds in (3, 4, 6):
+        run = run_of([1.0] * seeds, sequential=sequential)
+        assert spent_level(run) == nominal_levels(looks, claim_alpha(0.95), "pocock")[looks.index(seeds)]
+
+
+def test_futility_is_the_conditional_power_to_reach_the_last_looks_level():
+    sequential = {"first": 3, "max_seeds": 6, "batch": 1, "spending": "pocock", "futility": 0.2,
+                  "futility_from": 0.5}
+    run = run_of([1.0] * 4, sequential=sequential)
+    found = power_by_last_look(run, 0.3)
+    final = nominal_levels((3, 4, 5, 6), claim_alpha(0.95), "pocock")[-1]
+    assert found == Futility(pytest.approx(conditional_power(0.3, 4 / 6, final)), 0.2, 6)
+    assert found.futile == (found.power < 0.2)
+    assert Futility(0.1, 0.2, 6).futile and not Futility(0.2, 0.2, 6).futile
+    assert power_by_last_look(run_of([1.0] * 2, sequential=sequential), 0.3) is None  # before futility_from
+    assert power_by_last_look(run_of([1.0] * 6, sequential=sequential), 0.3) is None  # the last look
+    assert power_by_last_look(run_of([1.0] * 4), 0.3) is None  # a fixed design
+    never = dict(sequential, futility=None)
+    assert power_by_last_look(run_of([1.0] * 4, sequential=never), 0.3) is None
+    zero = power_by_last_look(run_of([1.0] * 4, sequential=dict(sequential, futility=0.0)), 0.9)
+    assert zero.threshold == 0.0 and not zero.futile  # a threshold of 0 never stops a claim
+
+
+def budgets(treat: list[float], control: list[float], key: str = "budget/steps"):
+    extra = {arm: {s: {key: values[s]} for s in range(len(values))} for arm, values in
+             (("treat", treat), ("control", control))}
+    return run_of([1.0] * len(treat), extra=extra)
+
+
+def test_unequal_budgets_name_the_seeds_whose_arms_differ():
+    (flag,) = unequal_budgets(budgets([900.0, 700.0, 800.0, 0.0], [900.0, 900.0, 800.0, 900.0], "budget/tokens"))
+    assert flag.key == "budget/tokens" and flag.point == ""
+    assert flag.seeds == (1,) and flag.of_seeds == 3  # seed 3's untrained arm (0) is not compared
+    assert dict(flag.example) == {"treat": 700.0, "control": 900.0}
+    assert flag.text() == "unequal budget/tokens within 1 of 3 seed(s) (seed 1: treat 700, control 900)"
+    assert unequal_budgets(budgets([900.0, 900.0], [900.0, 900.0])) == []
+    at_point = UnequalBudget("budget/steps", "n=4", (2, 5), 6, {"a": 1.5, "b": 2.0})
+    assert at_point.text() == "unequal budget/steps at n=4 within 2 of 6 seed(s) (seed 2: a 1.5, b 2)"
+
+
+def test_a_fixed_design_saves_nothing_and_a_sequential_one_counts_its_seeds_and_time():
+    from harness.analysis.decide.claims import evaluate_claims
+    fixed = run_of([1.0, 1.2, 0.9])
+    assert design_cost(fixed, evaluate_claims(fixed)) is None
+    sequential = {"first": 3, "max_seeds": 12, "batch": 3, "spending": "obrien_fleming", "futility": 0.1}
+    run = run_of([0.5, 1.9, -0.2, 1.4, 0.1, 1.6], sequential=sequential, wall_seconds=2.5)
+    claims = evaluate_claims(run)
+    cost = design_cost(run, claims)
+    assert (cost.design, cost.seeds_used, cost.looks, cost.trial_seconds) == (Schedule(3, 12, 3), 6, 2, 30.0)
+    # the fixed design with the power the sequential one has at the observed effect (|mean| / sd)
+    effect = abs(claims[0].mean_estimate.mean) / claims[0].mean_estimate.sd
+    power = operating_characteristics(Schedule(3, 12, 3), effect, claim_alpha(0.95), paths=4000).power
+    assert cost.fixed_seeds == fixed_seeds_for_power(effect, claim_alpha(0.95), power) == 10
+    lower = run_of([-v for v in [0.5, 1.9, -0.2, 1.4, 0.1, 1.6]], sequential=sequential)
+    assert design_cost(lower, evaluate_claims(lower)).fixed_seeds == 10  # the size of the effect, either way
+    constant = run_of([1.0] * 6, sequential=sequential)
+    assert design_cost(constant, evaluate_claims(constant)).fixed_seeds is None  # no spread: no power to match
+    unpaired = run_of([math.nan] * 3, sequential=sequential)
+    assert design_cost(unpaired, evaluate_claims(unpaired)).fixed_seeds is None  # no pairs: no effect
+
+
+def test_the_fixed_design_matches_the_power_at_the_effect_in_units_of_its_spread():
+    sequential = {"first": 3, "max_seeds": 12, "batch": 3, "spending": "obrien_fleming", "futility": 0.1}
+    values = [0.2, 1.5, -0.4, 1.1, 0.0, 1.3]  # effect 0.79 sd: the design's power there is about 0.6
+    run = run_of(values, sequential=sequential)
+    claim = evaluate_claims_of(run)[0]
+    effect = abs(claim.mean_estimate.mean) / claim.mean_estimate.sd
+    power = operating_characteristics(Schedule(3, 12, 3), effect, claim.level, paths=4000).power
+    assert 0.5 < power < 0.7
+    assert design_cost(run, [claim]).fixed_seeds == fixed_seeds_for_power(effect, claim.level, power) == 10
+    scaled = run_of([10 * v for v in values], sequential=sequential)  # the same effect in other units
+    assert design_cost(scaled, evaluate_claims_of(scaled)).fixed_seeds == 10
+
+
+def test_the_fixed_design_of_a_skew_bounded_run_is_calibrated_too(few_calibration_paths):
+    sequential = {"first": 3, "max_seeds": 6, "batch": 3, "spending": "obrien_fleming", "futility": 0.1,
+                  "skew_bound": 1.0}
+    run = run_of([0.2, 1.5, -0.4, 1.1, 0.0, 1.3], sequential=sequential)
+    claim = evaluate_claims_of(run)[0]
+    effect = abs(claim.mean_estimate.mean) / claim.mean_estimate.sd
+    design = Schedule(3, 6, 3, skew_bound=1.0)
+    power = operating_characteristics(design, effect, claim.level, paths=4000).power
+    calibrated = fixed_seeds_for_power(effect, claim.level, power, skew_bound=1.0)
+    assert calibrated > fixed_seeds_for_power(effect, claim.level, power)
+    assert design_cost(run, [claim]).fixed_seeds == calibrated
+
+
+def evaluate_claims_of(run):
+    from harness.analysis.decide.claims import evaluate_claims
+    return evaluate_claims(run)
+    assert cost.fixed_trial_seconds == pytest.approx(30.0 / 6 * cost.fixed_seeds)
+
+
+def test_a_design_cost_reads_as_one_line():
+    design = Schedule(3, 12, 3, "pocock", 0.1, 0.5)
+    saved = DesignCost(design, 6, 2, 10, 30.0)
+    assert saved.fixed_trial_seconds == pytest.approx(50.0)
+    assert saved.line() == ("group-sequential design (pocock spending, looks at 3, 6, 9, 12 seeds, futility below 0.1 "
+                            "conditional power from 6 seeds): used 6 of 12 seeds in 2 look(s), 30 s of trials; the "
+                            "fixed design with the same power at the observed effects needs 10 seeds (~50 s)")
+    unknown = DesignCost(Schedule(3, 6, futility=None), 3, 1, None, 12.4)
+    assert unknown.fixed_trial_seconds is None
+    assert unknown.line() == ("group-sequential design (obrien_fleming spending, looks at 3, 4, 5, 6 seeds): used 3 of 6 "
+                              "seeds in 1 look(s), 12 s of trials")
+    assert DesignCost(design, 0, 0, 10, 0.0).fixed_trial_seconds is None
+
+
+# -- the skewness calibration, on its own paths ------------------------------------------------------
+
+CALIBRATION_PATHS = 20_000
+
+
+@pytest.fixture
+def few_calibration_paths(monkeypatch):
+    """The calibration on 20,000 paths (seconds, not minutes); the caches that hold its results are emptied
+    before and after, so no other test reads levels calibrated on fewer paths."""
+    skew_calibration._bad_side_t.cache_clear()
+    nominal_levels.cache_clear()
+    monkeypatch.setattr(skew_calibration, "CALIBRATION_PATHS", CALIBRATION_PATHS)
+    yield
+    skew_calibration._bad_side_t.cache_clear()
+    nominal_levels.cache_clear()
+
+
+def bad_side_t(width: int, skew: float) -> dict[int, np.ndarray]:
+    """The t statistic of every seeded bad-side path at each seed count, drawn in one call (the calibration
+    draws the same numbers in blocks) and computed from running sums as the calibration computes it."""
+    draws = bad_side_draws(np.random.default_rng(skew_calibration.CALIBRATION_SEED), (CALIBRATION_PATHS, width), skew)
+    sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
+    out = {}
+    for n in range(2, width + 1):
+        mean = sums[:, n - 1] / n
+        sd = np.sqrt(np.maximum(squares[:, n - 1] - n * mean * mean, 0.0) / (n - 1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[n] = np.where(sd > 0, mean * math.sqrt(n) / sd, -np.inf)
+    return out
+
+
+@pytest.mark.parametrize(("looks", "spending"), [((3, 4, 5, 6), "pocock"), ((3, 4, 5, 6), "obrien_fleming"),
+                                                  ((2, 3, 4), "obrien_fleming")])
+def test_calibrated_values_let_exactly_the_inflated_spending_of_bad_side_paths_cross(few_calibration_paths, looks,
+                                                                                      spending):
+    """By each look, exactly floor(INFLATION x spent x paths) of the bad-side paths have crossed where that
+    many can be resolved; a look with fewer to spend than that lets none cross (beyond every path)."""
+    normal = nominal_levels(looks, ALPHA, spending)
+    floors = tuple(float(scipy.stats.t.isf(level, n - 1)) for n, level in zip(looks, normal))
+    spent_by = tuple(spent(n / looks[-1], ALPHA, spending) for n in looks)
+    critical = skew_calibration.calibrated_critical_values(looks, spent_by, floors, 1.0)
+    statistics = bad_side_t(looks[-1], 1.0)
+    alive, crossed = np.ones(CALIBRATION_PATHS, dtype=bool), 0
+    for k, n in enumerate(looks):
+        assert critical[k] >= floors[k]
+        allowed = math.floor(skew_calibration.INFLATION * spent_by[k] * CALIBRATION_PATHS)
+        crossing = alive & (statistics[n] >= critical[k])
+        if allowed - crossed >= skew_calibration.MIN_RESOLVED_CROSSINGS:
+            assert crossed + int(crossing.sum()) == allowed
+        else:
+            assert not crossing.any()
+        crossed += int(crossing.sum())
+        alive &= ~crossing
+
+
+def test_a_look_with_exactly_the_resolvable_crossings_to_spend_is_resolved(few_calibration_paths):
+    alpha = 50.5 / (skew_calibration.INFLATION * CALIBRATION_PATHS)  # 50 crossings allowed, no more
+    floor = float(scipy.stats.t.isf(alpha, 5))
+    (critical,) = skew_calibration.calibrated_critical_values((6,), (alpha,), (floor,), 1.0)
+    assert int((bad_side_t(6, 1.0)[6] >= critical).sum()) == skew_calibration.MIN_RESOLVED_CROSSINGS
+
+
+def test_the_calibration_gives_the_same_values_in_any_blocking(few_calibration_paths, monkeypatch):
+    looks = (3, 4, 5, 6, 8)
+    floors = tuple(float(scipy.stats.t.isf(level, n - 1)) for n, level in zip(looks, nominal_levels(looks, ALPHA)))
+    spent_by = tuple(spent(n / 8, ALPHA, "obrien_fleming") for n in looks)
+    whole = skew_calibration.calibrated_critical_values(looks, spent_by, floors, 1.5)
+    skew_calibration._bad_side_t.cache_clear()
+    monkeypatch.setattr(skew_calibration, "CALIBRATION_BYTES", 2 * 8 * CALIBRATION_PATHS)  # two looks at a time
+    assert skew_calibration.calibrated_critical_values(looks, spent_by, floors, 1.5) == whole
+    skew_calibration._bad_side_t.cache_clear()
+    monkeypatch.setattr(skew_calibration, "CALIBRATION_BYTES", 3 * 8 * 8 * 1000)  # 1000 paths per block of draws
+    assert skew_calibration.calibrated_critical_values(looks, spent_by, floors, 1.5) == whole
+
+
+def test_calibrated_levels_are_stricter_than_normal_theory_from_two_seeds_on(few_calibration_paths):
+    (fixed,) = nominal_levels((2,), ALPHA, "obrien_fleming", 1.0)
+    assert fixed < ALPHA  # two seeds have a t test to calibrate
+    levels = nominal_levels((2, 3, 4), ALPHA, "obrien_fleming", 1.0)
+    normal = nominal_levels((2, 3, 4), ALPHA, "obrien_fleming")
+    assert all(0 < level < plain for level, plain in zip(levels, normal))
+    # a look at one seed has no t test: it keeps its normal-theory level
+    assert nominal_levels((1, 2, 3, 4), ALPHA, "obrien_fleming", 1.0)[0] == nominal_levels((1, 2, 3, 4), ALPHA)[0]
+    assert nominal_levels((1,), ALPHA, "pocock", 1.0) == (ALPHA,)
+
+
+def test_a_bound_too_small_to_matter_keeps_the_schedules_own_levels(few_calibration_paths):
+    looks = (3, 4, 5, 6)
+    assert nominal_levels(looks, ALPHA, "pocock", 0.01) == nominal_levels(looks, ALPHA, "pocock")
+    assert Schedule(3, 6, spending="pocock", skew_bound=0.01).levels(looks, ALPHA) == nominal_levels(looks, ALPHA,
+                                                                                                     "pocock")
+
+
+# -- the gate's report for CI ------------------------------------------------------------------------
+
+from xml.etree import ElementTree  # noqa: E402
+
+from harness.gating import gate_report  # noqa: E402
+from harness.gating.gate import GateCheck, GateResult  # noqa: E402
+
+
+def check(check: str = "quality", current: float = 0.8, passed: bool = True, near: bool = False, point: str = "",
+          baseline: float = 0.8, subject: str = "treat", metric: str = "acc") -> GateCheck:
+    return GateCheck(check, subject, point, metric, baseline, current, passed, f"rule of {subject}", near)
+
+
+def gated(*checks: GateCheck, **problems) -> GateResult:
+    fields = dict(missing_in_run=(), missing_in_baseline=(), failed_trials=())
+    fields.update(problems)
+    return GateResult("synth", "smoke", "cpu", Path("baselines/synth.json"), tuple(checks), **fields)
+
+
+def test_a_check_is_a_row_when_it_failed_warns_or_moved_beyond_rounding():
+    assert gate_report.moved(check(passed=False))
+    assert gate_report.moved(check("claim", near=True))
+    assert gate_report.moved(check(current=0.8 + 1e-6))
+    assert not gate_report.moved(check(current=0.8 + 1e-12))  # the same trials summed in another order
+    assert not gate_report.moved(check(baseline=0.0, current=1e-9))  # exactly the rounding allowance
+    assert not gate_report.moved(check(baseline=1e6, current=1e6 + 1e-4))  # rounding grows with the value
+    assert gate_report.moved(check(baseline=1e6, current=1e6 + 1e-2))
+
+
+def test_the_problems_of_a_gate_are_listed_with_their_kind():
+    assert gate_report.problems(gated(check())) == []
+    assert gate_report.problems(gated()) == [("no checks", "nothing in this run could be compared with the baseline")]
+    found = gate_report.problems(gated(check(), incomplete="ended early", failed_trials=("t1",), missing_trials=("t2",),
+                                       missing_in_run=("acc",), dropped_seeds=("seed 3",)))
+    assert found == [("incomplete run", "ended early"), ("failed trial", "t1"), ("missing trial", "t2"),
+                     ("missing value", "acc"), ("dropped seed", "seed 3")]
+
+
+def test_the_markdown_gives_a_verdict_per_run_and_a_row_per_moved_check_failures_first():
+    passing = gated(check(), check("claim", subject="treat-vs-control", near=True, current=1.0, baseline=0.0))
+    failing = gated(check(current=0.75, passed=False, point="n=4"), check(current=0.81), check("memory", metric="bytes"))
+    text = gate_report.render_markdown([passing, failing])
+    lines = text.splitlines()
+    assert lines[0] == "## harness gate: FAIL (1 of 2 run(s) pass)"
+    assert lines[1] == "" and lines[4] == ""  # Markdown needs the blank lines around the list and the table
+    assert lines[2] == ("- synth/smoke/cpu vs `baselines/synth.json`: **PASS** (2 of 2 checks within tolerance, "
+                        "1 near the boundary)")
+    assert lines[3] == "- synth/smoke/cpu vs `baselines/synth.json`: **FAIL** (2 of 3 checks within tolerance)"
+    assert lines[5].startswith("| run ") and set(lines[6]) <= set("|- ")
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[7:]]
+    assert [row[1] for row in rows] == ["claim", "quality", "quality"]  # the unmoved checks have no row
+    assert rows[0][8] == "WARN" and rows[1][8] == "FAIL" and rows[2][8] == "PASS"
+    assert rows[1][3:8] == ["n=4", "acc", "0.8", "0.75", "-0.05"] and rows[1][9] == "rule of treat"
+    assert {row[0] for row in rows} == {"synth/smoke/cpu"}
+    assert rows[2][3] == "-"
+    assert gate_report.render_markdown([gated(check())]).splitlines()[0] == "## harness gate: PASS (1 of 1 run(s) pass)"
+    assert gate_report.render_markdown([gated(check())]).endswith(
+        "Nothing moved: every gated value equals its baseline.\n")
+    problem_rows = gate_report.render_markdown([gated(check(), failed_trials=("t1",))]).splitlines()[-1]
+    assert [cell.strip() for cell in problem_rows.strip("|").split("|")] == \
+        ["synth/smoke/cpu", "failed trial", "t1", "", "", "", "", "", "FAIL", ""]
+
+
+def test_the_markdown_keeps_a_baseline_path_inside_its_code_span():
+    odd = GateResult("synth", "smoke", "cpu", Path("base`lines/x.json"), (check(),), (), (), ())
+    assert "vs `base'lines/x.json`" in gate_report.render_markdown([odd])
+
+
+def test_junit_has_a_case_per_check_and_per_problem_and_counts_the_failures():
+    runs = [gated(check(), check(current=0.7, passed=False, point="n=2"), check("claim", near=True, subject="c")),
+            gated(failed_trials=("t1",))]
+    root = ElementTree.fromstring(gate_report.junit_xml(runs).split("\n", 1)[1])
+    assert (root.get("name"), root.get("tests"), root.get("failures")) == ("harness gate", "5", "3")
+    first, second = root.findall("testsuite")
+    assert (first.get("name"), first.get("tests"), first.get("failures")) == ("synth/smoke/cpu", "3", "1")
+    assert (second.get("tests"), second.get("failures")) == ("2", "2")  # no checks, and the failed trial
+    cases = first.findall("testcase")
+    assert [c.get("name") for c in cases] == ["quality treat acc", "quality treat @ n=2 acc", "claim c acc"]
+    assert all(c.get("classname") == "harness.gate.synth.smoke" for c in cases)
+    assert cases[0].find("failure") is None and cases[0].find("system-out") is None
+    failure = cases[1].find("failure")
+    assert (failure.get("message"), failure.get("type")) == ("rule of treat", "regression")
+    assert failure.text == check(current=0.7, passed=False, point="n=2").describe()
+    assert cases[2].find("system-out").text.startswith("warning: claim")
+    problems = second.findall("testcase")
+    assert [c.get("name") for c in problems] == ["no checks: nothing in this run could be compared with the baseline",
+                                                 "failed trial: t1"]
+    assert problems[1].find("failure").get("type") == "failed_trial" and problems[1].find("failure").text == "t1"
+    assert problems[1].find("failure").get("message") == "failed trial"
+    assert all(c.get("classname") == "harness.gate.synth.smoke" for c in problems)
+    assert gate_report.junit_xml(runs).startswith('<?xml version="1.0" encoding="utf-8"?>\n<testsuites')
+
+
+# -- numeric modes -----------------------------------------------------------------------------------
+
+from harness.gating.numeric_modes import refuse_baseline_mode, refuse_other_mode  # noqa: E402
+from harness.gating.values import GateError  # noqa: E402
+
+
+def run_in_modes(*modes: str | None):
+    trials = [make_record(f"control-{seed}", "control", seed, metrics={"score": 1.0},
+                          environment={} if mode is None else {"numeric_mode": mode})
+              for seed, mode in enumerate(modes)]
+    meta = {"suite": "modes", "profile": "default", "seeds": list(range(len(modes))), "sweep": {},
+            "metrics": RUN_METRICS, "arms": {"control": {"labels": ["control"]}}, "contrasts": [], "claims": []}
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
+
+
+def test_the_gate_refuses_a_baseline_of_the_other_numeric_mode_only():
+    fast = run_in_modes("fast", "fast")
+    with pytest.raises(GateError, match="saved from a run in the deterministic numeric mode, these results ran in the "
+                                        "fast mode.*--numeric deterministic"):
+        refuse_other_mode({"numeric_mode": "deterministic"}, fast, Path("b.json"))
+    refuse_other_mode({"numeric_mode": "fast"}, fast, Path("b.json"))  # the same mode
+    refuse_other_mode({}, fast, Path("b.json"))  # a baseline from before modes were recorded
+    refuse_other_mode({"numeric_mode": "deterministic"}, run_in_modes(None, None), Path("b.json"))  # an old run
+
+
+def test_a_baseline_comes_from_one_mode_the_deterministic_one_unless_asked():
+    refuse_baseline_mode(run_in_modes("deterministic", "deterministic"))
+    refuse_baseline_mode(run_in_modes(None, None))  # a run from before modes were recorded
+    refuse_baseline_mode(run_in_modes("fast", "fast"), allowed="fast")
+    refuse_baseline_mode(run_in_modes("deterministic"), allowed="fast")
+    with pytest.raises(GateError, match=r"ran in the fast numeric mode; a baseline is saved from a deterministic run "
+                                        r"\(rerun without --numeric fast\)"):
+        refuse_baseline_mode(run_in_modes("fast", "fast"))
+    with pytest.raises(GateError, match=r"different numeric modes \(deterministic, fast\); a baseline must come "
+                                        r"from one \(rerun the suite with --no-resume\)"):
+        refuse_baseline_mode(run_in_modes("deterministic", "fast"), allowed="fast")
+    with pytest.raises(GateError, match="different numeric modes"):
+        refuse_baseline_mode(run_in_modes("fast", None, "deterministic"))
+
+
+def test_beyond_the_calibrated_seed_counts_the_excess_critical_value_decays_as_one_over_root_n(few_calibration_paths):
+    at = sequential_design.CALIBRATED_SEEDS
+    (level_at,) = nominal_levels((at,), ALPHA, "obrien_fleming", 1.0)
+    assert fixed_level(at, ALPHA, 1.0) == level_at < ALPHA
+    excess = scipy.stats.t.isf(level_at, at - 1) - scipy.stats.t.isf(ALPHA, at - 1)
+    for n in (at + 1, 100, 400):
+        expected = scipy.stats.t.sf(scipy.stats.t.isf(ALPHA, n - 1) + excess * math.sqrt(at / n), n - 1)
+        assert fixed_level(n, ALPHA, 1.0) == pytest.approx(expected, rel=1e-12)
+    assert level_at < fixed_level(100, ALPHA, 1.0) < fixed_level(400, ALPHA, 1.0) < ALPHA
+    assert fixed_level(100, ALPHA) == ALPHA
+
+
+# -- the tuning grid (analysis/decide/tune_grid) -----------------------------------------------------
+
+from harness.analysis.decide.tune_grid import score_grid  # noqa: E402
+from harness.core.record import Status  # noqa: E402
+
+
+def grid_record(arm: str, lr: float, seed: int, accuracy: float | None, status: Status = Status.FINISHED):
+    return make_record(f"{arm}-{lr}-{seed}-{accuracy}-{status}", arm, seed, params={"lr": lr}, status=status,
+                       metrics={"accuracy": accuracy})
+
+
+def test_a_grid_counts_every_failed_trial_of_its_arm_and_points_in_any_order():
+    """Another arm's trials, a trial off the grid and a failed one come first; every later trial still counts,
+    a failed trial counts as failed even where it left a finite value, and a point that failed one of its
+    trials (here one of two variants on a seed) is not chosen though every seed has a value."""
+    points = [{"lr": 0.1}, {"lr": 1.0}, {"lr": 0.01}]
+    records = [grid_record("momentum", 0.1, 1, 1.0),
+               grid_record("sgd", 0.5, 1, 0.99),  # off the grid
+               grid_record("sgd", 1.0, 1, 0.99, Status.FAILED),  # failed after it reported a value
+               grid_record("sgd", 1.0, 2, None, Status.FAILED),
+               grid_record("sgd", 0.1, 1, 0.6), grid_record("sgd", 0.1, 2, 0.7),
+               grid_record("sgd", 0.01, 1, 0.9), grid_record("sgd", 0.01, 1, None, Status.FAILED),
+               grid_record("sgd", 0.01, 2, 0.9)]
+    grid = score_grid("sgd", points, records, "accuracy", "higher", [1, 2])
+    assert grid.arm == "sgd"
+    assert [p.failed for p in grid.points] == [0, 2, 1]
+    assert [p.values for p in grid.points] == [{1: 0.6, 2: 0.7}, {}, {1: 0.9, 2: 0.9}]
+    assert grid.points[0].mean == pytest.approx(0.65) and grid.points[1].mean is None and grid.points[2].mean is None
+    assert grid.chosen is grid.points[0]
+
+
+# -- claims: ratio claims and claims that could not be tested (analysis/decide/claims) ---------------
+
+from harness.analysis.claim_status import INSUFFICIENT  # noqa: E402
+from harness.analysis.claim_tests.contract import QUALITY_FAMILY, TIMING_FAMILY  # noqa: E402
+from harness.analysis.decide.claims import ClaimResult, evaluate_claims  # noqa: E402
+
+CLAIM_METRICS = {"score": {"direction": "higher", "unit": "", "kind": "quality"},
+                 "loss": {"direction": "lower", "unit": "", "kind": "quality"},
+                 "tokens": {"direction": "none", "unit": "", "kind": "info"},
+                 "seconds": {"direction": "lower", "unit": "s", "kind": "speed"}}
+
+
+def claims_run(treat: dict[str, list], control: dict[str, list], claims: list[dict], confidence: float | None = None):
+    """A two-arm run, treat-vs-control, of one trial per seed and arm; a value None is not reported finite."""
+    seeds = list(range(max(len(v) for v in (*treat.values(), *control.values()))))
+    trials = [make_record(f"{arm}-{s}", arm, s, metrics={key: v[s] for key, v in values.items()})
+              for arm, values in (("treat", treat), ("control", control)) for s in seeds]
+    meta = {"suite": "core", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": CLAIM_METRICS,
+            "arms": {"treat": {"labels": ["treat"]}, "control": {"labels": ["control"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": claims, "sequential": None, "premises": []}
+    if confidence is not None:
+        meta["confidence"] = confidence
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
+
+
+def ratio_claim(metric: str, **bounds) -> dict:
+    return {"contrast": "treat-vs-control", "metric": metric, "test": "ratio", **bounds}
+
+
+def test_a_ratio_claim_carries_its_contrast_point_key_pairs_interval_estimate_and_dropped_pairs():
+    """Seed 1's control is 0 and seed 5's treatment reported nothing: both are dropped, the rest are
+    read as per-pair ratios at the run's confidence."""
+    run = claims_run({"score": [2.0, 3.0, 1.0, 4.0, 2.5, None]}, {"score": [1.0, 0.0, 1.0, 2.0, 1.0, 1.0]},
+                     [ratio_claim("score", min=0.5)], confidence=0.9)
+    (result,) = evaluate_claims(run)
+    ratios = [2.0, 1.0, 2.0, 2.5]
+    interval = scipy.stats.ttest_1samp(ratios, 0.0).confidence_interval(0.9)
+    assert (result.contrast, result.point, result.key, result.n, result.dropped) == ("treat-vs-control", "", "score", 4, 2)
+    assert result.estimate == pytest.approx(np.mean(ratios), rel=1e-15)
+    assert (result.interval.low, result.interval.high) == pytest.approx((interval.low, interval.high), rel=1e-12)
+    assert result.mean_estimate is not None
+    assert (result.mean_estimate.n, result.mean_estimate.confidence) == (4, 0.9)
+    assert result.mean_estimate.mean == result.estimate
+    assert result.detail.endswith("2 pair(s) dropped (missing or non-finite): a pass needs every pair")
+
+
+def test_a_ratio_claim_with_one_non_zero_control_is_insufficient_and_says_why():
+    run = claims_run({"loss": [1.0, 2.0, 3.0]}, {"loss": [0.0, 4.0, 0.0]}, [ratio_claim("loss", max=1.0)])
+    (result,) = evaluate_claims(run)
+    assert (result.status, result.n, result.dropped, result.estimate) == (INSUFFICIENT, 1, 2, 0.5)
+    assert (result.contrast, result.point, result.key) == ("treat-vs-control", "", "loss")
+    assert result.detail.startswith("1 pair(s): a t interval needs at least 2;")
+    assert result.mean_estimate.n == 1 and result.interval is None
+
+
+def test_a_claim_that_could_not_be_tested_names_where_and_why_at_no_pairs_in_its_family():
+    """Undecided claims: a ratio with no pair at all (the treatment reported nothing finite), a ratio whose
+    control is 0 on every seed, and a timing claim on a contrast the run lacks (in the timing family)."""
+    claims = [ratio_claim("tokens", min=1.0), ratio_claim("loss", min=1.0),
+              {"contrast": "other-vs-control", "metric": "seconds", "test": "superior"}]
+    run = claims_run({"tokens": [None, None, None], "loss": [1.0, 2.0, 3.0], "seconds": [1.0, 1.0, 1.0]},
+                     {"tokens": [1.0, 2.0, 3.0], "loss": [0.0, 0.0, 0.0], "seconds": [2.0, 2.0, 2.0]}, claims)
+    by_key = {result.key: result for result in evaluate_claims(run)}
+    no_pair, zero_control, no_contrast = by_key["tokens"], by_key["loss"], by_key["seconds"]
+    for result in (no_pair, zero_control):
+        assert (result.contrast, result.point, result.status, result.n) == ("treat-vs-control", "", INCONCLUSIVE, 0)
+        assert result.detail == "no pair with a non-zero control value" and result.family == QUALITY_FAMILY
+    assert (no_contrast.contrast, no_contrast.point, no_contrast.status, no_contrast.n) == \
+        ("other-vs-control", "", INCONCLUSIVE, 0)
+    assert no_contrast.detail == "no such contrast in this run" and no_contrast.family == TIMING_FAMILY
+    assert no_contrast.in_family and no_contrast.estimate is None and no_contrast.interval is None
+
+
+# -- seed planning (analysis/decide/seed_planning) ---------------------------------------------------
+
+from harness.analysis.decide.seed_planning import family_sizes, plan_suite  # noqa: E402
+
+
+def test_a_claim_on_an_undeclared_metric_counts_in_its_family_as_a_metric_without_direction():
+    """An undeclared metric has no direction: a test that needs one leaves the family, one that does not stays."""
+    claims = [{"metric": "unknown", "test": "equivalent"}, {"metric": "unknown", "test": "superior"},
+              {"metric": "seconds", "test": "superior"}]
+    metrics = {"seconds": Metric(name="seconds", direction="lower", unit="s", kind="speed")}
+    assert family_sizes(claims, metrics) == {QUALITY_FAMILY: 1, TIMING_FAMILY: 1}
+
+
+def test_a_pilots_plan_names_each_claim_by_contrast_key_point_and_statement():
+    def pilot(point: str) -> ClaimResult:  # p = 0.7: an effect on the wrong side, so no power is simulated
+        return ClaimResult(spec("superior"), "treat-vs-control", point, "acc", INCONCLUSIVE, 6, -0.1, None, "",
+                           p_value=0.7, in_family=True)
+    plan = plan_suite("s", 0.95, {QUALITY_FAMILY: 2}, Schedule(6, 6), [pilot("lr=0.1"), pilot("")])
+    assert [row.label for row in plan.rows] == ["treat-vs-control acc @ lr=0.1 superior",
+                                                "treat-vs-control acc superior"]
