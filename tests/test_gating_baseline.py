@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from records import make_record
 
 from harness.cli import main
+from harness.core.stored_fields import as_stored
 from harness.gating.baseline import Baseline, load_baseline
 from harness.store import RunFolder, canonical_json
 
@@ -481,11 +482,11 @@ def test_a_baseline_reads_back_as_it_was_written(tmp_path):
                   tmp_path / "baselines").exit_code == 0
     saved = load_baseline(tmp_path / "baselines" / "synth-smoke-cpu.json")
     assert any(v.claim is not None and v.claim.standard_error is not None for v in saved.values)
-    assert Baseline.from_stored(saved.as_stored()) == saved
+    assert Baseline.from_stored(as_stored(saved)) == saved
     committed = sorted((Path(__file__).parents[1] / "baselines").glob("*.json"))
     assert committed
     for path in committed:
-        assert canonical_json(load_baseline(path).as_stored()) == canonical_json(json.loads(path.read_text())), path
+        assert canonical_json(as_stored(load_baseline(path))) == path.read_text(encoding="utf-8"), path
 
 def test_timings_the_gate_ignores_do_not_move_the_claims_it_gates(tmp_path):
     """Holm ties a suite's claims together, so a speed claim's p-value moves the quality claims' adjusted

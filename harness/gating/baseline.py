@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,16 +33,16 @@ from harness.core.stored_fields import (
     STRING,
     TEXT,
     TEXT_MAPPING,
+    Schema,
     Shape,
     StoredFieldError,
+    as_stored,
     document,
     from_stored,
     list_of,
     stored,
 )
 from harness.store import clean_stray_tmp, read_json, write_json_atomic
-
-BASELINE_SCHEMA = 1
 
 
 def baseline_filename(suite: str, profile: str, device_class: str) -> str:
@@ -63,6 +63,16 @@ def _trial_keys(entries: list[Any], where: str) -> tuple[TrialKey, ...] | None:
     return tuple((t.arm, t.point, t.seed) for t in trials) or None  # none listed: a baseline saved before they were
 
 
+def _trial_entries(trials: tuple[TrialKey, ...] | None) -> list[dict[str, Any]]:
+    return [as_stored(_TrialEntry(*key)) for key in trials or ()]
+
+
+# each entry is written by GatedValue.as_stored (which writes a spread only for the checks that keep one)
+_VALUES = replace(list_of(document(GatedValue), "a non-empty list of entries (a baseline of nothing would pass every "
+                                                "run)", non_empty=True),
+                  dump=lambda values: [value.as_stored() for value in values])
+
+
 @dataclass(frozen=True)
 class Baseline:
     """A committed baseline: the run it was saved from (suite, profile, device class, seeds, sweep, its
@@ -70,15 +80,16 @@ class Baseline:
     is its key in the file (``stored``); fields a file written before they were recorded lacks are None
     (``sweep``, ``trials``)."""
 
+    stored_schema = Schema(1)
     suite: str = stored(TEXT)
     profile: str = stored(TEXT)
     device_class: str = stored(TEXT)
     seeds: tuple[int, ...] = stored(list_of(INTEGER, "a non-empty list of distinct integers", non_empty=True))
-    values: tuple[GatedValue, ...] = stored(list_of(document(GatedValue), "a non-empty list of entries (a baseline "
-                                                    "of nothing would pass every run)", non_empty=True))
-    sweep: Mapping[str, Any] | None = stored(MAPPING, missing=None, default=None)
+    values: tuple[GatedValue, ...] = stored(_VALUES)
+    sweep: Mapping[str, Any] | None = stored(replace(MAPPING, dump=lambda sweep: dict(sweep or {})), missing=None,
+                                             default=None)
     trials: tuple[TrialKey, ...] | None = stored(Shape("a list of {arm, point, seed} entries",
-                                                       lambda value: isinstance(value, list), _trial_keys),
+                                                       lambda value: isinstance(value, list), _trial_keys, _trial_entries),
                                                  missing=None, default=None)
     environment: Mapping[str, str] = stored(TEXT_MAPPING, missing={}, default_factory=dict)
     task: str | None = stored(ANY, missing=None, default=None)
@@ -113,16 +124,6 @@ class Baseline:
             raise GateError(problem)
         return baseline
 
-    def as_stored(self) -> dict[str, Any]:
-        return {
-            "schema": BASELINE_SCHEMA, "suite": self.suite, "profile": self.profile, "device_class": self.device_class,
-            "device_name": self.device_name, "task": self.task, "task_version": self.task_version,
-            "seeds": list(self.seeds), "sweep": dict(self.sweep or {}),
-            "trials": [{"arm": label, "point": point, "seed": seed} for label, point, seed in self.trials or ()],
-            "git_commit": self.git_commit, "environment": dict(self.environment), "created_at": self.created_at,
-            "values": [value.as_stored() for value in self.values],
-        }
-
     def trial_keys(self) -> list[TrialKey]:
         """The trials the baseline was saved from; for a baseline written before they were listed, every
         arm and point its quality and memory values name, at every seed."""
@@ -145,7 +146,7 @@ def save_baselines(run_dirs: list[Path], out_dir: Path = DEFAULT_BASELINES_DIR,
     paths = []
     for name, baseline in made:
         path = Path(out_dir) / name
-        write_json_atomic(path, baseline.as_stored())
+        write_json_atomic(path, as_stored(baseline))
         paths.append(path)
     return paths
 
@@ -185,8 +186,9 @@ def load_baseline(path: Path) -> Baseline:
         raise GateError(f"no baseline at {path}; create one with `harness baseline save RESULTS`") from exc
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GateError(f"baseline {path} cannot be read ({' '.join(str(exc).split())})") from exc
-    if not isinstance(data, dict) or data.get("schema") != BASELINE_SCHEMA or "values" not in data:
-        raise GateError(f"{path} is not a harness baseline (schema {BASELINE_SCHEMA})")
+    schema = Baseline.stored_schema
+    if not isinstance(data, dict) or data.get(schema.key) != schema.version or "values" not in data:
+        raise GateError(f"{path} is not a harness baseline (schema {schema.version})")
     try:
         return Baseline.from_stored(data)
     except GateError as exc:
