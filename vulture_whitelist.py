@@ -38,3 +38,7 @@ _bound_only_when_declared  # pydantic calls it when a sequential block is stored
 # click calls them on the lazily loaded command group (harness.cli)
 _.list_commands
 _.get_command
+
+# fields of a stored document that harness writes (core/stored_fields.as_stored, by name) and reads back by no name
+_.created_at
+_.task_untracked_sha256

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from harness.execution.executor import run_single
 from harness.core.record import TrialRecord
+from harness.core.trial_environment import TrialEnvironment
 from harness.tasks import Task
 from harness.tasks.base import metric_family, param_bounds, unbounded_params
 
@@ -87,5 +88,5 @@ def check_task_contract(task_cls: type[Task], work_root: Path, params: Mapping[s
         _require(kind in built and entry == dict(built[kind], loaded=True), task_cls,
                  f"the rerun rebuilt cached artifact {kind!r} instead of loading it: its identity must not vary")
     _require("device" not in first.details, task_cls, "the spine records the device (record.environment)")
-    _require(first.environment.get("device_name"), task_cls, "the record names no device")
+    _require(TrialEnvironment.of(first.environment).device_name, task_cls, "the record names no device")
     return first

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.stored_fields import as_stored, from_stored
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.evidence.bundle import SUFFIX, BundleHeader, read_bundle
 from harness.evidence.ledger import LEDGER_FILE, LedgerEntry
 from harness.store import canonical_json, parse_json
@@ -60,3 +61,12 @@ def test_every_sealed_summary_writes_back_byte_identical():
         assert summary.contrasts
         assert json.dumps({"kind": "summary", "summary": as_stored(summary)}, sort_keys=True,
                           separators=(",", ":")) == line, path
+
+
+def test_every_sealed_trial_environment_writes_back_byte_identical():
+    environments = [json.loads(line)["record"]["environment"] for path in BUNDLES for line in _lines(path)[3:]]
+    assert len(environments) >= 700
+    for environment in environments:
+        assert as_stored(TrialEnvironment.of(environment)) == environment
+        assert as_stored(TaskEnvironment.of(environment)) == environment
+    assert {TrialEnvironment.of(environment).git_dirty for environment in environments} == {False}

@@ -1,8 +1,8 @@
-"""The stored documents (baseline, tuning lock, design lock, ledger, bundle header, run summary) are read
-through the declarative reader (harness/core/stored_fields.py), so the code that holds them barely indexes a
-dict: every read by key
-(``x[key]``, ``x["name"]``; not a list index, a slice or a type) and every ``.get(`` call there is counted,
-whatever it reads (an upper bound on the reads of the raw document), and held at 3 or fewer per document."""
+"""The stored documents (baseline, tuning lock, design lock, ledger, bundle header, run summary, a trial's
+environment) are read through the declarative reader (harness/core/stored_fields.py), so the code that holds
+them barely indexes a dict: every read by key (``x[key]``, ``x["name"]``; not a list index, a slice or a type)
+and every ``.get(`` call there is counted, whatever it reads (an upper bound on the reads of the raw
+document), and held at 3 or fewer per document."""
 from __future__ import annotations
 
 import ast
@@ -23,6 +23,10 @@ DOCUMENTS = {
     "run summary": (("analysis/present/stored_summary.py", ()), ("evidence/bundle_verdicts.py", ("verdicts_of",)),
                     ("evidence/programme.py", ("claim_sealings", "_differences")),
                     ("evidence/audit.py", ("pooled_skewness",))),
+    "trial environment": (("core/trial_environment.py", ()), ("publish/runs.py", ("published_run",)),
+                          ("tracking/history.py", ("stored_claim_history",)), ("tracking/trial_view.py", ("workload",)),
+                          ("evidence/audit.py", ("_check_commits", "_check_registered")),
+                          ("evidence/seal.py", ("_registration",)), ("evidence/single_run.py", ("runs_of",))),
 }
 MOST = 3
 TYPES = {"tuple", "dict", "list", "set", "frozenset", "type"}  # tuple[int, ...] names a type, reads nothing

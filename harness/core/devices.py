@@ -58,7 +58,6 @@ def device_class(device: torch.device) -> str:
     return "cuda" if device.type == "cuda" else "cpu"
 
 
-PEAK_FLOPS = "peak_fp32_flops"  # in each trial's environment: ``peak_flops`` of its device, or "unknown"
 # fp32 FLOPs per cycle per core of each vector ISA torch dispatches to: two FMA units of 16, 8 or 4 lanes
 _FLOPS_PER_CYCLE = {"AVX512": 64, "AVX2": 32, "DEFAULT": 8, "NO AVX": 8}
 # fp32 peaks of GPUs the harness is measured on (non-tensor-core, dense): a name a device's contains

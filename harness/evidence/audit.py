@@ -48,6 +48,7 @@ from harness.evidence.bundle_verdicts import differences, rebuilt_summary, verdi
 from harness.analysis.stats.skew_calibration import SkewCheck, skew_check
 from harness.core.record import TrialRecord
 from harness.core.stored_fields import BOOLEAN, STRING, StoredFieldError, from_stored, stored
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.store import canonical_json
 from harness.suite.design import design_record
 from harness.suite.registered_design import ANALYSED_KEYS, analysed_fields
@@ -112,14 +113,14 @@ def _check_verdicts(found: Audit, sealed: dict) -> None:
 
 def _check_commits(found: Audit, repo: Repository, design: str) -> None:
     bundle = found.bundle
-    dirty = [r for r in bundle.trials if r.environment.get("git_dirty") != "false"
-             or r.environment.get("task_untracked_files", "none") != "none"]
+    dirty = [r for r in bundle.trials if TrialEnvironment.of(r.environment).git_dirty is not False
+             or TaskEnvironment.of(r.environment).untracked]
     if dirty:
         found.fail("clean", f"{len(dirty)} trial(s) ran on a checkout with uncommitted changes or task files git "
                    f"does not track: {_titles(dirty)}")
     by_commit: dict[str, list[TrialRecord]] = {}
     for record in bundle.trials:
-        by_commit.setdefault(record.environment.get("git_commit", ""), []).append(record)
+        by_commit.setdefault(TrialEnvironment.of(record.environment).git_commit, []).append(record)
     unknown: list[str] = []
     wrong: list[str] = []
     analysed: list[str] = []
@@ -220,7 +221,7 @@ def _check_registered(found: Audit, repo: Repository) -> None:
     if registration is None:
         found.fail("registered", f"registration {registration_id[:12]} is not in {LEDGER_FILE}")
         return
-    codes = sorted({r.environment.get("task_code_sha256", "") for r in bundle.trials})
+    codes = sorted({TaskEnvironment.of(r.environment).task_code_sha256 for r in bundle.trials})
     if len(codes) != 1 or registered_digest(bundle.suite_json, codes[0]) != registration.entry.design:
         found.fail("registered", f"the bundle's design or task code is not the one registered as {registration.short} "
                    "(contrasts, claims, metrics, arm params, tuned points, the task's code and the seed count are "
@@ -230,7 +231,7 @@ def _check_registered(found: Audit, repo: Repository) -> None:
     if set(ran) - set(drawn) or ran != drawn[:len(ran)]:
         found.fail("registered", f"seed(s) {_seeds(sorted(set(ran) - set(drawn)) or ran)} are not the first "
                    f"{len(ran)} seeds registration {registration.short} drew")
-    missing = [sha[:12] for sha in sorted({r.environment.get("git_commit", "") for r in bundle.trials})
+    missing = [sha[:12] for sha in sorted({TrialEnvironment.of(r.environment).git_commit for r in bundle.trials})
                if registration.id not in _line_hashes(repo.file_at(sha, LEDGER_FILE.as_posix()))]
     early = [r for r in bundle.trials if not _later(r.started_at, registration.entry.at)]
     if missing or early:

@@ -21,6 +21,7 @@ from harness.evidence.registration import registered_digest
 from harness.evidence.bundle_verdicts import differences, rebuilt_summary, verdicts_of
 from harness.core.record import TrialRecord
 from harness.core.stored_fields import from_stored
+from harness.core.trial_environment import TaskEnvironment
 from harness.store import (
     REPORT_DIR,
     SUITE_FILE,
@@ -119,7 +120,7 @@ def _registration(repo: Repository, stored: StoredSuite, meta: dict, records: li
     if not found.open:
         raise SealError(f"{run_dir}: registration {found.short} was {'sealed' if found.sealed else 'abandoned'} "
                         "before: a registered design is sealed once")
-    codes = {r.environment.get("task_code_sha256", "") for r in records}
+    codes = {TaskEnvironment.of(r.environment).task_code_sha256 for r in records}
     if len(codes) != 1 or registered_digest(meta, codes.pop()) != found.entry.design:
         raise SealError(f"{run_dir}: the run's design or task code is not the one registered as {found.short}")
     return ledger, found.id

@@ -23,7 +23,8 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from harness.core.record import TrialRecord
-from harness.tracking.run_identity import RUN_ID_KEY
+from harness.core.trial_environment import TrialEnvironment
+
 # what one invocation records alike in every trial, for trials that record no run id (a batched trial's
 # seed_batch, and any later per-trial key, is left out)
 INVOCATION_KEYS = ("argv", "git_commit", "git_diff_sha256", "executor", "device_name", "platform", "packages_sha256",
@@ -66,10 +67,10 @@ def runs_of(trials: Sequence[TrialRecord]) -> list[_Run]:
     """The bundle's trials by run, the earliest first."""
     runs: dict[Any, _Run] = {}
     for record in trials:
-        env = record.environment
-        run_id = env.get(RUN_ID_KEY) or None
-        key = ("id", run_id) if run_id else ("invocation", tuple(env.get(k, "") for k in INVOCATION_KEYS))
-        runs.setdefault(key, _Run(run_id, env.get("git_commit", ""))).add(record)
+        env = TrialEnvironment.of(record.environment)
+        run_id = env.run_id or None
+        key = ("id", run_id) if run_id else ("invocation", tuple(record.environment.get(k, "") for k in INVOCATION_KEYS))
+        runs.setdefault(key, _Run(run_id, env.git_commit)).add(record)
     return sorted(runs.values(), key=lambda run: (run.first is None, run.first or 0.0, run.run_id or ""))
 
 

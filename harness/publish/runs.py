@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 
 from harness.analysis.decide.run_decisions import RunAnalysis, analyse
 from harness.analysis.run_results import ResultsError, load_results
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.store import SUITE_FILE, iter_runs, read_json
 from harness.suite.design import DesignLock
 from harness.suite.schema import check_name
@@ -70,17 +71,17 @@ def published_run(folder: Path) -> PublishedRun:
     except (ResultsError, OSError, ValueError) as exc:
         raise PublishError(f"{folder}: {exc}") from None
     records = analysis.results.finished
-    commit = _most_common((r.environment.get("git_commit", "")[:12] + ("+dirty" if r.environment.get("git_dirty") == "true"
-                           else "") for r in records), "unknown commit")
-    machine = _most_common((r.environment.get("device_name") or r.environment.get("cpu_model", "") for r in records),
-                           "unknown machine")
-    recorded = {r.environment.get("git_commit", "") for r in records}
+    environments = [TrialEnvironment.of(r.environment) for r in records]
+    commit = _most_common((env.git_commit[:12] + ("+dirty" if env.git_dirty else "") for env in environments),
+                          "unknown commit")
+    machine = _most_common((env.device_name or env.cpu_model for env in environments), "unknown machine")
+    recorded = {env.git_commit for env in environments}
     full = recorded.pop() if len(recorded) == 1 else ""
     return PublishedRun(
         folder=folder, analysis=analysis, commit=commit, machine=machine,
         git_commit=full if _COMMIT.fullmatch(full) else "",  # a stored value reaches git's command line: hex only
         finished_at=max((r.started_at for r in records), default=""),
-        task_code=_most_common((r.environment.get("task_code_sha256", "") for r in records), "unknown"),
+        task_code=_most_common((TaskEnvironment.of(r.environment).task_code_sha256 for r in records), "unknown"),
         design=design.label(),
     )
 

@@ -27,13 +27,15 @@ from pathlib import Path
 import torch
 
 from harness.core import numeric
-from harness.core.devices import PEAK_FLOPS, cpu_capability, cpu_model, device_name, peak_flops
+from harness.core.devices import cpu_capability, cpu_model, device_name, peak_flops
+from harness.core.stored_fields import as_stored
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.services.seeding import determinism_settings
 from harness.tasks import Task
 from harness.tasks.source import task_code
 from harness.store import write_text_atomic
 from harness.tracking.mlflow_tracker import redacted
-from harness.tracking.run_identity import RUN_ID_KEY, current_run_id
+from harness.tracking.run_identity import current_run_id
 
 PACKAGES_FILE = "packages.txt"
 DIFF_FILE = "git.diff"
@@ -133,13 +135,9 @@ def task_environment(task: type[Task]) -> dict[str, str]:
     module = code.files.get(task.__module__)
     top = None if module is None else _git("rev-parse", "--show-toplevel", cwd=module.resolve().parent)
     commit, dirty = git_state(Path(top)) if top else ("none", None)
-    return {
-        "task_code_sha256": code.sha256,
-        "task_untracked_files": " ".join(names) or "none",
-        "task_untracked_sha256": digest if names else "none",
-        "task_git_commit": commit,
-        "task_git_dirty": "none" if dirty is None else str(dirty).lower(),
-    }
+    return as_stored(TaskEnvironment(task_code_sha256=code.sha256, task_untracked_files=" ".join(names) or "none",
+                                     task_untracked_sha256=digest if names else "none", task_git_commit=commit,
+                                     task_git_dirty=dirty))
 
 
 def _distribution_version(name: str) -> str:
@@ -160,8 +158,6 @@ def environment(device: torch.device) -> dict[str, str]:
     diff = git_diff(repo)
     lock = package_lock()
     env = {
-        "git_commit": commit,
-        "git_dirty": str(dirty).lower(),
         "git_diff_sha256": sha256_text(diff) if diff else "none",
         "harness_version": _distribution_version("harness"),
         "python": platform.python_version(),
@@ -174,11 +170,8 @@ def environment(device: torch.device) -> dict[str, str]:
         "cuda": torch.version.cuda or "none",
         "cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "none",
         "device": str(device),
-        "device_name": device_name(device),
-        "cpu_model": cpu_model(),
         "cpu_capability": cpu_capability(),
         "torch_threads": str(torch.get_num_threads()),
-        PEAK_FLOPS: f"{peak:.4g}" if (peak := peak_flops(device)) else "unknown",
         "torch_interop_threads": str(torch.get_num_interop_threads()),
         "packages_count": str(len(lock)),
         "packages_sha256": sha256_text("\n".join(lock)),
@@ -188,10 +181,12 @@ def environment(device: torch.device) -> dict[str, str]:
     env.update(numeric.recorded())
     env["mkldnn_enabled"] = str(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled).lower()
     env.update({f"env_{name}": os.environ.get(name, "unset") for name in THREAD_VARIABLES})
-    run_id = current_run_id()  # harness run: the results folder's run (harness.tracking.run_identity)
-    if run_id is not None:
-        env[RUN_ID_KEY] = run_id
-    return env
+    peak = peak_flops(device)
+    return as_stored(TrialEnvironment(
+        git_commit=commit, git_dirty=dirty, device_name=device_name(device), cpu_model=cpu_model(),
+        peak_fp32_flops=f"{peak:.4g}" if peak else "unknown",
+        run_id=current_run_id(),  # harness run: the results folder's run (harness.tracking.run_identity)
+        rest=env))
 
 
 def provenance_texts() -> dict[str, str]:

@@ -16,6 +16,7 @@ from harness.analysis.present.claim_history import ClaimPoint
 from harness.analysis.present.claim_interval import decided_interval
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.run_results import load_results
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.tracking.claim_metrics import CLAIM_PREFIX, CLAIM_TAG_PREFIX, metric_path
 from harness.tracking.mlflow_tracker import MlflowTracker
 
@@ -51,13 +52,14 @@ def stored_claim_history(folder: Path) -> list[ClaimPoint]:
     analysis = analyse(load_results(folder))
     last = max(analysis.results.finished, key=lambda r: r.started_at, default=None)
     started = datetime.fromisoformat(last.started_at) if last and last.started_at else datetime.fromtimestamp(0, timezone.utc)
-    environment = last.environment if last else {}
+    environment = TrialEnvironment.of(last.environment if last else {})
+    task = TaskEnvironment.of(last.environment if last else {})
     return [ClaimPoint(
         claim=metric_path(CLAIM_PREFIX, claim.contrast, claim.key, claim.point)[len(CLAIM_PREFIX) + 1:],
-        run_id="stored", started=started, commit=environment.get("git_commit", ""),
-        dirty=environment.get("git_dirty") == "true", estimate=claim.estimate,
+        run_id="stored", started=started, commit=environment.git_commit,
+        dirty=environment.git_dirty is True, estimate=claim.estimate,
         low=None if decided_interval(claim) is None else decided_interval(claim).low,
         high=None if decided_interval(claim) is None else decided_interval(claim).high,
-        result=claim.result_text, seeds=claim.n, task_commit=environment.get("task_git_commit", ""),
-        task_dirty=environment.get("task_git_dirty") == "true",
+        result=claim.result_text, seeds=claim.n, task_commit=task.task_git_commit,
+        task_dirty=task.task_git_dirty is True,
     ) for claim in analysis.claims if claim.estimate is not None]

@@ -19,7 +19,6 @@ from typing import Iterator
 
 from harness.store import read_regular, write_text_atomic
 
-RUN_ID_KEY = "run_id"  # the environment key
 RUN_ID_FILE = "run.id"  # in a run folder, beside suite.json
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
 _run_dir: ContextVar[Path | None] = ContextVar("harness_run_dir", default=None)

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.core.metrics import metric_family
 from harness.core.record import TrialRecord
+from harness.core.trial_environment import TaskEnvironment
 from harness.suite.stored import StoredSuite
 from harness.tracking.mlflow_names import flatten, mlflow_key
 
@@ -71,7 +72,7 @@ class TrialView:
 
     def workload(self, record: TrialRecord) -> WorkloadDataset:
         params = {key: value for key, value in flatten("", dict(record.params)).items() if key not in self.arm_keys}
-        code = record.environment.get("task_code_sha256", "")
+        code = TaskEnvironment.of(record.environment).task_code_sha256
         identity = {"task": record.task, "task_version": record.task_version, "task_code_sha256": code,
                     "seed": record.seed, "params": params}
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]

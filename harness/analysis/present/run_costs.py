@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.analysis.run_results import RunResults
-from harness.core.devices import PEAK_FLOPS
+from harness.core.trial_environment import TrialEnvironment
 from harness.measure.phases import PHASE_DETAIL
 from harness.store import write_json_atomic
 from harness.core.terminal import format_table
@@ -82,7 +82,7 @@ def phases(results: RunResults, report_seconds: float) -> Phases:
         train += float(split.get("train", 0.0))
         waiting += float(split.get("waiting", 0.0))
         flops += float(split.get("train_flops", 0.0))
-        peaks.add(record.environment.get(PEAK_FLOPS, "unknown"))
+        peaks.add(TrialEnvironment.of(record.environment).peak_fp32_flops or "unknown")
     peak = float(next(iter(peaks))) if len(peaks) == 1 and "unknown" not in peaks else None  # one machine's
     return Phases(len(results.finished), train, max(total - train - waiting, 0.0), waiting, report_seconds,
                   load_driver_seconds(results.run_dir), flops, peak)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from harness.analysis.run_results import load_results
+from harness.core.trial_environment import TrialEnvironment
 from harness.store import write_atomic
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def export_frame(run_dirs: Sequence[Path]) -> "pandas.DataFrame":
                     "suite": trial.suite, "profile": trial.profile, "point": trial.point_label,
                     "arm": trial.arm, "arm_label": trial.arm_label, "seed": trial.seed, "metric": metric,
                     "value": value, "unit": spec.unit, "kind": spec.kind,
-                    "trial_id": trial.trial_id, "git_commit": trial.environment.get("git_commit", ""),
+                    "trial_id": trial.trial_id, "git_commit": TrialEnvironment.of(trial.environment).git_commit,
                     "task": trial.task, "task_version": trial.task_version,
                 })
     frame = pandas.DataFrame(rows, columns=list(COLUMNS)).astype({"seed": "int64", "value": "float64"})

@@ -1,0 +1,70 @@
+"""The environment a trial ran in, as its record stores it (``record.environment``: one mapping of strings,
+also every MLflow run's tags) and as code reads it: typed, so a dirty flag is a bool and no reader compares
+it to the string "true" or names a key itself. Two documents share the mapping: what the harness checkout and
+the machine give (``TrialEnvironment``, written by ``tracking.environment.environment``) and what the task's
+code gives (``TaskEnvironment``, by ``task_environment``). The keys the harness reads are fields; each
+document keeps every other key as written (``stored_rest``), so either one read from a record writes the
+record's mapping back whole.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, TypeVar
+
+from harness.core.stored_fields import STRING, Shape, from_stored, optional, stored, stored_rest
+
+_Document = TypeVar("_Document")
+FLAGS = {"true": True, "false": False}
+# a git checkout's dirty flag: "true" or "false"; any other text ("none" outside git) reads as None, not known
+FLAG = Shape("text", lambda value: isinstance(value, str), lambda value, where: FLAGS.get(value),
+             lambda flag: "none" if flag is None else str(flag).lower())
+
+
+def _read(cls: type[_Document], environment: Mapping[str, Any]) -> _Document:
+    return from_stored(cls, dict(environment))
+
+
+@dataclass(frozen=True)
+class TrialEnvironment:
+    """What the harness checkout and the machine give a trial's environment: the checkout's commit and
+    dirty flag (None: not recorded), the device, the run it belongs to (``run_id``, absent outside a harness
+    run), and every other key as written (``rest``: libraries, determinism, the numeric mode's pins, and
+    in a record read back the task's keys too)."""
+
+    git_commit: str = stored(STRING, missing="", default="")
+    git_dirty: bool | None = stored(FLAG, missing=None, default=None)
+    device_name: str = stored(STRING, missing="", default="")
+    cpu_model: str = stored(STRING, missing="", default="")
+    # devices.peak_flops of the device (a number, as text, or "unknown"); None: not recorded
+    peak_fp32_flops: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
+    run_id: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
+    rest: Mapping[str, str] = stored_rest()
+
+    @classmethod
+    def of(cls, environment: Mapping[str, Any]) -> TrialEnvironment:
+        """A record's environment, typed (a record's is a mapping of strings: every one reads)."""
+        return _read(cls, environment)
+
+
+@dataclass(frozen=True)
+class TaskEnvironment:
+    """What the task's code gives a trial's environment: its source hash (as in its trial ids), the names
+    and hash of its files git does not track ("none": none), and the commit and dirty flag of the git
+    checkout its module sits in ("none" and None outside git)."""
+
+    task_code_sha256: str = stored(STRING, missing="", default="")
+    task_untracked_files: str = stored(STRING, missing="none", default="none")
+    task_untracked_sha256: str = stored(STRING, missing="none", default="none")
+    task_git_commit: str = stored(STRING, missing="", default="")
+    task_git_dirty: bool | None = stored(FLAG, missing=None, default=None)
+    rest: Mapping[str, str] = stored_rest()
+
+    @property
+    def untracked(self) -> bool:
+        """Whether the task's code includes a file git does not track (in no commit, in no diff)."""
+        return self.task_untracked_files != "none"
+
+    @classmethod
+    def of(cls, environment: Mapping[str, Any]) -> TaskEnvironment:
+        """A record's environment, its task's keys typed."""
+        return _read(cls, environment)
