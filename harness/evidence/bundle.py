@@ -16,18 +16,20 @@ import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 from harness.analysis.present.stored_summary import RunSummary
 from harness.core.files import UnsafeFile
 from harness.core.record import RecordError, TrialRecord, from_json, to_json
 from harness.core.stored_fields import (
     COUNT,
+    MAPPING,
     STRING,
     Schema,
     Shape,
     StoredFieldError,
     as_stored,
+    document,
     from_stored,
     one_of,
     stored,
@@ -39,6 +41,7 @@ from harness.suite.schema import SAFE_NAME, SAFE_NAME_RULE
 from harness.suite.stored import StoredSuite, StoredSuiteError
 
 FORMAT = "harness-evidence"
+_Line = TypeVar("_Line")
 SUFFIX = ".jsonl.gz"
 TARGET_BYTES = 2**20  # small enough to commit beside the findings: seal warns above it
 MAX_BUNDLE_BYTES = 16 * 2**20  # what a received bundle may weigh on disk
@@ -82,6 +85,30 @@ class BundleHeader:
 
 
 @dataclass(frozen=True)
+class SuiteLine:
+    """A bundle's second line: the run's suite.json (checked by ``StoredSuite``)."""
+
+    suite_json: dict[str, Any] = stored(MAPPING)
+    kind: str = stored(one_of("suite"), default="suite")
+
+
+@dataclass(frozen=True)
+class SummaryLine:
+    """A bundle's third line: the run's report/summary.json."""
+
+    summary: RunSummary = stored(document(RunSummary))
+    kind: str = stored(one_of("summary"), default="summary")
+
+
+@dataclass(frozen=True)
+class TrialLine:
+    """Each later line: one trial's record (checked by ``record.from_json``)."""
+
+    record: dict[str, Any] = stored(MAPPING)
+    kind: str = stored(one_of("trial"), default="trial")
+
+
+@dataclass(frozen=True)
 class Bundle:
     """A bundle read back and checked: its header fields, design lock, run summary and trials."""
 
@@ -118,8 +145,8 @@ def encode(suite_file: str, suite_json: Mapping[str, Any], summary: RunSummary,
     header = BundleHeader(suite=stored.suite, profile=stored.profile, design=design_hash(design_record(suite_json)),
                           suite_file=suite_file, sealed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                           trials=len(records))
-    lines = [as_stored(header), {"kind": "suite", "suite_json": suite_json}, {"kind": "summary", "summary": as_stored(summary)},
-             *({"kind": "trial", "record": to_json(record)} for record in records)]
+    lines = [as_stored(header), as_stored(SuiteLine(dict(suite_json))), as_stored(SummaryLine(summary)),
+             *(as_stored(TrialLine(to_json(record))) for record in records)]
     # canonical_json first: it turns what JSON cannot hold (NaN in a task's details) into null
     text = "".join(json.dumps(json.loads(canonical_json(line)), sort_keys=True, separators=(",", ":")) + "\n"
                    for line in lines)
@@ -148,12 +175,9 @@ def parse(raw: bytes, path: Path) -> Bundle:
     lines = _lines(_inflate(raw, path), path)
     if len(lines) < 4:
         raise BundleError(f"{path}: {len(lines)} line(s); a bundle holds a header, suite.json, the summary and trials")
-    try:
-        header = from_stored(BundleHeader, _part(lines[0], "evidence", path, 1))
-    except StoredFieldError as exc:
-        raise BundleError(f"{path}: line 1: {exc}") from None
+    header = _line(BundleHeader, lines[0], path, 1)
     suite, profile, design = header.suite, header.profile, header.design
-    suite_json = _part(lines[1], "suite", path, 2).get("suite_json")
+    suite_json = _line(SuiteLine, lines[1], path, 2).suite_json
     try:
         stored = StoredSuite.from_stored(suite_json)
     except StoredSuiteError as exc:
@@ -164,10 +188,7 @@ def parse(raw: bytes, path: Path) -> Bundle:
     if design_hash(design_record(suite_json)) != design:
         raise BundleError(f"{path}: line 2: suite.json's design hashes to {design_hash(design_record(suite_json))}, "
                           f"the header names {design}")
-    try:
-        summary = from_stored(RunSummary, _part(lines[2], "summary", path, 3).get("summary"), "summary.")
-    except StoredFieldError as exc:
-        raise BundleError(f"{path}: line 3: not a run summary ({exc})") from None
+    summary = _line(SummaryLine, lines[2], path, 3).summary
     if (summary.suite, summary.profile) != (suite, profile):
         raise BundleError(f"{path}: line 3: not the summary of {suite}/{profile}")
     if len(lines) - 3 > MAX_TRIALS:
@@ -209,15 +230,17 @@ def _lines(data: bytes, path: Path) -> list[Any]:
     return parsed
 
 
-def _part(line: Any, kind: str, path: Path, n: int) -> dict[str, Any]:
-    if not isinstance(line, dict) or line.get("kind") != kind:
-        raise BundleError(f"{path}: line {n}: expected the {kind} line")
-    return line
+def _line(cls: type[_Line], line: Any, path: Path, n: int) -> _Line:
+    """Line ``n`` read as the document it must be; BundleError names the line and the key that is wrong."""
+    try:
+        return from_stored(cls, line)
+    except StoredFieldError as exc:
+        raise BundleError(f"{path}: line {n}: {exc}") from None
 
 
 def _trial(line: Any, path: Path, n: int, stored: StoredSuite) -> TrialRecord:
     try:
-        record = from_json(_part(line, "trial", path, n).get("record"))
+        record = from_json(_line(TrialLine, line, path, n).record)
     except RecordError as exc:
         raise BundleError(f"{path}: line {n}: {exc}") from None
     if (record.suite, record.profile) != (stored.suite, stored.profile) or not stored.includes(record.trial_id, record.seed):
