@@ -26,7 +26,10 @@ DOCUMENTS = {
     "trial environment": (("core/trial_environment.py", ()), ("publish/runs.py", ("published_run",)),
                           ("tracking/history.py", ("stored_claim_history",)), ("tracking/trial_view.py", ("workload",)),
                           ("evidence/audit.py", ("_check_commits", "_check_registered")),
-                          ("evidence/seal.py", ("_registration",)), ("evidence/single_run.py", ("runs_of",))),
+                          ("evidence/seal.py", ("_registration",)), ("evidence/single_run.py", ("runs_of",)),
+                          ("execution/runner.py", ("_why_superseded",)),
+                          ("tracking/mlflow_tracker.py", ("convention_tags",)), ("reproduction/reproduce.py", ("_threads",)),
+                          ("reproduction/reproduction_text.py", ("_harness_revision", "_task_revision", "_revision"))),
 }
 MOST = 3
 TYPES = {"tuple", "dict", "list", "set", "frozenset", "type"}  # tuple[int, ...] names a type, reads nothing

@@ -20,8 +20,8 @@ def test_the_dirty_flags_read_as_bools_and_unknown_ones_as_none():
 
 def test_a_fresh_environment_is_written_as_strings_with_only_the_keys_set():
     written = as_stored(TrialEnvironment(git_commit="c" * 40, git_dirty=True, device_name="cpu", rest={"torch": "2"}))
-    assert written == {"git_commit": "c" * 40, "git_dirty": "true", "device_name": "cpu", "cpu_model": "",
-                       "torch": "2"}  # no run id, no peak: a key a record may lack stays absent
+    assert written == {"git_commit": "c" * 40, "git_dirty": "true", "device": "", "device_name": "cpu", "cpu_model": "",
+                       "torch_threads": "", "torch": "2"}  # no run id, no peak: a key a record may lack stays absent
     assert as_stored(TaskEnvironment(task_git_dirty=None))["task_git_dirty"] == "none"
 
 

@@ -27,14 +27,16 @@ def _read(cls: type[_Document], environment: Mapping[str, Any]) -> _Document:
 @dataclass(frozen=True)
 class TrialEnvironment:
     """What the harness checkout and the machine give a trial's environment: the checkout's commit and
-    dirty flag (None: not recorded), the device, the run it belongs to (``run_id``, absent outside a harness
-    run), and every other key as written (``rest``: libraries, determinism, the numeric mode's pins, and
-    in a record read back the task's keys too)."""
+    dirty flag (None: not recorded), the device and its threads, the run it belongs to (``run_id``, absent
+    outside a harness run), and every other key as written (``rest``: libraries, determinism, the numeric
+    mode's pins, and in a record read back the task's keys too)."""
 
     git_commit: str = stored(STRING, missing="", default="")
     git_dirty: bool | None = stored(FLAG, missing=None, default=None)
+    device: str = stored(STRING, missing="", default="")  # as torch names it: cpu, cuda, cuda:1
     device_name: str = stored(STRING, missing="", default="")
     cpu_model: str = stored(STRING, missing="", default="")
+    torch_threads: str = stored(STRING, missing="", default="")  # torch's intra-op threads, as text
     # devices.peak_flops of the device (a number, as text, or "unknown"); None: not recorded
     peak_fp32_flops: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
     run_id: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)

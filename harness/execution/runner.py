@@ -19,6 +19,7 @@ from harness.analysis.decide.verdicts import INVALID, UNDETERMINED, evaluate_val
 from harness.analysis.run_results import RunResults, load_results
 from harness.core.devices import device_class, device_name
 from harness.core.stored_fields import as_stored
+from harness.core.trial_environment import TaskEnvironment
 from harness.execution.allocation import allocate, needed_cells, stopped_arms
 from harness.execution.executor import Executor, capabilities_of
 from harness.execution.serial import SerialExecutor
@@ -203,12 +204,12 @@ def _restore_superseded(trials: list[Trial], records: dict[str, TrialRecord], ke
 
 
 def _why_superseded(record: TrialRecord, trial: Trial, env: dict[str, str]) -> str:
-    recorded = record.environment.get("task_code_sha256")
+    recorded = TaskEnvironment.of(record.environment).task_code_sha256
     if record.task_version != trial.task_version:
         return f"task version ({record.task_version}, now {trial.task_version})"
-    if recorded is None:
+    if not recorded:
         return "code (recorded before the task's code was part of a trial's id)"
-    if recorded != env.get("task_code_sha256"):
+    if recorded != TaskEnvironment.of(env).task_code_sha256:
         return "task code (its source changed since they ran)"
     return "params"
 

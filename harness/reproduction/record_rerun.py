@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from harness.core.record import TrialRecord
 from harness.core.terminal import Console
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.reproduction.reproduce import plan_reproduction, run_reproduction
 from harness.reproduction.sources import ReproduceError
 from harness.store import RunFolder
@@ -62,10 +63,10 @@ def rerun(suite_json: Mapping[str, Any], records: Sequence[TrialRecord], task_pa
         except UnknownTaskError as exc:
             found.skipped.append(f"{record.title}: {exc}")
             continue
-        recorded = record.environment.get("task_code_sha256", "")
+        recorded = TaskEnvironment.of(record.environment).task_code_sha256
         if here != recorded:
             found.skipped.append(f"{record.title}: its task's code changed since it ran (rerun it with the harness at "
-                                 f"{record.environment.get('git_commit', 'its commit')[:12]})")
+                                 f"{(TrialEnvironment.of(record.environment).git_commit or 'its commit')[:12]})")
             continue
         chosen.append(record)
     if not chosen:

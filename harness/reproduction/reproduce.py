@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from harness.analysis.compare.environment_diff import Difference, environment_differences, package_differences
 from harness.core.devices import device_class, resolve_device
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.execution.serial import SerialExecutor
 from harness.execution.loop import JobSettings, Look, run_trials
 from harness.execution.runner import on_device, with_declarations
@@ -112,7 +113,7 @@ def plan_reproduction(
     original.records = finished
     trials = rebuild_trials(original.records, tasks)
     root = results or original.results_root or RESULTS_DEFAULT
-    recorded_device = original.records[0].environment.get("device", "cpu")
+    recorded_device = TrialEnvironment.of(original.records[0].environment).device or "cpu"
     device, note = _choose_device(device_choice, recorded_device)
     threads = {r.trial_id: _threads(r) for r in original.records}
     if len(set(threads.values())) == 1:  # this process's view (device name, environment) matches the rerun
@@ -163,7 +164,7 @@ def rebuild_trials(records: list[TrialRecord], tasks: dict[str, type[Task]]) -> 
             suite=record.suite, profile=record.profile, task=record.task,
             task_version=record.task_version, arm=record.arm, arm_label=record.arm_label,
             seed=record.seed, point=dict(record.point), params=dict(record.params),
-            code=record.environment.get("task_code_sha256", ""),  # the recorded id; a code change shows below
+            code=TaskEnvironment.of(record.environment).task_code_sha256,  # the recorded id; a code change shows below
         ))
     return trials
 
@@ -312,7 +313,7 @@ def _choose_device(choice: str, recorded: str) -> tuple[torch.device, str | None
 
 def _threads(record: TrialRecord) -> int:
     try:
-        return max(1, int(record.environment.get("torch_threads", "")))
+        return max(1, int(TrialEnvironment.of(record.environment).torch_threads))
     except ValueError:
         return torch.get_num_threads()
 

@@ -7,6 +7,7 @@ from harness.analysis.compare.environment_diff import Difference
 from harness.reproduction.metric_checks import MetricComparison, geometric_mean
 from harness.reproduction.reproduce import Plan, ReproductionOutcome, differing_keys, regressed, result_word
 from harness.core.terminal import format_table
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.tracking.mlflow_tracker import redacted
 
 
@@ -39,15 +40,25 @@ def render_plan(plan: Plan) -> str:
 
 def _code_line(recorded: dict[str, str], here: dict[str, str]) -> str:
     """The harness's commit and the task checkout's, as recorded and here."""
-    return (f"  code: harness {_revision(recorded, 'git_')} (here {_revision(here, 'git_')}), "
-            f"task {_revision(recorded, 'task_git_')} (here {_revision(here, 'task_git_')})")
+    return (f"  code: harness {_harness_revision(recorded)} (here {_harness_revision(here)}), "
+            f"task {_task_revision(recorded)} (here {_task_revision(here)})")
 
 
-def _revision(environment: dict[str, str], prefix: str) -> str:
-    """'<commit[:10]>[+dirty]' of the checkout ``prefix`` names ('none' outside git, 'unknown' unrecorded)."""
-    commit = environment.get(f"{prefix}commit", "") or "unknown"
+def _harness_revision(environment: dict[str, str]) -> str:
+    harness = TrialEnvironment.of(environment)
+    return _revision(harness.git_commit, harness.git_dirty)
+
+
+def _task_revision(environment: dict[str, str]) -> str:
+    task = TaskEnvironment.of(environment)
+    return _revision(task.task_git_commit, task.task_git_dirty)
+
+
+def _revision(commit: str, dirty: bool | None) -> str:
+    """'<commit[:10]>[+dirty]' of a checkout ('none' outside git, 'unknown' unrecorded)."""
+    commit = commit or "unknown"
     short = commit if commit in ("unknown", "none") else commit[:10]
-    return short + ("+dirty" if environment.get(f"{prefix}dirty") == "true" else "")
+    return short + ("+dirty" if dirty else "")
 
 
 def _logging_to(plan: Plan) -> str:

@@ -169,9 +169,7 @@ def environment(device: torch.device) -> dict[str, str]:
         "torch_debug": str(torch.version.debug).lower(),
         "cuda": torch.version.cuda or "none",
         "cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "none",
-        "device": str(device),
         "cpu_capability": cpu_capability(),
-        "torch_threads": str(torch.get_num_threads()),
         "torch_interop_threads": str(torch.get_num_interop_threads()),
         "packages_count": str(len(lock)),
         "packages_sha256": sha256_text("\n".join(lock)),
@@ -183,7 +181,8 @@ def environment(device: torch.device) -> dict[str, str]:
     env.update({f"env_{name}": os.environ.get(name, "unset") for name in THREAD_VARIABLES})
     peak = peak_flops(device)
     return as_stored(TrialEnvironment(
-        git_commit=commit, git_dirty=dirty, device_name=device_name(device), cpu_model=cpu_model(),
+        git_commit=commit, git_dirty=dirty, device=str(device), device_name=device_name(device), cpu_model=cpu_model(),
+        torch_threads=str(torch.get_num_threads()),
         peak_fp32_flops=f"{peak:.4g}" if peak else "unknown",
         run_id=current_run_id(),  # harness run: the results folder's run (harness.tracking.run_identity)
         rest=env))

@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlparse
 
 from harness.core.faults import fault
 from harness.core.record import TrialRecord
+from harness.core.trial_environment import TrialEnvironment
 from harness.store import read_json, write_atomic, write_json_atomic
 from harness.suite.stored import StoredSuite
 from harness.tracking.mlflow_names import flatten, mlflow_key
@@ -466,7 +467,7 @@ def convention_tags(environment: Mapping[str, str], source: str) -> dict[str, st
     tags = {"mlflow.source.type": "LOCAL", "mlflow.user": _user()}
     if source:
         tags["mlflow.source.name"] = source
-    commit = environment.get("git_commit", "")
+    commit = TrialEnvironment.of(environment).git_commit
     if _COMMIT.fullmatch(commit):
         tags["mlflow.source.git.commit"] = commit
     return tags
