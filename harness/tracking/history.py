@@ -27,17 +27,19 @@ def claim_history(tracker: MlflowTracker, suite: str, profile: str) -> list[Clai
     for run in tracker.suite_runs(suite, profile):
         metrics, tags = run.data.metrics, run.data.tags
         started = datetime.fromtimestamp(run.info.start_time / 1000, tz=timezone.utc)
-        commit = tags.get("harness.git_commit", "")
+        # the run's environment, tagged harness.<key> (MlflowTracker.start_parent)
+        tagged = {key.removeprefix("harness."): value for key, value in tags.items() if key.startswith("harness.")}
+        environment, task = TrialEnvironment.of(tagged), TaskEnvironment.of(tagged)
         for name in sorted(m[len(CLAIM_PREFIX) + 1 : -len("/estimate")] for m in metrics
                            if m.startswith(CLAIM_PREFIX + "/") and m.endswith("/estimate")):
             base = f"{CLAIM_PREFIX}/{name}"
             points.append(ClaimPoint(
-                claim=name, run_id=run.info.run_id, started=started, commit=commit,
-                dirty=tags.get("harness.git_dirty") == "true", estimate=metrics[f"{base}/estimate"],
+                claim=name, run_id=run.info.run_id, started=started, commit=environment.git_commit,
+                dirty=environment.git_dirty is True, estimate=metrics[f"{base}/estimate"],
                 low=metrics.get(f"{base}/interval_low", metrics.get(f"{base}/ci_low")),
                 high=metrics.get(f"{base}/interval_high", metrics.get(f"{base}/ci_high")),
                 result=tags.get(f"{CLAIM_TAG_PREFIX}/{name}", "?"), seeds=_int(metrics.get(f"{base}/seeds")),
-                task_commit=tags.get("harness.task_git_commit", ""), task_dirty=tags.get("harness.task_git_dirty") == "true",
+                task_commit=task.task_git_commit, task_dirty=task.task_git_dirty is True,
             ))
     return points
 
