@@ -4,6 +4,7 @@ reads (an interval, a p-value, a verdict, a gate decision) and checks it against
 library (scipy, statsmodels) where a statistic is involved."""
 from __future__ import annotations
 
+import json
 import math
 import warnings
 
@@ -1284,7 +1285,8 @@ from harness.analysis.decide.claims import ClaimResult, evaluate_claims  # noqa:
 CLAIM_METRICS = {"score": {"direction": "higher", "unit": "", "kind": "quality"},
                  "loss": {"direction": "lower", "unit": "", "kind": "quality"},
                  "tokens": {"direction": "none", "unit": "", "kind": "info"},
-                 "seconds": {"direction": "lower", "unit": "s", "kind": "speed"}}
+                 "seconds": {"direction": "lower", "unit": "s", "kind": "speed"},
+                 "bytes": {"direction": "lower", "unit": "bytes", "kind": "memory"}}
 
 
 def claims_run(treat: dict[str, list], control: dict[str, list], claims: list[dict], confidence: float | None = None):
@@ -1422,9 +1424,11 @@ def test_the_gate_refuses_only_a_foreign_executor_its_baseline_did_not_use():
     used_two = SimpleNamespace(environment={"executor": "pkg.a | pkg.b"})
     gate_module._refuse_other_executor(used_two, executor_run("pkg.a", "serial", "pkg.b"), Path("b.json"))
     with pytest.raises(GateError) as refused:
-        gate_module._refuse_other_executor(used_two, executor_run("pkg.a", "pkg.c"), Path("b.json"))
-    assert "executor 'pkg.c', another package's, which baseline b.json did not use (it used pkg.a, pkg.b);" in \
-        str(refused.value)
+        gate_module._refuse_other_executor(used_two, executor_run("pkg.a", "pkg.d", "pkg.c"), Path("b.json"))
+    assert str(refused.value) == (
+        "refusing to gate: trials of these results ran under executor 'pkg.c', 'pkg.d', another package's, which "
+        "baseline b.json did not use (it used pkg.a, pkg.b); rerun the suite with a built-in --executor, or save a "
+        "baseline of this executor")
     with pytest.raises(GateError) as refused:  # a baseline saved before executors were recorded
         gate_module._refuse_other_executor(SimpleNamespace(environment={}), executor_run("pkg.a"), Path("b.json"))
     assert "(it used the built-in ones)" in str(refused.value)
@@ -1528,3 +1532,204 @@ def test_a_claim_on_a_speed_metric_is_a_timing():
     run = claims_run({"score": [1.0]}, {"score": [1.0]}, [])
     assert CHECK_KINDS["claim"].timing(run, entry("claim", 0.0, "none", metric="seconds"))
     assert not CHECK_KINDS["claim"].timing(run, entry("claim", 0.0, "none", metric="score"))
+
+
+def test_a_seed_plan_reads_its_families_design_and_columns():
+    from harness.analysis.decide.seed_planning import ClaimPlan, SeedPlan
+    plan = SeedPlan("s", {TIMING_FAMILY: 1, QUALITY_FAMILY: 2}, 0.025, Schedule(3, 6, skew_bound=1.0), "assumed",
+                    (ClaimPlan("a", 0.5, 10, None),))
+    assert plan.render().splitlines()[:4] == [
+        "== s: sampled claims per Holm family, each planned at the level the run's first Holm step tests it: "
+        "quality 2 at one-sided 0.0125, timing 1 at one-sided 0.025; effects assumed",
+        "sequential design: obrien_fleming, looks at 3, 4, 5, 6 seeds, futility below 0.1 conditional power; fixed "
+        "and sequential alike at critical values calibrated to |skewness| <= 1",
+        f"{'claim':<58} {'effect/sd':>9} {'fixed n (80%)':>13} {'seq power':>9} {'seq E[n]':>8}",
+        "-" * 101]
+    empty = SeedPlan("s", {}, 0.025, Schedule(6, 6, futility=None), "from the pilot run", ())
+    assert empty.render().splitlines()[:2] == [
+        "== s: sampled claims per Holm family, each planned at the level the run's first Holm step tests it: none; "
+        "effects from the pilot run",
+        "sequential design: obrien_fleming, looks at 6 seeds"]
+
+
+def test_a_kind_without_direction_gates_metrics_without_one_and_a_directional_one_does_not():
+    memory = Metric(name="bytes", direction="none", unit="bytes", kind="memory")
+    assert CHECK_KINDS["memory"].gates(memory)
+    assert not CHECK_KINDS["quality"].gates(Metric(name="acc", direction="none", unit="", kind="quality"))
+
+
+from harness.gating.values import (  # noqa: E402
+    baseline_values,
+    executors_used,
+    numeric_environment,
+    paired_differences,
+    seed_batch_sizes,
+    seed_values,
+    speed_ratio,
+)
+
+
+def arms_run(values: dict[str, dict[str, list]], contrasts: list[tuple[str, str]] = (("treat", "control"),),
+             claims: list[dict] = (), seeds: list[int] | None = None, environment: dict[str, list[dict]] | None = None):
+    """A run of these arms' values by metric and seed (None: not finite), with contrasts treatment-vs-control;
+    ``environment`` gives each arm's trials their environment, seed by seed."""
+    stored_seeds = list(range(max(len(v) for arm in values.values() for v in arm.values())))
+    trials = [make_record(f"{arm}-{s}", arm, s, metrics={key: v[s] for key, v in metrics.items()},
+                          environment=(environment or {}).get(arm, [{}] * len(stored_seeds))[s])
+              for arm, metrics in values.items() for s in stored_seeds]
+    meta = {"suite": "core", "profile": "default", "seeds": stored_seeds if seeds is None else seeds, "sweep": {},
+            "metrics": CLAIM_METRICS, "arms": {arm: {"labels": [arm]} for arm in values},
+            "contrasts": [{"treatment": t, "control": c, "name": f"{t}-vs-{c}"} for t, c in contrasts],
+            "claims": list(claims), "sequential": None, "premises": []}
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
+
+
+def test_a_baseline_holds_each_arms_means_with_spread_each_distinct_pairs_difference_and_every_claim():
+    run = arms_run({"treat": {"score": [1.0, 2.0, 4.0], "seconds": [1.0, 1.0, 1.0]},
+                    "control": {"score": [0.5, 0.5, 0.5], "seconds": [2.0, 2.0, 2.0]},
+                    "other": {"score": [0.0, 1.0, 1.0], "seconds": [4.0, 4.0, 4.0]}},
+                   contrasts=[("treat", "control"), ("other", "control")],
+                   claims=[{"contrast": "treat-vs-control", "metric": "seconds", "test": "superior"},
+                           {"contrast": "missing-vs-control", "metric": "score", "test": "superior"}])
+    entries = {v.identity: v for v in baseline_values(run)}
+    treat = entries["quality", "treat", "", "score"]
+    assert treat.value == pytest.approx(7 / 3) and treat.spread == pytest.approx(np.std([1, 2, 4], ddof=1) / math.sqrt(3))
+    assert ("contrast", "treat-vs-control", "", "score") in entries and ("contrast", "other-vs-control", "", "score") in entries
+    assert ("speed_ratio", "other-vs-control", "", "seconds") in entries
+    assert ("claim", "treat-vs-control", "", "seconds") in entries  # a timing claim, where speed is gated
+    untested = entries["claim", "missing-vs-control", "", "score"]  # no such contrast: no estimate, held at 0
+    assert untested.value == 0.0 and untested.claim.result == INCONCLUSIVE
+    bytes_run = arms_run({"treat": {"bytes": [10.0, 12.0]}}, contrasts=[])
+    assert [(v.identity, v.value, v.spread) for v in baseline_values(bytes_run)] == \
+        [(("memory", "treat", "", "bytes"), 11.0, None)]  # a size must be equal: no spread
+
+
+def test_what_a_run_recorded_of_its_executors_environment_and_seed_batches_lists_each_value_once():
+    environment = {"treat": [{"executor": "pkg.a", "torch": "2.2", "seed_batch": "0,1"},
+                             {"executor": "serial", "torch": "2.1", "seed_batch": "0,1"},
+                             {"executor": "pkg.a", "torch": "2.2"}]}
+    run = arms_run({"treat": {"score": [1.0, 2.0, 3.0]}}, contrasts=[], environment=environment)
+    assert executors_used(run) == {"executor": "pkg.a | serial"}
+    assert numeric_environment(run)["torch"] == "2.1 | 2.2"
+    assert seed_batch_sizes(run) == {"seed_batch_size": "1 | 2"}
+    nothing = arms_run({"treat": {"score": [1.0]}}, contrasts=[], environment={"treat": [{}]})
+    assert executors_used(nothing) == {}
+    failed_only = index_results(Path("."), nothing.stored, [make_record("treat-0", "treat", 0, status="failed",
+                                                                         error="boom", metrics={})])
+    assert seed_batch_sizes(failed_only) == {} and executors_used(failed_only) == {}
+
+
+def test_seed_values_and_pairs_keep_the_declared_or_asked_seeds():
+    run = arms_run({"treat": {"score": [1.0, 2.0, 4.0]}, "control": {"score": [0.0, 0.0, 0.0]}}, seeds=[0, 1])
+    assert seed_values(run, "treat", "", "score") == {0: 1.0, 1: 2.0}
+    undeclared = arms_run({"treat": {"score": [1.0, 2.0, 4.0]}}, contrasts=[], seeds=[])
+    assert seed_values(undeclared, "treat", "", "score") == {0: 1.0, 1: 2.0, 2: 4.0}
+    full = arms_run({"treat": {"score": [1.0, 2.0, 4.0]}, "control": {"score": [0.0, 1.0, 0.0]}})
+    assert paired_differences(full, "treat", "control", "", "score", [0, 2]) == {0: 1.0, 2: 4.0}
+    assert paired_differences(full, "treat", "control", "", "score") == {0: 1.0, 1: 1.0, 2: 4.0}
+
+
+def test_a_speed_ratio_over_a_control_of_mean_zero_is_none():
+    run = arms_run({"treat": {"seconds": [1.0, 2.0]}, "control": {"seconds": [0.0, 0.0]}})
+    assert speed_ratio(run, "treat", "control", "", "seconds", None) == (None, [0, 1])
+
+
+def test_the_gate_refuses_another_runs_baseline_or_other_seed_batches_and_says_why():
+    run = arms_run({"treat": {"score": [1.0, 2.0]}}, contrasts=[])
+    other = SimpleNamespace(suite="core", profile="smoke", device_class=run.device_class, seeds=(0, 1, 2), sweep=None)
+    with pytest.raises(GateError) as refused:
+        gate_module._refuse_mismatch(other, run, Path("b.json"))
+    assert str(refused.value) == ("refusing to gate: baseline b.json is for another run (profile 'smoke' vs 'default', "
+                                  "seeds [0, 1, 2] vs [0, 1] in these results); use the baseline of the same suite, "
+                                  "profile, device class, seeds and sweep")
+    batched = arms_run({"treat": {"score": [1.0, 2.0]}}, contrasts=[],
+                       environment={"treat": [{"seed_batch": "0,1"}, {"seed_batch": "0,1"}]})
+    alone = arms_run({"treat": {"score": [1.0, 2.0]}}, contrasts=[])
+    failed_only = index_results(Path("."), alone.stored, [make_record("treat-0", "treat", 0, status="failed",
+                                                                       error="boom", metrics={})])
+    saved_in = {size: SimpleNamespace(environment={"seed_batch_size": size}) for size in ("1", "2")}
+    before_batches = SimpleNamespace(environment={})  # a baseline saved before batches were recorded: alone
+    for baseline, results in ((saved_in["2"], batched), (saved_in["1"], alone), (before_batches, alone),
+                              (saved_in["2"], failed_only)):
+        gate_module._refuse_other_seed_batch(baseline, results, Path("b.json"))
+    with pytest.raises(GateError) as refused:
+        gate_module._refuse_other_seed_batch(before_batches, batched, Path("b.json"))
+    assert str(refused.value) == ("refusing to gate: these results' trials were trained in seed batches of 2, baseline "
+                                  "b.json's in 1; rerun with the baseline's seed_batch (the suite's or profile's key) "
+                                  "or save a baseline of this one")
+
+
+from harness.gating.baseline import save_baselines  # noqa: E402
+from harness.gating.gate import gate  # noqa: E402
+from harness.store import RunFolder  # noqa: E402
+
+GATE_METRICS = {"acc": {"direction": "higher", "unit": "", "kind": "quality"},
+                "err": {"direction": "lower", "unit": "", "kind": "quality"},
+                "qps": {"direction": "higher", "unit": "1/s", "kind": "speed"}}
+
+
+def gated_folder(root: Path, metrics: dict[str, float], speed: bool = True, task_version: str = "1",
+                 environment: dict[str, str] | None = None) -> Path:
+    """A two-seed treat/control run on disk whose every trial reports ``metrics`` (plus its seed)."""
+    folder = RunFolder(root, "synth", "smoke")
+    folder.save_suite({
+        "schema": 1, "suite": "synth", "profile": "smoke", "task": "synth", "task_version": task_version,
+        "seeds": [0, 1], "sweep": {}, "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
+        "contrasts": [{"name": "treat-vs-control", "treatment": "treat", "control": "control", "margins": {}}],
+        "validity": None, "claims": [], "gate": {"default_tolerance": 0.05, "speed": speed}, "metrics": GATE_METRICS,
+        "device": "cpu", "device_class": "cpu", "device_name": "synthetic"})
+    for arm in ("control", "treat"):
+        for seed in (0, 1):
+            folder.save_trial(make_record(f"{arm}-{seed}", arm, seed, suite="synth", profile="smoke", curves={},
+                                          metrics={k: v + 0.01 * seed for k, v in metrics.items()},
+                                          environment=dict(environment or {})))
+    return folder.path
+
+
+def test_the_gate_names_its_baseline_file_in_each_refusal(tmp_path):
+    deterministic = {"numeric_mode": "deterministic"}
+    (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8}, environment=deterministic)],
+                                 tmp_path / "baselines")
+    refusals = [(gated_folder(tmp_path / "version", {"acc": 0.8}, task_version="2"), "version 2"),
+                (gated_folder(tmp_path / "mode", {"acc": 0.8}, environment={"numeric_mode": "fast"}), "numeric mode"),
+                (gated_folder(tmp_path / "executor", {"acc": 0.8}, environment={**deterministic, "executor": "pkg.x"}),
+                 "pkg.x")]
+    for run_dir, why in refusals:
+        with pytest.raises(GateError, match=why) as refused:
+            gate(run_dir, baseline)
+        assert f"baseline {baseline} " in str(refused.value)
+    run_dir = gated_folder(tmp_path / "seeds", {"acc": 0.8})
+    stored = json.loads((run_dir / "suite.json").read_text())
+    stored["seeds"] = [0, 1, 2]
+    (run_dir / "suite.json").write_text(json.dumps(stored))
+    with pytest.raises(GateError, match="is for another run") as refused:
+        gate(run_dir, baseline)
+    assert f"baseline {baseline} " in str(refused.value)
+
+
+def test_the_gate_lists_a_missing_value_once_and_a_new_one_where_it_would_be_gated(tmp_path):
+    (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8, "err": 0.2})], tmp_path / "b")
+    lacking = gate(gated_folder(tmp_path / "lacking", {"acc": 0.8}), baseline)
+    assert sorted(lacking.missing_in_run) == ["contrast treat-vs-control err", "quality control err", "quality treat err"]
+    new_speed = gate(gated_folder(tmp_path / "speed", {"acc": 0.8, "err": 0.2, "qps": 10.0}), baseline)
+    assert new_speed.missing_in_baseline == ("speed_ratio treat-vs-control qps",)
+    new_quality = gate(gated_folder(tmp_path / "quality", {"acc": 0.8, "err": 0.2, "zz": 1.0, "qps": 10.0},
+                                    speed=False), baseline)
+    assert new_quality.missing_in_baseline == ()
+    (without_err,) = save_baselines([gated_folder(tmp_path / "reference2", {"acc": 0.8})], tmp_path / "b2")
+    more = gate(gated_folder(tmp_path / "more", {"acc": 0.8, "err": 0.2, "qps": 10.0}, speed=False), without_err)
+    assert sorted(more.missing_in_baseline) == ["contrast treat-vs-control err", "quality control err",
+                                                "quality treat err"]
+
+
+@pytest.mark.xfail(strict=True, reason="gate() names the values of a failed (or missing) trial's seed again, as 'in the "
+                                       "baseline, but the gate made no check of it' (its guard against a check skipped "
+                                       "by mistake), though its loop leaves them out so as not to name them twice")
+def test_a_failed_trial_is_named_once_not_again_per_value(tmp_path):
+    (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8})], tmp_path / "b")
+    run_dir = gated_folder(tmp_path / "run", {"acc": 0.8})
+    RunFolder(tmp_path / "run", "synth", "smoke").save_trial(make_record(
+        "treat-1", "treat", 1, suite="synth", profile="smoke", status="failed", error="boom", metrics={}))
+    result = gate(run_dir, baseline)
+    assert result.failed_trials == ("treat seed=1: boom",) and not result.passed
+    assert result.missing_in_run == ()
