@@ -1733,3 +1733,94 @@ def test_a_failed_trial_is_named_once_not_again_per_value(tmp_path):
     result = gate(run_dir, baseline)
     assert result.failed_trials == ("treat seed=1: boom",) and not result.passed
     assert result.missing_in_run == ()
+
+
+def test_a_seed_plans_rows_show_what_planning_found_and_explain_its_marks():
+    from harness.analysis.decide.seed_planning import ClaimPlan, SeedPlan
+    from harness.analysis.stats.sequential_design import OperatingCharacteristics
+    seq = OperatingCharacteristics(0.5, 0.8123, 7.25)
+    rows = (ClaimPlan("x" * 60, 0.5, 10, seq),  # a label is cut at 58 characters
+            ClaimPlan("beyond", 0.7, None, seq),  # no fixed count up to 1000 seeds
+            ClaimPlan("zero", 0.0, None, None), ClaimPlan("none", None, None, None))
+    lines = SeedPlan("s", {QUALITY_FAMILY: 1}, 0.025, Schedule(6, 6), "assumed", rows).render().splitlines()[4:]
+    assert lines == [f"{'x' * 58} {'0.5':>9} {'10':>13} {'0.81':>9} {'7.2':>8}",
+                     f"{'beyond':<58} {'0.7':>9} {'>1000':>13} {'0.81':>9} {'7.2':>8}",
+                     f"{'zero':<58} {'0':>9} {'-':>13} {'-':>9} {'-':>8}",
+                     f"{'none':<58} {'-':>9} {'-':>13} {'-':>9} {'-':>8}",
+                     "-: the pilot's estimate is not on the claim's pass side (effect/sd <= 0) or gave no t, so no "
+                     "seed count gives it 80% power",
+                     ">1000: more seeds than planning tries"]
+    found = SeedPlan("s", {QUALITY_FAMILY: 1}, 0.025, Schedule(6, 6), "assumed", rows[:1]).render().splitlines()
+    assert len(found) == 5 and found[-1].startswith("x" * 58)  # nothing to explain
+
+
+def test_a_plan_powers_each_claim_at_its_familys_first_holm_level(monkeypatch):
+    """Assumed effects at the quality family's level (else the first family's); a pilot's claims at their own."""
+    from harness.analysis.decide import seed_planning
+    from harness.analysis.decide.seed_planning import ClaimPlan
+    levels: list[float] = []
+    monkeypatch.setattr(seed_planning, "_row", lambda label, effect, level, design: levels.append(level) or
+                        ClaimPlan(label, effect, None, None))
+    for sizes, level in (({TIMING_FAMILY: 2, QUALITY_FAMILY: 4}, 0.025 / 4), ({TIMING_FAMILY: 2}, 0.025 / 2), ({}, 0.025)):
+        levels.clear()
+        plan = plan_suite("s", 0.95, sizes, Schedule(6, 6), None)
+        assert levels == pytest.approx([level] * 4) and plan.source == "assumed (give --from RESULTS for a pilot's)"
+    levels.clear()
+    pilot = ClaimResult(spec("superior"), "treat-vs-control", "", "acc", INCONCLUSIVE, 6, 0.1, None, "",
+                        p_value=0.01, in_family=True)
+    plan = plan_suite("s", 0.95, {TIMING_FAMILY: 1, QUALITY_FAMILY: 2}, Schedule(6, 6), [pilot])
+    assert levels == pytest.approx([0.025 / 2]) and plan.source == "from the pilot run"
+
+
+def test_a_plans_fixed_design_is_calibrated_to_the_designs_skew_bound(monkeypatch):
+    from harness.analysis.decide import seed_planning
+    asked: list[dict] = []
+    monkeypatch.setattr(seed_planning, "fixed_seeds_for_power", lambda *args, **kwargs: asked.append(kwargs) or 9)
+    monkeypatch.setattr(seed_planning, "operating_characteristics", lambda *args, **kwargs: None)
+    assert seed_planning._row("a", 0.8, 0.025, Schedule(3, 6, skew_bound=1.0)).fixed_seeds == 9
+    assert asked == [{"skew_bound": 1.0}]
+
+
+def test_a_reference_contrast_shows_the_control_works_beyond_the_margin_or_says_why_not():
+    """Non-inferiority of new vs old, with old-vs-base (or weak-vs-old) as the reference: its 95% interval (the
+    claim's one-sided 0.025 in each tail) must lie beyond 0 and beyond the margin; a relative margin is that
+    fraction of the interval's lower end."""
+    def claim(reference: str = "old-vs-base", **margin) -> dict:
+        return {"contrast": "new-vs-old", "metric": "score", "test": "non_inferior", "reference": reference, **margin}
+    run = arms_run({"new": {"score": [1.0, 1.1, 0.9, 1.0]}, "old": {"score": [1.0, 1.0, 1.0, 1.05]},
+                    "base": {"score": [0.0, 0.1, -0.1, 0.05]}, "weak": {"score": [0.9, 1.05, 1.0, 0.95]},
+                    "lone": {"score": [1.5, None, None, None]}, "empty": {"score": [None] * 4}},
+                   contrasts=[("new", "old"), ("old", "base"), ("weak", "old"), ("lone", "old"), ("empty", "old")],
+                   claims=[claim(margin=0.1), claim(relative_margin=0.2), claim(margin=0.99), claim("weak-vs-old", margin=0.1),
+                           claim("weak-vs-old", relative_margin=0.2), claim("nope", margin=0.1),
+                           claim("lone-vs-old", margin=0.1), claim("empty-vs-old", margin=0.1),
+                           {"contrast": "new-vs-old", "metric": "score", "test": "non_inferior", "margin": 0.1}])
+    absolute, relative, too_small, weak, weak_relative, missing, lone, empty, undeclared = \
+        [c.reference for c in evaluate_claims(run)]
+    assert (lone.contrast, lone.estimate, lone.interval, lone.n, lone.margin, lone.established) == \
+        ("lone-vs-old", 0.5, None, 1, 0.1, False)
+    assert lone.reason == "vacuous: reference lone-vs-old has 1 pair(s) on score"
+    assert (empty.contrast, empty.estimate, empty.interval, empty.n, empty.margin, empty.established) == \
+        ("empty-vs-old", None, None, 0, 0.1, False)
+    assert empty.reason == "vacuous: reference empty-vs-old has 0 pair(s) on score"
+    assert (undeclared.contrast, undeclared.n, undeclared.margin, undeclared.established) == ("", 0, 0.1, False)
+    assert undeclared.reason == "vacuous: no reference contrast declared, so nothing shows the control works"
+    works = [1.0, 0.9, 1.1, 1.0]
+    interval = scipy.stats.ttest_1samp(works, 0.0).confidence_interval(0.95)
+    for found in (absolute, relative, too_small):
+        assert (found.contrast, found.n) == ("old-vs-base", 4) and found.estimate == pytest.approx(1.0)
+        assert (found.interval.low, found.interval.high) == pytest.approx((interval.low, interval.high), rel=1e-12)
+    assert absolute.established and absolute.margin == 0.1
+    assert absolute.reason == "reference old-vs-base +1 [+0.8701, +1.13] established"
+    assert absolute.p_value == pytest.approx(t_greater(works, 0.1), rel=1e-9)
+    assert relative.established and relative.margin == pytest.approx(0.2 * interval.low, rel=1e-12)
+    assert relative.p_value == pytest.approx(t_greater(works, 0.0), rel=1e-9)
+    assert too_small.established is False and too_small.margin == 0.99
+    assert too_small.reason == "vacuous: reference old-vs-base +1 [+0.8701, +1.13] is not surely larger than the margin 0.99"
+    assert weak.established is False and weak.margin == 0.1 and weak.n == 4 and weak.contrast == "weak-vs-old"
+    assert weak.reason == ("vacuous: reference weak-vs-old -0.0375 [-0.1568, +0.08184] is not established (interval "
+                           "reaches 0 or the worse side)")
+    assert not weak_relative.established and weak_relative.margin is None
+    assert (missing.contrast, missing.estimate, missing.interval, missing.n, missing.margin, missing.established) == \
+        ("nope", None, None, 0, 0.1, False)
+    assert missing.reason == "vacuous: reference 'nope' has no variant in this run, so nothing shows the control works"
