@@ -1488,9 +1488,6 @@ def test_a_contrast_keeps_its_sign_only_where_the_baseline_is_sure_of_it():
         (False, f"{sure} 3.01 either way = 3 standard errors over seeds")
 
 
-@pytest.mark.xfail(strict=True, reason="the sign test multiplies the two differences: below 1e-154 their product "
-                                       "underflows to 0 and a kept sign reads as lost (harness/gating/values.py "
-                                       "_difference)")
 def test_a_tiny_sure_difference_that_stays_the_same_keeps_its_sign():
     assert judged("contrast", entry("contrast", 1e-170, spread=1e-172), 1e-170, spread=1e-172)[0] is True
 
@@ -1722,9 +1719,6 @@ def test_the_gate_lists_a_missing_value_once_and_a_new_one_where_it_would_be_gat
                                                 "quality treat err"]
 
 
-@pytest.mark.xfail(strict=True, reason="gate() names the values of a failed (or missing) trial's seed again, as 'in the "
-                                       "baseline, but the gate made no check of it' (its guard against a check skipped "
-                                       "by mistake), though its loop leaves them out so as not to name them twice")
 def test_a_failed_trial_is_named_once_not_again_per_value(tmp_path):
     (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8})], tmp_path / "b")
     run_dir = gated_folder(tmp_path / "run", {"acc": 0.8})

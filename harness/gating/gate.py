@@ -160,6 +160,7 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
     missing_in_run: list[str] = []
     dropped: list[str] = []
     named: set[Identity] = set()  # the values reported as missing or dropped
+    explained: set[Identity] = set()  # values lacking only seeds whose trials are named as failed or missing
 
     def missing(identity: Identity, why: str = "") -> None:
         missing_in_run.append(check_name(identity) + why)
@@ -190,9 +191,12 @@ def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path =
             missing(identity)
         elif unexplained:
             drop(identity, f"seed(s) {', '.join(map(str, unexplained))} missing or not finite")
-    # Every baseline value the profile gates ends as a check or a named problem; one that got neither
-    # (a check skipped by mistake) fails the gate instead of shrinking it quietly.
-    accounted = {(c.check, c.subject, c.point, c.metric) for c in checks} | named
+        else:
+            explained.add(identity)
+    # Every baseline value the profile gates ends as a check, a named problem or a value of a trial named as
+    # failed or missing; one that got none (a check skipped by mistake) fails the gate instead of shrinking
+    # it quietly.
+    accounted = {(c.check, c.subject, c.point, c.metric) for c in checks} | named | explained
     for identity in [i for i in reference if i not in accounted]:
         missing(identity, ": in the baseline, but the gate made no check of it")
     return GateResult(

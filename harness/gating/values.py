@@ -387,6 +387,11 @@ def _mean(reference: GatedValue, current: Measured, tolerances: GateSpec, what: 
     return Judged(passed, f"{what}, {reference.direction} is better, may worsen by {tolerance:.3g} = {source}")
 
 
+def _same_sign(a: float, b: float) -> bool:
+    """Both above 0 or both below it (compared, not multiplied: a product of two tiny values underflows to 0)."""
+    return (a > 0 and b > 0) or (a < 0 and b < 0)
+
+
 def _difference(reference: GatedValue, current: Measured, tolerances: GateSpec) -> Judged:
     """A contrast's mean paired difference: a mean, unless the baseline is sure which arm is ahead. Then a
     change either way beyond the noise means the mechanism (or its control) now computes something else, and
@@ -394,7 +399,7 @@ def _difference(reference: GatedValue, current: Measured, tolerances: GateSpec) 
     if not _direction_certain(reference.value, reference.spread):
         return _mean(reference, current, tolerances, "difference to control")
     tolerance, source = _noise(reference, current, tolerances)
-    passed = abs(current.value - reference.value) <= tolerance and current.value * reference.value > 0
+    passed = abs(current.value - reference.value) <= tolerance and _same_sign(current.value, reference.value)
     return Judged(passed, f"difference to control, baseline sure of its sign: must keep it and move by at most "
                           f"{tolerance:.3g} either way = {source}")
 
