@@ -286,3 +286,37 @@ def test_the_shipped_toy_tune_suite_validates_without_a_lock():
     (suite,) = load_suites(TOY_TUNE)
     assert suite.tuned is None and not lock_path(TOY_TUNE).exists()
     assert suite.tune.seeds == [100, 101] and suite.tune.arms == ["sgd", "momentum"]
+
+
+@pytest.mark.parametrize("points, chosen, expected", [
+    ([{"lr": 0.001}, {"lr": 0.1}, {"lr": 1.0}], {"lr": 1.0}, ["lr=1 is the largest of 0.001, 0.1, 1"]),
+    ([{"lr": 0.001}, {"lr": 0.1}, {"lr": 1.0}], {"lr": 0.001}, ["lr=0.001 is the smallest of 0.001, 0.1, 1"]),
+    ([{"lr": 0.001}, {"lr": 0.1}, {"lr": 1.0}], {"lr": 0.1}, []),
+    ([{"lr": 0.001}, {"lr": 1.0}], {"lr": 1.0}, []),  # two values have no inside: a choice of two settings
+    ([{"lr": 0.1, "init": "zero"}, {"lr": 0.2, "init": "one"}, {"lr": 0.3, "init": "two"}],
+     {"lr": 0.2, "init": "two"}, []),  # a named setting has no order
+    ([{"lr": 0.1, "w": 1}, {"lr": 0.2, "w": 2}, {"lr": 0.3, "w": 3}], {"lr": 0.3, "w": 1},
+     ["lr=0.3 is the largest of 0.1, 0.2, 0.3", "w=1 is the smallest of 1, 2, 3"]),
+    ([{"flag": True}, {"flag": False}, {"flag": True}], {"flag": True}, []),
+])
+def test_a_choice_on_the_edge_of_its_grid_is_named_by_axis(points, chosen, expected):
+    from harness.analysis.decide.tune_grid import edge_axes
+    assert edge_axes(points, chosen) == expected
+
+
+def test_registering_a_lock_whose_choice_is_on_its_grid_edge_is_refused(tmp_path):
+    from harness.evidence.ledger import Ledger, LedgerError
+    from harness.evidence.registration import register, tuned_on_edge
+
+    path = suite_file(tmp_path)
+    write_lock(path, {"sgd": {"lr": 0.1}, "momentum": {"lr": 0.1}})
+    (inside,) = load_suites(path)
+    assert tuned_on_edge(inside) == []
+    write_lock(path, {"sgd": {"lr": 1.0}, "momentum": {"lr": 0.1}})
+    (edge,) = load_suites(path)
+    assert tuned_on_edge(edge) == ["sgd: lr=1 is the largest of 0.001, 0.1, 1"]
+    ledger = tmp_path / "ledger.jsonl"
+    with pytest.raises(LedgerError, match=r"toy_tune.yaml: tune: the lock toy_tune.tuned.json chose points on the edge "
+                                          r"of their grids \(sgd: lr=1 is the largest"):
+        register(edge, Ledger.read(ledger))
+    assert not ledger.exists()  # nothing registered, no seeds drawn

@@ -52,6 +52,9 @@ def test_tune_writes_a_lock_that_run_applies_and_refuses_when_stale(tmp_path, ha
         assert [p["mean"] for p in lock["arms"][arm]["grid"]] == pytest.approx([means[lr] for lr in (0.001, 0.1, 1.0)])
     chosen = lock["arms"]["sgd"]["chosen"]["lr"]
     assert chosen != 0.001  # the hand-set slow rate loses on the tuning seeds
+    for arm in ("sgd", "momentum"):  # a choice at the grid's largest rate is said to need a wider grid
+        on_edge = lock["arms"][arm]["chosen"]["lr"] == 1.0
+        assert (f"warning: {arm}'s choice is on the edge of its grid (lr=1 is the largest" in tuned.stdout) == on_edge
 
     # the rest in this process: one CLI start is the expensive part of this test
     options = api.RunOptions(results=results, mlflow=False, threads=1)

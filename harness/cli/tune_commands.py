@@ -60,6 +60,9 @@ def _tuned_text(tuned) -> str:
     for arm, kept in tuned.kept.items():
         if kept:
             lines.append(f"   {arm} sets {', '.join(f'{k}={v}' for k, v in kept.items())} itself and keeps it")
+    for arm, axes in tuned.edges.items():
+        lines.append(f"   warning: {arm}'s choice is on the edge of its grid ({'; '.join(axes)}): extend the grid on "
+                     "the tuning seeds before a confirmatory run (`harness register` refuses a lock like this)")
     if tuned.lock is not None:
         lines.append(f"lock: {tuned.lock} (chosen: *; commit it: `harness run` applies it)\nplot: {tuned.plot}")
     elif tuned.unchosen:

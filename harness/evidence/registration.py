@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness.analysis.decide.tune_grid import edge_axes
 from harness.evidence.bundle import SUFFIX, BundleError, read_bundle
 from harness.evidence.suite_history import Repository
 from harness.evidence.ledger import (
@@ -33,6 +34,7 @@ from harness.suite.design import seeds_registered
 from harness.suite.resolved_suite import Suite
 from harness.suite.registered_design import record_digest, registered_record
 from harness.suite.stored import StoredSuite
+from harness.suite.tuning_lock import TuningLock, lock_path
 from harness.tasks.source import task_code
 from harness.store import canonical_json
 from harness.tracking import environment
@@ -69,9 +71,31 @@ class Registered:
     new: bool  # False: the design was registered before (its seeds stand)
 
 
+def tuned_on_edge(suite: Suite) -> list[str]:
+    """Each arm the suite's tuning lock gives a point on the edge of its grid, with the axes: such an arm was
+    not tuned as well as its grid could say, so a comparison with it is not fair yet."""
+    lock = lock_path(Path(suite.source))
+    if suite.tune is None or not suite.tuned or not lock.is_file():
+        return []
+    arms = TuningLock.read(lock, Path(suite.source)).arms
+    found = []
+    for name, entry in arms.items():
+        if name in suite.arms and entry is not None and entry.grid and isinstance(entry.chosen, dict):
+            axes = edge_axes([p.params for p in entry.grid if isinstance(p.params, dict)], entry.chosen)
+            found += [f"{name}: {axis}" for axis in axes]
+    return found
+
+
 def register(suite: Suite, ledger: Ledger) -> Registered:
     """Append ``suite``'s design to the ledger and draw its seeds; a design registered before (and not
-    abandoned) keeps its registration: registering again would draw other seeds for the same study."""
+    abandoned) keeps its registration: registering again would draw other seeds for the same study. A
+    design whose tuning lock chose a point on the edge of its grid is refused: every tuned point sits
+    inside its grid before a confirmatory seed is drawn."""
+    edges = tuned_on_edge(suite)
+    if edges:
+        raise LedgerError(f"{suite.source}: tune: the lock {lock_path(Path(suite.source)).name} chose points on the "
+                          f"edge of their grids ({'; '.join(edges)}): extend tune.space past them and rerun "
+                          "`harness tune` on the tuning seeds before registering")
     record = suite_record(suite)
     design = record_digest(record)
     found = ledger.matching(suite.name, suite.profile, design)

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import torch
 
-from harness.analysis.decide.tune_grid import ArmGrid, score_grid
+from harness.analysis.decide.tune_grid import ArmGrid, edge_axes, score_grid
 from harness.analysis.present.tuning_plots import write_grid_plot
 from harness.execution.executor import Executor
 from harness.execution.runner import SuiteOutcome, run_suite
@@ -38,6 +38,13 @@ class TuneOutcome:
     @property
     def unchosen(self) -> list[str]:
         return [arm for arm, grid in self.grids.items() if grid.chosen is None]
+
+    @property
+    def edges(self) -> dict[str, list[str]]:
+        """Each arm whose choice sits on an edge of its grid, with the axes (``tune_grid.edge_axes``)."""
+        found = {arm: edge_axes([p.params for p in grid.points], grid.chosen.params)
+                 for arm, grid in self.grids.items() if grid.chosen is not None}
+        return {arm: axes for arm, axes in found.items() if axes}
 
 
 def tune_suite(suite: Suite, results_root: Path, device: torch.device, console: Console, resume: bool,

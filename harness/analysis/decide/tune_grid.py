@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.record import TrialRecord
 from harness.suite.tuning_plan import at_dotted, best_point, point_mean
-
 
 
 @dataclass
@@ -51,3 +50,21 @@ def score_grid(arm: str, points: list[dict[str, Any]], records: Iterable[TrialRe
         point.mean = point_mean(point.values, point.failed, seeds)
     best = best_point([p.mean for p in grid], direction)  # the rule a run checks a lock's choice by
     return ArmGrid(arm, grid, grid[best] if best is not None else None)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def edge_axes(points: Sequence[Mapping[str, Any]], chosen: Mapping[str, Any]) -> list[str]:
+    """Each tuned axis on which ``chosen`` sits at the smallest or largest of three or more numbers, said in
+    words: a best point on the edge of its grid says the grid stopped before the metric did, so the arm was
+    not tuned as well as it could be. An axis of two values has no inside (it compares two settings); a
+    failed point still counts as part of the grid (a learning rate above the best that diverged bounds it)."""
+    edges = []
+    for key, value in chosen.items():
+        values = sorted({point[key] for point in points if key in point and _is_number(point[key])})
+        if len(values) >= 3 and _is_number(value) and value in (values[0], values[-1]):
+            side = "smallest" if value == values[0] else "largest"
+            edges.append(f"{key}={value:g} is the {side} of {', '.join(f'{v:g}' for v in values)}")
+    return edges
