@@ -10,6 +10,7 @@ import pytest
 
 from harness.core.stored_fields import (
     INTEGER,
+    PRESENT,
     TEXT,
     Schema,
     Shape,
@@ -21,6 +22,7 @@ from harness.core.stored_fields import (
     optional,
     stored,
     stored_rest,
+    stored_value,
 )
 
 
@@ -132,3 +134,37 @@ def test_keys_no_field_names_are_kept_as_written_and_written_back():
     assert read == Entry("e", {"note": [1, None], "extra": {"a": 1}})
     assert as_stored(read) == {"name": "e", "note": [1, None], "extra": {"a": 1}}
     assert as_stored(Entry("f")) == {"name": "f"}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A document of two kinds: only a timed reading holds ``seconds`` (null where it was not measured), and
+    a file written before versions were stored is of the first."""
+
+    stored_schema = Schema(1, missing=1)
+    kind: str = stored(TEXT)
+    seconds: float | None = stored(optional(INTEGER), missing=None, written_if=lambda reading: reading.kind == "timed")
+    flagged: bool = stored(PRESENT, missing=False)
+
+
+def test_a_field_only_some_entries_hold_is_written_for_those_alone_even_when_null():
+    assert as_stored(Reading("timed", None, True)) == {"schema": 1, "kind": "timed", "seconds": None, "flagged": True}
+    assert as_stored(Reading("count", None, True)) == {"schema": 1, "kind": "count", "flagged": True}
+    assert from_stored(Reading, {"kind": "timed", "seconds": 3}) == Reading("timed", 3, False)  # no schema: version 1
+    assert from_stored(Reading, {"kind": "count", "flagged": None}).flagged  # a key that is there, whatever it holds
+
+
+@dataclass(frozen=True)
+class Named:
+    """A document a mapping keeps under its name: the name is given, not stored."""
+
+    name: str
+    size: int = stored(INTEGER)
+
+
+def test_a_field_the_document_does_not_store_is_given_and_one_field_reads_as_it_is_stored():
+    named = from_stored(Named, {"size": 2}, given={"name": "n"})
+    assert named == Named(name="n", size=2) and as_stored(named) == {"size": 2}
+    assert stored_value(Note("hi", ("a", "b")), "tags") == ["a", "b"]
+    with pytest.raises(StoredFieldError, match=r"^p\.y: not a field of a point$"):
+        document(Point, "not a field of a point").read({"x": 1, "y": 2}, "p")

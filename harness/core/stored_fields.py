@@ -17,6 +17,7 @@ from typing import Any, Callable, Collection, Mapping, TypeVar
 
 T = TypeVar("T")
 SHAPE, MISSING_VALUE, FLAT, OMITTED = "stored_shape", "stored_missing", "stored_flat", "stored_omitted"  # metadata keys
+WRITTEN_IF = "stored_written_if"
 REST = "stored_rest"
 
 
@@ -82,6 +83,8 @@ COUNT = Shape("a count (an integer >= 0)", lambda value: is_int(value) and value
 NUMBER = Shape("a finite number", is_number)
 NON_NEGATIVE = Shape("a non-negative number", lambda value: is_number(value) and value >= 0)
 MAPPING = Shape("a mapping", lambda value: isinstance(value, dict))
+# whether a key is there at all (declared with missing=False), whatever it holds: a file's mark, checked first
+PRESENT = Shape("anything", lambda value: True, lambda value, where: True)
 TEXT_MAPPING = Shape("a mapping of strings",
                      lambda value: isinstance(value, dict) and all(isinstance(v, str) for v in value.values()))
 
@@ -116,24 +119,26 @@ def mapping_of(item: Shape, expected: str) -> Shape:
                  lambda value: {key: item.dump(entry) for key, entry in value.items()})
 
 
-def document(cls: type[Any]) -> Shape:
-    """A nested document: a mapping read by ``from_stored`` into ``cls``."""
+def document(cls: type[Any], unknown: str | None = None) -> Shape:
+    """A nested document: a mapping read by ``from_stored`` into ``cls`` (``unknown``: as there)."""
     return Shape("a mapping", lambda value: isinstance(value, dict),
-                 lambda value, where: from_stored(cls, value, f"{where}."), as_stored)
+                 lambda value, where: from_stored(cls, value, f"{where}.", unknown), as_stored)
 
 
 def stored(shape: Shape, *, missing: Any = dataclasses.MISSING, flat: bool = False, omit_missing: bool = False,
-           **field_args: Any) -> Any:
+           written_if: Callable[[Any], bool] | None = None, **field_args: Any) -> Any:
     """A document's field: the value under the key of the field's name, of ``shape``. A key the file lacks
     reads as ``missing`` (a copy of it; without one the key is required); with ``omit_missing`` a value equal
-    to ``missing`` is written as no key at all (a field its document holds only when set). A ``flat`` field's
-    shape reads the whole mapping instead, its ``load`` given the mapping and the prefix of its keys (fields
-    stored beside the others, such as a claim's evidence in its entry), its ``dump`` giving the keys it writes.
-    ``field_args`` go to ``dataclasses.field`` (a default for those who build the document in code)."""
+    to ``missing`` is written as no key at all (a field its document holds only when set). ``written_if``
+    says of the whole document whether the field is written at all (a field only some kinds of entry hold,
+    whatever its value). A ``flat`` field's shape reads the whole mapping instead, its ``load`` given the
+    mapping and the prefix of its keys (fields stored beside the others, such as a claim's evidence in its
+    entry), its ``dump`` giving the keys it writes. ``field_args`` go to ``dataclasses.field`` (a default for
+    those who build the document in code)."""
     if omit_missing and missing is dataclasses.MISSING:
         raise TypeError("omit_missing needs the value a missing key reads as")
-    return dataclasses.field(metadata={SHAPE: shape, MISSING_VALUE: missing, FLAT: flat, OMITTED: omit_missing},
-                             **field_args)
+    return dataclasses.field(metadata={SHAPE: shape, MISSING_VALUE: missing, FLAT: flat, OMITTED: omit_missing,
+                                       WRITTEN_IF: written_if}, **field_args)
 
 
 @dataclass(frozen=True)
@@ -141,12 +146,14 @@ class Schema:
     """A document's schema version, stored under ``key``, and how an older document is brought up to it:
     ``migrations[n]`` turns the mapping of version n - 1 into that of version n (asv's ``update_to_N``),
     applied in turn by ``from_stored`` before any field is read. A document of a version newer than
-    ``version``, or older than the oldest a migration starts from, is refused. Declared on the document's
-    class as ``stored_schema``; ``as_stored`` writes ``version``."""
+    ``version``, or older than the oldest a migration starts from, is refused. A document without the key
+    is of version ``missing`` (one written before its versions were stored); without one the key is
+    required. Declared on the document's class as ``stored_schema``; ``as_stored`` writes ``version``."""
 
     version: int
     migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
     key: str = "schema"
+    missing: int | None = None
 
     def __post_init__(self) -> None:
         oldest = self.version - len(self.migrations)
@@ -161,7 +168,8 @@ class Schema:
 
     def upgrade(self, data: dict[str, Any], where: str = "") -> dict[str, Any]:
         """``data`` as a document of ``version``: each migration from its own version on applied in turn."""
-        found = read_keys({self.key: Shape("an integer", is_int)}, data, where)[self.key]
+        found = read_keys({self.key: Shape("an integer", is_int)}, data, where,
+                          () if self.missing is None else (self.key,)).get(self.key, self.missing)
         if found > self.version:
             raise StoredFieldError(f"{where}{self.key}: version {found} is newer than this harness reads (up to "
                                    f"{self.version})")
@@ -199,11 +207,13 @@ def read_keys(shapes: Mapping[str, Shape], data: Any, where: str = "",
     return values
 
 
-def from_stored(cls: type[T], data: Any, where: str = "", unknown: str | None = None) -> T:
+def from_stored(cls: type[T], data: Any, where: str = "", unknown: str | None = None,
+                given: Mapping[str, Any] | None = None) -> T:
     """The document ``cls`` read from ``data``: every field declared with ``stored`` taken from its key and
     checked against its shape; StoredFieldError names the first key that is wrong (``where`` prefixes it).
-    With ``unknown`` (why), a key no field names is refused too. A document of a class that declares a
-    ``stored_schema`` is first brought up to its version (``Schema.upgrade``)."""
+    With ``unknown`` (why), a key no field names is refused too. ``given`` holds the values of fields the
+    document does not store itself (its name, where a mapping keeps it under its name). A document of a class
+    that declares a ``stored_schema`` is first brought up to its version (``Schema.upgrade``)."""
     schema = schema_of(cls)
     if schema is not None:
         data = schema.upgrade(data, where)
@@ -224,18 +234,27 @@ def from_stored(cls: type[T], data: Any, where: str = "", unknown: str | None = 
         if f.metadata.get(REST):
             values[f.name] = {key: value for key, value in data.items()
                               if key not in keyed and key != (schema.key if schema else None)}
-    return cls(**values)
+    return cls(**values, **(given or {}))
 
 
-def _omitted(f: dataclasses.Field[Any], value: Any) -> bool:
-    missing = f.metadata[MISSING_VALUE]
-    return f.metadata[OMITTED] and type(value) is type(missing) and value == missing
+def _omitted(f: dataclasses.Field[Any], document: Any, value: Any) -> bool:
+    missing, written_if = f.metadata[MISSING_VALUE], f.metadata[WRITTEN_IF]
+    return (f.metadata[OMITTED] and type(value) is type(missing) and value == missing) or \
+        (written_if is not None and not written_if(document))
+
+
+def stored_value(document: Any, name: str) -> Any:
+    """One field of ``document`` as ``as_stored`` writes it under its key (its shape's ``dump``), for a reader
+    that compares or hashes the stored form of a field rather than the whole document."""
+    f = next(f for f in dataclasses.fields(document) if f.name == name and SHAPE in f.metadata)
+    return f.metadata[SHAPE].dump(getattr(document, name))
 
 
 def as_stored(document: Any) -> dict[str, Any]:
     """The mapping ``document`` is stored as: each field declared with ``stored`` under its key, made by its
     shape's ``dump`` (a flat field's keys beside the others; a field left out when ``omit_missing`` and
-    unset), and the schema version its class declares. ``from_stored``'s inverse."""
+    unset, or where ``written_if`` says so), and the schema version its class declares. ``from_stored``'s
+    inverse."""
     stored_document: dict[str, Any] = {}
     schema = schema_of(type(document))
     if schema is not None:
@@ -248,6 +267,6 @@ def as_stored(document: Any) -> dict[str, Any]:
         value = getattr(document, f.name)
         if f.metadata[FLAT]:
             stored_document.update(f.metadata[SHAPE].dump(value))
-        elif not _omitted(f, value):
+        elif not _omitted(f, document, value):
             stored_document[f.name] = f.metadata[SHAPE].dump(value)
     return stored_document
