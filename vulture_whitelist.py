@@ -42,3 +42,8 @@ _.get_command
 # fields of a stored document that harness writes (core/stored_fields.as_stored, by name) and reads back by no name
 _.created_at
 _.task_untracked_sha256
+
+# fields of a stored document read together (evidence/single_run's invocation, as one tuple), never by name
+_.git_diff_sha256
+_.packages_sha256
+_.harness_version

@@ -23,6 +23,7 @@ from harness.analysis.present.forest_plots import COLOURS, claim_rows
 from harness.analysis.present.run_summary import SuiteSummary, mechanism_line, totals_line
 from harness.analysis.present.summary_json import summary_document
 from harness.analysis.run_results import index_results
+from harness.core.stored_fields import as_stored
 from harness.suite.stored import StoredSuite
 
 CONTROL = [0.70 + 0.01 * i for i in range(8)]
@@ -136,7 +137,7 @@ def test_timing_claims_are_a_holm_family_of_their_own():
 def _with_mechanism(gain: float, margin: float, mechanism: str):
     treat = {"acc": [c + gain + d for c, d in zip(CONTROL, SPREAD)], "loss": [0.4] * 8}
     results = two_arm_run({"acc": CONTROL, "loss": [0.4] * 8}, treat, [claim("acc", margin=margin)])
-    stored = StoredSuite.from_stored({**results.stored.as_stored(), "mechanism": mechanism})
+    stored = StoredSuite.from_stored({**as_stored(results.stored), "mechanism": mechanism})
     return analyse(index_results(Path("."), stored, list(results.finished)))
 
 

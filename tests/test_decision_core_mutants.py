@@ -841,8 +841,9 @@ from harness.analysis.decide.looks import (  # noqa: E402
     spent_level,
     stored_schedule,
 )
-from harness.analysis.run_results import ResultsError, index_results  # noqa: E402
-from harness.suite.stored import StoredSuite  # noqa: E402
+from harness.analysis.run_results import index_results  # noqa: E402
+from harness.suite.schema import SEQUENTIAL  # noqa: E402
+from harness.suite.stored import StoredSuite, StoredSuiteError  # noqa: E402
 
 RUN_METRICS = {"score": {"direction": "higher", "unit": "", "kind": "quality"},
                "budget/steps": {"direction": "none", "unit": "steps", "kind": "info"},
@@ -872,17 +873,16 @@ def test_a_claim_is_read_at_half_the_two_sided_tail():
 
 
 def test_a_stored_schedule_is_read_by_the_suites_reader_or_fixed_at_the_seeds():
-    assert stored_schedule(None, 5) == Schedule(5, 5) and stored_schedule({}, 0) == Schedule(1, 1)
+    assert stored_schedule(None, 5) == Schedule(5, 5) and stored_schedule(None, 0) == Schedule(1, 1)
     stored = {"first": 3, "max_seeds": 9, "batch": 2, "spending": "pocock", "futility": 0.2, "futility_from": 0.25}
-    assert stored_schedule(stored, 5) == Schedule(3, 9, 2, "pocock", 0.2, 0.25)
-    with pytest.raises(ValueError, match="its sequential design is not one harness writes"):
-        stored_schedule({"first": 12, "max_seeds": 9}, 5)
+    assert stored_schedule(SEQUENTIAL.read(stored, "sequential"), 5) == Schedule(3, 9, 2, "pocock", 0.2, 0.25)
+    with pytest.raises(ValueError, match="sequential: not a sequential design harness writes"):
+        SEQUENTIAL.read({"first": 12, "max_seeds": 9}, "sequential")
 
 
-def test_a_run_names_its_folder_when_its_design_is_unreadable():
-    run = run_of([1.0, 2.0, 3.0], sequential={"first": "three", "max_seeds": 9})  # a received suite.json's
-    with pytest.raises(ResultsError, match="suite.json: its sequential design is not one harness writes"):
-        run_design(run)
+def test_a_run_whose_design_is_unreadable_is_refused_where_its_suite_is_read():
+    with pytest.raises(StoredSuiteError, match="^sequential: not a sequential design harness writes"):
+        run_of([1.0, 2.0, 3.0], sequential={"first": "three", "max_seeds": 9})  # a received suite.json's
 
 
 def test_the_looks_taken_are_the_schedules_looks_the_seeds_reach():

@@ -20,6 +20,7 @@ from harness.core.stored_fields import as_stored
 from harness.reproduction.sources import load_path
 from harness.store import SUITE_FILE, RunFolder
 from harness.suite.design import DesignLock, UnreadableDesign
+from harness.suite.schema import SequentialSpec, StoredSequential
 
 SUITE = """\
 suite: lock
@@ -183,7 +184,7 @@ def test_a_tuning_folder_without_a_readable_design_is_refused_until_redesign(tmp
     assert len(list((folder / "trials" / "superseded").glob("*.json"))) == 12
 
 
-RECORD = as_stored(DesignLock((0, 1, 2), {"first": 3, "max_seeds": 12}, ({"contrast": "b-vs-a", "metric": "score"},),
+RECORD = as_stored(DesignLock((0, 1, 2), StoredSequential(3, SequentialSpec(max_seeds=12)), ({"contrast": "b-vs-a", "metric": "score"},),
                               (), None, 0.95))
 
 
@@ -192,6 +193,8 @@ RECORD = as_stored(DesignLock((0, 1, 2), {"first": 3, "max_seeds": 12}, ({"contr
     ({"seeds": ["0"]}, "design.seeds[0]: expected an integer, got '0'"),
     ({"seeds": [True]}, "design.seeds[0]: expected an integer, got True"),
     ({"sequential": [3]}, "design.sequential: expected a mapping or null, got [3]"),
+    ({"sequential": {"first": 9, "max_seeds": 6}}, "design.sequential: not a sequential design harness writes "
+                                                   "(first: 9 is not a seed count in [1, max_seeds=6])"),
     ({"confidence": "high"}, "design.confidence: expected a finite number or null, got 'high'"),
     ({"schedule": "fixed"}, "design.schedule: not a field of a design"),
 ])

@@ -34,6 +34,7 @@ from harness.evidence.ledger import Ledger, LedgerEntry, append
 from harness.evidence.programme import pool, programme_passes, study_evalue
 from harness.evidence.registration import invalidate
 from harness.suite.design import DesignLock, design_record
+from harness.suite.schema import SequentialSpec, StoredSequential
 from harness.tracking import environment
 
 TOY = Path(__file__).parent / "suites" / "toy.yaml"
@@ -437,7 +438,8 @@ def test_the_programme_lists_every_design_with_its_verdict_and_the_pooled_estima
 
 def _bundle_of(groups: list[list[float]], bound: float | None) -> SimpleNamespace:
     """What the statistics check reads of a bundle: its declared bound, metric kinds and contrast rows."""
-    stored = SimpleNamespace(sequential={"max_seeds": 12, "skew_bound": bound} if bound else None, metrics={})
+    sequential = StoredSequential(3, SequentialSpec(max_seeds=12, skew_bound=bound)) if bound else None
+    stored = SimpleNamespace(sequential=sequential, metrics={})
     rows = [ContrastSummary("b-vs-a", "accuracy", "", tuple(values)) for values in groups]
     return SimpleNamespace(stored=stored, summary=SimpleNamespace(contrasts=rows))
 

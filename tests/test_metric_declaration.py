@@ -10,6 +10,7 @@ from records import make_record
 
 from harness.cli import main
 from harness.core.metrics import Metric
+from harness.core.stored_fields import as_stored
 from harness.store import RunFolder
 from harness.tasks import UnknownTaskError, load_task
 
@@ -46,7 +47,7 @@ def test_a_misspelt_direction_or_kind_is_refused_naming_it(field: str, fields: d
 
 def test_a_stored_declaration_reads_back_equal() -> None:
     declared = Metric(name="nmse", direction="lower", unit="", kind="quality", key=True, axis="context (tokens)")
-    assert Metric.from_stored("nmse", declared.as_stored()) == declared
+    assert Metric.from_stored("nmse", as_stored(declared)) == declared
 
 
 def test_a_task_declaring_a_misspelt_kind_fails_to_load_in_one_line(tmp_path: Path,

@@ -12,6 +12,7 @@ from records import make_record
 
 from harness.analysis.decide.verdicts import INVALID, UNDETERMINED, VALID, evaluate_validity
 from harness.analysis.run_results import RunResults, index_results
+from harness.core.stored_fields import as_stored
 from harness.suite.stored import StoredSuite
 from harness.tasks.routing.task import RoutingTask
 
@@ -28,7 +29,7 @@ def routing_results(arms: dict[str, dict[str, list[float]]], premises: list | No
     trials = [make_record(f"{arm}-{seed}", arm, seed, metrics={name: values[seed] for name, values in by_metric.items()})
               for arm, by_metric in arms.items() for seed in seeds]
     meta = {"suite": "routing", "profile": "default", "seeds": seeds, "sweep": {},
-            "metrics": {metric.name: metric.as_stored() for metric in RoutingTask.metrics},
+            "metrics": {metric.name: as_stored(metric) for metric in RoutingTask.metrics},
             "arms": {arm: {"labels": [arm]} for arm in arms},
             "contrasts": [{"name": name, "treatment": name.split("-vs-")[0], "control": name.split("-vs-")[1],
                            "margins": {}} for name in contrasts],

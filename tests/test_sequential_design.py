@@ -20,6 +20,8 @@ from records import make_record
 from harness.analysis.decide.claims import FAIL, FUTILE, PASS, evaluate_claims
 from harness.analysis.decide.looks import stored_schedule
 from harness.analysis.run_results import RunResults, index_results
+from harness.core.stored_fields import as_stored
+from harness.suite.schema import SEQUENTIAL
 from harness.suite.stored import StoredSuite
 from harness.analysis.stats.sequential_design import (
     Schedule,
@@ -157,7 +159,7 @@ def test_futility_waits_for_its_share_of_max_seeds_and_is_stored_only_when_set()
     assert early.status == FUTILE and early.n < 6
     assert waited.status == FUTILE and waited.n == 6 and "from 6 seeds" in late.futility_phrase()
     assert [n for n in late.looks if late.may_stop_futile(n)] == [6, 7, 8, 9, 10, 11]
-    assert stored_schedule(late.describe(), 3) == late
+    assert stored_schedule(SEQUENTIAL.read(late.describe(), "sequential"), 3) == late
     assert "futility_from" not in Schedule(FIRST, 12).describe()  # designs locked before it existed stay equal
     for bad in (1.0, -0.1, "half", True):
         with pytest.raises(ValueError, match="futility_from"):
@@ -190,7 +192,7 @@ def test_plan_reads_each_claims_effect_from_a_pilot_run(tmp_path):
     differences = np.array([1.0, 1.5, 0.5, 1.2, 0.8])
     results = sequential_run(differences, Schedule(5, 5))
     folder = RunFolder(tmp_path / "pilot", "seq", "default")
-    folder.save_suite({**results.stored.as_stored(), "sequential": None})
+    folder.save_suite({**as_stored(results.stored), "sequential": None})
     for trial in results.finished:
         folder.save_trial(dataclasses.replace(trial, trial=dataclasses.replace(trial.trial, suite="seq", profile="default")))
     suite = tmp_path / "seq.yaml"

@@ -14,6 +14,7 @@ import torch
 
 from harness.api import load_suites
 from harness.core.record import TrialRecord
+from harness.core.stored_fields import as_stored
 from harness.evidence import audit as audit_module
 from harness.evidence.audit import Audit
 from harness.evidence.bundle import read_bundle
@@ -115,8 +116,8 @@ def test_two_run_ids_fail_even_one_after_the_other():
 def test_a_declared_top_up_holds_runs_that_follow_one_another_on_seeds_of_their_own():
     """A sequential vocab bundle: the first look's seeds in one run, the later looks' in another."""
     bundle = read_bundle(VOCAB)
-    first_look = sorted(bundle.seeds)[:bundle.stored.sequential["first"]]
-    top_up = {**bundle.stored.sequential, "top_up": True}
+    first_look = sorted(bundle.seeds)[:bundle.stored.sequential.first]
+    top_up = dataclasses.replace(bundle.stored.sequential, spec=bundle.stored.sequential.spec.model_copy(update={"top_up": True}))
     early = [_moved(r, run_id="a" * 32) for r in bundle.trials if r.seed in first_look]
     late = [r for r in bundle.trials if r.seed not in first_look]
     gap = _span(bundle.trials) + 60
@@ -137,11 +138,11 @@ def test_a_top_up_is_declared_in_the_sequential_block_and_locked_with_the_design
     declared = tmp_path / "toy.yaml"
     declared.write_text(text.replace("seeds: [0, 1, 2]\n", "seeds: [0, 1, 2]\nsequential: {max_seeds: 6, top_up: true}\n"))
     suite = load_suites(declared)[0]
-    assert suite.stored().as_stored()["sequential"]["top_up"] is True
-    assert suite.locked_design().sequential["top_up"] is True  # in the design lock: the audit's design check holds it
+    assert as_stored(suite.stored())["sequential"]["top_up"] is True
+    assert as_stored(suite.locked_design())["sequential"]["top_up"] is True  # in the design lock: the audit's design check holds it
     undeclared = tmp_path / "plain.yaml"
     undeclared.write_text(text.replace("seeds: [0, 1, 2]\n", "seeds: [0, 1, 2]\nsequential: {max_seeds: 6}\n"))
-    assert "top_up" not in load_suites(undeclared)[0].locked_design().sequential  # designs locked before keep their hash
+    assert "top_up" not in as_stored(load_suites(undeclared)[0].locked_design())["sequential"]  # designs locked before keep their hash
 
 
 def test_a_run_folder_keeps_its_run_id_and_the_run_records_it(tmp_path):

@@ -29,7 +29,7 @@ from harness.analysis.stats.skew_calibration import (
     set_skewness,
     skew_check,
 )
-from harness.suite.schema import SequentialSpec
+from harness.suite.schema import SEQUENTIAL, SequentialSpec
 
 ALPHA = 0.025
 
@@ -112,12 +112,12 @@ def test_without_a_bound_the_levels_are_the_normal_theory_ones():
 def test_the_bound_is_part_of_the_stored_design_only_when_declared():
     assert "skew_bound" not in SequentialSpec(max_seeds=8).model_dump()  # the locked designs keep their hash
     assert SequentialSpec(max_seeds=8, skew_bound=1.0).model_dump()["skew_bound"] == 1.0
-    design = stored_schedule({"first": 3, "max_seeds": 8, "skew_bound": 1.0}, 3)
+    design = stored_schedule(SEQUENTIAL.read({"first": 3, "max_seeds": 8, "skew_bound": 1.0}, "sequential"), 3)
     assert design.skew_bound == 1.0 and design.describe()["skew_bound"] == 1.0
-    assert "skew_bound" not in stored_schedule({"first": 3, "max_seeds": 8}, 3).describe()
+    assert "skew_bound" not in stored_schedule(SEQUENTIAL.read({"first": 3, "max_seeds": 8}, "sequential"), 3).describe()
     for bad in (0, -1.0, 3.5, True, "1"):
         with pytest.raises(ValueError, match="skew_bound"):
-            stored_schedule({"first": 3, "max_seeds": 8, "skew_bound": bad}, 3)
+            SEQUENTIAL.read({"first": 3, "max_seeds": 8, "skew_bound": bad}, "sequential")
 
 
 # t = 3.0 at 6 seeds: past t's 2.57, short of the 3.35 calibrated to |skewness| <= 1.0; every difference positive,

@@ -32,6 +32,7 @@ from harness.cli import main
 from harness.execution.runner import stored_suite
 from harness.execution.trials import expand_trials
 from harness.core.record import from_json
+from harness.core.stored_fields import as_stored
 from harness.store import RunFolder
 from harness.suite.loader import load_suites
 from harness.tracking.claim_metrics import claim_tags, metric_path, parent_metrics
@@ -48,7 +49,7 @@ def toy_run(root: Path, accuracy: dict[str, float] = ACCURACY, suite_file: Path 
     ``spread``: per arm, a further accuracy per seed (so that paired differences vary)."""
     suite = load_suites(suite_file or TOY)[0]  # TOY read when called: a test may point it elsewhere
     folder = RunFolder(root, suite.name, suite.profile)
-    folder.save_suite(stored_suite(suite, torch.device("cpu")).as_stored())
+    folder.save_suite(as_stored(stored_suite(suite, torch.device("cpu"))))
     for trial in expand_trials(suite):
         features = trial.point["features"]
         metrics = {

@@ -12,9 +12,11 @@ from records import make_record
 from harness.analysis.decide.tune_grid import score_grid
 from harness.execution.trials import expand_trials
 from harness.core.record import Status, TrialRecord
+from harness.core.stored_fields import as_stored
 from harness.store import write_json_atomic
 from harness.suite.loader import load_suites
 from harness.suite.resolved_suite import SuiteError
+from harness.suite.stored import TunedArm
 from harness.suite.tuning_plan import tune_hash, tuning_suite
 from harness.suite.tuning_lock import LOCK_SUFFIX, TuningLock, lock_checksum, lock_path
 
@@ -119,12 +121,12 @@ def test_a_lock_gives_tuned_arms_its_params_and_new_trial_ids(tmp_path):
         return {t.trial_id for t in expand_trials(suite) if t.arm == arm}
 
     assert ids(locked, "sgd").isdisjoint(ids(hand_set, "sgd")) and ids(locked, "slow_lr") == ids(hand_set, "slow_lr")
-    assert locked.stored().tuned == {"lock": "toy_tune.tuned.json", "tune_hash": tune_hash(locked.tune),
-                                          "arms": {"sgd": {"params": {"lr": 1.0}, "kept": {}},
-                                                   "momentum": {"params": {"lr": 0.1}, "kept": {}}}}
-    assert "tuned" not in hand_set.stored().as_stored()  # suites without a lock store what they stored before
+    assert as_stored(locked.stored().tuned) == {"lock": "toy_tune.tuned.json", "tune_hash": tune_hash(locked.tune),
+                                                "arms": {"sgd": {"params": {"lr": 1.0}, "kept": {}},
+                                                         "momentum": {"params": {"lr": 0.1}, "kept": {}}}}
+    assert "tuned" not in as_stored(hand_set.stored())  # suites without a lock store what they stored before
     (filtered,) = load_suites(path, arms=["sgd", "slow_lr"])
-    assert list(filtered.tuned["arms"]) == ["sgd"]
+    assert list(filtered.tuned.arms) == ["sgd"]
 
 
 def test_an_arm_that_sets_a_tuned_key_keeps_it_and_the_lock_must_say_so(tmp_path):
@@ -132,7 +134,7 @@ def test_an_arm_that_sets_a_tuned_key_keeps_it_and_the_lock_must_say_so(tmp_path
     write_lock(path, {"sgd": {"lr": 0.1}, "momentum": {"lr": 0.1}, "slow_lr": {}}, kept={"slow_lr": {"lr": 0.001}})
     (suite,) = load_suites(path)
     assert suite.arms["slow_lr"].params["lr"] == 0.001
-    assert suite.tuned["arms"]["slow_lr"] == {"params": {}, "kept": {"lr": 0.001}}
+    assert suite.tuned.arms["slow_lr"] == TunedArm(params={}, kept={"lr": 0.001})
     path.write_text(path.read_text().replace("sgd: {momentum: 0.0}", "sgd: {momentum: 0.0, lr: 0.5}"))
     with pytest.raises(SuiteError, match=r"toy_tune.yaml:7: arms.sgd: the arm now sets lr itself, but "
                                          r"toy_tune.tuned.json was tuned with none kept"):
@@ -227,7 +229,7 @@ def test_a_lock_that_tune_wrote_passes_its_own_check():
     """The committed locks, made by `harness tune`, agree with their recorded values."""
     for name in ("er2", "er2_mqar_rank", "vocab"):
         (suite,) = load_suites(TOY_TUNE.parents[2] / "suites" / f"{name}.yaml")
-        assert suite.tuned is not None and suite.tuned["arms"]
+        assert suite.tuned is not None and suite.tuned.arms
 
 
 def test_a_lock_tuned_on_another_task_version_is_refused(tmp_path):

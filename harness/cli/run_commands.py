@@ -312,10 +312,10 @@ def _suite_header(outcome) -> str:
         parts.append(f"{len(outcome.failed)} FAILED")
     lines = [f"\n== {suite.name} ({suite.profile}) — {', '.join(parts)}, {outcome.wall_seconds:.1f}s"]
     if suite.tuned:
-        chosen = "; ".join(f"{arm} {', '.join(f'{k}={v}' for k, v in entry['params'].items()) or '(none)'}"
-                           + (f" (keeps its own {', '.join(entry['kept'])})" if entry["kept"] else "")
-                           for arm, entry in suite.tuned["arms"].items())
-        lines.append(f"   tuned params from {suite.tuned['lock']}: {chosen}")
+        chosen = "; ".join(f"{arm} {', '.join(f'{k}={v}' for k, v in entry.params.items()) or '(none)'}"
+                           + (f" (keeps its own {', '.join(entry.kept)})" if entry.kept else "")
+                           for arm, entry in suite.tuned.arms.items())
+        lines.append(f"   tuned params from {suite.tuned.lock}: {chosen}")
     for record in outcome.failed:
         lines.append(f"   failed: {record.title}: {record.error}")
     return "\n".join(lines)
@@ -374,7 +374,7 @@ def validate(suite_file, profile, resolved, max_trials, max_nodes, pilot) -> Non
             f"ok: {suite.name} ({suite.profile}): task {suite.task_name} v{suite.task.version}, "
             f"{len(suite.arms)} arms, {seeds}, {len(trials)} trials; "
             f"profiles: {', '.join([DEFAULT_PROFILE, *suite.profiles])}"
-            + (f"; tuned arms from {suite.tuned['lock']}: {', '.join(suite.tuned['arms'])}" if suite.tuned else "")
+            + (f"; tuned arms from {suite.tuned.lock}: {', '.join(suite.tuned.arms)}" if suite.tuned else "")
         )
         for premise in suite.premises:
             click.echo(f"  {premise.describe()}")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, get_args
+from typing import Any, Callable, Literal, Mapping, get_args
+
+from harness.core.stored_fields import Shape, from_stored, stored
 
 Direction = Literal["higher", "lower", "none"]
 MetricKind = Literal["quality", "speed", "memory", "info"]
@@ -47,21 +49,29 @@ def metric_family(key: str) -> str:
     return key.split("@", 1)[0]
 
 
+def _read_as(kind: Callable[[Any], Any]) -> Shape:
+    """A declaration's value as suite.json holds it, read as ``kind`` makes it (as every declaration was read)."""
+    return Shape("anything", lambda value: True, lambda value, where: kind(value))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Metric:
     """A metric family. Reported keys may add a qualifier after '@' (``nmse@1024``).
 
     Declared by keyword and checked when made: a misspelt direction or kind would otherwise file the
-    metric silently under no direction or outside the gate."""
+    metric silently under no direction or outside the gate. suite.json keeps it under its name, each other
+    field under its key (``stored``); a key a run written before it existed lacks falls back to neutral."""
 
     name: str
-    direction: Direction
-    unit: str
-    kind: MetricKind
-    description: str = ""
-    key: bool = False  # shown in the end-of-run table
-    axis: str = ""  # what the number after '@' means, for plots: "context (tokens)"
-    pairs_with: str | None = None  # a family plotted against this one over its axis (state vs KV cache)
+    direction: Direction = stored(_read_as(str), missing="none")
+    unit: str = stored(_read_as(str), missing="")
+    kind: MetricKind = stored(_read_as(str), missing="info")
+    description: str = stored(_read_as(str), missing="", default="")
+    key: bool = stored(_read_as(bool), missing=False, default=False)  # shown in the end-of-run table
+    # what the number after '@' means, for plots: "context (tokens)"
+    axis: str = stored(_read_as(lambda value: str(value or "")), missing="", default="")
+    # a family plotted against this one over its axis (state vs KV cache)
+    pairs_with: str | None = stored(_read_as(lambda value: value or None), missing=None, default=None)
 
     def __post_init__(self) -> None:
         for field, value, allowed in (("direction", self.direction, get_args(Direction)),
@@ -83,24 +93,10 @@ class Metric:
             return None
         return bounds[1] if self.better_sign > 0 else bounds[0]
 
-    def as_stored(self) -> dict[str, Any]:
-        """The declaration as suite.json keeps it, under the family's name."""
-        return {"direction": self.direction, "unit": self.unit, "kind": self.kind, "description": self.description,
-                "key": self.key, "axis": self.axis, "pairs_with": self.pairs_with}
-
     @classmethod
-    def from_stored(cls, name: str, stored: Mapping[str, Any]) -> Metric:
-        """Read a stored declaration back; fields a run written before they existed fall back to neutral."""
-        return cls(
-            name=name,
-            direction=str(stored.get("direction", "none")),  # type: ignore[arg-type]
-            unit=str(stored.get("unit", "")),
-            kind=str(stored.get("kind", "info")),  # type: ignore[arg-type]
-            description=str(stored.get("description", "")),
-            key=bool(stored.get("key", False)),
-            axis=str(stored.get("axis") or ""),
-            pairs_with=stored.get("pairs_with") or None,
-        )
+    def from_stored(cls, name: str, stored: Mapping[str, Any], where: str = "") -> Metric:
+        """The declaration suite.json keeps under ``name`` (``where``: the prefix of its keys in errors)."""
+        return from_stored(cls, dict(stored), where, given={"name": name})
 
     @classmethod
     def undeclared(cls, name: str) -> Metric:

@@ -46,12 +46,14 @@ from harness.evidence.registration import registered_digest
 from harness.evidence.single_run import spliced
 from harness.evidence.bundle_verdicts import differences, rebuilt_summary, verdicts_of
 from harness.analysis.stats.skew_calibration import SkewCheck, skew_check
+from harness.core.metrics import metric_family
 from harness.core.record import TrialRecord
 from harness.core.stored_fields import BOOLEAN, STRING, StoredFieldError, from_stored, stored
 from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.store import canonical_json
 from harness.suite.design import design_record
-from harness.suite.registered_design import ANALYSED_KEYS, analysed_fields
+from harness.suite.registered_design import ANALYSED_KEYS, analysed_value
+from harness.suite.stored import StoredSuite
 
 CHECKS = ("verdicts", "clean", "design", "analysis", "dated", "single_run", "seeds", "registered", "provenance",
           "statistics", "findings")
@@ -124,7 +126,6 @@ def _check_commits(found: Audit, repo: Repository, design: str) -> None:
     unknown: list[str] = []
     wrong: list[str] = []
     analysed: list[str] = []
-    read = canonical_json(analysed_fields(bundle.suite_json))
     early: list[TrialRecord] = []
     introducing: set[str] = set()
     for sha, records in sorted(by_commit.items()):
@@ -140,7 +141,7 @@ def _check_commits(found: Audit, repo: Repository, design: str) -> None:
             wrong.append(f"{bundle.suite_file} at {sha[:12]} declares another design ({len(records)} trial(s))")
             continue
         try:
-            moved = _moved(read, repo.analysed_at(sha, bundle.suite_file, bundle.suite, bundle.profile))
+            moved = _moved(bundle.stored, repo.analysed_at(sha, bundle.suite_file, bundle.suite, bundle.profile))
         except DesignUnreadable as exc:
             analysed.append(str(exc))
             continue
@@ -185,21 +186,19 @@ def _comparable(design: str, bundle: Bundle) -> str:
 _DECLARED_KEYS = tuple(key for key in ANALYSED_KEYS if key not in ("task_version", "metrics"))
 
 
-def _moved(sealed: str, declared: str) -> list[str]:
+def _moved(sealed: StoredSuite, declared: StoredSuite) -> list[str]:
     """The analysed fields in which the sealed suite.json and the suite file's declaration differ."""
-    a, b = json.loads(sealed), json.loads(declared)
-    moved = [key for key in _DECLARED_KEYS if canonical_json(a.get(key)) != canonical_json(b.get(key))]
-    named = {entry.get("metric") for key in ("claims", "premises") for entry in a.get(key) or [] if isinstance(entry, dict)}
-    named.add((a.get("validity") or {}).get("metric"))
-    flipped = sorted(name for name in named if isinstance(name, str) and _direction(a, name) != _direction(b, name))
+    moved = [key for key in _DECLARED_KEYS
+             if canonical_json(analysed_value(sealed, key)) != canonical_json(analysed_value(declared, key))]
+    named = sealed.named_metrics | {premise.metric for premise in sealed.premises}
+    flipped = sorted({name for name, _ in _directions(sealed, named) ^ _directions(declared, named)})
     return moved + [f"the direction of {name}" for name in flipped]
 
 
-def _direction(suite: dict, metric: str) -> object:
-    """A metric's declared direction (a name@suffix reads its family's declaration)."""
-    metrics = suite.get("metrics") or {}
-    entry = metrics.get(metric) or metrics.get(metric.split("@")[0]) or {}
-    return entry.get("direction") if isinstance(entry, dict) else None
+def _directions(suite: StoredSuite, metrics: set[str]) -> set[tuple[str, str]]:
+    """(metric, declared direction) of each of ``metrics`` the suite declares (a name@suffix: its family's)."""
+    return {(metric, spec.direction) for name, spec in suite.metrics.items() for metric in metrics
+            if metric_family(metric) == name}
 
 
 def _check_registered(found: Audit, repo: Repository) -> None:
@@ -222,7 +221,7 @@ def _check_registered(found: Audit, repo: Repository) -> None:
         found.fail("registered", f"registration {registration_id[:12]} is not in {LEDGER_FILE}")
         return
     codes = sorted({TaskEnvironment.of(r.environment).task_code_sha256 for r in bundle.trials})
-    if len(codes) != 1 or registered_digest(bundle.suite_json, codes[0]) != registration.entry.design:
+    if len(codes) != 1 or registered_digest(bundle.stored, codes[0]) != registration.entry.design:
         found.fail("registered", f"the bundle's design or task code is not the one registered as {registration.short} "
                    "(contrasts, claims, metrics, arm params, tuned points, the task's code and the seed count are "
                    "all registered)")
@@ -285,8 +284,9 @@ def _check_provenance(found: Audit) -> None:
 def pooled_skewness(bundle: Bundle) -> SkewCheck | None:
     """The skewness check of a bundle whose design declares a bound (None when it declares none): every
     non-speed contrast row's per-seed differences, one set each."""
-    bound = (bundle.stored.sequential or {}).get("skew_bound")
-    if not isinstance(bound, (int, float)) or isinstance(bound, bool):
+    sequential = bundle.stored.sequential
+    bound = None if sequential is None else sequential.spec.skew_bound
+    if bound is None:
         return None
     speed = {name for name, metric in bundle.stored.metrics.items() if metric.kind == "speed"}
     groups = []

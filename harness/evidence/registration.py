@@ -11,7 +11,6 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
 
 from harness.analysis.decide.tune_grid import edge_axes
 from harness.evidence.bundle import SUFFIX, BundleError, read_bundle
@@ -53,16 +52,15 @@ def seed_count(suite: Suite) -> int:
 
 def suite_record(suite: Suite) -> dict:
     """The record a registration of ``suite`` covers, as a run of it would store it."""
-    stored = with_declarations(replace(suite.stored(), registration=None), suite.task).as_stored()
+    stored = with_declarations(replace(suite.stored(), registration=None), suite.task)
     return registered_record(stored, task_code(suite.task.__module__).sha256, seed_count(suite))
 
 
-def registered_digest(suite_json: Mapping[str, Any], task_code_sha256: str) -> str:
+def registered_digest(stored: StoredSuite, task_code_sha256: str) -> str:
     """The registered design a run's stored suite and its trials' task code give (what seal and audit compare
     with the ledger)."""
-    stored = StoredSuite.from_stored(suite_json)
     count = seeds_registered(stored.sequential, stored.seeds)
-    return record_digest(registered_record(suite_json, task_code_sha256, count))
+    return record_digest(registered_record(stored, task_code_sha256, count))
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def seal(results: Path, suite: str, profile: str, out: Path = EVIDENCE_DIR) -> S
     if repo is None:
         raise SealError(f"{out} is not inside a git checkout: a bundle is audited against the history of the "
                         "repository that holds it")
-    ledger, registration = _registration(repo, stored, meta, records, run_dir)
+    ledger, registration = _registration(repo, stored, records, run_dir)
     raw = encode(_suite_file(stored, repo), meta, summary, records)
     try:
         bundle = parse(raw, out_dir / "?")
@@ -103,7 +103,7 @@ def seal(results: Path, suite: str, profile: str, out: Path = EVIDENCE_DIR) -> S
     return Sealed(path, len(raw), len(records), registration, None if checked is None else checked.text())
 
 
-def _registration(repo: Repository, stored: StoredSuite, meta: dict, records: list[TrialRecord],
+def _registration(repo: Repository, stored: StoredSuite, records: list[TrialRecord],
                   run_dir: Path) -> tuple[Ledger, str]:
     """The ledger and the open registration the run confirms; SealError for an exploratory run, a design
     other than the registered one, or a registration already sealed or abandoned."""
@@ -121,7 +121,7 @@ def _registration(repo: Repository, stored: StoredSuite, meta: dict, records: li
         raise SealError(f"{run_dir}: registration {found.short} was {'sealed' if found.sealed else 'abandoned'} "
                         "before: a registered design is sealed once")
     codes = {TaskEnvironment.of(r.environment).task_code_sha256 for r in records}
-    if len(codes) != 1 or registered_digest(meta, codes.pop()) != found.entry.design:
+    if len(codes) != 1 or registered_digest(stored, codes.pop()) != found.entry.design:
         raise SealError(f"{run_dir}: the run's design or task code is not the one registered as {found.short}")
     return ledger, found.id
 

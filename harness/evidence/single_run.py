@@ -18,17 +18,30 @@ one invocation's trials span a time no other invocation's trials fall in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from harness.core.record import TrialRecord
+from harness.core.stored_fields import STRING, from_stored, stored
 from harness.core.trial_environment import TrialEnvironment
+from harness.suite.schema import StoredSequential
 
-# what one invocation records alike in every trial, for trials that record no run id (a batched trial's
-# seed_batch, and any later per-trial key, is left out)
-INVOCATION_KEYS = ("argv", "git_commit", "git_diff_sha256", "executor", "device_name", "platform", "packages_sha256",
-                   "harness_version")
+
+@dataclass(frozen=True)
+class _Invocation:
+    """What one invocation records alike in every trial's environment ("" where a trial records none), for
+    trials that record no run id (a batched trial's seed_batch, and any later per-trial key, is left out)."""
+
+    argv: str = stored(STRING, missing="")
+    git_commit: str = stored(STRING, missing="")
+    git_diff_sha256: str = stored(STRING, missing="")
+    executor: str = stored(STRING, missing="")
+    device_name: str = stored(STRING, missing="")
+    platform: str = stored(STRING, missing="")
+    packages_sha256: str = stored(STRING, missing="")
+    harness_version: str = stored(STRING, missing="")
+
 _TOLERANCE = 1.0  # seconds: a start is kept to the second
 _SHOWN = 3
 
@@ -69,17 +82,17 @@ def runs_of(trials: Sequence[TrialRecord]) -> list[_Run]:
     for record in trials:
         env = TrialEnvironment.of(record.environment)
         run_id = env.run_id or None
-        key = ("id", run_id) if run_id else ("invocation", tuple(record.environment.get(k, "") for k in INVOCATION_KEYS))
+        key = ("id", run_id) if run_id else ("invocation", astuple(from_stored(_Invocation, record.environment)))
         runs.setdefault(key, _Run(run_id, env.git_commit)).add(record)
     return sorted(runs.values(), key=lambda run: (run.first is None, run.first or 0.0, run.run_id or ""))
 
 
-def top_up(sequential: Mapping[str, Any] | None) -> bool:
+def top_up(sequential: StoredSequential | None) -> bool:
     """Whether a stored design declares a top-up (``sequential.top_up`` true)."""
-    return isinstance(sequential, Mapping) and sequential.get("top_up") is True
+    return sequential is not None and sequential.spec.top_up
 
 
-def spliced(trials: Sequence[TrialRecord], sequential: Mapping[str, Any] | None = None) -> str | None:
+def spliced(trials: Sequence[TrialRecord], sequential: StoredSequential | None = None) -> str | None:
     """Why the trials are not one run's (one line), or None when they are (or a declared top-up's)."""
     runs = runs_of(trials)
     if len(runs) < 2:

@@ -19,7 +19,7 @@ from harness.execution.runner import with_declarations
 from harness.store import canonical_json
 from harness.suite.loader import load_suites
 from harness.suite.resolved_suite import Suite, SuiteError
-from harness.suite.registered_design import analysed_fields
+from harness.suite.stored import StoredSuite
 from harness.suite.tuning_lock import lock_path
 from harness.tracking.environment import read_git
 
@@ -42,7 +42,7 @@ class Repository:
 
     root: Path
     _designs: dict[tuple[str, str, str, str], str] = field(default_factory=dict, repr=False)
-    _analysed: dict[tuple[str, str, str, str], str] = field(default_factory=dict, repr=False)
+    _analysed: dict[tuple[str, str, str, str], StoredSuite] = field(default_factory=dict, repr=False)
 
     @classmethod
     def containing(cls, path: Path) -> Repository | None:
@@ -70,15 +70,15 @@ class Repository:
             self._designs[key] = canonical_json(self._load(sha, path, suite, profile))
         return self._designs[key]
 
-    def analysed_at(self, sha: str, path: str, suite: str, profile: str) -> str:
-        """The canonical JSON of the fields the analysis reads (contrasts, claims, metrics and their directions,
-        every arm's params and tuned points: ``analysed_fields``) that ``path`` and its tuning lock declare
-        for ``suite`` at ``profile`` at commit ``sha``."""
+    def analysed_at(self, sha: str, path: str, suite: str, profile: str) -> StoredSuite:
+        """The stored suite that ``path`` and its tuning lock declare for ``suite`` at ``profile`` at commit
+        ``sha`` (as a run of it would store it, unregistered): the fields the analysis reads
+        (``analysed_fields``: contrasts, claims, metrics and their directions, every arm's params and tuned
+        points) are compared with a bundle's."""
         key = (sha, path, suite, profile)
         if key not in self._analysed:
             found = self._suite(sha, path, suite, profile, apply_locks=True)
-            stored = with_declarations(replace(found.stored(), registration=None), found.task).as_stored()
-            self._analysed[key] = canonical_json(analysed_fields(stored))
+            self._analysed[key] = with_declarations(replace(found.stored(), registration=None), found.task)
         return self._analysed[key]
 
     def _load(self, sha: str, path: str, suite: str, profile: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from harness.execution.trials import Trial, expand_trials
 from harness.listeners import RunListener
 from harness.core.record import TrialRecord
 from harness.store import REPORT_DIR, SUPERSEDED_DIR, RunFolder, clean_stray_tmp, stale_note
-from harness.suite.design import DesignLock, check_design
+from harness.suite.design import check_design
 from harness.suite.resolved_suite import Suite
 from harness.suite.stored import StoredSuite
 from harness.tasks import Task
@@ -56,7 +56,7 @@ class SuiteOutcome:
 
 def stored_suite(suite: Suite, device: torch.device) -> StoredSuite:
     """suite.json: the resolved suite plus the task's metric and plot declarations and the device."""
-    stored = replace(suite.stored(), design=as_stored(suite.locked_design()),
+    stored = replace(suite.stored(), design=suite.locked_design(),
                      trial_ids=tuple(t.trial_id for t in expand_trials(suite)))
     return on_device(with_declarations(stored, suite.task), device)
 
@@ -113,8 +113,8 @@ def run_suite(
 
 def _save_suite(folder: RunFolder, stored: StoredSuite) -> None:
     """suite.json, never with another design while the folder holds trials of the stored one."""
-    check_design(folder, DesignLock.from_stored(stored.design))
-    folder.save_suite(stored.as_stored())
+    check_design(folder, stored.design)
+    folder.save_suite(as_stored(stored))
 
 
 def _quiet(suite: Suite, executor: Executor | None) -> bool:

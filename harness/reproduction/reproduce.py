@@ -26,6 +26,7 @@ from harness.execution.runner import on_device, with_declarations
 from harness.execution.trials import Trial
 from harness.core.files import unused_path
 from harness.core.record import TrialRecord
+from harness.core.stored_fields import as_stored
 from harness.reproduction.metric_checks import MetricComparison, compare_metrics
 from harness.reproduction.mlflow_source import check_store, load_run, looks_like_run_id, parents_of
 from harness.reproduction.sources import Original, ReproduceError, load_path
@@ -322,7 +323,7 @@ def _suite_meta(plan: Plan) -> dict[str, Any]:
     """The original suite.json with this device, or (a lone trial JSON) what the records tell."""
     meta = plan.original.suite_meta
     if meta is not None:
-        return on_device(StoredSuite.from_stored(meta), plan.device).as_stored()
+        return as_stored(on_device(StoredSuite.from_stored(meta), plan.device))
     records = plan.original.records
     first = records[0]
     labels: dict[str, list[str]] = {}
@@ -333,7 +334,7 @@ def _suite_meta(plan: Plan) -> dict[str, Any]:
     stored = StoredSuite(suite=first.suite, profile=first.profile, task=first.task, task_version=first.task_version,
                          seeds=tuple(sorted({r.seed for r in records})),
                          arms={arm: StoredArm(tuple(names)) for arm, names in labels.items()})
-    return on_device(with_declarations(stored, plan.tasks[first.task]), plan.device).as_stored()
+    return as_stored(on_device(with_declarations(stored, plan.tasks[first.task]), plan.device))
 
 
 def _run_status(outcome: ReproductionOutcome) -> str:

@@ -26,9 +26,10 @@ from harness.core.stored_fields import (
     list_of,
     optional,
     stored,
+    stored_value,
 )
 from harness.store import SUITE_FILE, RunFolder, canonical_json, iter_trial_files, read_json
-from harness.suite.schema import sequential_from_stored
+from harness.suite.schema import SEQUENTIAL, StoredSequential, sequential_from_stored
 
 DESIGN_KEY = "design"  # suite.json: the design the folder's trials belong to
 REDESIGN_HINT = ("rerun with --redesign to set them aside (kept in trials/superseded/, read by nothing) and run the "
@@ -49,7 +50,7 @@ class DesignLock:
     field is its key in the record (``stored``)."""
 
     seeds: tuple[int, ...] = stored(list_of(INTEGER, "a list of integers"))
-    sequential: Mapping[str, Any] | None = stored(optional(MAPPING), missing=None, default=None)
+    sequential: StoredSequential | None = stored(optional(SEQUENTIAL), missing=None, default=None)
     claims: tuple[Mapping[str, Any], ...] = stored(list_of(ANY, "a list"), default=())
     premises: tuple[Mapping[str, Any], ...] = stored(list_of(ANY, "a list"), default=())
     validity: Mapping[str, Any] | None = stored(optional(MAPPING), missing=None, default=None)
@@ -57,13 +58,6 @@ class DesignLock:
     # the ledger id of the registered design (whose hash covers every field the analysis reads); absent
     # from the record when None, so a design locked before registrations existed keeps its hash
     registration: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
-
-    def __post_init__(self) -> None:
-        if self.sequential is not None:  # its schedule is one harness writes, read by the suite's reader
-            try:
-                sequential_from_stored(self.sequential)
-            except ValueError as exc:
-                raise UnreadableDesign(f"{DESIGN_KEY}.sequential: {exc}") from None
 
     @classmethod
     def from_stored(cls, data: Any) -> DesignLock:
@@ -102,21 +96,16 @@ class DesignLock:
 
     def differing(self, other: DesignLock) -> list[str]:
         """The fields in which ``other`` is another design than this one."""
-        return [key for key in DESIGN_KEYS if canonical_json(getattr(self, key)) != canonical_json(getattr(other, key))]
+        return [key for key in DESIGN_KEYS
+                if canonical_json(stored_value(self, key)) != canonical_json(stored_value(other, key))]
 
 
 DESIGN_KEYS = tuple(f.name for f in fields(DesignLock))  # the record's keys, in the order the suite names them
 
 
-def seeds_registered(sequential: Mapping[str, Any] | None, seeds: Sequence[int]) -> int:
-    """How many seeds a stored design may run: its schedule's last look, or its fixed seeds (also where its
-    schedule is not one harness writes: what reads it refuses it)."""
-    if sequential is None:
-        return len(seeds)
-    try:
-        return sequential_from_stored(sequential)[1].max_seeds
-    except ValueError:
-        return len(seeds)
+def seeds_registered(sequential: StoredSequential | None, seeds: Sequence[int]) -> int:
+    """How many seeds a stored design may run: its schedule's last look, or its fixed seeds."""
+    return len(seeds) if sequential is None else sequential.max_seeds
 
 
 @dataclass(frozen=True)

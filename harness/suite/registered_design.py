@@ -12,8 +12,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.core.stored_fields import ANY, from_stored, stored
+from harness.core.stored_fields import MAPPING, as_stored, stored, stored_value
 from harness.store import canonical_json
+from harness.suite.stored import StoredSuite
 
 # suite.json's keys the analysis and the trials read; the rest (description, source, gate, device, plots'
 # declarations, the expansion, the lock) say where or how a run was shown, never what it decides.
@@ -22,40 +23,29 @@ ANALYSED_KEYS = ("suite", "profile", "task", "task_version", "params", "sweep", 
 
 
 @dataclass(frozen=True)
-class _Analysed:
-    """The analysed keys of a stored suite, of any type (the stored suite's own reader checks them)."""
+class _AnalysedArm:
+    """What the analysis reads of an arm: its params and sweep (its labels derive from the sweep)."""
 
-    suite: Any = stored(ANY, missing=None)
-    profile: Any = stored(ANY, missing=None)
-    task: Any = stored(ANY, missing=None)
-    task_version: Any = stored(ANY, missing=None)
-    params: Any = stored(ANY, missing=None)
-    sweep: Any = stored(ANY, missing=None)
-    arms: Any = stored(ANY, missing=None)
-    contrasts: Any = stored(ANY, missing=None)
-    validity: Any = stored(ANY, missing=None)
-    claims: Any = stored(ANY, missing=None)
-    premises: Any = stored(ANY, missing=None)
-    confidence: Any = stored(ANY, missing=None)
-    sequential: Any = stored(ANY, missing=None)
-    tuned: Any = stored(ANY, missing=None)
-    mechanism: Any = stored(ANY, missing=None)
-    metrics: Any = stored(ANY, missing=None)
+    params: Mapping[str, Any] = stored(MAPPING)
+    sweep: Mapping[str, Any] = stored(MAPPING)
 
 
-def analysed_fields(suite_json: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of a stored suite that the analysis reads; an arm's labels (derived from its sweep) left out."""
-    found = from_stored(_Analysed, suite_json)
-    record = {key: getattr(found, key) for key in ANALYSED_KEYS}
-    if isinstance(record["arms"], dict):
-        record["arms"] = {name: {k: v for k, v in arm.items() if k != "labels"} if isinstance(arm, dict) else arm
-                          for name, arm in record["arms"].items()}
-    return record
+def analysed_value(suite: StoredSuite, key: str) -> Any:
+    """One field of a stored suite that the analysis reads (one of ``ANALYSED_KEYS``), as suite.json stores it;
+    an arm's labels (derived from its sweep) left out."""
+    if key == "arms":
+        return {name: as_stored(_AnalysedArm(arm.params, arm.sweep)) for name, arm in suite.arms.items()}
+    return stored_value(suite, key)
 
 
-def registered_record(suite_json: Mapping[str, Any], task_code_sha256: str, seed_count: int) -> dict[str, Any]:
+def analysed_fields(suite: StoredSuite) -> dict[str, Any]:
+    """The fields of a stored suite that the analysis reads, as suite.json stores them."""
+    return {key: analysed_value(suite, key) for key in ANALYSED_KEYS}
+
+
+def registered_record(suite: StoredSuite, task_code_sha256: str, seed_count: int) -> dict[str, Any]:
     """What a registration's hash covers: the analysed fields, the task's code and how many seeds it draws."""
-    return {**analysed_fields(suite_json), "task_code_sha256": task_code_sha256, "seed_count": seed_count}
+    return {**analysed_fields(suite), "task_code_sha256": task_code_sha256, "seed_count": seed_count}
 
 
 def record_digest(record: Mapping[str, Any]) -> str:

@@ -13,13 +13,14 @@ from harness.suite.schema import (
     PremiseSpec,
     SequentialSpec,
     SweepAxes,
+    StoredSequential,
     TuneSpec,
     ValiditySpec,
-    sequential_as_stored,
 )
+from harness.core.stored_fields import stored_value
 from harness.suite.design import DESIGN_KEYS, DesignLock
 from harness.suite.points import arm_label, sweep_points
-from harness.suite.stored import StoredArm, StoredSuite
+from harness.suite.stored import StoredArm, StoredSuite, TunedParams
 from harness.tasks import Task
 
 DEFAULT_PROFILE = "default"
@@ -70,7 +71,7 @@ class Suite:
     premises: list[PremiseSpec] = field(default_factory=list)
     param_layers: tuple[ParamLayer, ...] = ()  # where params came from (harness validate --resolved)
     tune: TuneSpec | None = None  # the suite's tune: block
-    tuned: dict[str, Any] | None = None  # the params a tuning lock gave the arms (harness.suite.tuning_plan)
+    tuned: TunedParams | None = None  # the params a tuning lock gave the arms (harness.suite.tuning_plan)
     mechanism: str | None = None  # the arm under test (claims read for or against it)
     registration: str | None = None  # the ledger id of the registered design this run confirms; None: exploratory
     seed_pool: tuple[int, ...] = ()  # a registered design's seeds in order (the first look first); () : the next integers
@@ -94,8 +95,9 @@ class Suite:
     def locked_design(self) -> DesignLock:
         """What a results folder's trials are analysed under and may not change once they exist: the
         first look's seeds, the sequential schedule, the claims, premises, validity and confidence."""
-        stored = self.stored().as_stored()
-        return DesignLock.from_stored({"seeds": list(self.seeds), **{key: stored[key] for key in DESIGN_KEYS[1:-1]},
+        stored = self.stored()
+        return DesignLock.from_stored({"seeds": list(self.seeds),
+                                       **{key: stored_value(stored, key) for key in DESIGN_KEYS[1:-1]},
                                        "registration": self.registration})
 
     def stored(self) -> StoredSuite:
@@ -108,6 +110,6 @@ class Suite:
                                                       a.params, a.sweep) for a in self.arms.values()},
             contrasts=tuple(self.contrasts), validity=self.validity, claims=tuple(self.claims),
             premises=tuple(self.premises), confidence=self.confidence, gate=self.gate,
-            sequential=None if self.sequential is None else sequential_as_stored(self.sequential, len(self.seeds)),
-            tuned=self.tuned or None, mechanism=self.mechanism, registration=self.registration,
+            sequential=None if self.sequential is None else StoredSequential(len(self.seeds), self.sequential),
+            tuned=self.tuned, mechanism=self.mechanism, registration=self.registration,
         )

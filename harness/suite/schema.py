@@ -3,19 +3,23 @@ from __future__ import annotations
 
 import re
 import reprlib
-from typing import Any, Iterable, Literal, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Annotated, Any, Iterable, Literal, Mapping, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
 
-from harness.suite.claim_needs import CLAIM_TEST_NEEDS, needs_problem
+from harness.core.stored_fields import Shape, StoredFieldError
+from harness.suite.claim_needs import CLAIM_TEST_NEEDS, Needs, needs_problem
 
 ClaimTestName = Literal[tuple(CLAIM_TEST_NEEDS)]  # type: ignore[valid-type]  # the table's names, in its order
 SweepAxes = dict[str, list[Any]]
@@ -93,6 +97,11 @@ class ClaimSpec(Strict):
     min: float | None = None
     max: float | None = None
 
+    @property
+    def needs(self) -> Needs:
+        """What the claim's test needs of it (its row of ``CLAIM_TEST_NEEDS``)."""
+        return CLAIM_TEST_NEEDS[self.test]
+
     @model_validator(mode="after")
     def _needs(self) -> "ClaimSpec":
         problem = needs_problem(self.test, self.margin, self.relative_margin, self.reference, self.min, self.max)
@@ -155,11 +164,75 @@ def sequential_from_stored(stored: Mapping[str, Any]) -> tuple[int, SequentialSp
     try:
         spec = SequentialSpec.model_validate({"futility": None, **fields}, strict=True)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        raise ValueError(f"{'.'.join(map(str, error['loc']))}: {error['msg']} (got {reprlib.repr(error['input'])})") from None
+        where, message, value = _first_error(exc)
+        raise ValueError(f"{where}: {message} (got {reprlib.repr(value)})") from None
     if isinstance(first, bool) or not isinstance(first, int) or not 1 <= first <= spec.max_seeds:
         raise ValueError(f"first: {first!r} is not a seed count in [1, max_seeds={spec.max_seeds}]")
     return first, spec
+
+
+_Section = TypeVar("_Section", bound=BaseModel)
+
+
+def section_from_stored(model: type[_Section], value: Mapping[str, Any], where: str) -> _Section:
+    """One section of a suite.json (a contrast, claim, premise, the validity check, the gate) as its suite-file
+    model, each field checked against the model's type and bounds; StoredFieldError names the key (``where``
+    the section's). The model's cross-field rules are not applied again: they were checked when the run was
+    declared, and a rule added since (a claim's reference) must not make an older folder unreadable."""
+    fields = model.model_fields
+    unknown = [name for name in value if name not in fields]
+    if unknown:
+        raise StoredFieldError(f"{where}.{unknown[0]}: not a field this harness knows (one of {', '.join(fields)})")
+    missing = [name for name, info in fields.items() if info.is_required() and name not in value]
+    if missing:
+        raise StoredFieldError(f"{where}.{missing[0]}: missing")
+    values = {}
+    for name, item in value.items():
+        try:
+            values[name] = _adapter(model, name).validate_python(item)
+        except ValidationError as exc:
+            inner, message, _ = _first_error(exc)
+            raise StoredFieldError(f"{'.'.join(filter(None, [where, name, inner]))}: {message}") from None
+    return model.model_construct(_fields_set=set(fields), **values)
+
+
+def _first_error(exc: ValidationError) -> tuple[str, str, Any]:
+    """The first of pydantic's errors: where it is (dotted), what pydantic says, and the value it refused."""
+    error = exc.errors()[0]
+    return ".".join(map(str, error["loc"])), error["msg"], error["input"]
+
+
+@cache
+def _adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
+    info = model.model_fields[name]
+    kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    return TypeAdapter(kind, config=ConfigDict(allow_inf_nan=False))
+
+
+@dataclass(frozen=True)
+class StoredSequential:
+    """A sequential design as suite.json and its design lock keep it (``sequential``): the spec and ``first``,
+    the seeds of its first look (the suite's seeds)."""
+
+    first: int
+    spec: SequentialSpec
+
+    @property
+    def max_seeds(self) -> int:
+        return self.spec.max_seeds
+
+
+def _read_sequential(stored: dict[str, Any], where: str) -> StoredSequential:
+    try:
+        first, spec = sequential_from_stored(stored)
+    except ValueError as exc:  # a received suite.json may say anything
+        raise StoredFieldError(f"{where}: not a sequential design harness writes ({exc})") from None
+    return StoredSequential(first, spec)
+
+
+# a stored sequential design, read by ``sequential_from_stored`` and written by ``sequential_as_stored``
+SEQUENTIAL = Shape("a mapping", lambda value: isinstance(value, dict), _read_sequential,
+                   lambda sequential: sequential_as_stored(sequential.spec, sequential.first))
 
 
 class ValiditySpec(Strict):

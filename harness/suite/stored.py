@@ -2,24 +2,52 @@
 
 Analysis and gating read a run's suite through ``StoredSuite`` alone, so each stored field is checked in
 one place and a hand-edited or newer file is refused in one line naming the file and the key, instead
-of failing somewhere downstream. ``as_stored`` gives the dict the writer stores (the same bytes once
-written canonically); keys this version does not know are kept as they were. Folders written before a
-field was recorded read with its old default (no ``design``, no ``trial_ids``, partial ``arms``).
+of failing somewhere downstream. Its fields are declared with the document layer (``core.stored_fields``),
+which reads them (``from_stored``) and writes them back (``as_stored``: the same bytes once written
+canonically); keys this version does not know are kept as they were. Folders written before a field was
+recorded read with its old default (no ``design``, no ``trial_ids``, partial ``arms``), and so does a key
+written as null.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from functools import cache
+import copy
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Callable, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel
 
 from harness.core.metrics import DetailScatter, Metric, ParetoView
-from harness.suite.claim_needs import CLAIM_TEST_NEEDS, REQUIRED_MARGIN
-from harness.suite.schema import ClaimSpec, ContrastSpec, GateSpec, PremiseSpec, ValiditySpec
+from harness.core.stored_fields import (
+    INTEGER,
+    MAPPING,
+    NUMBER,
+    STRING,
+    Schema,
+    Shape,
+    StoredFieldError,
+    as_stored,
+    document,
+    from_stored,
+    is_int,
+    list_of,
+    mapping_of,
+    optional,
+    stored,
+    stored_rest,
+)
+from harness.suite.design import DesignLock
+from harness.suite.schema import (
+    SEQUENTIAL,
+    ClaimSpec,
+    ContrastSpec,
+    GateSpec,
+    PremiseSpec,
+    StoredSequential,
+    ValiditySpec,
+    section_from_stored,
+)
 
-SCHEMA_VERSION = 1  # bump when a field changes meaning; a reader refuses a folder of a newer one
 _Spec = TypeVar("_Spec", bound=BaseModel)
 _Declared = TypeVar("_Declared")
 
@@ -28,50 +56,155 @@ class StoredSuiteError(ValueError):
     """A suite.json this harness cannot read: one line naming the file and the key."""
 
 
+def _or_default(shape: Shape, default: Any) -> Shape:
+    """``shape``, or null read as ``default``: a key written as null reads as one the file lacks."""
+    return Shape(f"{shape.expected} or null", lambda value: value is None or shape.test(value),
+                 lambda value, where: copy.copy(default) if value is None else shape.load(value, where),
+                 lambda value: None if value is None else shape.dump(value))
+
+
+def _key(shape: Shape, default: Any = None, omit: bool = False) -> Any:
+    """A suite.json key of ``shape``: absent or null, it reads as ``default`` (a folder written before it was
+    recorded); ``omit``: written only when it is not None."""
+    return stored(_or_default(shape, default), missing=default, omit_missing=omit,
+                  default_factory=lambda: copy.copy(default))
+
+
+LIST = Shape("a list", lambda value: isinstance(value, list))
+TEXTS = list_of(STRING, "a list of text")
+
+
 @dataclass(frozen=True)
 class StoredArm:
-    labels: tuple[str, ...]  # the arm's label at each of its sweep points, in order
-    params: Mapping[str, Any] = field(default_factory=dict)
-    sweep: Mapping[str, list[Any]] = field(default_factory=dict)
+    """One arm as suite.json keeps it: its label at each of its sweep points (in order), params and sweep."""
 
-    def as_stored(self) -> dict[str, Any]:
-        return {"params": dict(self.params), "sweep": dict(self.sweep), "labels": list(self.labels)}
+    labels: tuple[str, ...] = stored(_or_default(TEXTS, ()), missing=())
+    params: Mapping[str, Any] = _key(MAPPING, {})
+    sweep: Mapping[str, list[Any]] = _key(MAPPING, {})
+
+
+def _arms(entries: dict[str, Any], where: str) -> dict[str, StoredArm]:
+    """Each arm's entry; one written without labels (or as null) is labelled by its name (a run of no sweep)."""
+    arms = {}
+    for name, entry in entries.items():
+        arm = from_stored(StoredArm, {} if entry is None else entry, f"{where}.{name}.")
+        arms[name] = arm if arm.labels else replace(arm, labels=(name,))
+    return arms
+
+
+ARMS = Shape("a mapping", lambda value: isinstance(value, dict), _arms,
+             lambda arms: {name: as_stored(arm) for name, arm in arms.items()})
+
+
+@dataclass(frozen=True)
+class TunedArm:
+    """The params a tuning lock chose for one arm, and the tuned keys the arm sets itself (kept as it sets them)."""
+
+    params: Mapping[str, Any] = stored(MAPPING)
+    kept: Mapping[str, Any] = stored(MAPPING)
+
+
+@dataclass(frozen=True)
+class TunedParams:
+    """suite.json's ``tuned``: the lock that gave the arms their tuned params (its file name and the hash of
+    the tune block it was made for) and each tuned arm's entry."""
+
+    lock: str = stored(STRING)
+    tune_hash: str = stored(STRING)
+    arms: Mapping[str, TunedArm] = stored(mapping_of(document(TunedArm), "a mapping of arm entries"))
+
+
+def _section(model: type[_Spec], dump: Callable[[_Spec], dict[str, Any]],
+             read: Callable[[dict[str, Any], str], _Spec] | None = None) -> Shape:
+    """A section stored as its model's fields (read by ``section_from_stored``, or ``read``), written by ``dump``."""
+    return Shape("a mapping", lambda value: isinstance(value, dict),
+                 read or (lambda value, where: section_from_stored(model, value, where)), dump)
+
+
+def _claim(value: dict[str, Any], key: str) -> ClaimSpec:
+    """A stored claim; a margined test without its margin (which every claim of that test had when it was
+    declared) is refused here, not met as a None in every report that states the claim."""
+    claim = section_from_stored(ClaimSpec, value, key)
+    if claim.needs.reference and claim.margin is None and claim.relative_margin is None:
+        raise StoredFieldError(f"{key}: test {claim.test!r} without a 'margin' or 'relative_margin'")
+    return claim
+
+
+def _metric(name: str, spec: Any, where: str) -> Metric:
+    """A metric's declaration, stored under its name; one its own checks refuse is one line naming it."""
+    if not isinstance(spec, dict):
+        raise StoredFieldError(f"{where}.{name}: expected a mapping, got {type(spec).__name__}")
+    try:
+        return Metric.from_stored(name, spec, f"{where}.{name}.")
+    except StoredFieldError:
+        raise
+    except ValueError as exc:
+        raise StoredFieldError(f"{where}.{name}: {exc}") from None
+
+
+METRICS = Shape("a mapping", lambda value: isinstance(value, dict),
+                lambda value, where: {name: _metric(name, spec, where) for name, spec in value.items()},
+                lambda metrics: {name: as_stored(metric) for name, metric in metrics.items()})
+
+
+def _declared(kind: Callable[..., _Declared]) -> Shape:
+    """A list of plot declarations: an entry the plots cannot use is skipped, not fatal (as the plots always
+    did): the run's numbers do not depend on it."""
+    def load(entries: list[Any], where: str) -> tuple[_Declared, ...]:
+        found = []
+        for entry in entries:
+            try:
+                found.append(kind(**entry))
+            except TypeError:
+                continue
+        return tuple(found)
+
+    return Shape("a list", lambda value: isinstance(value, list), load,
+                 lambda declared: [asdict(item) for item in declared])
 
 
 @dataclass(frozen=True)
 class StoredSuite:
-    """One run folder's resolved suite, task declarations and device (``suite.json``)."""
+    """One run folder's resolved suite, task declarations and device (``suite.json``). Each field is its key in
+    the file (``stored``); ``rest`` keeps the keys this version does not read, as written."""
 
-    suite: str | None = None
-    profile: str | None = None
-    description: str | None = None
-    source: str | None = None
-    task: str | None = None
-    task_version: Any = None  # compared as text: written as the task declares it
-    seeds: tuple[int, ...] = ()
-    params: Mapping[str, Any] = field(default_factory=dict)
-    sweep: Mapping[str, list[Any]] = field(default_factory=dict)
-    arms: Mapping[str, StoredArm] = field(default_factory=dict)
-    contrasts: tuple[ContrastSpec, ...] = ()
-    validity: ValiditySpec | None = None
-    claims: tuple[ClaimSpec, ...] = ()
-    premises: tuple[PremiseSpec, ...] = ()
-    confidence: float | None = None  # None: written before it was declared (readers take 0.95)
-    gate: GateSpec = field(default_factory=GateSpec)
-    sequential: Mapping[str, Any] | None = None  # checked where it is read (suite.schema.sequential_from_stored)
-    tuned: Mapping[str, Any] | None = None
-    mechanism: str | None = None  # the arm under test: claims read for or against it (not part of the design)
-    metrics: Mapping[str, Metric] = field(default_factory=dict)
-    detail_scatters: tuple[DetailScatter, ...] = ()
-    pareto_views: tuple[ParetoView, ...] = ()
-    device: str | None = None
-    device_class: str | None = None
-    device_name: str | None = None
-    design: Mapping[str, Any] | None = None  # the design the folder's trials belong to (store.check_design)
-    trial_ids: tuple[str, ...] | None = None  # the expansion at the current seeds; None: written before it was
-    registration: str | None = None  # the ledger id of the registered design the run confirms; None: exploratory
-    schema: int = SCHEMA_VERSION
-    unknown: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not read, kept as written
+    stored_schema = Schema(1, missing=1)  # bump when a field changes meaning; a reader refuses a newer folder
+    suite: str | None = _key(STRING)
+    profile: str | None = _key(STRING)
+    description: str | None = _key(STRING)
+    source: str | None = _key(STRING)
+    task: str | None = _key(STRING)
+    # compared as text: written as the task declares it
+    task_version: str | int | None = _key(Shape("text or an integer", lambda v: isinstance(v, str) or is_int(v)))
+    seeds: tuple[int, ...] = _key(list_of(INTEGER, "a list of integers"), ())
+    params: Mapping[str, Any] = _key(MAPPING, {})
+    sweep: Mapping[str, list[Any]] = _key(mapping_of(LIST, "a mapping of lists"), {})
+    arms: Mapping[str, StoredArm] = _key(ARMS, {})
+    contrasts: tuple[ContrastSpec, ...] = _key(list_of(_section(ContrastSpec, lambda c: c.model_dump() | {
+        "name": c.label}), "a list"), ())
+    validity: ValiditySpec | None = _key(_section(ValiditySpec, lambda v: v.model_dump()))
+    claims: tuple[ClaimSpec, ...] = _key(list_of(_section(ClaimSpec, lambda c: c.model_dump(exclude_none=True),
+                                                          _claim), "a list"), ())
+    premises: tuple[PremiseSpec, ...] = _key(list_of(_section(PremiseSpec, lambda p: p.model_dump(exclude_none=True)),
+                                                     "a list"), ())
+    confidence: float | None = _key(NUMBER)  # None: written before it was declared (readers take 0.95)
+    gate: GateSpec = _key(_section(GateSpec, lambda g: g.model_dump()), GateSpec())
+    sequential: StoredSequential | None = _key(SEQUENTIAL)
+    tuned: TunedParams | None = _key(document(TunedParams), omit=True)
+    mechanism: str | None = _key(STRING, omit=True)  # the arm under test: claims read for or against it (not part of the design)
+    metrics: Mapping[str, Metric] = _key(METRICS, {})
+    detail_scatters: tuple[DetailScatter, ...] = _key(_declared(DetailScatter), ())
+    pareto_views: tuple[ParetoView, ...] = _key(_declared(ParetoView), ())
+    device: str | None = _key(STRING)
+    device_class: str | None = _key(STRING)
+    device_name: str | None = _key(STRING)
+    # the design the folder's trials belong to (store.check_design)
+    design: DesignLock | None = _key(document(DesignLock, "not a field of a design"), omit=True)
+    # the expansion at the current seeds; None: written before it was
+    trial_ids: tuple[str, ...] | None = _key(TEXTS, omit=True)
+    # the ledger id of the registered design the run confirms; None: exploratory
+    registration: str | None = _key(STRING, omit=True)
+    rest: Mapping[str, Any] = stored_rest()
 
     @property
     def named_metrics(self) -> set[str]:
@@ -102,179 +235,7 @@ class StoredSuite:
     @classmethod
     def from_stored(cls, data: Any) -> StoredSuite:
         """The typed suite of a suite.json's content; StoredSuiteError names the key that is wrong."""
-        if not isinstance(data, dict):
-            raise StoredSuiteError(f"holds {type(data).__name__}, not a stored suite")
-        schema = _value(data, "schema", int, SCHEMA_VERSION)
-        if schema > SCHEMA_VERSION:
-            raise StoredSuiteError(f"schema: version {schema} is newer than this harness reads (up to "
-                                   f"{SCHEMA_VERSION}); analyse it with the harness version that wrote it")
-        arms = {str(name): _arm(name, entry) for name, entry in _value(data, "arms", dict, {}).items()}
-        metrics = {}
-        for name, spec in _value(data, "metrics", dict, {}).items():
-            try:
-                metrics[str(name)] = Metric.from_stored(str(name), _mapping(spec, f"metrics.{name}"))
-            except ValueError as exc:
-                raise StoredSuiteError(f"metrics.{name}: {exc}") from None
-        validity = _value(data, "validity", dict, None)
-        return cls(
-            suite=_value(data, "suite", str, None),
-            profile=_value(data, "profile", str, None),
-            description=_value(data, "description", str, None),
-            source=_value(data, "source", str, None),
-            task=_value(data, "task", str, None),
-            task_version=_value(data, "task_version", (str, int), None),
-            seeds=tuple(_items(data, "seeds", lambda s, key: _typed(s, int, key))),
-            params=_value(data, "params", dict, {}),
-            sweep={str(k): _typed(v, list, f"sweep.{k}") for k, v in _value(data, "sweep", dict, {}).items()},
-            arms=arms,
-            contrasts=tuple(_items(data, "contrasts", lambda c, key: _spec(ContrastSpec, c, key))),
-            validity=None if validity is None else _spec(ValiditySpec, validity, "validity"),
-            claims=tuple(_items(data, "claims", _claim)),
-            premises=tuple(_items(data, "premises", lambda p, key: _spec(PremiseSpec, p, key))),
-            confidence=_value(data, "confidence", (int, float), None),
-            gate=_spec(GateSpec, _value(data, "gate", dict, {}), "gate"),
-            sequential=_value(data, "sequential", dict, None),
-            tuned=_value(data, "tuned", dict, None),
-            mechanism=_value(data, "mechanism", str, None),
-            metrics=metrics,
-            # a declaration the plots cannot use is skipped, not fatal: the run's numbers do not depend on it
-            detail_scatters=_declared(DetailScatter, _value(data, "detail_scatters", list, [])),
-            pareto_views=_declared(ParetoView, _value(data, "pareto_views", list, [])),
-            device=_value(data, "device", str, None),
-            device_class=_value(data, "device_class", str, None),
-            device_name=_value(data, "device_name", str, None),
-            design=_value(data, "design", dict, None),
-            trial_ids=None if data.get("trial_ids") is None else tuple(
-                _items(data, "trial_ids", lambda t, key: _typed(t, str, key))),
-            registration=_value(data, "registration", str, None),
-            schema=schema,
-            unknown={k: v for k, v in data.items() if k not in _KNOWN},
-        )
-
-    def as_stored(self) -> dict[str, Any]:
-        """The dict the writer stores: ``from_stored(s.as_stored()) == s``, and a suite.json of this schema
-        gives back its own content (keys absent from it and optional in it stay absent)."""
-        stored: dict[str, Any] = {
-            "schema": self.schema,
-            "suite": self.suite,
-            "description": self.description,
-            "source": self.source,
-            "profile": self.profile,
-            "task": self.task,
-            "task_version": self.task_version,
-            "seeds": list(self.seeds),
-            "params": dict(self.params),
-            "sweep": dict(self.sweep),
-            "arms": {name: arm.as_stored() for name, arm in self.arms.items()},
-            "contrasts": [c.model_dump() | {"name": c.label} for c in self.contrasts],
-            "validity": self.validity.model_dump() if self.validity else None,
-            "claims": [c.model_dump(exclude_none=True) for c in self.claims],
-            "premises": [p.model_dump(exclude_none=True) for p in self.premises],
-            "confidence": self.confidence,
-            "gate": self.gate.model_dump(),
-            "sequential": None if self.sequential is None else dict(self.sequential),
-            "metrics": {name: metric.as_stored() for name, metric in self.metrics.items()},
-            "detail_scatters": [asdict(s) for s in self.detail_scatters],
-            "pareto_views": [asdict(v) for v in self.pareto_views],
-            "device": self.device,
-            "device_class": self.device_class,
-            "device_name": self.device_name,
-        }
-        optional = {"tuned": self.tuned, "design": self.design, "mechanism": self.mechanism,
-                    "trial_ids": None if self.trial_ids is None else list(self.trial_ids),
-                    "registration": self.registration}
-        stored.update({key: value for key, value in optional.items() if value is not None})
-        return stored | dict(self.unknown)
-
-
-_KNOWN = frozenset(StoredSuite.__dataclass_fields__) - {"unknown"}
-
-
-def _typed(value: Any, kind: type | tuple[type, ...], key: str) -> Any:
-    if isinstance(value, bool) and kind is not bool or not isinstance(value, kind):
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise StoredSuiteError(f"{key}: expected {_READABLE.get(names, names)}, got {_shown(value)}")
-    return value
-
-
-_READABLE = {"str": "text", "int": "an integer", "int or float": "a number", "dict": "a mapping",
-             "list": "a list", "str or int": "text or an integer"}
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _value(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any, where: str = "") -> Any:
-    """``data[key]`` of the expected type; the default when absent or null (``where``: the section it is in)."""
-    value = data.get(key)
-    return default if value is None else _typed(value, kind, f"{where}.{key}" if where else key)
-
-
-def _mapping(value: Any, key: str) -> dict[str, Any]:
-    return _typed(value, dict, key)
-
-
-def _items(data: Mapping[str, Any], key: str, parse: Callable[[Any, str], Any]) -> list[Any]:
-    return [parse(item, f"{key}[{n}]") for n, item in enumerate(_value(data, key, list, []))]
-
-
-def _spec(model: type[_Spec], value: Any, key: str) -> _Spec:
-    """One stored section as its suite-file model, each field checked against the model's type and
-    bounds. The model's cross-field rules are not applied again: they were checked when the run was
-    declared, and a rule added since (a claim's reference) must not make an older folder unreadable."""
-    data = _mapping(value, key)
-    fields = model.model_fields
-    for name in data:
-        if name not in fields:
-            raise StoredSuiteError(f"{key}.{name}: not a field this harness knows (one of {', '.join(fields)})")
-    values = {}
-    for name, info in fields.items():
-        if name not in data:
-            if info.is_required():
-                raise StoredSuiteError(f"{key}.{name}: missing")
-            continue
         try:
-            values[name] = _adapter(model, name).validate_python(data[name])
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            raise StoredSuiteError(f"{'.'.join([key, name, *map(str, error['loc'])])}: {error['msg']}") from None
-    return model.model_construct(_fields_set=set(fields), **values)
-
-
-@cache
-def _adapter(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
-    info = model.model_fields[name]
-    kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
-    return TypeAdapter(kind, config=ConfigDict(allow_inf_nan=False))
-
-
-def _claim(value: Any, key: str) -> ClaimSpec:
-    """A stored claim; a margined test without its margin (which every claim of that test had when it was
-    declared) is refused here, not met as a None in every report that states the claim."""
-    claim = _spec(ClaimSpec, value, key)
-    if CLAIM_TEST_NEEDS[claim.test].margin == REQUIRED_MARGIN and claim.margin is None and claim.relative_margin is None:
-        raise StoredSuiteError(f"{key}: test {claim.test!r} without a 'margin' or 'relative_margin'")
-    return claim
-
-
-def _arm(name: str, entry: Any) -> StoredArm:
-    """An arm's entry; one written without labels is labelled by its name (a run of no sweep)."""
-    key = f"arms.{name}"
-    entry = {} if entry is None else _mapping(entry, key)
-    labels = [_typed(label, str, f"{key}.labels[{n}]")
-              for n, label in enumerate(_value(entry, "labels", list, [], key))]
-    return StoredArm(tuple(labels or [str(name)]), _value(entry, "params", dict, {}, key),
-                     _value(entry, "sweep", dict, {}, key))
-
-
-def _declared(kind: Callable[..., _Declared], entries: list[Any]) -> tuple[_Declared, ...]:
-    """The plot declarations that are one (a malformed entry is skipped, as the plots always did)."""
-    found = []
-    for entry in entries:
-        try:
-            found.append(kind(**entry))
-        except TypeError:
-            continue
-    return tuple(found)
+            return from_stored(cls, data)
+        except StoredFieldError as exc:
+            raise StoredSuiteError(str(exc)) from None

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 from harness.core.metrics import better_sign
 from harness.store import canonical_json
@@ -21,9 +21,12 @@ from harness.suite.resolved_suite import Arm, ParamLayer, Suite, SuiteError
 from harness.suite.points import sweep_points
 from harness.suite.references import check_params, check_size
 from harness.suite.schema import SuiteSpec, SweepAxes, TuneSpec
+from harness.suite.stored import TunedArm, TunedParams
 from harness.suite.tuning_lock import LockedArm, LockedPoint, TuningLock, lock_path
 from harness.suite.yaml_safety import located
 from harness.tasks.param_paths import ParamPathError, flatten, layered, leaf_fields
+
+_Point = TypeVar("_Point")
 
 TUNE_PROFILE_PREFIX = "tune-"  # the tuning run of profile P is stored as <suite>/tune-P
 
@@ -181,10 +184,10 @@ def apply_lock(path: Path, node, spec: SuiteSpec, suite: Suite, any_version: boo
                              f"with {', '.join(sorted(entry.kept)) or 'none'} kept; rerun `harness tune {path}`")
         check_choice(lock, spec.tune, suite, name, tuning, entry)
         arms[name] = replace(arms[name], params=layered(arms[name].params, entry.chosen))
-        tuned[name] = {"params": entry.chosen, "kept": entry.kept}
+        tuned[name] = TunedArm(entry.chosen, entry.kept)
         layers.append(ParamLayer(f"lock {lock.name}", name, dict(entry.chosen)))
     return replace(suite, arms=arms, param_layers=(*suite.param_layers, *layers),
-                   tuned={"lock": lock.name, "tune_hash": document.tune_hash, "arms": tuned})
+                   tuned=TunedParams(lock.name, document.tune_hash, tuned))
 
 
 def grid_points(suite: Suite, arm: str, tuning: ArmTuning) -> list[dict[str, Any]]:
@@ -218,8 +221,13 @@ def point_mean(values: dict[int, float], failed: int, seeds: Sequence[int]) -> f
 
 def best_point(means: Sequence[float | None], direction: str) -> int | None:
     """The index of the best mean by ``direction`` (the first of equals); None when no point has one."""
+    return best_of(range(len(means)), means, direction)
+
+
+def best_of(points: Sequence[_Point], means: Sequence[float | None], direction: str) -> _Point | None:
+    """The point of the best mean by ``direction`` (the first of equals); None when no point has one."""
     sign = better_sign(direction)
-    scored = [(index, mean) for index, mean in enumerate(means) if mean is not None]
+    scored = [(point, mean) for point, mean in zip(points, means) if mean is not None]
     return max(scored, key=lambda item: sign * item[1], default=(None, None))[0]  # max keeps the first of equals
 
 
@@ -239,8 +247,7 @@ def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: Arm
     if not expected:
         return  # the arm sets every tuned key itself: nothing to choose
     means = [point_mean(_values(point, spec.seeds), point.failed, spec.seeds) for point in grid]
-    best = best_point(means, suite.task.metric_for(spec.metric).direction)
-    wanted = expected[best] if best is not None else None
+    wanted = best_of(expected, means, suite.task.metric_for(spec.metric).direction)
     if wanted is None or wanted != chosen:
         rule = f"the best mean {spec.metric} over tuning seeds {', '.join(map(str, spec.seeds))}"
         gives = f"give {_shown(wanted)}" if wanted is not None else "give no point"

@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlparse
 
 from harness.core.faults import fault
 from harness.core.record import TrialRecord
+from harness.core.stored_fields import as_stored
 from harness.core.trial_environment import TrialEnvironment
 from harness.store import read_json, write_atomic, write_json_atomic
 from harness.suite.stored import StoredSuite
@@ -250,7 +251,7 @@ class MlflowTracker:
                 run.info.run_id,
                 params=flatten("", {"seeds": list(suite.seeds), "sweep": dict(suite.sweep), "params": dict(suite.params)}),
             )
-            self.client.log_dict(run.info.run_id, suite.as_stored(), "suite.json")
+            self.client.log_dict(run.info.run_id, as_stored(suite), "suite.json")
             self.client.log_dict(run.info.run_id, dict(environment), "environment.json")
             for name, text in (texts or {}).items():
                 self.client.log_text(run.info.run_id, text, name)

@@ -98,7 +98,7 @@ def run_summary(analysis: RunAnalysis, plots: Sequence[str], forest: Sequence[st
             "device_name": results.stored.device_name,
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seeds": results.seeds,
-            **({"tuned": results.stored.tuned} if results.stored.tuned else {}),
+            **({"tuned": as_stored(results.stored.tuned)} if results.stored.tuned else {}),
             "sequential": None if analysis.cost is None else _cost_json(analysis),
             "statistics": statistics_summary(results.confidence),
             "valid": validity.valid,
