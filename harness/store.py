@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
 from harness.core.files import UnsafeFile, open_regular
-from harness.core.record import RecordError, TrialRecord, from_json, to_json
+from harness.core.record import RecordError, RecordMark, TrialRecord, from_json, to_json
+from harness.core.stored_fields import from_stored
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -288,7 +289,8 @@ def read_trial(path: Path) -> TrialRecord:
         raise CorruptTrial(f"not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(record, dict):
         raise CorruptTrial(f"holds {type(record).__name__ if record is not None else 'null'}, not a trial record")
-    if record.get("trial_id") != path.stem or "status" not in record:
+    mark = from_stored(RecordMark, record)
+    if mark.trial_id != path.stem or not mark.status:
         raise CorruptTrial("not a trial record (trial_id or status missing or wrong)")
     try:
         return from_json(record)

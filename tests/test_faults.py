@@ -212,7 +212,7 @@ def test_hand_edited_records_never_break_the_mirror(tmp_path, toy_suite):
     rerun = run_here(toy_suite, results)
     assert rerun.returncode == 0, rerun.stderr
     assert "1 ran, 2 already finished" in rerun.stdout
-    expected = (f"warning: {oops} is corrupt (not a trial record (metrics must be an object of numbers, not 'oops')): moved to "
+    expected = (f"warning: {oops} is corrupt (not a trial record (metrics: expected a mapping of numbers, got 'oops')): moved to "
                 f"{oops.name}.corrupt; its trial reruns")
     assert [line for line in rerun.stderr.splitlines() if "corrupt" in line] == [expected]
     oops.with_name(oops.name + ".corrupt").unlink()

@@ -2,21 +2,39 @@
 identified by a content hash) and the one shape of what it produced (``TrialRecord``, which holds its
 ``Trial``), from the executor that builds it to the store, the MLflow mirror, analysis, the gate and reproduce.
 
-A record is a frozen ``TrialRecord``; JSON exists only at the store's edge. Records enter the program
-from JSON only through ``from_json``, which checks every field and fills the ones older records lack,
-so no reader has to guess at a field's type or presence; ``to_json`` is the checked way out. A record
-written by a newer harness (a higher ``schema``) is refused rather than misread.
+A record is a frozen ``TrialRecord``; JSON exists only at the store's edge. Its fields are declared with the
+document layer (``core.stored_fields``), which reads and writes them: records enter the program from JSON
+only through ``from_json``, which checks every field and fills the ones older records lack, so no reader has
+to guess at a field's type or presence; ``to_json`` is the checked way out. A record written by a newer
+harness (a higher ``schema``) is refused rather than misread.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
+
+from harness.core.stored_fields import (
+    ANY,
+    INTEGER,
+    PRESENT,
+    STRING,
+    TEXT,
+    TEXT_MAPPING,
+    Schema,
+    Shape,
+    StoredFieldError,
+    as_stored,
+    document,
+    from_stored,
+    optional,
+    stored,
+)
+from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 
 RECORD_SCHEMA = 1
 MAX_MAGNITUDE = 1e100  # beyond it a difference's square (the statistics) overflows; no measurement is that large
@@ -47,22 +65,43 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# a JSON object, read as a dict of its own (a record's params, point and details)
+OBJECT = Shape("a mapping", lambda value: isinstance(value, Mapping), lambda value, where: dict(value))
+
+
+@dataclass(frozen=True)
+class _Code:
+    """Where a record keeps its trial's code: the task's source hash, in its environment."""
+
+    environment: TaskEnvironment = stored(document(TaskEnvironment), missing=TaskEnvironment())
+
+
+# a trial's code as its record stores it: read from its environment (task_code_sha256), written there too
+CODE = Shape("a record", lambda value: True,
+             lambda data, where: from_stored(_Code, data, where).environment.task_code_sha256, lambda code: {})
+
+
 @dataclass(frozen=True)
 class Trial:
-    """One trial of a suite: an arm variant at a seed and sweep point, with the params it runs."""
+    """One trial of a suite: an arm variant at a seed and sweep point, with the params it runs. Its fields
+    are stored beside the rest of its record's (each under its name)."""
 
-    suite: str
-    profile: str
-    task: str
-    task_version: str
-    arm: str
-    arm_label: str
-    seed: int
-    point: dict[str, Any]  # the sweep point: axis -> value
-    params: dict[str, Any]  # the validated params the task runs with
+    suite: str = stored(STRING)
+    profile: str = stored(STRING)
+    task: str = stored(STRING)
+    task_version: str = stored(STRING)
+    arm: str = stored(STRING)
+    arm_label: str = stored(STRING)
+    seed: int = stored(INTEGER)
+    point: dict[str, Any] = stored(OBJECT)  # the sweep point: axis -> value
+    params: dict[str, Any] = stored(OBJECT)  # the validated params the task runs with
     # sha256 of the task's source (harness.tasks.source); "" for records made before it was kept. A record
     # stores it in its environment, not beside the other fields, so two trials are the same trial without it.
-    code: str = field(default="", compare=False)
+    code: str = stored(CODE, flat=True, default="", compare=False)
 
     @property
     def point_label(self) -> str:
@@ -89,28 +128,88 @@ class Trial:
         return trial_title(self.arm_label, self.seed, self.point_label)
 
 
-_TRIAL_FIELDS = ("suite", "profile", "task", "task_version", "arm", "arm_label", "seed", "point", "params")
+def usable(value: float) -> bool:
+    """Whether analysis can take a value: finite and within ``MAX_MAGNITUDE``. Anything else is stored as
+    null, as a NaN is (a dropped pair), so that 1e308 cannot overflow a sum into inf or a TypeError."""
+    return math.isfinite(value) and abs(value) <= MAX_MAGNITUDE
+
+
+def key_problem(key: str) -> str | None:
+    """Why a metric or curve key can never be mirrored (longer than MLflow allows, as MLflow names it), or None."""
+    length = len(key.replace("@", "_at_"))  # metrics.tracking_name: how the mirror spells a qualifier
+    if length > MLFLOW_KEY_LENGTH:
+        return f"metric key {key[:40]!r}... is {length} characters; MLflow keeps at most {MLFLOW_KEY_LENGTH}"
+    return None
+
+
+def _keyed(item: Shape, expected: str) -> Shape:
+    """A mapping of metric or curve keys (each one MLflow can hold) to values of ``item``'s shape."""
+    def load(value: Mapping[str, Any], where: str) -> dict[str, Any]:
+        problems = [problem for problem in map(key_problem, map(str, value)) if problem]
+        if problems:
+            raise StoredFieldError(f"{where}: {problems[0]}")
+        return {str(key): item.read(entry, f"{where}.{key}") for key, entry in value.items()}
+
+    return Shape(expected, lambda value: isinstance(value, Mapping), load,
+                 lambda value: {key: item.dump(entry) for key, entry in value.items()})
+
+
+def _is_point(point: Any) -> bool:
+    if not isinstance(point, list) or len(point) != 2:
+        return False
+    step, value = point
+    return (_is_number(step) and math.isfinite(step) and abs(step) <= MAX_STEP
+            and (value is None or _is_number(value)))
+
+
+def _kept(value: float | None) -> float | None:
+    """A task's value as the record keeps it: one analysis cannot take is null."""
+    return value if value is None or usable(value) else None
+
+
+# a final metric: a number, or null where it was not finite (an int read as a float)
+METRIC = Shape("a number or null", lambda value: value is None or _is_number(value),
+               lambda value, where: None if _kept(value) is None else float(value))
+POINT = Shape("a [step, value] point", _is_point, lambda point, where: [point[0], _kept(point[1])])
+CURVE = Shape("a list of [step, value] points", lambda value: isinstance(value, list),
+              lambda points, where: [POINT.read(point, f"{where}[{n}]") for n, point in enumerate(points)])
+STATUS = Shape(f"one of {', '.join(Status)}", lambda value: isinstance(value, str) and value in set(Status),
+               lambda value, where: Status(value), str)
+PACKAGES = Shape("a list of strings", lambda value: isinstance(value, list) and all(isinstance(p, str) for p in value),
+                 lambda value, where: list(value))
+SECONDS = Shape("a non-negative number", lambda value: _is_number(value) and value >= 0,
+                lambda value, where: float(value))
 
 
 @dataclass(frozen=True)
 class TrialRecord:
     """What one trial produced: the trial (``trial``; its fields read through the record, as ``record.seed``)
     and its outcome. Frozen, so every reader sees the record as it was stored; its values are plain JSON-able
-    data. ``trial_id`` and ``point_label`` are as stored (a record may predate how they are computed now)."""
+    data. ``trial_id`` and ``point_label`` are as stored (a record may predate how they are computed now).
+    Each field is its key in the stored record (``stored``); a record written before a field existed reads
+    with its default, and one written before records had a schema version is of the first."""
 
-    trial_id: str
-    trial: Trial
-    point_label: str
-    status: Status
-    error: str | None = None  # why a failed trial failed
-    metrics: dict[str, float | None] = field(default_factory=dict)  # final values; None where not finite
-    curves: dict[str, list[list[float | None]]] = field(default_factory=dict)  # name -> [[step, value], ...]
-    details: dict[str, Any] = field(default_factory=dict)  # JSON-able task details (per-item values, cache use, traceback)
-    environment: dict[str, str] = field(default_factory=dict)  # code, libraries, hardware, determinism
-    packages: list[str] = field(default_factory=list)  # name==version of the process that ran the trial
-    started_at: str = ""  # ISO 8601, UTC
-    wall_seconds: float = 0.0
-    schema: int = RECORD_SCHEMA
+    stored_schema = Schema(RECORD_SCHEMA, missing=1)
+    trial_id: str = stored(TEXT)
+    trial: Trial = stored(Shape("a record", lambda data: True, lambda data, where: from_stored(Trial, data, where),
+                                as_stored), flat=True)
+    point_label: str = stored(STRING)
+    status: Status = stored(STATUS)
+    error: str | None = stored(optional(STRING), missing=None, default=None)  # why a failed trial failed
+    # final values; None where not finite
+    metrics: dict[str, float | None] = stored(_keyed(METRIC, "a mapping of numbers"), missing={},
+                                              default_factory=dict)
+    # name -> [[step, value], ...]
+    curves: dict[str, list[list[float | None]]] = stored(_keyed(CURVE, "a mapping of point lists"), missing={},
+                                                         default_factory=dict)
+    # JSON-able task details (per-item values, cache use, traceback)
+    details: dict[str, Any] = stored(OBJECT, missing={}, default_factory=dict)
+    # code, libraries, hardware, determinism (typed by core.trial_environment)
+    environment: dict[str, str] = stored(TEXT_MAPPING, missing={}, default_factory=dict)
+    # name==version of the process that ran the trial
+    packages: list[str] = stored(PACKAGES, missing=[], default_factory=list)
+    started_at: str = stored(STRING, missing="", default="")  # ISO 8601, UTC
+    wall_seconds: float = stored(SECONDS, missing=0.0, default=0.0)
 
     @property
     def suite(self) -> str:
@@ -159,8 +258,7 @@ class TrialRecord:
     @property
     def seed_batch(self) -> tuple[int, ...]:
         """The seeds this trial was trained with as one batched model, in order; () when it ran alone."""
-        text = self.environment.get(SEED_BATCH, "")
-        return tuple(int(seed) for seed in text.split(",")) if text else ()
+        return TrialEnvironment.of(self.environment).seed_batch or ()
 
     def with_details(self, **extra: Any) -> TrialRecord:
         """The same record with ``extra`` added to its details (speed measured under load)."""
@@ -171,22 +269,13 @@ class RecordError(ValueError):
     """Data that is not a trial record; the message names the field and what was expected."""
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+@dataclass(frozen=True)
+class RecordMark:
+    """What says a stored mapping is a trial's record before its fields are checked: the trial id it names and
+    whether it holds a status (of whatever shape: ``from_json`` checks it)."""
 
-
-def usable(value: float) -> bool:
-    """Whether analysis can take a value: finite and within ``MAX_MAGNITUDE``. Anything else is stored as
-    null, as a NaN is (a dropped pair), so that 1e308 cannot overflow a sum into inf or a TypeError."""
-    return math.isfinite(value) and abs(value) <= MAX_MAGNITUDE
-
-
-def key_problem(key: str) -> str | None:
-    """Why a metric or curve key can never be mirrored (longer than MLflow allows, as MLflow names it), or None."""
-    length = len(key.replace("@", "_at_"))  # metrics.tracking_name: how the mirror spells a qualifier
-    if length > MLFLOW_KEY_LENGTH:
-        return f"metric key {key[:40]!r}... is {length} characters; MLflow keeps at most {MLFLOW_KEY_LENGTH}"
-    return None
+    trial_id: Any = stored(ANY, missing=None)
+    status: bool = stored(PRESENT, missing=False)
 
 
 def task_value(key: str, value: Any) -> float:
@@ -211,143 +300,17 @@ def task_step(key: str, step: Any) -> int:
     return int(step)
 
 
-def _text(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise RecordError(f"{name} must be a string, not {value!r}")
-    return value
-
-
-def _trial_id(name: str, value: Any) -> str:
-    if not _text(name, value):
-        raise RecordError(f"{name} must not be empty")
-    return value
-
-
-def _mapping(name: str, value: Any) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise RecordError(f"{name} must be an object, not {value!r}")
-    return dict(value)
-
-
-def _seed(name: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise RecordError(f"{name} must be an integer, not {value!r}")
-    return value
-
-
-def _status(name: str, value: Any) -> Status:
-    if value not in set(Status):
-        raise RecordError(f"{name} must be one of {', '.join(Status)}, not {value!r}")
-    return Status(value)
-
-
-def _error(name: str, value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise RecordError(f"{name} must be a string or null, not {value!r}")
-    return value
-
-
-def _metric(key: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if not _is_number(value):
-        raise RecordError(f"metrics[{key!r}] must be a number or null, not {value!r}")
-    return float(value) if usable(value) else None
-
-
-def _key(name: str, key: Any) -> str:
-    problem = key_problem(str(key))
-    if problem:
-        raise RecordError(f"{name}: {problem}")
-    return str(key)
-
-
-def _metrics(name: str, value: Any) -> dict[str, float | None]:
-    if not isinstance(value, Mapping):
-        raise RecordError(f"{name} must be an object of numbers, not {value!r}")
-    return {_key(name, k): _metric(str(k), v) for k, v in value.items()}
-
-
-def _curve(name: str, points: Any) -> list[list[float | None]]:
-    if not isinstance(points, list):
-        raise RecordError(f"curves[{name!r}] must be a list of [step, value] points")
-    checked = []
-    for point in points:
-        if (not isinstance(point, list) or len(point) != 2 or not _is_number(point[0]) or not math.isfinite(point[0])
-                or abs(point[0]) > MAX_STEP or not (point[1] is None or _is_number(point[1]))):
-            raise RecordError(f"curves[{name!r}] holds {point!r}, not a [step, value] point")
-        value = point[1] if point[1] is None or usable(point[1]) else None
-        checked.append([point[0], value])
-    return checked
-
-
-def _curves(name: str, value: Any) -> dict[str, list[list[float | None]]]:
-    if not isinstance(value, Mapping):
-        raise RecordError(f"{name} must be an object of point lists, not {value!r}")
-    return {_key(name, k): _curve(str(k), v) for k, v in value.items()}
-
-
-def _environment(name: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
-        raise RecordError(f"{name} must be an object of strings")
-    return dict(value)
-
-
-def _packages(name: str, value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
-        raise RecordError(f"{name} must be a list of strings")
-    return list(value)
-
-
-def _wall_seconds(name: str, value: Any) -> float:
-    if not _is_number(value) or not value >= 0:
-        raise RecordError(f"{name} must be a non-negative number, not {value!r}")
-    return float(value)
-
-
-# each field's check, in the order a bad record is reported; each returns the value the record keeps
-_CHECKS: dict[str, Callable[[str, Any], Any]] = {
-    "trial_id": _trial_id, "suite": _text, "profile": _text, "task": _text, "task_version": _text, "arm": _text,
-    "arm_label": _text, "point_label": _text, "started_at": _text, "point": _mapping, "params": _mapping,
-    "details": _mapping, "seed": _seed, "status": _status, "error": _error, "metrics": _metrics, "curves": _curves,
-    "environment": _environment, "packages": _packages, "wall_seconds": _wall_seconds,
-}
-_OUTCOME = {spec.name: spec for spec in dataclasses.fields(TrialRecord) if spec.name not in ("trial", "schema")}
-_REQUIRED = ("trial_id", *_TRIAL_FIELDS, "point_label", "status")  # every record has had these
-
-
-def _default(name: str) -> Any:
-    """The value standing in for a field that a record written before it existed lacks."""
-    spec = _OUTCOME[name]
-    return spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
-
-
 def from_json(data: Any) -> TrialRecord:
     """A checked record from parsed JSON (or any mapping); RecordError names the first bad field."""
-    if not isinstance(data, Mapping):
-        raise RecordError(f"a trial record is a JSON object, not {type(data).__name__}")
-    schema = data.get("schema", RECORD_SCHEMA)
-    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
-        raise RecordError(f"schema must be a positive integer, not {schema!r}")
-    if schema > RECORD_SCHEMA:
-        raise RecordError(f"written by a newer harness (record schema {schema}; this one reads up to {RECORD_SCHEMA})")
-    missing = [name for name in _CHECKS if name in _REQUIRED and name not in data]
-    if missing:
-        raise RecordError(f"missing {', '.join(missing)}")
-    checked = {name: check(name, data[name] if name in data else _default(name)) for name, check in _CHECKS.items()}
-    trial = Trial(**{name: checked.pop(name) for name in _TRIAL_FIELDS},
-                  code=checked["environment"].get("task_code_sha256", ""))
-    return TrialRecord(trial=trial, **checked)
-
-
-def _fields(record: TrialRecord) -> dict[str, Any]:
-    """The record's fields as the store writes them: the trial's (but its code, which the environment holds
-    as task_code_sha256) beside the rest."""
-    trial = {name: getattr(record.trial, name) for name in _TRIAL_FIELDS}
-    return trial | {name: getattr(record, name) for name in _OUTCOME} | {"schema": record.schema}
+    if isinstance(data, Mapping) and not isinstance(data, dict):
+        data = dict(data)
+    try:
+        return from_stored(TrialRecord, data)
+    except StoredFieldError as exc:
+        raise RecordError(str(exc)) from None
 
 
 def to_json(record: TrialRecord) -> dict[str, Any]:
-    """The record as the JSON object the store writes, checked on the way out as on the way in."""
-    checked = from_json(_fields(record))
-    return copy.deepcopy(_fields(checked)) | {"status": str(checked.status)}
+    """The record as the JSON object the store writes, checked on the way out as on the way in (and written as
+    it reads back: a value analysis cannot take is null)."""
+    return as_stored(from_json(as_stored(record)))

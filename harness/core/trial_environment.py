@@ -8,16 +8,21 @@ record's mapping back whole.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, TypeVar
 
 from harness.core.stored_fields import STRING, Shape, from_stored, optional, stored, stored_rest
 
 _Document = TypeVar("_Document")
-FLAGS = {"true": True, "false": False}
 # a git checkout's dirty flag: "true" or "false"; any other text ("none" outside git) reads as None, not known
-FLAG = Shape("text", lambda value: isinstance(value, str), lambda value, where: FLAGS.get(value),
+FLAG = Shape("text", lambda value: isinstance(value, str),
+             lambda value, where: value == "true" if value in ("true", "false") else None,
              lambda flag: "none" if flag is None else str(flag).lower())
+# the seeds a trial was trained with as one batched model, in order, joined by commas
+SEED_BATCH = Shape("seeds joined by commas", lambda value: isinstance(value, str) and bool(
+    re.fullmatch(r"(\d+(,\d+)*)?", value)), lambda value, where: tuple(int(seed) for seed in value.split(",") if seed),
+    lambda seeds: ",".join(map(str, seeds)))
 
 
 def _read(cls: type[_Document], environment: Mapping[str, Any]) -> _Document:
@@ -28,8 +33,9 @@ def _read(cls: type[_Document], environment: Mapping[str, Any]) -> _Document:
 class TrialEnvironment:
     """What the harness checkout and the machine give a trial's environment: the checkout's commit and
     dirty flag (None: not recorded), the device and its threads, the run it belongs to (``run_id``, absent
-    outside a harness run), and every other key as written (``rest``: libraries, determinism, the numeric
-    mode's pins, and in a record read back the task's keys too)."""
+    outside a harness run), the numeric mode, executor and seed batch it ran in, and every other key as
+    written (``rest``: libraries, determinism, the numeric mode's pins, and in a record read back the task's
+    keys too)."""
 
     git_commit: str = stored(STRING, missing="", default="")
     git_dirty: bool | None = stored(FLAG, missing=None, default=None)
@@ -40,6 +46,11 @@ class TrialEnvironment:
     # devices.peak_flops of the device (a number, as text, or "unknown"); None: not recorded
     peak_fp32_flops: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
     run_id: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
+    # the numeric mode (harness.core.numeric) and the executor the trial ran in; None: not recorded
+    numeric_mode: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
+    executor: str | None = stored(optional(STRING), missing=None, omit_missing=True, default=None)
+    # the seeds trained with it as one batched model; None: trained alone
+    seed_batch: tuple[int, ...] | None = stored(optional(SEED_BATCH), missing=None, omit_missing=True, default=None)
     rest: Mapping[str, str] = stored_rest()
 
     @classmethod
