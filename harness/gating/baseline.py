@@ -23,6 +23,7 @@ from harness.gating.values import (
     seed_batch_sizes,
     finished_keys,
     numeric_environment,
+    trial_environments,
     trial_name,
 )
 from harness.core.numeric import DETERMINISTIC
@@ -30,6 +31,7 @@ from harness.core.stored_fields import (
     ANY,
     INTEGER,
     MAPPING,
+    PRESENT,
     STRING,
     TEXT,
     TEXT_MAPPING,
@@ -67,10 +69,8 @@ def _trial_entries(trials: tuple[TrialKey, ...] | None) -> list[dict[str, Any]]:
     return [as_stored(_TrialEntry(*key)) for key in trials or ()]
 
 
-# each entry is written by GatedValue.as_stored (which writes a spread only for the checks that keep one)
-_VALUES = replace(list_of(document(GatedValue), "a non-empty list of entries (a baseline of nothing would pass every "
-                                                "run)", non_empty=True),
-                  dump=lambda values: [value.as_stored() for value in values])
+_VALUES = list_of(document(GatedValue), "a non-empty list of entries (a baseline of nothing would pass every run)",
+                  non_empty=True)
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Baseline:
 
     @classmethod
     def of_run(cls, results: RunResults) -> Baseline:
-        commits = [t.environment.get("git_commit") for t in results.finished]
+        commits = [env.git_commit for env in trial_environments(results)]
         return cls(
             suite=results.suite, profile=results.profile, device_class=results.device_class,
             seeds=tuple(results.seeds), values=tuple(baseline_values(results)), sweep=dict(results.stored.sweep),
@@ -179,6 +179,15 @@ def _checked_baseline(run_dir: Path, numeric: str = DETERMINISTIC) -> tuple[str,
     return baseline_filename(results.suite, results.profile, results.device_class), baseline
 
 
+@dataclass(frozen=True)
+class _Header:
+    """What says a file is a harness baseline before any field is read: its schema version, and that it holds
+    values (of whatever shape: ``Baseline`` checks them)."""
+
+    schema: Any = stored(ANY, missing=None)
+    values: bool = stored(PRESENT, missing=False)
+
+
 def load_baseline(path: Path) -> Baseline:
     try:
         data = read_json(path)
@@ -187,7 +196,8 @@ def load_baseline(path: Path) -> Baseline:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GateError(f"baseline {path} cannot be read ({' '.join(str(exc).split())})") from exc
     schema = Baseline.stored_schema
-    if not isinstance(data, dict) or data.get(schema.key) != schema.version or "values" not in data:
+    header = from_stored(_Header, data) if isinstance(data, dict) else None
+    if header is None or header.schema != schema.version or not header.values:
         raise GateError(f"{path} is not a harness baseline (schema {schema.version})")
     try:
         return Baseline.from_stored(data)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Mapping
 
 from harness.analysis.run_results import RunResults
-from harness.gating.values import GateError, numeric_environment
+from harness.gating.values import GateError, numeric_environment, trial_environments
 from harness.core.numeric import DETERMINISTIC, OPTION
 
 MODE_KEY = "numeric_mode"  # in each trial's environment and a baseline's numeric environment
@@ -35,7 +35,7 @@ def refuse_other_mode(environment: Mapping[str, str], results: RunResults, path:
 def refuse_baseline_mode(results: RunResults, allowed: str = DETERMINISTIC) -> None:
     """GateError unless the finished trials that record a mode ran in one, and that mode is ``allowed``
     (the fast mode allows either)."""
-    modes = sorted({t.environment[MODE_KEY] for t in results.finished if MODE_KEY in t.environment})
+    modes = sorted({env.numeric_mode for env in trial_environments(results) if env.numeric_mode is not None})
     if len(modes) > 1:
         raise GateError(f"{results.run_dir}: its trials ran in different numeric modes ({', '.join(modes)}); a "
                         "baseline must come from one (rerun the suite with --no-resume)")

@@ -19,6 +19,7 @@ from harness.analysis.decide.verdicts import ContrastVariant, contrast_variants
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.paired_stats import mean_estimate
 from harness.core.metrics import Metric, better_sign
+from harness.core.trial_environment import TrialEnvironment
 from harness.core.stored_fields import (
     INTEGER,
     NON_NEGATIVE,
@@ -70,6 +71,11 @@ def _claim_evidence(entry: Mapping[str, Any], where: str) -> ClaimEvidence | Non
     return ClaimEvidence(**read_keys(CLAIM_EVIDENCE, entry, where, optional_keys=set(CLAIM_EVIDENCE) - {"result"}))
 
 
+def _claim_fields(claim: ClaimEvidence | None) -> dict[str, Any]:
+    """The keys a claim entry stores its result and evidence under (none for another entry)."""
+    return {} if claim is None else {"result": claim.result, **claim.entry_fields()}
+
+
 @dataclass(frozen=True)
 class GatedValue:
     """One gated value, of a baseline or of the run being gated: what it is (``identity``), its
@@ -84,25 +90,16 @@ class GatedValue:
     value: float = stored(Shape(NUMBER.expected, NUMBER.test, lambda value, where: float(value)))
     # None: a baseline entry saved without them (the baseline's seeds)
     seeds: tuple[int, ...] | None = stored(list_of(INTEGER, "a non-empty list of integers", non_empty=True),
-                                           missing=None)
-    spread: float | None = stored(optional(NON_NEGATIVE), missing=None)
-    claim: ClaimEvidence | None = stored(Shape("a claim's result and evidence", _is_mapping, _claim_evidence),
-                                         flat=True)
+                                           missing=None, omit_missing=True)
+    # written for the check kinds that keep one (null below two seeds), and for no other
+    spread: float | None = stored(optional(NON_NEGATIVE), missing=None,
+                                  written_if=lambda entry: CHECK_KINDS[entry.check].spread)
+    claim: ClaimEvidence | None = stored(Shape("a claim's result and evidence", _is_mapping, _claim_evidence,
+                                               _claim_fields), flat=True)
 
     @property
     def identity(self) -> Identity:
         return (self.check, self.subject, self.point, self.metric)
-
-    def as_stored(self) -> dict[str, Any]:
-        stored: dict[str, Any] = {"check": self.check, "subject": self.subject, "point": self.point,
-                                  "metric": self.metric, "direction": self.direction, "value": self.value}
-        if self.seeds is not None:
-            stored["seeds"] = list(self.seeds)
-        if CHECK_KINDS[self.check].spread:
-            stored["spread"] = self.spread
-        if self.claim is not None:
-            stored.update(result=self.claim.result, **self.claim.entry_fields())
-        return stored
 
 
 def declared_seeds(results: RunResults) -> set[int] | None:
@@ -239,10 +236,15 @@ def numeric_environment(results: RunResults) -> dict[str, str]:
 EXECUTOR_KEY = "executor"  # in each trial's environment, and in a baseline's environment since it was recorded
 
 
+def trial_environments(results: RunResults) -> list[TrialEnvironment]:
+    """Each finished trial's environment, typed."""
+    return [TrialEnvironment.of(t.environment) for t in results.finished]
+
+
 def executors_used(results: RunResults) -> dict[str, str]:
     """``{executor: names}``, the executors the run's finished trials ran under joined by ' | ' (nothing for a
     run made before they were recorded): saved with a baseline, so that the gate can tell whose code ran it."""
-    names = sorted({t.environment[EXECUTOR_KEY] for t in results.finished if EXECUTOR_KEY in t.environment})
+    names = sorted({env.executor for env in trial_environments(results) if env.executor is not None})
     return {EXECUTOR_KEY: " | ".join(names)} if names else {}
 
 
