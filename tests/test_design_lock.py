@@ -184,8 +184,8 @@ def test_a_tuning_folder_without_a_readable_design_is_refused_until_redesign(tmp
     assert len(list((folder / "trials" / "superseded").glob("*.json"))) == 12
 
 
-RECORD = as_stored(DesignLock((0, 1, 2), StoredSequential(3, SequentialSpec(max_seeds=12)), ({"contrast": "b-vs-a", "metric": "score"},),
-                              (), None, 0.95))
+RECORD = as_stored(DesignLock((0, 1, 2), StoredSequential(3, SequentialSpec(max_seeds=12)),
+                              ({"contrast": "b-vs-a", "metric": "score"},), (), None, 0.95))
 
 
 @pytest.mark.parametrize("change, named", [

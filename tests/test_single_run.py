@@ -117,7 +117,8 @@ def test_a_declared_top_up_holds_runs_that_follow_one_another_on_seeds_of_their_
     """A sequential vocab bundle: the first look's seeds in one run, the later looks' in another."""
     bundle = read_bundle(VOCAB)
     first_look = sorted(bundle.seeds)[:bundle.stored.sequential.first]
-    top_up = dataclasses.replace(bundle.stored.sequential, spec=bundle.stored.sequential.spec.model_copy(update={"top_up": True}))
+    sequential = bundle.stored.sequential
+    top_up = dataclasses.replace(sequential, spec=sequential.spec.model_copy(update={"top_up": True}))
     early = [_moved(r, run_id="a" * 32) for r in bundle.trials if r.seed in first_look]
     late = [r for r in bundle.trials if r.seed not in first_look]
     gap = _span(bundle.trials) + 60
@@ -139,10 +140,12 @@ def test_a_top_up_is_declared_in_the_sequential_block_and_locked_with_the_design
     declared.write_text(text.replace("seeds: [0, 1, 2]\n", "seeds: [0, 1, 2]\nsequential: {max_seeds: 6, top_up: true}\n"))
     suite = load_suites(declared)[0]
     assert as_stored(suite.stored())["sequential"]["top_up"] is True
-    assert as_stored(suite.locked_design())["sequential"]["top_up"] is True  # in the design lock: the audit's design check holds it
+    # in the design lock: the audit's design check holds it
+    assert as_stored(suite.locked_design())["sequential"]["top_up"] is True
     undeclared = tmp_path / "plain.yaml"
     undeclared.write_text(text.replace("seeds: [0, 1, 2]\n", "seeds: [0, 1, 2]\nsequential: {max_seeds: 6}\n"))
-    assert "top_up" not in as_stored(load_suites(undeclared)[0].locked_design())["sequential"]  # designs locked before keep their hash
+    # designs locked before keep their hash
+    assert "top_up" not in as_stored(load_suites(undeclared)[0].locked_design())["sequential"]
 
 
 def test_a_run_folder_keeps_its_run_id_and_the_run_records_it(tmp_path):

@@ -15,9 +15,11 @@ from harness.core.record import from_json, to_json
 from harness.core.stored_fields import as_stored, from_stored
 from harness.core.trial_environment import TaskEnvironment, TrialEnvironment
 from harness.evidence.bundle import SUFFIX, BundleHeader, SuiteLine, SummaryLine, TrialLine
-from harness.evidence.ledger import LEDGER_FILE, LedgerEntry
+from harness.evidence.ledger import LEDGER_FILE, Ledger, LedgerEntry
+from harness.evidence.registration import registered_digest
 from harness.store import canonical_json, parse_json
 from harness.suite.design import DesignLock
+from harness.suite.stored import StoredSuite
 from harness.suite.tuning_lock import LOCK_SUFFIX, TuningLock
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -66,11 +68,45 @@ def test_every_sealed_trial_environment_writes_back_byte_identical():
     assert {TrialEnvironment.of(environment).git_dirty for environment in environments} == {False}
 
 
-def test_every_line_of_every_sealed_bundle_writes_back_byte_identical():
-    """The suite and trial lines too, each trial's record read and written by the record's own reader and writer."""
+def test_every_sealed_suite_json_writes_back_byte_identical():
+    """Every suite.json harness has written, as the sealed bundles hold it (no results folder is committed), read
+    typed (its sequential design, design lock and tuned params too) and written again, as the store writes it."""
+    for path in BUNDLES:
+        suite_json = from_stored(SuiteLine, parse_json(_lines(path)[1])).suite_json
+        stored = StoredSuite.from_stored(suite_json)
+        assert stored.design is not None and stored.sequential == stored.design.sequential, path
+        assert canonical_json(as_stored(stored)) == canonical_json(suite_json), path
+
+
+def test_every_registered_sealed_run_still_gives_its_registered_digest():
+    """A registration's hash covers suite.json's analysed fields as the typed suite gives them back, so each
+    registered bundle's suite.json and task code still give the digest its ledger line holds."""
+    registered = {r.id: r.entry.design for r in Ledger.read(REPOSITORY / LEDGER_FILE).registrations()}
+    checked = 0
     for path in BUNDLES:
         lines = _lines(path)
-        suite_line = from_stored(SuiteLine, parse_json(lines[1]))
+        stored = StoredSuite.from_stored(from_stored(SuiteLine, parse_json(lines[1])).suite_json)
+        if stored.registration is None:
+            continue  # sealed before the ledger began
+        (code,) = {TaskEnvironment.of(parse_json(line)["record"]["environment"]).task_code_sha256 for line in lines[3:]}
+        assert registered_digest(stored, code) == registered[stored.registration], path
+        checked += 1
+    assert checked >= 11
+
+
+def test_every_sealed_trial_record_writes_back_byte_identical():
+    records = [from_stored(TrialLine, parse_json(line)).record for path in BUNDLES for line in _lines(path)[3:]]
+    assert len(records) >= 700
+    for record in records:
+        assert canonical_json(to_json(from_json(record))) == canonical_json(record)
+
+
+def test_every_line_of_every_sealed_bundle_writes_back_byte_identical():
+    """The suite and trial lines too, each read and written by its document's own reader and writer."""
+    for path in BUNDLES:
+        lines = _lines(path)
+        suite_json = from_stored(SuiteLine, parse_json(lines[1])).suite_json
+        suite_line = SuiteLine(as_stored(StoredSuite.from_stored(suite_json)))
         trial_lines = [TrialLine(to_json(from_json(from_stored(TrialLine, parse_json(line)).record)))
                        for line in lines[3:]]
         written = [from_stored(BundleHeader, parse_json(lines[0])), suite_line,

@@ -1,8 +1,9 @@
-"""The stored documents (baseline, tuning lock, design lock, ledger, bundle header, run summary, a trial's
-environment) are read through the declarative reader (harness/core/stored_fields.py), so the code that holds
-them barely indexes a dict: every read by key (``x[key]``, ``x["name"]``; not a list index, a slice or a type)
-and every ``.get(`` call there is counted, whatever it reads (an upper bound on the reads of the raw
-document), and held at 3 or fewer per document."""
+"""The stored documents (suite.json, the trial record, baseline, tuning lock, design lock, ledger, bundle header,
+run summary, a trial's environment) are read through the declarative reader (harness/core/stored_fields.py),
+so the code that holds them indexes no dict: every read by key (``x[key]``, ``x["name"]``; not a list index, a
+slice or a type) and every ``.get(`` call there is counted, whatever it reads (an upper bound on the reads of
+the raw document), and there is none. A lookup the code needs of a dict it builds itself is written so that it
+is not one (a scan, a set, a zip); a new read of a document's key by name fails here."""
 from __future__ import annotations
 
 import ast
@@ -13,25 +14,48 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "harness"
 # each document's modules; names confine the count to those classes or functions (the rest of gating/values.py
 # computes a run's values, the rest of suite/tuning_plan.py resolves the suite's tune block, the rest of
-# evidence/bundle.py reads the bundle's other lines, the rest of the evidence modules read the bundle's suite)
+# evidence/bundle.py reads the bundle's other lines, the rest of the evidence modules read the bundle's suite,
+# the rest of suite/schema.py declares the suite file, whose pydantic reader reads pydantic's own error reports
+# by key in _first_error). A trial record's metrics, curves and details are keyed by the task's own names: the
+# analysis looks values up by those, which are not the record's keys.
 DOCUMENTS = {
-    "baseline": (("gating/baseline.py", ()), ("gating/values.py", ("GatedValue",))),
+    "suite.json": (("suite/stored.py", ()),
+                   ("suite/schema.py", ("section_from_stored", "sequential_from_stored", "StoredSequential",
+                                        "_read_sequential")),
+                   ("suite/registered_design.py", ("analysed_value", "analysed_fields")),
+                   ("suite/resolved_suite.py", ("locked_design", "stored")),
+                   ("suite/design.py", ("design_record", "_SuiteDesign", "seeds_registered")),
+                   ("analysis/decide/looks.py", ("run_design", "stored_schedule")),
+                   ("analysis/present/summary_json.py", ("run_summary",)),
+                   ("cli/run_commands.py", ("_suite_header", "validate")),
+                   ("evidence/audit.py", ("pooled_skewness", "_moved", "_directions")),
+                   ("evidence/single_run.py", ("top_up",)),
+                   ("evidence/registration.py", ("registered_digest", "suite_record")),
+                   ("evidence/bundle.py", ("SuiteLine", "encode", "parse")),
+                   ("execution/runner.py", ("stored_suite", "_save_suite")),
+                   ("core/metrics.py", ("from_stored", "_read_as"))),
+    "trial record": (("core/record.py", ()), ("store.py", ("read_trial",)), ("reproduction/sources.py", ("check_record",)),
+                     ("evidence/bundle.py", ("TrialLine", "_trial"))),
+    "baseline": (("gating/baseline.py", ()), ("gating/values.py", ("GatedValue", "executors_used", "trial_environments")),
+                 ("gating/numeric_modes.py", ("refuse_baseline_mode",))),
     "tuning lock": (("suite/tuning_lock.py", ()), ("suite/tuning_plan.py", ("check_choice", "_values"))),
     "design lock": (("suite/design.py", ()),),
     "ledger": (("evidence/ledger.py", ()),),
     "bundle header": (("evidence/bundle.py", ("BundleHeader", "encode", "parse")),),
-    "run summary": (("analysis/present/stored_summary.py", ()), ("evidence/bundle_verdicts.py", ("verdicts_of",)),
+    "run summary": (("analysis/present/stored_summary.py", ()),
+                    ("evidence/bundle_verdicts.py", ("verdicts_of", "claim_name", "claim_verdict")),
                     ("evidence/programme.py", ("claim_sealings", "_differences")),
                     ("evidence/audit.py", ("pooled_skewness",))),
     "trial environment": (("core/trial_environment.py", ()), ("publish/runs.py", ("published_run",)),
                           ("tracking/history.py", ("stored_claim_history",)), ("tracking/trial_view.py", ("workload",)),
                           ("evidence/audit.py", ("_check_commits", "_check_registered")),
-                          ("evidence/seal.py", ("_registration",)), ("evidence/single_run.py", ("runs_of",)),
+                          ("evidence/seal.py", ("_registration",)), ("evidence/single_run.py", ("runs_of", "_Invocation")),
                           ("execution/runner.py", ("_why_superseded",)),
                           ("tracking/mlflow_tracker.py", ("convention_tags",)), ("reproduction/reproduce.py", ("_threads",)),
-                          ("reproduction/reproduction_text.py", ("_harness_revision", "_task_revision", "_revision"))),
+                          ("reproduction/reproduction_text.py", ("_harness_revision", "_task_revision", "_revision")),
+                          ("core/record.py", ("seed_batch",)), ("gating/values.py", ("trial_environments", "executors_used")),
+                          ("gating/numeric_modes.py", ("refuse_baseline_mode",)), ("gating/baseline.py", ("of_run",))),
 }
-MOST = 3
 TYPES = {"tuple", "dict", "list", "set", "frozenset", "type"}  # tuple[int, ...] names a type, reads nothing
 
 
@@ -76,6 +100,6 @@ def test_the_count_sees_reads_by_key_and_not_indexes_or_types():
 
 
 @pytest.mark.parametrize("document", DOCUMENTS)
-def test_each_document_is_read_with_at_most_three_dict_reads(document):
+def test_no_document_is_read_by_key(document):
     reads = document_reads(document)
-    assert sum(len(lines) for lines in reads.values()) <= MOST, reads
+    assert not any(reads.values()), reads

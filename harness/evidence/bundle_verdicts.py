@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Mapping
 
 from harness.analysis.decide.run_decisions import analyse
-from harness.analysis.present.stored_summary import RunSummary
+from harness.analysis.present.stored_summary import ClaimSummary, RunSummary
 from harness.analysis.present.summary_json import run_summary
 from harness.analysis.run_results import ResultsError, load_results
 from harness.evidence.bundle import Bundle, BundleError
@@ -56,12 +56,21 @@ def verdicts_of(summary: RunSummary) -> dict[str, Verdict]:
     """Validity, every claim and every premise of a run summary, by name."""
     found = {VALIDITY: Verdict(summary.validity.status)}
     for claim in summary.claims:
-        name = metric_path(CLAIM_PREFIX, claim.variant, claim.key, claim.point)
-        found[name] = Verdict(claim.result, _number(claim.estimate), _number(claim.ci_low), _number(claim.ci_high))
+        found[claim_name(claim)] = claim_verdict(claim)
     for premise in summary.premises:
         name = metric_path(f"{PREMISE_PREFIX}/{premise.name}", premise.subject, premise.key, premise.point)
         found[name] = Verdict(premise.status, _number(premise.estimate), _number(premise.low), _number(premise.high))
     return found
+
+
+def claim_name(claim: ClaimSummary) -> str:
+    """How verdicts, the programme and MLflow name a claim at its point (``claim/<contrast>/<metric>[/point]``)."""
+    return metric_path(CLAIM_PREFIX, claim.variant, claim.key, claim.point)
+
+
+def claim_verdict(claim: ClaimSummary) -> Verdict:
+    """A claim's verdict: its result, estimate and interval."""
+    return Verdict(claim.result, _number(claim.estimate), _number(claim.ci_low), _number(claim.ci_high))
 
 
 def _number(value: float | None) -> float | None:

@@ -136,16 +136,12 @@ class Ledger:
         return self.line_hashes[-1] if self.line_hashes else ""
 
     def registrations(self) -> list[Registration]:
-        """Every registration in the order written, with its seal or abandonment attached."""
-        found: dict[str, Registration] = {}
-        for entry, digest in zip(self.entries, self.line_hashes):
-            if entry.kind == REGISTERED:
-                found[digest] = Registration(digest, entry)
-            elif entry.registration in found:
-                registration = found[entry.registration]
-                field_name = {SEALED: "sealed", ABANDONED: "abandoned", INVALIDATED: "invalidated"}[entry.kind]
-                found[entry.registration] = replace(registration, **{field_name: entry})
-        return list(found.values())
+        """Every registration in the order written, with each later line that closes it attached under its kind
+        (a Registration's field is named as the kind of line it holds: sealed, abandoned, invalidated)."""
+        lines = list(zip(self.entries, self.line_hashes))
+        return [replace(Registration(digest, entry), **{later.kind: later for later, _ in lines[n + 1:]
+                                                        if later.kind != REGISTERED and later.registration == digest})
+                for n, (entry, digest) in enumerate(lines) if entry.kind == REGISTERED]
 
     def registration(self, prefix: str) -> Registration | None:
         """The registration whose id starts with ``prefix`` (12 or more hex digits)."""

@@ -29,10 +29,9 @@ from harness.analysis.present.markdown_tables import plain
 from harness.analysis.present.stored_summary import ClaimSummary, ContrastSummary
 from harness.evidence.bundle import SUFFIX, Bundle, read_bundle
 from harness.evidence.ledger import Ledger
-from harness.evidence.bundle_verdicts import Verdict, verdicts_of
+from harness.evidence.bundle_verdicts import Verdict, claim_name, claim_verdict
 from harness.suite.claim_needs import reads_ratios
 from harness.core.terminal import format_table, format_value
-from harness.tracking.claim_metrics import CLAIM_PREFIX, metric_path
 
 
 @dataclass(frozen=True)
@@ -115,12 +114,11 @@ def claim_sealings(bundles: Sequence[Bundle]) -> dict[str, list[Sealing]]:
     """Each claim name of a suite's bundles: its sealing in every design that decides it, in order."""
     found: dict[str, list[Sealing]] = {}
     for bundle in bundles:
-        verdicts = verdicts_of(bundle.summary)
-        rows = {metric_path(CLAIM_PREFIX, row.contrast, row.metric, row.point): row for row in bundle.summary.contrasts}
         for claim in bundle.summary.claims:
-            name = metric_path(CLAIM_PREFIX, claim.variant, claim.key, claim.point)
-            found.setdefault(name, []).append(Sealing(bundle, verdicts[name], _differences(claim, rows.get(name)),
-                                                      _first_number(claim.p_holm, claim.p_value), max(claim.look, 1)))
+            row = bundle.summary.contrast_row(claim)
+            found.setdefault(claim_name(claim), []).append(Sealing(
+                bundle, claim_verdict(claim), _differences(claim, row), _first_number(claim.p_holm, claim.p_value),
+                max(claim.look, 1)))
     return found
 
 

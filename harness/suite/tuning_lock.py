@@ -129,7 +129,7 @@ class TuningLock:
 
     def arm(self, name: str) -> LockedArm | None:
         """An arm's entry (an empty one when the lock has none for it); None when the entry is not an arm's."""
-        return self.arms.get(name, LockedArm())
+        return next((entry for arm, entry in self.arms.items() if arm == name), LockedArm())
 
     @classmethod
     def read(cls, lock: Path, suite_file: Path) -> TuningLock:

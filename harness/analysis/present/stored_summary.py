@@ -89,3 +89,8 @@ class RunSummary:
     premises: tuple[PremiseSummary, ...] = stored(list_of(document(PremiseSummary)))
     contrasts: tuple[ContrastSummary, ...] = stored(list_of(document(ContrastSummary)))
     rest: Mapping[str, Any] = stored_rest()
+
+    def contrast_row(self, claim: ClaimSummary) -> ContrastSummary | None:
+        """The contrast row of a claim's contrast, metric key and point (None where the summary has none)."""
+        return next((row for row in self.contrasts if (row.contrast, row.metric, row.point) ==
+                     (claim.variant, claim.key, claim.point)), None)
