@@ -180,7 +180,7 @@ def _checked_baseline(run_dir: Path, numeric: str = DETERMINISTIC) -> tuple[str,
 
 
 @dataclass(frozen=True)
-class _Header:
+class _BaselineMark:
     """What says a file is a harness baseline before any field is read: its schema version, and that it holds
     values (of whatever shape: ``Baseline`` checks them)."""
 
@@ -196,8 +196,8 @@ def load_baseline(path: Path) -> Baseline:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GateError(f"baseline {path} cannot be read ({' '.join(str(exc).split())})") from exc
     schema = Baseline.stored_schema
-    header = from_stored(_Header, data) if isinstance(data, dict) else None
-    if header is None or header.schema != schema.version or not header.values:
+    mark = from_stored(_BaselineMark, data) if isinstance(data, dict) else None
+    if mark is None or mark.schema != schema.version or not mark.values:
         raise GateError(f"{path} is not a harness baseline (schema {schema.version})")
     try:
         return Baseline.from_stored(data)
