@@ -47,3 +47,6 @@ _.task_untracked_sha256
 _.git_diff_sha256
 _.packages_sha256
 _.harness_version
+
+# keys of the numeric environment (core/trial_environment.NumericEnvironment), compared field by field, never by name
+_.deterministic_algorithms

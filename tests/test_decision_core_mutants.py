@@ -1196,7 +1196,7 @@ def test_junit_has_a_case_per_check_and_per_problem_and_counts_the_failures():
 # -- numeric modes -----------------------------------------------------------------------------------
 
 from harness.gating.numeric_modes import refuse_baseline_mode, refuse_other_mode  # noqa: E402
-from harness.gating.values import GateError  # noqa: E402
+from harness.gating.values import BaselineEnvironment, GateError  # noqa: E402
 
 
 def run_in_modes(*modes: str | None):
@@ -1212,10 +1212,11 @@ def test_the_gate_refuses_a_baseline_of_the_other_numeric_mode_only():
     fast = run_in_modes("fast", "fast")
     with pytest.raises(GateError, match="saved from a run in the deterministic numeric mode, these results ran in the "
                                         "fast mode.*--numeric deterministic"):
-        refuse_other_mode({"numeric_mode": "deterministic"}, fast, Path("b.json"))
-    refuse_other_mode({"numeric_mode": "fast"}, fast, Path("b.json"))  # the same mode
-    refuse_other_mode({}, fast, Path("b.json"))  # a baseline from before modes were recorded
-    refuse_other_mode({"numeric_mode": "deterministic"}, run_in_modes(None, None), Path("b.json"))  # an old run
+        refuse_other_mode(BaselineEnvironment(numeric_mode="deterministic"), fast, Path("b.json"))
+    refuse_other_mode(BaselineEnvironment(numeric_mode="fast"), fast, Path("b.json"))  # the same mode
+    refuse_other_mode(BaselineEnvironment(), fast, Path("b.json"))  # a baseline from before modes were recorded
+    refuse_other_mode(BaselineEnvironment(numeric_mode="deterministic"), run_in_modes(None, None),
+                      Path("b.json"))  # an old run
 
 
 def test_a_baseline_comes_from_one_mode_the_deterministic_one_unless_asked():
@@ -1421,7 +1422,7 @@ def executor_run(*executors: str):
 
 
 def test_the_gate_refuses_only_a_foreign_executor_its_baseline_did_not_use():
-    used_two = SimpleNamespace(environment={"executor": "pkg.a | pkg.b"})
+    used_two = SimpleNamespace(environment=BaselineEnvironment(executor=("pkg.a", "pkg.b")))
     gate_module._refuse_other_executor(used_two, executor_run("pkg.a", "serial", "pkg.b"), Path("b.json"))
     with pytest.raises(GateError) as refused:
         gate_module._refuse_other_executor(used_two, executor_run("pkg.a", "pkg.d", "pkg.c"), Path("b.json"))
@@ -1430,9 +1431,9 @@ def test_the_gate_refuses_only_a_foreign_executor_its_baseline_did_not_use():
         "baseline b.json did not use (it used pkg.a, pkg.b); rerun the suite with a built-in --executor, or save a "
         "baseline of this executor")
     with pytest.raises(GateError) as refused:  # a baseline saved before executors were recorded
-        gate_module._refuse_other_executor(SimpleNamespace(environment={}), executor_run("pkg.a"), Path("b.json"))
+        gate_module._refuse_other_executor(SimpleNamespace(environment=BaselineEnvironment()), executor_run("pkg.a"), Path("b.json"))
     assert "(it used the built-in ones)" in str(refused.value)
-    gate_module._refuse_other_executor(SimpleNamespace(environment={}), executor_run("serial", "ray"), Path("b.json"))
+    gate_module._refuse_other_executor(SimpleNamespace(environment=BaselineEnvironment()), executor_run("serial", "ray"), Path("b.json"))
 
 
 # -- what the gate compares and how it judges it (gating/values) -------------------------------------
@@ -1555,12 +1556,10 @@ def test_a_kind_without_direction_gates_metrics_without_one_and_a_directional_on
     assert not CHECK_KINDS["quality"].gates(Metric(name="acc", direction="none", unit="", kind="quality"))
 
 
+from harness.core.stored_fields import as_stored  # noqa: E402
 from harness.gating.values import (  # noqa: E402
     baseline_values,
-    executors_used,
-    numeric_environment,
     paired_differences,
-    seed_batch_sizes,
     seed_values,
     speed_ratio,
 )
@@ -1605,15 +1604,15 @@ def test_what_a_run_recorded_of_its_executors_environment_and_seed_batches_lists
     environment = {"treat": [{"executor": "pkg.a", "torch": "2.2", "seed_batch": "0,1"},
                              {"executor": "serial", "torch": "2.1", "seed_batch": "0,1"},
                              {"executor": "pkg.a", "torch": "2.2"}]}
-    run = arms_run({"treat": {"score": [1.0, 2.0, 3.0]}}, contrasts=[], environment=environment)
-    assert executors_used(run) == {"executor": "pkg.a | serial"}
-    assert numeric_environment(run)["torch"] == "2.1 | 2.2"
-    assert seed_batch_sizes(run) == {"seed_batch_size": "1 | 2"}
+    recorded = BaselineEnvironment.of_run(arms_run({"treat": {"score": [1.0, 2.0, 3.0]}}, contrasts=[],
+                                                   environment=environment))
+    assert (recorded.executor, recorded.torch, recorded.seed_batch_size) == (("pkg.a", "serial"), "2.1 | 2.2", (1, 2))
+    assert as_stored(recorded) == {"executor": "pkg.a | serial", "torch": "2.1 | 2.2", "seed_batch_size": "1 | 2"}
     nothing = arms_run({"treat": {"score": [1.0]}}, contrasts=[], environment={"treat": [{}]})
-    assert executors_used(nothing) == {}
+    assert as_stored(BaselineEnvironment.of_run(nothing)) == {"seed_batch_size": "1"}
     failed_only = index_results(Path("."), nothing.stored, [make_record("treat-0", "treat", 0, status="failed",
                                                                          error="boom", metrics={})])
-    assert seed_batch_sizes(failed_only) == {} and executors_used(failed_only) == {}
+    assert BaselineEnvironment.of_run(failed_only) == BaselineEnvironment()
 
 
 def test_seed_values_and_pairs_keep_the_declared_or_asked_seeds():
@@ -1644,8 +1643,9 @@ def test_the_gate_refuses_another_runs_baseline_or_other_seed_batches_and_says_w
     alone = arms_run({"treat": {"score": [1.0, 2.0]}}, contrasts=[])
     failed_only = index_results(Path("."), alone.stored, [make_record("treat-0", "treat", 0, status="failed",
                                                                        error="boom", metrics={})])
-    saved_in = {size: SimpleNamespace(environment={"seed_batch_size": size}) for size in ("1", "2")}
-    before_batches = SimpleNamespace(environment={})  # a baseline saved before batches were recorded: alone
+    saved_in = {size: SimpleNamespace(environment=BaselineEnvironment(seed_batch_size=(int(size),)))
+                for size in ("1", "2")}
+    before_batches = SimpleNamespace(environment=BaselineEnvironment())  # a baseline saved before batches were recorded: alone
     for baseline, results in ((saved_in["2"], batched), (saved_in["1"], alone), (before_batches, alone),
                               (saved_in["2"], failed_only)):
         gate_module._refuse_other_seed_batch(baseline, results, Path("b.json"))

@@ -1,9 +1,10 @@
 """The stored documents (suite.json, the trial record, baseline, tuning lock, design lock, ledger, bundle header,
-run summary, a trial's environment) are read through the declarative reader (harness/core/stored_fields.py),
-so the code that holds them indexes no dict: every read by key (``x[key]``, ``x["name"]``; not a list index, a
-slice or a type) and every ``.get(`` call there is counted, whatever it reads (an upper bound on the reads of
-the raw document), and there is none. A lookup the code needs of a dict it builds itself is written so that it
-is not one (a scan, a set, a zip); a new read of a document's key by name fails here."""
+run summary, a trial's environment, a baseline's environment) are read through the declarative reader
+(harness/core/stored_fields.py), so the code that holds them indexes no dict: every read by key (``x[key]``,
+``x["name"]``; not a list index, a slice or a type) and every ``.get(`` call there is counted, whatever it reads
+(an upper bound on the reads of the raw document), and there is none. A lookup the code needs of a dict it
+builds itself is written so that it is not one (a scan, a set, a zip); a new read of a document's key by name
+fails here."""
 from __future__ import annotations
 
 import ast
@@ -36,8 +37,13 @@ DOCUMENTS = {
                    ("core/metrics.py", ("from_stored", "_read_as"))),
     "trial record": (("core/record.py", ()), ("store.py", ("read_trial",)), ("reproduction/sources.py", ("check_record",)),
                      ("evidence/bundle.py", ("TrialLine", "_trial"))),
-    "baseline": (("gating/baseline.py", ()), ("gating/values.py", ("GatedValue", "executors_used", "trial_environments")),
+    "baseline": (("gating/baseline.py", ()), ("gating/values.py", ("GatedValue", "trial_environments")),
                  ("gating/numeric_modes.py", ("refuse_baseline_mode",))),
+    "baseline environment": (("gating/values.py", ("BaselineEnvironment", "_joined", "sizes_text")),
+                             ("core/trial_environment.py", ("NumericEnvironment",)),
+                             ("gating/gate.py", ("environment_differences", "_refuse_other_executor",
+                                                 "_refuse_other_seed_batch")),
+                             ("gating/numeric_modes.py", ("refuse_other_mode",))),
     "tuning lock": (("suite/tuning_lock.py", ()), ("suite/tuning_plan.py", ("check_choice", "_values"))),
     "design lock": (("suite/design.py", ()),),
     "ledger": (("evidence/ledger.py", ()),),
@@ -53,7 +59,7 @@ DOCUMENTS = {
                           ("execution/runner.py", ("_why_superseded",)),
                           ("tracking/mlflow_tracker.py", ("convention_tags",)), ("reproduction/reproduce.py", ("_threads",)),
                           ("reproduction/reproduction_text.py", ("_harness_revision", "_task_revision", "_revision")),
-                          ("core/record.py", ("seed_batch",)), ("gating/values.py", ("trial_environments", "executors_used")),
+                          ("core/record.py", ("seed_batch",)), ("gating/values.py", ("trial_environments", "BaselineEnvironment")),
                           ("gating/numeric_modes.py", ("refuse_baseline_mode",)), ("gating/baseline.py", ("of_run",))),
 }
 TYPES = {"tuple", "dict", "list", "set", "frozenset", "type"}  # tuple[int, ...] names a type, reads nothing

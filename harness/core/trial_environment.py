@@ -4,10 +4,12 @@ it to the string "true" or names a key itself. Two documents share the mapping: 
 the machine give (``TrialEnvironment``, written by ``tracking.environment.environment``) and what the task's
 code gives (``TaskEnvironment``, by ``task_environment``). The keys the harness reads are fields; each
 document keeps every other key as written (``stored_rest``), so either one read from a record writes the
-record's mapping back whole.
+record's mapping back whole. A third reads the keys a float result depends on (``NumericEnvironment``), the
+ones a baseline stores of its run's trials.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, TypeVar
@@ -80,4 +82,39 @@ class TaskEnvironment:
     @classmethod
     def of(cls, environment: Mapping[str, Any]) -> TaskEnvironment:
         """A record's environment, its task's keys typed."""
+        return _read(cls, environment)
+
+
+def _recorded() -> Any:
+    """A key of the numeric environment: its text, None where the environment does not record it."""
+    return stored(STRING, missing=None, omit_missing=True, default=None)
+
+
+@dataclass(frozen=True)
+class NumericEnvironment:
+    """What, besides code and data, a trial's float results depend on: the CPU and the vector ISA torch's
+    kernels dispatch to, the intra-op threads (how reductions are split), the torch build and its kernels'
+    determinism, the machine, the device and the numeric mode; None where not recorded. Its fields are the
+    keys that count: a baseline stores them too (``gating.values.BaselineEnvironment``), so that the gate can
+    name those that differ between the baseline's run and the one it gates."""
+
+    cpu_model: str | None = _recorded()
+    cpu_capability: str | None = _recorded()
+    torch_threads: str | None = _recorded()
+    torch: str | None = _recorded()
+    deterministic_algorithms: str | None = _recorded()
+    machine: str | None = _recorded()
+    device_name: str | None = _recorded()
+    numeric_mode: str | None = _recorded()
+
+    def differences(self, other: NumericEnvironment) -> list[tuple[str, str, str]]:
+        """``(key, this value, other's value)`` of each key both record and that differs."""
+        keys = [f.name for f in dataclasses.fields(NumericEnvironment)]
+        pairs = ((key, getattr(self, key), getattr(other, key)) for key in keys)
+        return [(key, ours, theirs) for key, ours, theirs in pairs
+                if ours is not None and theirs is not None and ours != theirs]
+
+    @classmethod
+    def of(cls, environment: Mapping[str, Any]) -> NumericEnvironment:
+        """A record's environment, the keys its float results depend on typed."""
         return _read(cls, environment)

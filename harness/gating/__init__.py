@@ -28,10 +28,10 @@ because its metric is missing or NaN in this run; each is named in the output. A
 saved only from a complete run (every declared trial finished) that holds something to gate.
 
 Baselines travel between machines (saved on one CPU, gated on another), so each records the numeric
-environment its values came from (``NUMERIC_ENVIRONMENT``: CPU model, the vector ISA torch dispatched
-to, thread count, torch build, kernel determinism). When a check fails and that environment differs
-from the run's, the gate names the differences as a possible cause instead of leaving a reader to
-suspect the code.
+environment its values came from (``core.trial_environment.NumericEnvironment``: CPU model, the vector
+ISA torch dispatched to, thread count, torch build, kernel determinism). When a check fails and that
+environment differs from the run's, the gate names the differences as a possible cause instead of
+leaving a reader to suspect the code.
 
 Modules: ``values`` (what is gated, measured the same way in a baseline and in a run; ``CHECK_KINDS``, one
 row per kind of check: how it is measured and judged), ``baseline``

@@ -12,6 +12,7 @@ from harness.gating import DEFAULT_BASELINES_DIR
 from harness.gating.numeric_modes import refuse_baseline_mode
 from harness.gating.values import (
     CHECK_KINDS,
+    BaselineEnvironment,
     GatedValue,
     GateError,
     Identity,
@@ -19,10 +20,7 @@ from harness.gating.values import (
     baseline_values,
     check_name,
     declared_trials,
-    executors_used,
-    seed_batch_sizes,
     finished_keys,
-    numeric_environment,
     trial_environments,
     trial_name,
 )
@@ -42,6 +40,7 @@ from harness.core.stored_fields import (
     document,
     from_stored,
     list_of,
+    mapping_of,
     stored,
 )
 from harness.store import clean_stray_tmp, read_json, write_json_atomic
@@ -69,6 +68,14 @@ def _trial_entries(trials: tuple[TrialKey, ...] | None) -> list[dict[str, Any]]:
     return [as_stored(_TrialEntry(*key)) for key in trials or ()]
 
 
+def _environment(environment: dict[str, Any], where: str) -> BaselineEnvironment:
+    """A baseline's environment, read into its fields once every value is checked to be a string, as its run's
+    trials recorded it (those no field reads too): the first that is not is named by its key."""
+    mapping_of(STRING, TEXT_MAPPING.expected).load(environment, where)
+    return from_stored(BaselineEnvironment, environment, f"{where}.")
+
+
+_ENVIRONMENT = Shape(TEXT_MAPPING.expected, MAPPING.test, _environment, as_stored)
 _VALUES = list_of(document(GatedValue), "a non-empty list of entries (a baseline of nothing would pass every run)",
                   non_empty=True)
 
@@ -91,7 +98,8 @@ class Baseline:
     trials: tuple[TrialKey, ...] | None = stored(Shape("a list of {arm, point, seed} entries",
                                                        lambda value: isinstance(value, list), _trial_keys, _trial_entries),
                                                  missing=None, default=None)
-    environment: Mapping[str, str] = stored(TEXT_MAPPING, missing={}, default_factory=dict)
+    environment: BaselineEnvironment = stored(_ENVIRONMENT, missing=BaselineEnvironment(),
+                                              default_factory=BaselineEnvironment)
     task: str | None = stored(ANY, missing=None, default=None)
     task_version: Any = stored(ANY, missing=None, default=None)
     device_name: str | None = stored(ANY, missing=None, default=None)
@@ -105,7 +113,7 @@ class Baseline:
             suite=results.suite, profile=results.profile, device_class=results.device_class,
             seeds=tuple(results.seeds), values=tuple(baseline_values(results)), sweep=dict(results.stored.sweep),
             trials=tuple(declared_trials(results)),
-            environment={**numeric_environment(results), **executors_used(results), **seed_batch_sizes(results)},
+            environment=BaselineEnvironment.of_run(results),
             task=results.stored.task, task_version=results.stored.task_version,
             device_name=results.stored.device_name,
             git_commit=next(filter(None, commits), None),

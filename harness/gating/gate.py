@@ -13,19 +13,15 @@ from harness.gating.baseline import DEFAULT_BASELINES_DIR, Baseline, baseline_fi
 from harness.gating.numeric_modes import refuse_other_mode
 from harness.gating.values import (
     CHECK_KINDS,
-    EXECUTOR_KEY,
-    NUMERIC_ENVIRONMENT,
-    SEED_BATCH_SIZE_KEY,
+    BaselineEnvironment,
     GatedRun,
     GatedValue,
     GateError,
     Identity,
     baseline_values,
     check_name,
-    executors_used,
     finished_keys,
-    numeric_environment,
-    seed_batch_sizes,
+    sizes_text,
     speed_gated,
     trial_name,
 )
@@ -122,9 +118,8 @@ class GateResult:
 
 def environment_differences(baseline: Baseline, results: RunResults) -> list[str]:
     """``key 'baseline' vs 'run'`` for each numeric-environment value both record and that differs."""
-    theirs, ours = baseline.environment, numeric_environment(results)
-    return [f"{key} {theirs[key]!r} vs {ours[key]!r}" for key in NUMERIC_ENVIRONMENT
-            if key in theirs and key in ours and str(theirs[key]) != ours[key]]
+    return [f"{key} {theirs!r} vs {ours!r}"
+            for key, theirs, ours in baseline.environment.differences(BaselineEnvironment.of_run(results))]
 
 
 def gate(run_dir: Path, baseline_path: Path | None = None, baselines_dir: Path = DEFAULT_BASELINES_DIR) -> GateResult:
@@ -220,9 +215,9 @@ def _refuse_other_executor(baseline: Baseline, results: RunResults, path: Path) 
     """GateError when a trial ran under another package's executor that the baseline's run did not use: its
     values come from code the baseline never ran. The built-in executors give the same answers bit for bit,
     so any of them gates against any other, and against a baseline saved before executors were recorded."""
-    used = set(filter(None, baseline.environment.get(EXECUTOR_KEY, "").split(" | ")))
-    ran = executors_used(results).get(EXECUTOR_KEY, "").split(" | ")
-    foreign = sorted(set(filter(None, ran)) - BUILTIN_EXECUTORS - used)
+    used = set(filter(None, baseline.environment.executor or ()))
+    ran = set(filter(None, BaselineEnvironment.of_run(results).executor or ()))
+    foreign = sorted(ran - BUILTIN_EXECUTORS - used)
     if foreign:
         raise GateError(
             f"refusing to gate: trials of these results ran under executor {', '.join(map(repr, foreign))}, another "
@@ -235,12 +230,13 @@ def _refuse_other_seed_batch(baseline: Baseline, results: RunResults, path: Path
     """GateError when the run's trials were trained in seed batches of another size than the baseline's (a
     baseline saved before batches were recorded trained every seed alone): batched kernels reduce in another
     order, so the values may differ in the last bits for that reason alone."""
-    theirs = baseline.environment.get(SEED_BATCH_SIZE_KEY, "1")
-    ours = seed_batch_sizes(results).get(SEED_BATCH_SIZE_KEY, theirs)
+    theirs = baseline.environment.seed_batch_size or (1,)
+    ours = BaselineEnvironment.of_run(results).seed_batch_size or theirs
     if ours != theirs:
         raise GateError(
-            f"refusing to gate: these results' trials were trained in seed batches of {ours}, baseline {path}'s in "
-            f"{theirs}; rerun with the baseline's seed_batch (the suite's or profile's key) or save a baseline of this one"
+            f"refusing to gate: these results' trials were trained in seed batches of {sizes_text(ours)}, baseline "
+            f"{path}'s in {sizes_text(theirs)}; rerun with the baseline's seed_batch (the suite's or profile's key) "
+            "or save a baseline of this one"
         )
 
 

@@ -9,20 +9,17 @@ baseline is saved from it, as before modes existed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
 
 from harness.analysis.run_results import RunResults
-from harness.gating.values import GateError, numeric_environment, trial_environments
+from harness.gating.values import BaselineEnvironment, GateError, trial_environments
 from harness.core.numeric import DETERMINISTIC, OPTION
 
-MODE_KEY = "numeric_mode"  # in each trial's environment and a baseline's numeric environment
 
-
-def refuse_other_mode(environment: Mapping[str, str], results: RunResults, path: Path) -> None:
-    """GateError when the baseline (its numeric ``environment``) and the run both record a numeric mode and
-    the two differ."""
-    theirs = environment.get(MODE_KEY)
-    ours = numeric_environment(results).get(MODE_KEY)
+def refuse_other_mode(environment: BaselineEnvironment, results: RunResults, path: Path) -> None:
+    """GateError when the baseline (its ``environment``) and the run both record a numeric mode and the two
+    differ."""
+    theirs = environment.numeric_mode
+    ours = BaselineEnvironment.of_run(results).numeric_mode
     if theirs is None or ours is None or theirs == ours:
         return
     raise GateError(

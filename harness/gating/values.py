@@ -8,7 +8,9 @@ gated run measures a baseline entry, and how the two are judged. The gate, the b
 report read the row; none of them compares check names."""
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -19,7 +21,7 @@ from harness.analysis.decide.verdicts import ContrastVariant, contrast_variants
 from harness.analysis.run_results import RunResults
 from harness.analysis.stats.paired_stats import mean_estimate
 from harness.core.metrics import Metric, better_sign
-from harness.core.trial_environment import TrialEnvironment
+from harness.core.trial_environment import NumericEnvironment, TrialEnvironment
 from harness.core.stored_fields import (
     INTEGER,
     NON_NEGATIVE,
@@ -32,17 +34,13 @@ from harness.core.stored_fields import (
     optional,
     read_keys,
     stored,
+    stored_rest,
 )
 from harness.suite.points import point_label, sweep_points
 from harness.suite.schema import GateSpec
 
 QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM = "quality", "memory", "speed_ratio", "contrast", "claim"
 CHECKS = (QUALITY, MEMORY, SPEED_RATIO, CONTRAST, CLAIM)
-# trial environment keys that can change a float result on the same code and data: the CPU (and the
-# vector width torch's kernels dispatch to), the intra-op threads (how reductions are split), the
-# torch build and its kernels' determinism
-NUMERIC_ENVIRONMENT = ("cpu_model", "cpu_capability", "torch_threads", "torch", "deterministic_algorithms",
-                       "machine", "device_name", "numeric_mode")
 
 
 class GateError(ValueError):
@@ -221,41 +219,56 @@ def finished_keys(results: RunResults) -> set[TrialKey]:
     return {(t.arm_label, t.point_label, t.seed) for t in results.finished}
 
 
-def numeric_environment(results: RunResults) -> dict[str, str]:
-    """What, besides code and data, the run's float results depend on; where its trials disagree
-    (a run resumed on another machine), each differing value is listed, joined by ' | '."""
-    environments = [t.environment for t in results.finished]
-    recorded: dict[str, str] = {}
-    for key in NUMERIC_ENVIRONMENT:
-        values = sorted({str(e[key]) for e in environments if key in e})
-        if values:
-            recorded[key] = " | ".join(values)
-    return recorded
-
-
-EXECUTOR_KEY = "executor"  # in each trial's environment, and in a baseline's environment since it was recorded
-
-
 def trial_environments(results: RunResults) -> list[TrialEnvironment]:
     """Each finished trial's environment, typed."""
     return [TrialEnvironment.of(t.environment) for t in results.finished]
 
 
-def executors_used(results: RunResults) -> dict[str, str]:
-    """``{executor: names}``, the executors the run's finished trials ran under joined by ' | ' (nothing for a
-    run made before they were recorded): saved with a baseline, so that the gate can tell whose code ran it."""
-    names = sorted({env.executor for env in trial_environments(results) if env.executor is not None})
-    return {EXECUTOR_KEY: " | ".join(names)} if names else {}
+_JOINED = " | "  # between the values a run's trials recorded, where they differ (a run resumed on another machine)
 
 
-SEED_BATCH_SIZE_KEY = "seed_batch_size"  # in a baseline's environment: the seed-batch sizes its trials were trained in
+def _joined(values: Iterable[str | None]) -> str | None:
+    """The distinct values recorded, in order, as one text; None where none is."""
+    recorded = sorted({value for value in values if value is not None})
+    return _JOINED.join(recorded) if recorded else None
 
 
-def seed_batch_sizes(results: RunResults) -> dict[str, str]:
-    """``{seed_batch_size: sizes}``, the sizes of the seed batches the run's finished trials were trained in (1:
-    alone) joined by ' | ': batched kernels reduce in another order, so values of one size are not another's."""
-    sizes = sorted({len(t.seed_batch) or 1 for t in results.finished})
-    return {SEED_BATCH_SIZE_KEY: " | ".join(map(str, sizes))} if sizes else {}
+def sizes_text(sizes: Sequence[int]) -> str:
+    """Seed-batch sizes as a baseline stores them (``1 | 3``), for a line that names them."""
+    return _JOINED.join(map(str, sizes))
+
+
+# the executors a run's trials ran under, and the sizes of the seed batches they were trained in, as a
+# baseline stores them: each joined by _JOINED (any text splits and joins back to itself; sizes only as the
+# harness writes them, so that they do too)
+_EXECUTORS = Shape(f"executor names joined by {_JOINED!r}", lambda value: isinstance(value, str),
+                   lambda value, where: tuple(value.split(_JOINED)), _JOINED.join)
+_SIZES = Shape(f"sizes joined by {_JOINED!r} (e.g. '1 | 3')",
+               lambda value: isinstance(value, str) and re.fullmatch(r"[1-9]\d*( \| [1-9]\d*)*", value) is not None,
+               lambda value, where: tuple(int(size) for size in value.split(_JOINED)), sizes_text)
+
+
+@dataclass(frozen=True)
+class BaselineEnvironment(NumericEnvironment):
+    """The environment a baseline's values were computed in (its ``environment``), formed the same way of
+    the run the gate compares with it (``of_run``): each key of the numeric environment with the values its
+    run's trials recorded, the executors they ran under (saved so that the gate can tell whose code ran it),
+    the sizes of the seed batches they were trained in (1: alone; batched kernels reduce in another order, so
+    values of one size are not another's), None where not recorded; and every other key as written."""
+
+    executor: tuple[str, ...] | None = stored(_EXECUTORS, missing=None, omit_missing=True, default=None)
+    seed_batch_size: tuple[int, ...] | None = stored(_SIZES, missing=None, omit_missing=True, default=None)
+    rest: Mapping[str, str] = stored_rest()
+
+    @classmethod
+    def of_run(cls, results: RunResults) -> BaselineEnvironment:
+        """The environment of the run's finished trials."""
+        numeric = [NumericEnvironment.of(t.environment) for t in results.finished]
+        executors = sorted({env.executor for env in trial_environments(results) if env.executor is not None})
+        sizes = sorted({len(t.seed_batch) or 1 for t in results.finished})
+        return cls(**{f.name: _joined(getattr(env, f.name) for env in numeric)
+                      for f in dataclasses.fields(NumericEnvironment)},
+                   executor=tuple(executors) or None, seed_batch_size=tuple(sizes) or None)
 
 
 def seed_mean(values: Iterable[float]) -> float:
