@@ -305,7 +305,7 @@ def test_the_passkey_ablations_run_at_the_claim_suites_points():
 
 
 @pytest.mark.parametrize(("name", "head_dim", "identical_grids", "ranks", "points"),
-                         [("er2_mqar_rank", 32, False, {1, 2, 4, 8, 16}, 8),
+                         [("er2_mqar_rank", 32, False, {1, 2, 4, 8, 16}, 36),
                           ("er2_passkey_rank", 16, True, {1, 2, 4, 8}, 10)])
 def test_the_rank_suites_tune_raw_and_every_rank_on_grids_of_one_size(name: str, head_dim: int, identical_grids: bool,
                                                                        ranks: set[int], points: int):
@@ -346,3 +346,18 @@ def test_the_mqar_claims_on_compressed_need_convergence_and_a_nonlocal_memory_no
     for metric in ("load_recall@32", "load_recall@64"):
         assert tests[("compressed-vs-raw", metric)] == "superior"
         assert tests[("compressed-noninferior-raw", metric)] == "non_inferior"
+
+
+def test_er2_mqar_rank_lock_chose_every_arm_inside_its_grid():
+    """The rank sweep's grid was extended until no arm's best sits on an edge (issue 70): its lock passes the
+    check `harness register` applies, and er2_mqar's arms are the points it chose."""
+    from harness.evidence.registration import tuned_on_edge
+
+    suites = Path(__file__).parents[1] / "suites"
+    (sweep,) = load_suites(suites / "er2_mqar_rank.yaml")
+    assert tuned_on_edge(sweep) == []
+    (claims,) = load_suites(suites / "er2_mqar.yaml")
+    chosen = {name: entry.params for name, entry in sweep.tuned.arms.items()}
+    assert {k: claims.arms["raw"].params[k] for k in chosen["raw"]} == chosen["raw"]
+    assert {k: claims.arms["compressed"].params[k] for k in chosen["compressed_r16"]} == chosen["compressed_r16"]
+    assert claims.arms["compressed"].params["code_rank"] == 16
