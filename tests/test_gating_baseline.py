@@ -552,3 +552,120 @@ def test_a_pass_on_another_cpu_says_so_without_alarm(tmp_path):
     result = gate(tmp_path, environment={**SAVED_ON, "cpu_model": "AMD EPYC B"})
     assert result.exit_code == 0, result.output
     assert "note: baseline from another machine (cpu_model 'Intel Xeon A' vs 'AMD EPYC B')" in result.output
+
+
+# --- what a saved baseline holds, and what a refused save says (mutation survivors of gating) ---------
+
+
+def set_trial(run: Path, trial_id: str, *, environment: dict[str, str] | None = None,
+              metrics: dict[str, Any] | None = None) -> None:
+    """Edit one stored trial of ``run``: its environment keys, its metric values (None: not finite)."""
+    path = run / "trials" / f"{trial_id}.json"
+    record = json.loads(path.read_text())
+    record["environment"].update(environment or {})
+    record["metrics"].update(metrics or {})
+    path.write_text(json.dumps(record))
+
+
+MIXED_ENVIRONMENT = {"control-0": {"executor": "serial", "torch": "2.2"},
+                     "control-1": {"executor": "serial", "torch": "2.2"},
+                     "treat-0": {"executor": "ray", "torch": "2.1", "seed_batch": "0,1"},
+                     "treat-1": {"executor": "ray", "torch": "2.1", "seed_batch": "0,1"}}
+
+
+def mixed_run(root: Path) -> Path:
+    """A run resumed under another executor, torch build and seed_batch: control alone, treat batched."""
+    run = make_run(root)
+    for trial_id, environment in MIXED_ENVIRONMENT.items():
+        set_trial(run, trial_id, environment=environment)
+    return run
+
+
+def test_a_baseline_of_a_run_mixing_executors_seed_batches_and_builds_records_each_value_once(tmp_path):
+    """Each environment value the run's trials recorded is kept, once and sorted ("a | b"); a seed trained
+    alone is a batch of 1; a key no trial recorded is not written at all."""
+    assert invoke("baseline", "save", mixed_run(tmp_path / "mixed"), "--out", tmp_path / "b").exit_code == 0
+    stored = json.loads((tmp_path / "b" / "synth-smoke-cpu.json").read_text())
+    assert stored["environment"] == {"executor": "ray | serial", "torch": "2.1 | 2.2", "seed_batch_size": "1 | 2"}
+    batched = make_run(tmp_path / "batched")
+    for trial_id in MIXED_ENVIRONMENT:
+        set_trial(batched, trial_id, environment={"seed_batch": "0,1"})
+    assert invoke("baseline", "save", batched, "--out", tmp_path / "b2").exit_code == 0
+    assert json.loads((tmp_path / "b2" / "synth-smoke-cpu.json").read_text())["environment"] == \
+        {"seed_batch_size": "2"}
+
+
+def test_a_contrast_the_baseline_is_sure_of_must_keep_its_sign_however_wide_the_noise():
+    """A sure difference (here 0.5 at a spread of 0.01) that now sits at 0 or across it fails, though the
+    run's own spread (1.0) puts any of these values within the noise; one on the same side passes."""
+    from harness.gating.values import CHECK_KINDS, GatedValue, Measured, _same_sign
+    from harness.suite.schema import GateSpec
+
+    def kept(baseline: float, now: float) -> bool:
+        reference = GatedValue("contrast", "treat-vs-control", "", "acc", "higher", baseline, (0, 1), 0.01, None)
+        measured = Measured(("treat", "control"), (0, 1), now, 1.0)
+        return CHECK_KINDS["contrast"].judge(reference, measured, GateSpec()).passed
+
+    assert kept(0.5, 0.9) and kept(-0.5, -0.1) and kept(0.5, 1e-300) and kept(-0.5, -1e-300)
+    for baseline, now in ((0.5, -0.5), (0.5, 0.0), (0.5, -0.9), (-0.5, 0.5), (-0.5, 0.0), (-0.5, 0.9)):
+        assert not kept(baseline, now), (baseline, now)
+    # 0 has no sign: neither side of it is kept
+    assert not any(_same_sign(x, 0.0) or _same_sign(0.0, x) for x in (-1.0, -1e-300, 0.0, 1e-300, 1.0))
+
+
+def test_a_baseline_lists_its_declared_trials_and_stores_each_claims_result_beside_its_evidence(tmp_path):
+    seeds = (0, 1, 2)
+    assert invoke("baseline", "save", make_run(tmp_path / "reference", seeds=seeds, claims=[CLAIM]), "--out",
+                  tmp_path / "baselines").exit_code == 0
+    stored = json.loads((tmp_path / "baselines" / "synth-smoke-cpu.json").read_text())
+    assert stored["trials"] == [{"arm": arm, "point": "", "seed": seed} for seed in seeds for arm in ("control", "treat")]
+    (claim,) = [v for v in stored["values"] if v["check"] == "claim"]
+    assert claim["result"] == "pass" and {"estimate", "standard_error", "boundary_t", "bounds"} <= set(claim)
+    assert not any("result" in v for v in stored["values"] if v["check"] != "claim")
+
+
+def test_a_save_removes_a_killed_saves_temporary_file_but_not_a_concurrent_saves(tmp_path):
+    out = tmp_path / "baselines"
+    out.mkdir()
+    fresh = out / ".other-smoke-cpu.json.a1b2.tmp"  # another save, mid-write
+    fresh.write_text("{")
+    killed = out / ".synth-smoke-cpu.json.x1y2.tmp"
+    killed.write_text("{")
+    os.utime(killed, (0, 0))
+    assert invoke("baseline", "save", make_run(tmp_path / "reference"), "--out", out).exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted([fresh.name, "synth-smoke-cpu.json"])
+
+
+def test_a_refused_save_says_in_full_why_a_baseline_needs_a_complete_run(tmp_path):
+    def refusal(run: Path) -> str:
+        return one_line_usage_error(invoke("baseline", "save", run, "--out", tmp_path / "b"))
+
+    partial = make_run(tmp_path / "partial")
+    (partial / "trials" / "treat-1.json").unlink()
+    assert refusal(partial) == (f"error: {partial}: 1 of 4 declared trials have no result (first: treat seed=1); "
+                                "a baseline must come from a complete run (rerun the suite to finish them)")
+    undeclared = make_run(tmp_path / "undeclared")  # a suite.json without seeds declares no trial
+    meta = json.loads((undeclared / "suite.json").read_text())
+    (undeclared / "suite.json").write_text(json.dumps({**meta, "seeds": []}))
+    assert refusal(undeclared) == (f"error: {undeclared}: 0 of 0 declared trials have no result; "
+                                   "a baseline must come from a complete run (rerun the suite to finish them)")
+    interrupted = make_run(tmp_path / "interrupted")
+    (interrupted / "run.incomplete").write_text("")  # the run was killed before it stored every trial
+    line = refusal(interrupted)
+    assert line.startswith(f"error: INCOMPLETE RUN: the run of {interrupted} started ")
+    assert line.endswith("; a baseline must come from a complete run")
+    def informational_only(values):
+        for arm in values.values():
+            for key in [key for key in arm if key != "note"]:
+                del arm[key]
+
+    nothing = make_run(tmp_path / "info", informational_only)
+    assert refusal(nothing) == (f"error: {nothing}: no quality, memory or speed-ratio values to gate; "
+                                "a baseline of nothing would pass every run")
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_baseline_that_is_not_json_says_what_the_parser_found(tmp_path, baseline):
+    baseline.write_text('{"schema": 1,\n  "values": [}')
+    line = one_line_usage_error(gate(tmp_path))
+    assert line == (f"error: baseline {baseline} cannot be read (Expecting value: line 2 column 14 (char 27))")

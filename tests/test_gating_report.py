@@ -93,3 +93,84 @@ def test_a_value_that_moved_by_float_rounding_alone_is_not_a_row():
     rounded = GateCheck("quality", "split", "", "acc1", 0.912689, 0.912689 - 1.11e-16, True, "mean")
     real = GateCheck("quality", "split", "", "acc1", 0.912689, 0.9126, True, "mean")
     assert not moved(rounded) and moved(real)
+
+
+# --- what the gate decides and names, value by value (mutation survivors of gating/gate) --------------
+
+import json  # noqa: E402
+
+from harness.gating.gate import gate as gate_results  # noqa: E402
+from test_gating_baseline import MIXED_ENVIRONMENT, mixed_run, one_line_usage_error, scale, set_trial  # noqa: E402
+
+BASELINE = "synth-smoke-cpu.json"
+
+
+def test_the_gates_first_line_names_the_baseline_file_it_compared_with(tmp_path, baselines):
+    result = gate(tmp_path, baselines)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"gate synth/smoke/cpu vs {baselines / BASELINE}: PASS (")
+
+
+def test_a_value_missing_from_the_run_is_named_once(tmp_path, baselines):
+    run = make_run(tmp_path / "current", lambda values: values["treat"].pop("err"))
+    result = gate_results(run, baselines / BASELINE)
+    assert sorted(result.missing_in_run) == ["contrast treat-vs-control err", "quality treat err"]
+    assert not result.passed and not result.dropped_seeds
+
+
+def test_a_baseline_contrast_the_run_does_not_have_is_missing_and_the_rest_is_still_checked(tmp_path, baselines):
+    path = baselines / BASELINE
+    stored = json.loads(path.read_text())
+    values = stored["values"]
+    renamed = next(i for i, v in enumerate(values) if v["check"] == "contrast")
+    assert renamed < len(values) - 1  # values after it are still gated
+    values[renamed]["subject"] = "ghost-vs-control"
+    path.write_text(json.dumps(stored))
+    result = gate_results(make_run(tmp_path / "current"), path)
+    assert result.missing_in_run == (f"contrast ghost-vs-control {values[renamed]['metric']}",)
+    assert len(result.checks) == len(values) - 1 and not result.regressions
+
+
+def test_a_speed_ratio_over_a_control_that_measured_zero_is_dropped_and_says_why(tmp_path, baselines):
+    result = gate(tmp_path, baselines, edit=scale("control", "qps", 0.0))
+    assert result.exit_code == 1, result.output
+    assert [line for line in result.output.splitlines() if line.startswith("  DROPPED")] == [
+        "  DROPPED SEED (no finite value in this run; not compared): speed_ratio treat-vs-control qps: the control's "
+        "mean is 0 in this run, no ratio"]
+
+
+def test_seeds_without_a_finite_value_are_listed_by_number(tmp_path):
+    seeds = (0, 1, 2)
+    out = tmp_path / "baselines"
+    assert CliRunner().invoke(main, ["baseline", "save", str(make_run(tmp_path / "reference", seeds=seeds)),
+                                     "--out", str(out)]).exit_code == 0
+    run = make_run(tmp_path / "current", seeds=seeds)
+    for seed in (0, 1):
+        set_trial(run, f"treat-{seed}", metrics={"acc": None})  # NaN is stored as null
+    result = gate_results(run, out / BASELINE)
+    assert sorted(result.dropped_seeds) == ["contrast treat-vs-control acc: seed(s) 0, 1 missing or not finite",
+                                            "quality treat acc: seed(s) 0, 1 missing or not finite"]
+
+
+def test_the_gate_says_when_stored_trials_of_other_seeds_were_set_aside(tmp_path, baselines):
+    run = make_run(tmp_path / "current")
+    record = json.loads((run / "trials" / "treat-1.json").read_text())
+    (run / "trials" / "treat-7.json").write_text(json.dumps({**record, "trial_id": "treat-7", "seed": 7}))
+    result = CliRunner().invoke(main, ["gate", str(run), "--baselines-dir", str(baselines)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1] == (
+        f"  warning: 1 stored trial(s) in {run} are not of this suite's expansion and seeds (a param, sweep, arm or "
+        "seed changed since they ran): set aside, not analysed")
+
+
+def test_a_run_of_other_seed_batches_is_refused_naming_the_baseline_and_the_same_mix_passes(tmp_path):
+    out = tmp_path / "baselines"
+    assert CliRunner().invoke(main, ["baseline", "save", str(mixed_run(tmp_path / "mixed")), "--out",
+                                     str(out)]).exit_code == 0
+    again = CliRunner().invoke(main, ["gate", str(mixed_run(tmp_path / "again")), "--baselines-dir", str(out)])
+    assert again.exit_code == 0, again.output
+    alone = make_run(tmp_path / "alone")
+    for trial_id, environment in MIXED_ENVIRONMENT.items():
+        set_trial(alone, trial_id, environment={k: v for k, v in environment.items() if k != "seed_batch"})
+    refused = CliRunner().invoke(main, ["gate", str(alone), "--baselines-dir", str(out)])
+    one_line_usage_error(refused, f"trained in seed batches of 1, baseline {out / BASELINE}'s in 1 | 2; ")
