@@ -1818,3 +1818,142 @@ def test_a_reference_contrast_shows_the_control_works_beyond_the_margin_or_says_
     assert (missing.contrast, missing.estimate, missing.interval, missing.n, missing.margin, missing.established) == \
         ("nope", None, None, 0, 0.1, False)
     assert missing.reason == "vacuous: reference 'nope' has no variant in this run, so nothing shows the control works"
+
+
+from harness.analysis.claim_status import VACUOUS  # noqa: E402
+
+
+def test_a_reference_effect_of_exactly_zero_or_exactly_the_margin_is_not_established():
+    """A deterministic reference (no spread: its interval is a point) at exactly 0 does not show the control
+    works; one at exactly the margin is not surely beyond it; an absolute margin of 0 asks only for an effect."""
+    def claim(reference: str, **margin) -> dict:
+        return {"contrast": "new-vs-old", "metric": "score", "test": "non_inferior", "reference": reference, **margin}
+    old = [1.0, 0.5, 0.75, 1.25]
+    run = arms_run({"new": {"score": [1.01, 0.49, 0.77, 1.25]}, "old": {"score": old},
+                    "same": {"score": list(old)}, "quarter": {"score": [v - 0.25 for v in old]},
+                    "base": {"score": [0.8, 0.25, 0.6, 1.05]}},
+                   contrasts=[("new", "old"), ("old", "same"), ("old", "quarter"), ("old", "base")],
+                   claims=[claim("old-vs-same", margin=0.1), claim("old-vs-same", relative_margin=0.2),
+                           claim("old-vs-quarter", margin=0.25), claim("old-vs-quarter", margin=0.2),
+                           claim("old-vs-base", margin=0.0)])
+    same, same_relative, at_margin, beyond, no_margin = evaluate_claims(run)
+    assert same.status == VACUOUS and same.reference.margin == 0.1
+    assert same.reference.reason == ("vacuous: reference old-vs-same +0 [+0, +0] is not established (interval "
+                                     "reaches 0 or the worse side)")
+    assert same_relative.status == VACUOUS and same_relative.reference.margin is None
+    assert same_relative.reference.reason == same.reference.reason
+    assert at_margin.status == VACUOUS and at_margin.reference.margin == 0.25
+    assert at_margin.reference.reason == ("vacuous: reference old-vs-quarter +0.25 [+0.25, +0.25] is not surely "
+                                          "larger than the margin 0.25")
+    assert beyond.status == PASS and beyond.reference.established  # new equals old: surely within 0.2 of it
+    # old beats base by 0.15..0.25: its interval's lower end is surely above 0, not above 1
+    low = scipy.stats.ttest_1samp([0.2, 0.25, 0.15, 0.2], 0.0).confidence_interval(0.95).low
+    assert 0 < low < 1 and no_margin.reference.interval.low == pytest.approx(low, rel=1e-9)
+    assert no_margin.reference.margin == 0.0 and no_margin.reference.established
+    assert no_margin.status == INCONCLUSIVE  # tested (new is not surely better than old), not vacuous
+
+
+def test_a_relative_margin_without_a_reference_effect_has_no_margin():
+    """The margin of a relative claim is a fraction of the reference effect: with no reference variant, or one
+    with too few pairs for an interval, there is none (summary.json writes null), not 0."""
+    def claim(reference: str) -> dict:
+        return {"contrast": "new-vs-old", "metric": "score", "test": "non_inferior", "reference": reference,
+                "relative_margin": 0.2}
+    run = arms_run({"new": {"score": [1.0, 1.1, 0.9]}, "old": {"score": [1.0, 1.0, 1.0]},
+                    "lone": {"score": [0.2, None, None]}},
+                   contrasts=[("new", "old"), ("old", "lone")], claims=[claim("nope"), claim("old-vs-lone")])
+    missing, lone = evaluate_claims(run)
+    assert missing.status == VACUOUS and missing.reference.margin is None and missing.reference.n == 0
+    assert lone.status == VACUOUS and lone.reference.margin is None and lone.reference.n == 1
+
+
+def test_a_swept_controls_reference_is_read_at_the_same_control_label():
+    """The claim new-vs-old at each of old's two settings reads the reference old-vs-base at that setting: old
+    at lr=0.1 beats base, old at lr=1 does not, so only the first claim has a working control."""
+    seeds = [0, 1, 2, 3]
+    values = {("new", "new"): [1.01, 0.99, 1.02, 1.05], ("old", "old@lr=0.1"): [1.0, 1.0, 1.0, 1.05],
+              ("old", "old@lr=1"): [0.0, 0.1, -0.1, 0.05], ("base", "base"): [0.0, 0.1, -0.1, 0.05]}
+    trials = [make_record(f"{label}-{s}", arm, s, arm_label=label, metrics={"score": v[s]})
+              for (arm, label), v in values.items() for s in seeds]
+    meta = {"suite": "core", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": CLAIM_METRICS,
+            "arms": {"new": {"labels": ["new"]}, "old": {"labels": ["old@lr=0.1", "old@lr=1"]},
+                     "base": {"labels": ["base"]}},
+            "contrasts": [{"treatment": "new", "control": "old", "name": "new-vs-old"},
+                          {"treatment": "old", "control": "base", "name": "old-vs-base"}],
+            "claims": [{"contrast": "new-vs-old", "metric": "score", "test": "non_inferior", "margin": 0.1,
+                        "reference": "old-vs-base"}], "sequential": None, "premises": []}
+    run = index_results(Path("."), StoredSuite.from_stored(meta), trials)
+    by_control = {c.contrast: c for c in evaluate_claims(run)}
+    tuned, untuned = by_control["new-vs-old@lr=0.1"], by_control["new-vs-old@lr=1"]
+    assert tuned.reference.contrast == "old@lr=0.1-vs-base" and tuned.reference.established
+    assert tuned.status == PASS
+    assert untuned.reference.contrast == "old@lr=1-vs-base" and not untuned.reference.established
+    assert untuned.status == VACUOUS
+
+
+# -- a positive control too weak to be shown, on a metric where lower is better --------------------------
+
+from harness.analysis.decide.verdicts import INVALID, UNDETERMINED, evaluate_validity  # noqa: E402
+
+LOSS_CONTROL = [0.5 + 0.01 * s for s in range(6)]
+
+
+def loss_validity(differences: tuple[float, ...]):
+    """The validity of a sequential run (looks 3..12, futility 0.1) at 6 seeds whose positive control's loss is
+    the control's plus ``differences``."""
+    arms = {"control": LOSS_CONTROL, "treat": LOSS_CONTROL,
+            "positive": [c + d for c, d in zip(LOSS_CONTROL, differences)]}
+    seeds = list(range(6))
+    trials = [make_record(f"{a}-{s}", a, s, metrics={"loss": v[s]}) for a, v in arms.items() for s in seeds]
+    meta = {"suite": "weak", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": CLAIM_METRICS,
+            "arms": {a: {"labels": [a]} for a in arms},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [{"contrast": "treat-vs-control", "metric": "loss", "test": "superior"}],
+            "sequential": {"first": 3, "max_seeds": 12, "futility": 0.1}, "premises": [],
+            "validity": {"control": "control", "positive": "positive", "metric": "loss"}}
+    return evaluate_validity(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+
+
+def test_a_lower_is_better_positive_control_is_too_weak_only_when_it_cannot_be_shown_lower():
+    """Loss: lower is better. A positive control a little worse than the control (its interval still reaching
+    the better side) cannot plausibly be shown better by 12 seeds: INVALID, with its figures signed; one a
+    little better (its interval reaching the worse side too) still can: UNDETERMINED."""
+    worse = loss_validity((0.003, -0.002, 0.0025, -0.001, 0.0015, 0.0))
+    assert worse.status == INVALID
+    (check,) = worse.checks
+    assert check.ok is False
+    assert check.too_weak == ("+0.0006667 [-0.003924, +0.005257] at n=6, conditional power 0.00 < 0.1 to beat "
+                              "it by 12 seeds")
+    better = loss_validity((-0.03, -0.05, 0.01, -0.04, -0.02, 0.035))
+    assert better.status == UNDETERMINED
+    (check,) = better.checks
+    assert check.ok is None and check.too_weak == ""
+
+
+# -- the tuning grid's edges ------------------------------------------------------------------------------
+
+def test_a_grid_edge_ignores_named_and_missing_settings_of_an_axis():
+    """Only numbers order an axis: a setting of None or a name on some points, or an axis some points lack,
+    leaves the other points' numbers to say whether the choice is on the edge."""
+    from harness.analysis.decide.tune_grid import edge_axes
+    points = [{"lr": 0.1, "clip": None}, {"lr": 0.2, "clip": 1.0}, {"lr": 0.3}, {"lr": 0.4, "clip": 2.0},
+              {"lr": 0.5, "clip": 3.0}]
+    assert edge_axes(points, {"lr": 0.3, "clip": 3.0}) == ["clip=3 is the largest of 1, 2, 3"]
+    assert edge_axes(points, {"lr": 0.2, "clip": 2.0}) == []
+    named = [{"init": "zero"}, {"init": "one"}, {"init": "two"}]
+    assert edge_axes(named, {"init": "zero"}) == [] and edge_axes(named, {"init": "one"}) == []
+
+
+def test_every_calibration_path_is_drawn_in_blocks_as_in_one_call(few_calibration_paths, monkeypatch):
+    """The calibration's bad-side t statistics are those of the seeded paths drawn in one call, every path
+    included (the first of each block too), whether the draws come in one block or in blocks of 1000 paths."""
+    looks = (2, 3, 5, 6)
+    expected = bad_side_t(6, 1.0)
+    for blocking in (None, 3 * 8 * 6 * 1000):
+        if blocking is not None:
+            monkeypatch.setattr(skew_calibration, "CALIBRATION_BYTES", blocking)
+        skew_calibration._bad_side_t.cache_clear()
+        statistics = skew_calibration._bad_side_t(looks, 1.0, range(len(looks)))
+        assert statistics.shape == (CALIBRATION_PATHS, len(looks))
+        for j, n in enumerate(looks):
+            np.testing.assert_array_equal(statistics[:, j], expected[n])

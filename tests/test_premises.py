@@ -270,3 +270,15 @@ def test_a_sequential_run_adds_seeds_while_validity_is_undetermined(tmp_path):
     (claim,) = document["claims"]
     assert claim["result"] == PASS and document["validity"]["status"] == "valid"
     assert claim["n"] < document["sequential"]["seeds_used"] < 12
+
+
+def test_a_premises_line_names_what_it_read_and_where():
+    """'premise <name> <state>: <figures>, <requirement> (<arm or contrast> <metric>[ at <point>])'."""
+    swept = evaluate_premises(run_results([SIGNAL], points=(1, 2), signal_at={1: 0.95, 2: 0.3}))
+    assert [p.text() for p in swept] == [
+        "premise signal_present holds: 0.9508 [0.9404, 0.9612], needs >= 0.9 (treat signal at width=1)",
+        "premise signal_present not met: 0.2971 [0.2932, 0.301], needs >= 0.9 (treat signal at width=2)"]
+    plain = evaluate_premises(run_results([SIGNAL, EQUAL_BUDGET], signal=0.5))
+    assert [p.text() for p in plain] == [
+        "premise signal_present not met: 0.5008 [0.4904, 0.5112], needs >= 0.9 (treat signal)",
+        "premise equal_budget holds: 0 (exact: 0), needs in [0, 0] (treat-vs-control budget/steps)"]
