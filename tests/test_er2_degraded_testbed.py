@@ -25,10 +25,11 @@ Two premises have no testbed that fails them:
 - ``teacher_exact``: the loader refuses every temperature below the exact-recall bound, so no suite can
   declare an inexact teacher; the figure the premise reads (``load_metrics``, the task's own scoring) on a
   teacher built below that bound outside the loader (temperature 0.1) fails it;
-- ``memory_is_nonlocal`` (and er2_passkey's ``probe_is_nonlocal``, the same contrast on recall@128): the
-  teacher is exact by construction, so no window beats it; a window wide enough to cover the whole context
-  (``feature_dim`` 128: 73 tokens of 64) ties it on every load, a difference of exactly 0 that the inclusive
-  bound (at least 0.0) still admits. Its failing side is shown on synthetic figures only.
+- ``memory_is_nonlocal``: the teacher is exact by construction, so no window beats it; a window wide enough
+  to cover the whole context (``feature_dim`` 128: 73 tokens of 64) ties it on every load, a difference of
+  exactly 0, below the declared lead of 0.05 (the bound was ``>= 0`` until this test showed a tie held it).
+  er2_passkey's ``probe_is_nonlocal`` (the same contrast on recall@128) still reads ``>= 0`` in its
+  registered design; its next design takes the same lead (suites/er2_passkey_rank.yaml).
 er2_passkey's premises read the same figures through the same code (``at_bound/gain``, ``loss_late_fall``,
 ``budget/steps``, a teacher-vs-window contrast) as er2_mqar's; a passkey trial costs a trained teacher (about
 20 s at smoke size), and at the smoke's 10 teacher steps its teacher recalls nothing a window could be held
@@ -199,9 +200,9 @@ def test_validity_fails_where_the_state_cannot_hold_the_lightest_validity_load(t
 
 
 @pytest.mark.integration  # scores the untrained controls
-def test_memory_is_nonlocal_reaches_only_its_bound_where_the_window_covers_the_context(trials: Trials) -> None:
-    """The teacher is exact, so the closest a testbed comes to failing the premise is a tie: a window as wide
-    as the context reads exactly 0 on every load, which the inclusive bound still admits."""
+def test_memory_is_nonlocal_fails_where_the_window_covers_the_context(trials: Trials) -> None:
+    """The teacher is exact, so the closest a testbed comes to a local memory is a tie: a window as wide as
+    the context reads exactly 0 on every load, short of the lead the premise asks for."""
     premise = _premise("memory_is_nonlocal")
     treatment, control = premise["contrast"].split("-vs-")
     loads = [f"{premise['metric']}@{load}" for load in _testbed()["workload.loads"]]
@@ -211,7 +212,8 @@ def test_memory_is_nonlocal_reaches_only_its_bound_where_the_window_covers_the_c
     assert min(_seeds(window, "window_tokens")) >= _testbed()["train_context"]
     tied = {treatment: trials(treatment, **WIDE_WINDOW), control: window}
     assert [_differences(tied[treatment], window, key) for key in loads] == [[0.0] * len(SEEDS)] * len(loads)
-    assert _statuses(premise, tied) == {HOLDS}
+    assert premise["at_least"] > 0
+    assert _statuses(premise, tied) == {FAILS}
 
 
 def test_teacher_exact_fails_below_the_temperature_bound_the_loader_refuses() -> None:
