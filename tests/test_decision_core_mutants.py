@@ -1957,3 +1957,66 @@ def test_every_calibration_path_is_drawn_in_blocks_as_in_one_call(few_calibratio
         assert statistics.shape == (CALIBRATION_PATHS, len(looks))
         for j, n in enumerate(looks):
             np.testing.assert_array_equal(statistics[:, j], expected[n])
+
+
+# -- premises: exact metrics, missing values, bounds touched ---------------------------------------------
+
+from harness.analysis.decide.premises import FAILS, HOLDS, OPEN, bound_status, evaluate_premises  # noqa: E402
+from harness.analysis.present.summary_json import premise_json  # noqa: E402
+
+PREMISE_METRICS = {"peak_mib": {"direction": "lower", "unit": "MiB", "kind": "memory"},
+                   "examples_seen": {"direction": "none", "unit": "examples", "kind": "info"},
+                   "signal": {"direction": "none", "unit": "", "kind": "info"}}
+
+
+def premises_run(values: dict[str, dict[str, list]], premises: list[dict]):
+    """Arms' values by metric and seed (None: not reported), the contrast treat-vs-control, and ``premises``."""
+    seeds = list(range(max(len(v) for metrics in values.values() for v in metrics.values())))
+    trials = [make_record(f"{arm}-{s}", arm, s,
+                          metrics={key: v[s] for key, v in metrics.items() if v[s] is not None})
+              for arm, metrics in values.items() for s in seeds]
+    meta = {"suite": "prem", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": PREMISE_METRICS,
+            "arms": {arm: {"labels": [arm]} for arm in values},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [], "sequential": None, "premises": premises}
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
+
+
+def test_memory_and_counted_metrics_are_checked_value_by_value_in_any_unit():
+    """A memory metric (in MiB, not only bytes) and a count (of examples, whatever its kind) are exact: a
+    premise on one fails when any seed's value is outside its bound, not when a confidence bound is."""
+    run = premises_run({"treat": {"peak_mib": [100.0, 100.0, 100.0, 104.0], "examples_seen": [1000, 1000, 1000, 999]},
+                        "control": {"peak_mib": [100.0] * 4, "examples_seen": [1000] * 4}},
+                       [{"name": "fits", "arm": "treat", "metric": "peak_mib", "at_most": 103.0},
+                        {"name": "all_data", "arm": "treat", "metric": "examples_seen", "at_least": 1000}])
+    fits, all_data = evaluate_premises(run)
+    assert fits.text() == "premise fits not met: 101 (exact: 100..104), needs <= 103 (treat peak_mib)"
+    assert all_data.text() == "premise all_data not met: 999.8 (exact: 999..1000), needs >= 1000 (treat examples_seen)"
+    assert premise_json(fits)["exact"] is True and premise_json(all_data)["n"] == 4
+
+
+def test_a_premise_with_no_pair_or_one_value_stays_open_and_says_why():
+    run = premises_run({"treat": {"signal": [0.5, None, 0.7]}, "control": {"signal": [None, 0.6, None]}},
+                       [{"name": "paired", "contrast": "treat-vs-control", "metric": "signal", "at_least": 0.0},
+                        {"name": "seen", "arm": "control", "metric": "signal", "at_least": 0.0}])
+    paired, seen = evaluate_premises(run)
+    assert paired.status == OPEN
+    assert paired.text() == ("premise paired not yet established: no finite values of signal, needs >= 0 "
+                             "(treat-vs-control signal)")
+    assert (premise_json(paired)["n"], premise_json(paired)["exact"]) == (0, False)
+    assert seen.status == OPEN
+    assert seen.text() == "premise seen not yet established: 0.6 (n=1, no interval), needs >= 0 (control signal)"
+    assert (premise_json(seen)["n"], premise_json(seen)["exact"]) == (1, False)
+
+
+def test_a_premise_holds_on_a_bound_its_interval_touches_and_fails_only_beyond_it():
+    """A constant sample (its interval a point) at exactly the bound holds it; an interval whose far end is the
+    bound exactly is not yet beyond it: open, not failed."""
+    assert bound_status(mean_estimate([0.0, 0.0, 0.0]), None, 0.0, 0.025) == (HOLDS, 0.0, 0.0)
+    assert bound_status(mean_estimate([2.0, 2.0, 2.0]), 2.0, None, 0.025) == (HOLDS, 2.0, 2.0)
+    estimate = mean_estimate([0.1, 0.3, 0.2, 0.25])
+    interval = estimate.interval_at(0.025)
+    assert bound_status(estimate, interval.high, None, 0.025)[0] == OPEN
+    assert bound_status(estimate, None, interval.low, 0.025)[0] == OPEN
+    assert bound_status(estimate, math.nextafter(interval.high, math.inf), None, 0.025)[0] == FAILS
+    assert bound_status(estimate, None, math.nextafter(interval.low, -math.inf), 0.025)[0] == FAILS
