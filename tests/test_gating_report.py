@@ -137,9 +137,10 @@ def test_a_speed_ratio_over_a_control_that_measured_zero_is_dropped_and_says_why
     assert [line for line in result.output.splitlines() if line.startswith("  DROPPED")] == [
         "  DROPPED SEED (no finite value in this run; not compared): speed_ratio treat-vs-control qps: the control's "
         "mean is 0 in this run, no ratio"]
+    assert "MISSING" not in result.output  # named once, as dropped
 
 
-def test_seeds_without_a_finite_value_are_listed_by_number(tmp_path):
+def test_seeds_without_a_finite_value_are_listed_by_number_once(tmp_path):
     seeds = (0, 1, 2)
     out = tmp_path / "baselines"
     assert CliRunner().invoke(main, ["baseline", "save", str(make_run(tmp_path / "reference", seeds=seeds)),
@@ -150,6 +151,7 @@ def test_seeds_without_a_finite_value_are_listed_by_number(tmp_path):
     result = gate_results(run, out / BASELINE)
     assert sorted(result.dropped_seeds) == ["contrast treat-vs-control acc: seed(s) 0, 1 missing or not finite",
                                             "quality treat acc: seed(s) 0, 1 missing or not finite"]
+    assert result.missing_in_run == () and not result.passed  # named once, as dropped
 
 
 def test_the_gate_says_when_stored_trials_of_other_seeds_were_set_aside(tmp_path, baselines):
