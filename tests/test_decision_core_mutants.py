@@ -2020,3 +2020,31 @@ def test_a_premise_holds_on_a_bound_its_interval_touches_and_fails_only_beyond_i
     assert bound_status(estimate, None, interval.low, 0.025)[0] == OPEN
     assert bound_status(estimate, math.nextafter(interval.high, math.inf), None, 0.025)[0] == FAILS
     assert bound_status(estimate, None, math.nextafter(interval.low, -math.inf), 0.025)[0] == FAILS
+
+
+# -- what a schedule refuses says why; a power of one p is a number -------------------------------------
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (dict(first=7, max_seeds=6), "first look 7 must lie in [1, max_seeds=6]"),
+    (dict(first=3, max_seeds=6, batch=0), "batch must be at least 1, got 0"),
+    (dict(first=3, max_seeds=6, spending="linear"), "spending 'linear' is not one of obrien_fleming, pocock"),
+])
+def test_a_schedule_it_cannot_run_is_refused_with_the_reason(bad, message):
+    with pytest.raises(ValueError) as refused:
+        Schedule(**bad)
+    assert str(refused.value) == message
+
+
+def test_the_mean_of_no_values_is_refused_with_the_reason():
+    with pytest.raises(ValueError) as refused:
+        mean_estimate([])
+    assert str(refused.value) == "the mean of an empty sample"
+
+
+def test_the_conditional_power_of_one_p_is_a_float_and_of_an_array_an_array():
+    """What a claim's futility reads and summary.json writes: a Python float for one p-value."""
+    power = conditional_power(0.3, 0.5, 0.01)
+    assert type(power) is float and json.loads(json.dumps({"power": power}))["power"] == power
+    assert type(conditional_power(0.3, 1.0, 0.01)) is float
+    powers = conditional_power(np.array([0.3, 0.01]), 0.5, 0.01)
+    assert isinstance(powers, np.ndarray) and powers.shape == (2,) and powers[0] == power
