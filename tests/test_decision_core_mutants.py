@@ -2048,3 +2048,216 @@ def test_the_conditional_power_of_one_p_is_a_float_and_of_an_array_an_array():
     assert type(conditional_power(0.3, 1.0, 0.01)) is float
     powers = conditional_power(np.array([0.3, 0.01]), 0.5, 0.01)
     assert isinstance(powers, np.ndarray) and powers.shape == (2,) and powers[0] == power
+
+
+# -- a premise on a metric family reads the keys each side reported at its point -------------------------
+
+FAMILY_METRICS = {"nmse": {"direction": "lower", "unit": "", "kind": "quality"}}
+
+
+def test_a_family_premise_reads_the_keys_both_sides_reported_at_each_point_in_numeric_order():
+    """``nmse`` names every ``nmse@<size>`` key. An arm premise reads the keys that arm reported at the point
+    (nmse@64 before nmse@1024); a contrast premise only the keys both arms reported there: a key one arm
+    reported elsewhere, or only the other arm reported, is no subject of it."""
+    reported = {("treat", 1): (64, 256, 1024), ("control", 1): (64, 256, 4096),
+                ("treat", 2): (64, 256, 4096), ("control", 2): (64, 256, 1024)}
+    trials = [make_record(f"{arm}-{k}-{s}", arm, s, point={"k": k},
+                          metrics={f"nmse@{size}": 0.1 + 0.01 * s + 0.001 * size for size in sizes})
+              for (arm, k), sizes in reported.items() for s in range(3)]
+    meta = {"suite": "prem", "profile": "default", "seeds": [0, 1, 2], "sweep": {"k": [1, 2]},
+            "metrics": FAMILY_METRICS, "arms": {"treat": {"labels": ["treat"]}, "control": {"labels": ["control"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [], "sequential": None,
+            "premises": [{"name": "small", "arm": "treat", "metric": "nmse", "at_most": 10.0},
+                         {"name": "close", "contrast": "treat-vs-control", "metric": "nmse", "at_most": 10.0}]}
+    run = index_results(Path("."), StoredSuite.from_stored(meta), trials)
+    found = [(p.name, p.point, p.subject, p.key, p.n) for p in evaluate_premises(run)]
+    assert found == [("small", "k=1", "treat", "nmse@64", 3), ("small", "k=1", "treat", "nmse@256", 3),
+                     ("small", "k=1", "treat", "nmse@1024", 3),
+                     ("small", "k=2", "treat", "nmse@64", 3), ("small", "k=2", "treat", "nmse@256", 3),
+                     ("small", "k=2", "treat", "nmse@4096", 3),
+                     ("close", "k=1", "treat-vs-control", "nmse@64", 3), ("close", "k=1", "treat-vs-control", "nmse@256", 3),
+                     ("close", "k=2", "treat-vs-control", "nmse@64", 3), ("close", "k=2", "treat-vs-control", "nmse@256", 3)]
+
+
+def test_an_exact_premise_missing_a_seed_stays_open_and_a_sampled_one_is_not_exact():
+    """Bytes and counts hold only when every seed's value is within the bound: with a seed missing the premise
+    is open, not held. A sampled metric's premise is written as not exact (false, not null)."""
+    run = premises_run({"treat": {"peak_mib": [100.0, None, 100.0], "signal": [0.5, 0.6, 0.7]},
+                        "control": {"peak_mib": [100.0] * 3, "signal": [0.5] * 3}},
+                       [{"name": "fits", "arm": "treat", "metric": "peak_mib", "at_most": 103.0},
+                        {"name": "seen", "arm": "treat", "metric": "signal", "at_least": 0.0}])
+    fits, seen = evaluate_premises(run)
+    assert fits.status == OPEN and fits.n == 2
+    assert fits.text() == "premise fits not yet established: 100 (exact: 100), needs <= 103 (treat peak_mib)"
+    assert seen.status == HOLDS and premise_json(seen)["exact"] is False
+
+
+def test_a_sequential_runs_vacuous_claim_has_no_fixed_design_to_match():
+    """A claim made vacuous by its reference (not established) was tested at no level: the design cost names
+    no fixed design for it, and says so in its line."""
+    seeds = list(range(6))
+    treat = [0.5, 1.9, -0.2, 1.4, 0.1, 1.6]
+    trials = [make_record(f"{arm}-{s}", arm, s, wall_seconds=2.0, metrics={"score": values[s]})
+              for arm, values in (("treat", treat), ("control", [0.0] * 6)) for s in seeds]
+    meta = {"suite": "core", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": RUN_METRICS,
+            "arms": {"treat": {"labels": ["treat"]}, "control": {"labels": ["control"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [{"contrast": "treat-vs-control", "metric": "score", "test": "non_inferior", "margin": 0.1,
+                        "reference": "treat-vs-control"}],
+            "sequential": {"first": 3, "max_seeds": 12, "batch": 3, "spending": "obrien_fleming", "futility": 0.1},
+            "premises": []}
+    run = index_results(Path("."), StoredSuite.from_stored(meta), trials)
+    (claim,) = evaluate_claims(run)
+    assert claim.status == VACUOUS and claim.in_family and claim.level is None and claim.mean_estimate.sd > 0
+    cost = design_cost(run, [claim])
+    assert cost.fixed_seeds is None and "the fixed design" not in cost.line()
+
+
+# -- the gate and the baseline file say what a reader needs ------------------------------------------------
+
+def test_the_gate_fails_an_incomplete_run_and_says_so_even_with_every_trial_stored(tmp_path):
+    (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8})], tmp_path / "b")
+    run_dir = gated_folder(tmp_path / "run", {"acc": 0.8})
+    (run_dir / "run.incomplete").write_text("")  # the marker of a run that ended early, left behind
+    result = gate(run_dir, baseline)
+    assert result.incomplete.startswith(f"INCOMPLETE RUN: the run of {run_dir} started ")
+    assert not result.passed and not result.missing_trials and "INCOMPLETE RUN" in result.render()
+
+
+def test_a_saved_baseline_records_where_and_when_it_was_made(tmp_path):
+    (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8},
+                                               environment={"git_commit": "abc123"})], tmp_path / "b")
+    stored = json.loads(baseline.read_text())
+    assert (stored["device_name"], stored["git_commit"]) == ("synthetic", "abc123")
+    from datetime import datetime, timedelta, timezone
+    made = datetime.fromisoformat(stored["created_at"])
+    assert made.utcoffset() == timedelta(0) and abs(datetime.now(timezone.utc) - made) < timedelta(minutes=5)
+
+
+def test_a_file_that_is_not_a_baseline_of_this_schema_is_refused_by_name(tmp_path):
+    from harness.gating.baseline import Baseline, load_baseline
+    version = Baseline.stored_schema.version
+    path = tmp_path / "b.json"
+    for content in ([1, 2], {"schema": version + 1, "values": [{"check": "quality"}]}, {"schema": version}):
+        path.write_text(json.dumps(content))
+        with pytest.raises(GateError) as refused:
+            load_baseline(path)
+        assert str(refused.value) == f"{path} is not a harness baseline (schema {version})"
+
+
+def test_a_baseline_whose_trials_name_another_seed_is_refused_with_the_reason(tmp_path):
+    from harness.gating.baseline import load_baseline
+    (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8})], tmp_path / "b")
+    stored = json.loads(baseline.read_text())
+    stored["trials"][0]["seed"] = 7
+    baseline.write_text(json.dumps(stored))
+    with pytest.raises(GateError) as refused:
+        load_baseline(baseline)
+    assert str(refused.value) == (f"baseline {baseline} is malformed: trials: expected {{arm, point, seed}} entries "
+                                  "with the baseline's seeds; save it again with `harness baseline save RESULTS`")
+
+
+def test_a_baseline_keeps_a_lower_is_better_claims_bounds_on_its_better_side():
+    run = arms_run({"treat": {"loss": [0.5, 0.45, 0.55]}, "control": {"loss": [1.0, 1.0, 1.0]}},
+                   claims=[{"contrast": "treat-vs-control", "metric": "loss", "test": "superior", "margin": 0.2}])
+    (entry,) = [v for v in baseline_values(run) if v.claim is not None]
+    (claim,) = evaluate_claims(run)
+    assert entry.claim.bounds == claim.test.decision_bounds(claim.claim, -1, 0.2) == (-0.2, -0.0)
+
+
+def test_a_plan_names_its_suite_and_shows_a_pilot_effect_it_cannot_power():
+    """A pilot claim at no effect (p = 0.5), on the wrong side, or without a p-value gets no seed count and no
+    simulated power; its effect is shown as the pilot gave it."""
+    pilots = [ClaimResult(spec("superior"), "treat-vs-control", "", key, INCONCLUSIVE, 4, 0.0, None, "",
+                          p_value=p, in_family=True) for key, p in (("zero", 0.5), ("worse", 0.9), ("none", None))]
+    plan = plan_suite("s", 0.95, {QUALITY_FAMILY: 3}, Schedule(6, 6), pilots)
+    assert plan.render().startswith("== s: sampled claims per Holm family")
+    worse = claim_test("superior").effect_in_sd(0.9, 4)
+    assert worse < 0
+    assert [(r.effect_in_sd, r.fixed_seeds, r.sequential) for r in plan.rows] == \
+        [(0.0, None, None), (worse, None, None), (None, None, None)]
+
+
+def test_a_pilot_claim_of_a_family_the_suite_no_longer_has_is_planned_alone_in_it(monkeypatch):
+    """A pilot run may hold a claim of a family the suite's current claims do not fill (a timing claim since
+    dropped): it is planned at the unadjusted level, as the only claim of its family."""
+    from harness.analysis.decide import seed_planning
+    from harness.analysis.decide.seed_planning import ClaimPlan
+    levels: list[float] = []
+    monkeypatch.setattr(seed_planning, "_row", lambda label, effect, level, design: levels.append(level) or
+                        ClaimPlan(label, effect, None, None))
+    pilot = ClaimResult(spec("superior"), "treat-vs-control", "", "seconds", INCONCLUSIVE, 6, 0.1, None, "",
+                        p_value=0.01, in_family=True, family=TIMING_FAMILY)
+    plan_suite("s", 0.95, {QUALITY_FAMILY: 2}, Schedule(6, 6), [pilot])
+    assert levels == pytest.approx([0.025])
+
+
+# -- futility of a claim with a reference contrast ----------------------------------------------------------
+
+from harness.analysis.claim_status import FUTILE  # noqa: E402
+
+def reference_run(values: dict[str, list[float]], claim: dict, sequential: dict):
+    """A sequential run of arms new, old and base (``score`` by seed), contrasts new-vs-old and old-vs-base."""
+    seeds = list(range(len(values["new"])))
+    trials = [make_record(f"{arm}-{s}", arm, s, metrics={"score": v[s]}) for arm, v in values.items() for s in seeds]
+    meta = {"suite": "core", "profile": "default", "seeds": seeds, "sweep": {}, "metrics": CLAIM_METRICS,
+            "arms": {arm: {"labels": [arm]} for arm in values},
+            "contrasts": [{"treatment": t, "control": c, "name": f"{t}-vs-{c}"} for t, c in (("new", "old"), ("old", "base"))],
+            "claims": [claim], "sequential": sequential, "premises": []}
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
+
+
+NON_INFERIOR = {"contrast": "new-vs-old", "metric": "score", "test": "non_inferior", "margin": 0.1,
+                "reference": "old-vs-base"}
+ONLY_LOOK_5 = {"first": 3, "max_seeds": 6, "batch": 1, "spending": "obrien_fleming", "futility": 0.1,
+               "futility_from": 0.8}  # looks 3, 4, 5, 6: only the look at 5 seeds may stop a claim as futile
+
+
+def test_a_vacuous_claim_whose_reference_cannot_be_established_stops_as_futile_at_the_look_before_the_last():
+    """The control does not beat base (old-vs-base near 0): the non-inferiority claim is vacuous, and at the look
+    before the last its reference's conditional power to be established by the last look (at that look's level)
+    is below the threshold: FUTILE, saying why."""
+    base = [1.0, 1.2, 0.8, 1.1, 0.9, 1.0]
+    old = [b + 0.15 + e for b, e in zip(base, [0.05, -0.1, 0.05, -0.05, 0.05, 0.0])]  # 0.15 over base: not beyond 0.1
+    new = [v + 0.3 + 0.01 * i for i, v in enumerate(old)]
+    run = reference_run({"new": new, "old": old, "base": base}, NON_INFERIOR, ONLY_LOOK_5)
+    (claim,) = evaluate_claims(run)
+    looks = (3, 4, 5, 6)
+    final = nominal_levels(looks, claim_alpha(0.95), "obrien_fleming")[-1]
+    power = conditional_power(claim.reference.p_value, 5 / 6, final)
+    assert claim.status == FUTILE and claim.n == 5 and 0.01 < power < 0.1
+    assert claim.detail == (f"futile: reference old-vs-base cannot be established by 6 seeds "
+                            f"(conditional power {power:.2f} < 0.1)")
+
+
+def test_a_claim_with_an_established_reference_is_futile_by_its_own_conditional_power():
+    """The control beats base surely; the new arm sits at the margin's edge, so neither passing nor failing can
+    plausibly be reached by the last look: FUTILE by the claim's own two conditional powers, at the look before
+    the last, with the fraction of seeds that look has taken."""
+    base = [0.0, 0.1, -0.1, 0.05, -0.05, 0.0]
+    old = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    new = [0.95, 0.85, 0.9, 0.95, 0.85, 0.9]
+    run = reference_run({"new": new, "old": old, "base": base}, NON_INFERIOR, ONLY_LOOK_5)
+    (claim,) = evaluate_claims(run)
+    assert claim.reference.established and claim.status == FUTILE and claim.n == 5
+    final = nominal_levels((3, 4, 5, 6), claim.level, "obrien_fleming")[-1]
+    to_pass, to_fail = (conditional_power(p, 5 / 6, final) for p in (claim.p_value, claim.p_fail))
+    assert claim.detail.startswith(f"futile: conditional power to pass {to_pass:.2f} and to fail {to_fail:.2f} "
+                                   "by 6 seeds (< 0.1); ")
+
+
+def test_a_two_seed_positive_control_at_the_metric_ceiling_is_named_as_unable_to_fail():
+    """Two seeds are enough to say every seed sits at the ceiling (a smoke run of an oracle)."""
+    metrics = {"acc": {"direction": "higher", "unit": "fraction", "kind": "quality"}}
+    arms = {"control": [0.40, 0.45], "oracle": [1.0, 1.0]}
+    trials = [make_record(f"{arm}-{s}", arm, s, metrics={"acc": v[s]}) for arm, v in arms.items() for s in (0, 1)]
+    meta = {"suite": "ceiling", "profile": "default", "seeds": [0, 1], "sweep": {}, "metrics": metrics,
+            "arms": {arm: {"labels": [arm]} for arm in arms},
+            "contrasts": [{"treatment": "oracle", "control": "control", "name": "oracle-vs-control"}],
+            "claims": [], "sequential": None, "premises": [],
+            "validity": {"control": "control", "positive": "oracle", "metric": "acc"}}
+    validity = evaluate_validity(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+    assert [c.arm_label for c in validity.cannot_fail] == ["oracle"]
+    (check,) = validity.checks
+    assert check.reason.endswith("; it cannot fail: acc is at its ceiling (1) on every seed, with no spread")
