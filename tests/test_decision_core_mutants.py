@@ -2261,3 +2261,57 @@ def test_a_two_seed_positive_control_at_the_metric_ceiling_is_named_as_unable_to
     assert [c.arm_label for c in validity.cannot_fail] == ["oracle"]
     (check,) = validity.checks
     assert check.reason.endswith("; it cannot fail: acc is at its ceiling (1) on every seed, with no spread")
+
+
+def test_a_futility_threshold_of_zero_never_stops_a_claim_even_at_no_conditional_power():
+    """``futility: 0`` keeps every claim open to the last look: a reference surely worse than base (every seed
+    the same: p = 1, conditional power 0.0 at an early look) leaves the claim vacuous, never futile."""
+    base = [1.0, 1.2, 0.8]
+    old = [v - 1.0 for v in base]
+    new = [v + 0.3 + 0.01 * i for i, v in enumerate(old)]
+    never = {"first": 3, "max_seeds": 100, "batch": 97, "spending": "obrien_fleming", "futility": 0.0}  # looks 3, 100
+    (claim,) = evaluate_claims(reference_run({"new": new, "old": old, "base": base}, NON_INFERIOR, never))
+    final = nominal_levels((3, 100), claim_alpha(0.95), "obrien_fleming")[-1]
+    assert conditional_power(claim.reference.p_value, 3 / 100, final) == 0.0
+    assert claim.status == VACUOUS
+
+
+def validity_run(arms: dict[str, list], validity: dict, sweep: list | None = None):
+    """Arms' ``acc`` by seed (None: the trial did not finish), at each sweep point ``k`` (the same values)."""
+    metrics = {"acc": {"direction": "higher", "unit": "fraction", "kind": "quality"}}
+    seeds = list(range(len(next(iter(arms.values())))))
+    points = [{"k": k} for k in sweep] if sweep else [{}]
+    trials = [make_record(f"{arm}-{s}-{i}", arm, s, point=point, metrics={"acc": v[s]})
+              for arm, v in arms.items() for s in seeds for i, point in enumerate(points) if v[s] is not None]
+    meta = {"suite": "valid", "profile": "default", "seeds": seeds, "sweep": {"k": sweep} if sweep else {},
+            "metrics": metrics, "arms": {arm: {"labels": [arm]} for arm in arms},
+            "contrasts": [{"treatment": arm, "control": "control", "name": f"{arm}-vs-control"}
+                          for arm in arms if arm != "control"],
+            "claims": [], "sequential": None, "premises": [], "validity": validity}
+    return index_results(Path("."), StoredSuite.from_stored(meta), trials)
+
+
+def test_validity_reasons_name_the_point_only_in_a_sweep_and_a_control_without_pairs():
+    arms = {"control": [0.40, 0.45, 0.42, 0.50], "strong": [0.90, 0.95, 0.92, 0.99], "gone": [None] * 4}
+    validity = {"control": "control", "positive": "gone", "negative": "strong", "metric": "acc"}
+    plain = evaluate_validity(validity_run(arms, validity))
+    assert sorted(c.reason for c in plain.checks) == ["negative control 'strong' beats 'control' on acc",
+                                                      "positive control 'gone' has no finished pair with 'control' on acc"]
+    (gone,) = [c for c in plain.checks if c.arm_label == "gone"]
+    assert gone.ok is False and gone.difference is None and gone.beats_control is None
+    swept = evaluate_validity(validity_run(arms, validity, sweep=[1, 2]))
+    assert sorted(c.reason for c in swept.checks) == [
+        "negative control 'strong' beats 'control' on acc at k=1", "negative control 'strong' beats 'control' on acc at k=2",
+        "positive control 'gone' has no finished pair with 'control' on acc at k=1",
+        "positive control 'gone' has no finished pair with 'control' on acc at k=2"]
+
+
+def test_a_negative_control_identical_to_the_control_does_not_beat_it():
+    """A difference of exactly 0 on every seed (its interval the point 0) is not better: the negative control
+    passes."""
+    same = [0.40, 0.45, 0.42, 0.50]
+    result = evaluate_validity(validity_run({"control": same, "twin": list(same)},
+                                            {"control": "control", "negative": "twin", "metric": "acc"}))
+    (check,) = result.checks
+    assert check.beats_control is False and check.ok is True
+    assert check.reason == "negative control 'twin' does not beat 'control' on acc"
