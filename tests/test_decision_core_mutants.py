@@ -2298,12 +2298,21 @@ def test_validity_reasons_name_the_point_only_in_a_sweep_and_a_control_without_p
     assert sorted(c.reason for c in plain.checks) == ["negative control 'strong' beats 'control' on acc",
                                                       "positive control 'gone' has no finished pair with 'control' on acc"]
     (gone,) = [c for c in plain.checks if c.arm_label == "gone"]
+    assert (gone.role, gone.arm_label, gone.point) == ("positive", "gone", "")
     assert gone.ok is False and gone.difference is None and gone.beats_control is None
     swept = evaluate_validity(validity_run(arms, validity, sweep=[1, 2]))
     assert sorted(c.reason for c in swept.checks) == [
         "negative control 'strong' beats 'control' on acc at k=1", "negative control 'strong' beats 'control' on acc at k=2",
         "positive control 'gone' has no finished pair with 'control' on acc at k=1",
         "positive control 'gone' has no finished pair with 'control' on acc at k=2"]
+    assert sorted((c.role, c.arm_label, c.point) for c in swept.checks if c.arm_label == "gone") == \
+        [("positive", "gone", "k=1"), ("positive", "gone", "k=2")]
+    lone = evaluate_validity(validity_run({"control": [0.40, 0.45, 0.42, 0.50], "lone": [0.9, None, None, None]},
+                                          {"control": "control", "positive": "lone", "metric": "acc"}))
+    (check,) = lone.checks
+    assert (check.beats_control, check.ok, check.difference.n) == (None, None, 1)
+    assert check.reason == ("positive control 'lone' cannot be shown to beat or not beat (n=1, insufficient pairs) "
+                            "'control' on acc")
 
 
 def test_a_negative_control_identical_to_the_control_does_not_beat_it():
@@ -2315,3 +2324,8 @@ def test_a_negative_control_identical_to_the_control_does_not_beat_it():
     (check,) = result.checks
     assert check.beats_control is False and check.ok is True
     assert check.reason == "negative control 'twin' does not beat 'control' on acc"
+    as_positive = evaluate_validity(validity_run({"control": same, "twin": list(same)},
+                                                 {"control": "control", "positive": "twin", "metric": "acc"}))
+    (check,) = as_positive.checks  # nor is it short of beating: its interval does not reach the better side
+    assert check.beats_control is False and check.ok is False
+    assert check.reason == "positive control 'twin' does not beat 'control' on acc"
