@@ -177,3 +177,17 @@ def test_the_mechanism_must_name_an_arm(tmp_path):
     assert done.returncode == 2 and "mechanism: unknown arm 'nope'" in done.stdout + done.stderr
     suite.write_text(text.replace("\narms:", "\nmechanism: momentum\narms:", 1))
     assert harness_here("validate", str(suite)).returncode == 0
+
+
+def test_a_claim_left_vacuous_by_its_reference_reports_the_last_look_it_read() -> None:
+    """A sequential claim whose reference is never established stays VACUOUS through every look; its look
+    is the last one taken (it read every seed), not the first: the run summary's seeds column and summary.json's
+    ``look`` say where the run left it."""
+    from test_decision_core_mutants import NON_INFERIOR, ONLY_LOOK_5, reference_run
+
+    base = [1.0, 1.2, 0.8, 1.1, 0.9, 1.0]
+    old = [1.05, 1.1, 0.85, 1.05, 0.95, 1.0]  # old does not surely beat base: the reference is not established
+    new = [v + 0.3 for v in old]
+    (result,) = evaluate_claims(reference_run({"new": new, "old": old, "base": base}, NON_INFERIOR,
+                                              {**ONLY_LOOK_5, "futility": None}))
+    assert (result.status, result.n, result.look, result.looks) == ("vacuous", 6, 4, 4)

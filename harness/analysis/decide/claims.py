@@ -488,9 +488,9 @@ def _holm(families: Mapping[str, list[tuple]], alpha: float, crossed: Callable[[
 
 def _decide_one(result: ClaimResult, in_family: bool, passes: HolmStep, fails: HolmStep, ident: tuple,
                 alpha: float, schedule: tuple[int, ...], design: Schedule, k: int) -> ClaimResult:
-    """One claim's status at look k."""
+    """One claim's status at look k (a claim with nothing to test, VACUOUS or INSUFFICIENT, at this look too)."""
     if result.p_value is None and result.p_fail is None:
-        return result
+        return replace(result, look=k + 1)
     history = [result] * (k + 1)  # a deterministic claim's p-values do not change between looks
     if in_family:
         passed, failed = ident in passes.rejected, ident in fails.rejected
