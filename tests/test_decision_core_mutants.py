@@ -1921,7 +1921,7 @@ def test_a_lower_is_better_positive_control_is_too_weak_only_when_it_cannot_be_s
     worse = loss_validity((0.003, -0.002, 0.0025, -0.001, 0.0015, 0.0))
     assert worse.status == INVALID
     (check,) = worse.checks
-    assert check.ok is False
+    assert check.ok is False and check.point == "" and check.beats_control is False and check.difference.n == 6
     assert check.too_weak == ("+0.0006667 [-0.003924, +0.005257] at n=6, conditional power 0.00 < 0.1 to beat "
                               "it by 12 seeds")
     better = loss_validity((-0.03, -0.05, 0.01, -0.04, -0.02, 0.035))
@@ -2329,3 +2329,19 @@ def test_a_negative_control_identical_to_the_control_does_not_beat_it():
     (check,) = as_positive.checks  # nor is it short of beating: its interval does not reach the better side
     assert check.beats_control is False and check.ok is False
     assert check.reason == "positive control 'twin' does not beat 'control' on acc"
+
+
+def test_a_claim_is_futile_only_below_its_power_to_reach_the_last_looks_level():
+    """The conditional power that stops a claim is the chance to reach the *last* look's level: with the
+    threshold just below it the claim goes on to the last look, just above it the claim stops."""
+    base = [0.0, 0.1, -0.1, 0.05, -0.05, 0.0]
+    new = [0.95, 0.85, 0.9, 0.95, 0.85, 0.9]
+    values = {"new": new, "old": [1.0] * 6, "base": base}
+    (first,) = evaluate_claims(reference_run(values, NON_INFERIOR, ONLY_LOOK_5))
+    final = nominal_levels((3, 4, 5, 6), first.level, "obrien_fleming")[-1]
+    best = max(conditional_power(p, 5 / 6, final) for p in (first.p_value, first.p_fail))
+    assert 0 < best < 0.1
+    (kept,) = evaluate_claims(reference_run(values, NON_INFERIOR, dict(ONLY_LOOK_5, futility=best * 0.999)))
+    assert kept.status != FUTILE and kept.n == 6
+    (stopped,) = evaluate_claims(reference_run(values, NON_INFERIOR, dict(ONLY_LOOK_5, futility=best * 1.001)))
+    assert stopped.status == FUTILE and stopped.n == 5
