@@ -2345,3 +2345,20 @@ def test_a_claim_is_futile_only_below_its_power_to_reach_the_last_looks_level():
     assert kept.status != FUTILE and kept.n == 6
     (stopped,) = evaluate_claims(reference_run(values, NON_INFERIOR, dict(ONLY_LOOK_5, futility=best * 1.001)))
     assert stopped.status == FUTILE and stopped.n == 5
+
+
+def test_a_too_weak_positive_control_is_checked_at_every_sweep_point():
+    """A control too weak at one point is still checked (and named) at the next."""
+    differences = (0.003, -0.002, 0.0025, -0.001, 0.0015, 0.0)
+    arms = {"control": LOSS_CONTROL, "treat": LOSS_CONTROL,
+            "positive": [c + d for c, d in zip(LOSS_CONTROL, differences)]}
+    trials = [make_record(f"{a}-{s}-{k}", a, s, point={"k": k}, metrics={"loss": v[s]})
+              for a, v in arms.items() for s in range(6) for k in (1, 2)]
+    meta = {"suite": "weak", "profile": "default", "seeds": list(range(6)), "sweep": {"k": [1, 2]},
+            "metrics": CLAIM_METRICS, "arms": {a: {"labels": [a]} for a in arms},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [{"contrast": "treat-vs-control", "metric": "loss", "test": "superior"}],
+            "sequential": {"first": 3, "max_seeds": 12, "futility": 0.1}, "premises": [],
+            "validity": {"control": "control", "positive": "positive", "metric": "loss"}}
+    validity = evaluate_validity(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+    assert [(c.point, c.ok, bool(c.too_weak)) for c in validity.checks] == [("k=1", False, True), ("k=2", False, True)]
