@@ -2260,7 +2260,8 @@ def test_a_two_seed_positive_control_at_the_metric_ceiling_is_named_as_unable_to
     validity = evaluate_validity(index_results(Path("."), StoredSuite.from_stored(meta), trials))
     assert [c.arm_label for c in validity.cannot_fail] == ["oracle"]
     (check,) = validity.checks
-    assert check.reason.endswith("; it cannot fail: acc is at its ceiling (1) on every seed, with no spread")
+    assert check.reason == ("positive control 'oracle' beats 'control' on acc; it cannot fail: acc is at its ceiling "
+                            "(1) on every seed, with no spread")
 
 
 def test_a_futility_threshold_of_zero_never_stops_a_claim_even_at_no_conditional_power():
@@ -2322,7 +2323,7 @@ def test_a_negative_control_identical_to_the_control_does_not_beat_it():
     result = evaluate_validity(validity_run({"control": same, "twin": list(same)},
                                             {"control": "control", "negative": "twin", "metric": "acc"}))
     (check,) = result.checks
-    assert check.beats_control is False and check.ok is True
+    assert check.beats_control is False and check.ok is True and check.point == "" and check.difference.n == 4
     assert check.reason == "negative control 'twin' does not beat 'control' on acc"
     as_positive = evaluate_validity(validity_run({"control": same, "twin": list(same)},
                                                  {"control": "control", "positive": "twin", "metric": "acc"}))
