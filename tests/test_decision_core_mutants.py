@@ -2363,3 +2363,11 @@ def test_a_too_weak_positive_control_is_checked_at_every_sweep_point():
             "validity": {"control": "control", "positive": "positive", "metric": "loss"}}
     validity = evaluate_validity(index_results(Path("."), StoredSuite.from_stored(meta), trials))
     assert [(c.point, c.ok, bool(c.too_weak)) for c in validity.checks] == [("k=1", False, True), ("k=2", False, True)]
+
+
+def test_a_positive_control_not_yet_shown_to_beat_says_its_interval_reaches_the_better_side():
+    arms = {"control": [0.40, 0.45, 0.42, 0.50], "mid": [0.45, 0.43, 0.47, 0.49]}
+    (check,) = evaluate_validity(validity_run(arms, {"control": "control", "positive": "mid", "metric": "acc"})).checks
+    assert (check.beats_control, check.ok) == (False, None)
+    assert check.reason == ("positive control 'mid' is not yet shown to beat (n=4, interval reaches the better side) "
+                            "'control' on acc")
