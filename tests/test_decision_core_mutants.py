@@ -2371,3 +2371,10 @@ def test_a_positive_control_not_yet_shown_to_beat_says_its_interval_reaches_the_
     assert (check.beats_control, check.ok) == (False, None)
     assert check.reason == ("positive control 'mid' is not yet shown to beat (n=4, interval reaches the better side) "
                             "'control' on acc")
+
+
+def test_a_claim_that_favours_neither_arm_adds_nothing_to_its_result():
+    (undecided,) = evaluate_claims(run_of([0.1, -0.1, 0.05]))
+    assert undecided.status == INCONCLUSIVE and undecided.favours("treat") == "" and undecided.favours(None) == ""
+    (passed,) = evaluate_claims(run_of([1.0, 1.2, 0.9, 1.1]))
+    assert passed.status == PASS and passed.favours("treat") == "for treat" and passed.favours("other") == ""
