@@ -2125,14 +2125,23 @@ def test_the_gate_fails_an_incomplete_run_and_says_so_even_with_every_trial_stor
     assert not result.passed and not result.missing_trials and "INCOMPLETE RUN" in result.render()
 
 
-def test_a_saved_baseline_records_where_and_when_it_was_made(tmp_path):
+def test_a_saved_baseline_records_where_and_when_it_was_made(tmp_path, monkeypatch):
+    """The moment of saving, in UTC to the second (the clock is fixed: no test compares with a running clock)."""
+    from datetime import datetime, timezone
+
+    import harness.gating.baseline as baseline_module
+
+    class Fixed(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=timezone.utc).astimezone(tz)
+
+    monkeypatch.setattr(baseline_module, "datetime", Fixed)
     (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8},
                                                environment={"git_commit": "abc123"})], tmp_path / "b")
     stored = json.loads(baseline.read_text())
     assert (stored["device_name"], stored["git_commit"]) == ("synthetic", "abc123")
-    from datetime import datetime, timedelta, timezone
-    made = datetime.fromisoformat(stored["created_at"])
-    assert made.utcoffset() == timedelta(0) and abs(datetime.now(timezone.utc) - made) < timedelta(minutes=5)
+    assert stored["created_at"] == "2026-01-02T03:04:05+00:00"
 
 
 def test_a_file_that_is_not_a_baseline_of_this_schema_is_refused_by_name(tmp_path):
