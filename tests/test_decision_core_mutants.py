@@ -2133,8 +2133,9 @@ def test_a_saved_baseline_records_where_and_when_it_was_made(tmp_path, monkeypat
 
     class Fixed(datetime):
         @classmethod
-        def now(cls, tz=None):
-            return datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=timezone.utc).astimezone(tz)
+        def now(cls, tz=None):  # as datetime.now: aware in tz when given one, the naive local time when not
+            moment = datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=timezone.utc)
+            return moment.astimezone(tz) if tz is not None else moment.astimezone().replace(tzinfo=None)
 
     monkeypatch.setattr(baseline_module, "datetime", Fixed)
     (baseline,) = save_baselines([gated_folder(tmp_path / "reference", {"acc": 0.8},
@@ -2387,3 +2388,90 @@ def test_a_claim_that_favours_neither_arm_adds_nothing_to_its_result():
     assert undecided.status == INCONCLUSIVE and undecided.favours("treat") == "" and undecided.favours(None) == ""
     (passed,) = evaluate_claims(run_of([1.0, 1.2, 0.9, 1.1]))
     assert passed.status == PASS and passed.favours("treat") == "for treat" and passed.favours("other") == ""
+
+
+# -- the sign-flip check of a t decision, at the edges where it can just reach the level ------------------
+
+def one_sided(values: list[float], confidence: float, test: str = "superior", **claim) -> ClaimResult:
+    """The one claim ``test`` on score (higher is better) of a run whose treat-minus-control differences are ``values``."""
+    run = claims_run({"score": values}, {"score": [0.0] * len(values)},
+                     [{"contrast": "treat-vs-control", "metric": "score", "test": test, **claim}], confidence=confidence)
+    (result,) = evaluate_claims(run)
+    return result
+
+
+def test_at_a_level_of_exactly_one_in_two_to_the_n_the_sign_flip_test_confirms_only_every_pair_beyond():
+    """Confidence 0.875 reads claims at one-sided 1/16, the smallest sign-flip p four pairs can give: a t pass
+    stands when all four pairs lie beyond the bound (sign-flip p = 1/16, the level itself), and is blocked as
+    skewed when one pair lies on the other side (sign-flip p = 2/16), though t alone would pass it."""
+    beyond = one_sided([1.0, 1.1, 0.9, 1.2], confidence=0.875)
+    assert (beyond.level, beyond.p_flip) == (0.0625, 0.0625)
+    assert beyond.status == PASS and not beyond.skew_blocked
+    one_short = one_sided([1.0, 1.1, 0.9, -0.05], confidence=0.875)
+    assert one_short.level == 0.0625 and one_short.p_value < 0.0625 and one_short.p_flip == 0.125
+    assert one_short.status == INCONCLUSIVE and one_short.skew_blocked
+    assert one_short.result_text.startswith("INCONCLUSIVE (skewed: sample skewness -1.86; t alone would decide")
+
+
+def test_a_difference_exactly_at_a_superiority_margin_on_every_seed_is_short_of_it_at_any_seed_count():
+    """Every pair exactly 0.5 better against a margin of 0.5: no sampling error, so the exact tie decides
+    (a tie is not beyond a strict bound) even where the sign-flip test, all its patterns tied, could never
+    reach the level with six pairs."""
+    tie = one_sided([0.5] * 6, confidence=0.95, margin=0.5)
+    assert (tie.p_value, tie.p_fail, tie.p_flip_fail) == (1.0, 0.0, 1.0)
+    assert tie.status == SHORT and not tie.skew_blocked
+    assert tie.result_text == "SHORT OF MARGIN (better, by less than 0.5)"
+
+
+def test_a_ratio_claim_which_has_no_sign_flip_check_is_decided_by_its_t_test_alone():
+    """Six unequal ratios near 2 against a minimum of 1.5, enough pairs for a sign-flip test to reach 0.025:
+    the ratio claim carries none, and passes on its t test."""
+    run = claims_run({"score": [2.0, 2.2, 1.9, 2.1, 2.05, 1.95]}, {"score": [1.0] * 6}, [ratio_claim("score", min=1.5)])
+    (result,) = evaluate_claims(run)
+    assert result.p_flip is None and result.mean_estimate.sd > 0 and result.p_value < 0.025
+    assert result.status == PASS and not result.skew_blocked
+
+
+def test_an_equal_claim_favours_neither_arm_even_in_a_suite_that_names_its_mechanism():
+    """An exact check (equal bytes) passes or fails without saying the mechanism arm is better or worse."""
+    for treat_bytes, status in (([4.0, 4.0, 4.0], PASS), ([4.0, 5.0, 4.0], FAIL)):
+        run = claims_run({"score": [1.0, 1.2, 0.9], "bytes": treat_bytes}, {"score": [0.0] * 3, "bytes": [4.0] * 3},
+                         [{"contrast": "treat-vs-control", "metric": "bytes", "test": "equal"}])
+        (result,) = evaluate_claims(run)
+        assert (result.status, result.treatment_arm) == (status, "treat")
+        assert result.polarity("treat") == "" and result.favours("treat") == ""
+        assert result.favours("control") == ""
+
+
+# -- the exploratory verdicts' margins: by key, then by the key's metric family ---------------------------
+
+from harness.analysis.decide import verdicts  # noqa: E402
+
+
+def nmse_rows(margins: dict[str, float]) -> dict[str, verdicts.ContrastRow]:
+    """The contrast rows of a run reporting nmse@1024 and nmse@4096 (lower is better), treat within 0.02 of
+    control on every seed, under a contrast declaring ``margins``."""
+    differences = [0.01, -0.02, 0.015, -0.005]
+    trials = [make_record(f"{arm}-{s}", arm, s, metrics={key: 1.0 + (d if arm == "treat" else 0.0)
+                                                         for key in ("nmse@1024", "nmse@4096")})
+              for arm in ("treat", "control") for s, d in enumerate(differences)]
+    meta = {"suite": "core", "profile": "default", "seeds": list(range(4)), "sweep": {},
+            "metrics": {"nmse": {"direction": "lower", "unit": "", "kind": "quality"},
+                        "loss": {"direction": "lower", "unit": "", "kind": "quality"}},
+            "arms": {"treat": {"labels": ["treat"]}, "control": {"labels": ["control"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control", "margins": margins}],
+            "claims": [], "sequential": None, "premises": []}
+    rows = verdicts.evaluate_contrasts(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+    return {row.key: row for row in rows}
+
+
+def test_a_margin_declared_for_a_metric_family_applies_to_each_of_its_keys_unless_a_key_has_its_own():
+    rows = nmse_rows({"nmse": 0.5, "nmse@4096": 0.0})
+    assert (rows["nmse@1024"].margin, rows["nmse@1024"].verdict) == (0.5, verdicts.EQUIVALENT)
+    assert (rows["nmse@4096"].margin, rows["nmse@4096"].verdict) == (0.0, verdicts.INCONCLUSIVE)
+
+
+def test_without_a_declared_margin_a_small_difference_is_inconclusive_not_equivalent():
+    for margins in ({}, {"loss": 0.5}):
+        rows = nmse_rows(margins)
+        assert [(row.margin, row.verdict) for row in rows.values()] == [(0.0, verdicts.INCONCLUSIVE)] * 2
