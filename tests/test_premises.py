@@ -282,3 +282,31 @@ def test_a_premises_line_names_what_it_read_and_where():
     assert [p.text() for p in plain] == [
         "premise signal_present not met: 0.5008 [0.4904, 0.5112], needs >= 0.9 (treat signal)",
         "premise equal_budget holds: 0 (exact: 0), needs in [0, 0] (treat-vs-control budget/steps)"]
+
+
+def test_a_premise_with_nothing_to_read_is_open_naming_the_arm_or_contrast_and_the_metric():
+    """control reports no signal, and no contrast pairs it: one open result per premise, with no figures and
+    the reason in their place."""
+    on_arm = {**SIGNAL, "arm": "control"}
+    on_contrast = {k: v for k, v in SIGNAL.items() if k != "arm"} | {"name": "paired_signal",
+                                                                    "contrast": "treat-vs-control"}
+    arm, contrast = evaluate_premises(run_results([on_arm, on_contrast]))
+    for result, subject in ((arm, "control"), (contrast, "treat-vs-control")):
+        assert (result.status, result.subject, result.key, result.n) == (OPEN, subject, "signal", 0)
+        assert (result.estimate, result.low, result.high, result.exact) == (None, None, None, False)
+        assert result.detail == f"{subject} has no finished trials reporting signal"
+        assert result.text() == (f"premise {result.name} not yet established: {subject} has no finished trials "
+                                 f"reporting signal, needs >= 0.9 ({subject} signal)")
+
+
+def test_a_claim_answers_to_its_failed_premise_before_an_open_one():
+    """Both premises bind treat-vs-control: the open one (signal at its bound) is listed first, but the claim
+    is VACUOUS for the one that failed (a signal above 2 is out of reach), and is not left open."""
+    open_one = {**SIGNAL, "name": "signal_settled", "at_least": 0.95}
+    failed = {**SIGNAL, "name": "signal_strong", "at_least": 2.0}
+    results = run_results([open_one, failed], signal=0.95)
+    assert [p.status for p in evaluate_premises(results)] == [OPEN, FAILS]
+    claim = by_contrast(results)[("treat-vs-control", "")]
+    assert claim.status == VACUOUS and not claim.open
+    assert claim.premise.name == "signal_strong"
+    assert claim.result_text.startswith("VACUOUS (premise signal_strong not met")

@@ -54,3 +54,56 @@ def test_a_sequential_run_stops_at_the_first_look_its_positive_control_is_too_we
     assert "validity: INVALID, the claims below do not count: positive control too weak: 'p' over 'a'" in done.stdout
     summary_md = (tmp_path / "r" / "summary.md").read_text()
     assert "validity INVALID (positive control too weak: p " in summary_md
+
+
+# -- what a validity section says about itself ----------------------------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+from records import make_record  # noqa: E402
+
+from harness.analysis.decide.run_decisions import analyse  # noqa: E402
+from harness.analysis.decide.verdicts import UNDECLARED, VALID  # noqa: E402
+from harness.analysis.present.summary_json import summary_document  # noqa: E402
+from harness.analysis.run_results import index_results  # noqa: E402
+from harness.suite.stored import StoredSuite  # noqa: E402
+
+
+def test_a_suite_without_validity_controls_is_undeclared_with_no_metric_or_control_and_its_claims_count():
+    run = run_of({"control": {"score": CONTROL}, "treat": {"score": CLEAR}})
+    undeclared = evaluate_validity(run)
+    assert (undeclared.status, undeclared.metric, undeclared.control, undeclared.checks, undeclared.problems) == (
+        UNDECLARED, "", "", (), ())
+    assert undeclared.claims_count
+    stored = summary_document(analyse(run), plots=[])["validity"]
+    assert (stored["status"], stored["metric"], stored["control"]) == (UNDECLARED, "", "")
+
+
+def test_a_declared_validity_names_its_metric_and_control():
+    validity = validity_of([c + 0.5 for c in CONTROL], None)
+    assert (validity.status, validity.metric, validity.control, validity.problems) == (VALID, "score", "control", ())
+
+
+def test_a_validity_metric_without_a_direction_is_invalid_saying_so():
+    arms = {"control": {"score": CONTROL, "note": CONTROL}, "positive": {"score": CLEAR, "note": CLEAR}}
+    validity = evaluate_validity(run_of(arms, validity={**VALIDITY, "metric": "note"}))
+    assert validity.status == INVALID and validity.checks == ()
+    assert validity.problems == (
+        "validity metric 'note' has no direction (higher/lower), so nothing can beat anything",)
+
+
+def test_a_swept_validity_control_is_invalid_naming_its_variants():
+    """The control must be one arm label: a control swept over two settings cannot be beaten unambiguously."""
+    labels = {"control@lr=0.1": ("control", CONTROL), "control@lr=1": ("control", CONTROL),
+              "positive": ("positive", CLEAR)}
+    trials = [make_record(f"{label}-{s}", arm, s, arm_label=label, metrics={"score": values[s]})
+              for label, (arm, values) in labels.items() for s in range(6)]
+    meta = {"suite": "swept", "profile": "default", "seeds": list(range(6)), "sweep": {},
+            "metrics": {"score": {"direction": "higher", "unit": "", "kind": "quality"}},
+            "arms": {"control": {"labels": ["control@lr=0.1", "control@lr=1"]}, "positive": {"labels": ["positive"]}},
+            "contrasts": [{"treatment": "positive", "control": "control", "name": "positive-vs-control"}],
+            "claims": [], "validity": VALIDITY}
+    validity = evaluate_validity(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+    assert validity.status == INVALID and validity.checks == ()
+    assert validity.problems == (
+        "validity control 'control' must have exactly one variant, found ['control@lr=0.1', 'control@lr=1']",)
