@@ -14,6 +14,8 @@ from harness.analysis.stats.paired_stats import (
     benjamini_hochberg,
     holm_adjust,
     mean_estimate,
+    pair_values,
+    paired_difference,
     sign_flip_p_beyond,
     sign_flip_p_value,
     t_power,
@@ -109,3 +111,75 @@ def test_welch_intervals_are_the_welch_satterthwaite_t(seed):
     centre = treated.mean() - controlled.mean()
     assert found.df == pytest.approx(df, rel=1e-12)
     assert (found.interval.low, found.interval.high) == pytest.approx((centre - half, centre + half), rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS[:10])
+def test_t_p_values_are_scipy_ttest_1samp_two_sided_and_one_sided(seed):
+    data = _differences(seed)
+    estimate = mean_estimate(data)
+    assert (estimate.n, estimate.mean, estimate.sd) == (data.size, pytest.approx(data.mean(), rel=1e-12),
+                                                        pytest.approx(np.std(data, ddof=1), rel=1e-12))
+    assert estimate.confidence == 0.95 and not estimate.insufficient
+    assert estimate.p_value == pytest.approx(scipy.stats.ttest_1samp(data, 0.0).pvalue, rel=1e-12)
+    bound = float(np.random.default_rng(seed).normal(0.0, 0.5))
+    assert estimate.p_above(bound) == pytest.approx(
+        scipy.stats.ttest_1samp(data, bound, alternative="greater").pvalue, rel=1e-9)
+    assert estimate.p_below(bound) == pytest.approx(
+        scipy.stats.ttest_1samp(data, bound, alternative="less").pvalue, rel=1e-9)
+
+
+def test_the_mean_of_no_values_is_refused_by_name():
+    with pytest.raises(ValueError, match="the mean of an empty sample"):
+        mean_estimate([])
+
+
+def test_one_value_has_its_mean_and_confidence_but_no_spread_interval_or_p():
+    estimate = mean_estimate([0.7], 0.9)
+    assert (estimate.n, estimate.mean, estimate.sd, estimate.interval, estimate.p_value, estimate.confidence) == \
+        (1, 0.7, None, None, None, 0.9)
+    assert estimate.insufficient and estimate.p_above(0.0) is None and estimate.standard_error is None
+
+
+@pytest.mark.parametrize(("value", "p_value"), [(0.0, 1.0), (0.25, 0.0), (-2.0, 0.0)])
+def test_equal_values_are_a_deterministic_quantity_a_point_interval_and_a_sure_p(value, p_value):
+    """scipy's t test divides by the zero spread (NaN); the harness reads the values as exact."""
+    estimate = mean_estimate([value] * 4, 0.9)
+    assert (estimate.n, estimate.mean, estimate.sd, estimate.p_value, estimate.confidence) == (4, value, 0.0, p_value, 0.9)
+    assert estimate.interval is not None and (estimate.interval.low, estimate.interval.high) == (value, value)
+    assert not estimate.insufficient
+    assert estimate.p_above(value) == 0.0 and estimate.p_below(value) == 0.0  # the bound itself is met
+    assert estimate.p_above(value + 0.5) == 1.0 and estimate.p_below(value - 0.5) == 1.0
+
+
+def test_single_precision_values_are_computed_in_double_precision():
+    """A float32 sample (a tensor's numpy()) gets the statistics of its values as doubles, not float32 ones."""
+    values = np.array([0.1, 0.2, 0.35, 0.05, 0.4], dtype=np.float32)
+    doubles = values.astype(np.float64)
+    estimate = mean_estimate(values)
+    expected = scipy.stats.ttest_1samp(doubles, 0.0)
+    assert estimate.mean == pytest.approx(doubles.mean(), rel=1e-15)
+    assert estimate.sd == pytest.approx(doubles.std(ddof=1), rel=1e-15)
+    interval = expected.confidence_interval(0.95)
+    assert (estimate.interval.low, estimate.interval.high) == pytest.approx((interval.low, interval.high), rel=1e-13)
+    # two patterns whose means differ by 1e-7 relative: a tie in float32's tolerance, not in float64's
+    tied = np.array([1.0, 1e-7, 0.5], dtype=np.float32)
+    mean = lambda x, axis: np.mean(x, axis=axis)  # noqa: E731
+    exact = _exact_permutation(tied.astype(np.float64), "greater", mean)
+    assert exact == 0.125
+    assert sign_flip_p_beyond(tied, 0.0, +1) == exact
+    both_ways = lambda x, axis: np.abs(np.mean(x, axis=axis))  # noqa: E731
+    assert sign_flip_p_value(tied) == _exact_permutation(tied.astype(np.float64), "greater", both_ways) == 0.25
+
+
+def test_pairs_of_any_hashable_keys_line_up_and_name_what_was_dropped():
+    """Pairing keys of mixed types (seeds, names, tuples) pair and sort alike; an expected or one-sided key,
+    or a non-finite value, is dropped and named."""
+    treatment = {"a": 1.0, 2: 3.0, (1, "x"): 2.5, "gone": 1.0, 3: float("nan")}
+    control = {"a": 0.5, 2: 2.0, (1, "x"): 2.0, "b": 1.0, 3: 1.0}
+    found = paired_difference(treatment, control, expected=[7])
+    assert found.pair_keys == ("a", (1, "x"), 2)
+    assert found.treatment == (1.0, 2.5, 3.0) and found.control == (0.5, 2.0, 2.0)
+    assert found.differences == (0.5, 0.5, 1.0)
+    assert found.dropped == ("b", "gone", 3, 7)
+    keys, treated, controlled = pair_values(treatment, control)
+    assert keys == found.pair_keys and treated.tolist() == [1.0, 2.5, 3.0] and controlled.tolist() == [0.5, 2.0, 2.0]

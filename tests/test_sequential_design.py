@@ -235,3 +235,47 @@ def test_a_vacuous_claim_whose_reference_becomes_established_is_decided_normally
     assert at_first_look.status == "vacuous"
     (claim,) = evaluate_claims(results)
     assert claim.status == PASS and claim.reference.established and claim.n > FIRST
+
+
+def test_design_errors_name_the_setting_and_its_allowed_range():
+    cases = [(dict(first=5, max_seeds=4), "first look 5 must lie in [1, max_seeds=4]"),
+             (dict(first=0, max_seeds=4), "first look 0 must lie in [1, max_seeds=4]"),
+             (dict(first=3, max_seeds=6, batch=0), "batch must be at least 1, got 0"),
+             (dict(first=3, max_seeds=6, spending="haybittle"),
+              "spending 'haybittle' is not one of obrien_fleming, pocock"),
+             (dict(first=3, max_seeds=6, futility_from=1.0), "futility_from 1.0 is not a fraction in [0, 1)"),
+             (dict(first=3, max_seeds=6, futility_from=2), "futility_from 2 is not a fraction in [0, 1)"),
+             (dict(first=3, max_seeds=6, skew_bound=0.0), "skew_bound 0.0 is not a skewness in (0, ")]
+    for bad, message in cases:
+        with pytest.raises(ValueError) as refused:
+            Schedule(**bad)
+        assert str(refused.value).startswith(message), (bad, str(refused.value))
+
+
+def test_design_accepts_every_setting_at_the_edges_of_its_range():
+    assert Schedule(1, 4).looks == (1, 2, 3, 4)  # a first look at one seed
+    assert Schedule(4, 4).looks == (4,) and not Schedule(4, 4).sequential  # the fixed design
+    assert Schedule(2, 5, batch=1).looks == (2, 3, 4, 5)
+    assert Schedule(2, 6, batch=2).looks == (2, 4, 6)
+    assert Schedule(3, 6, spending="pocock").spending == "pocock"
+    assert Schedule(3, 6, futility_from=0).may_stop_futile(3)
+    assert Schedule(3, 6, futility_from=0.5).may_stop_futile(3) and not Schedule(3, 6, futility_from=0.51).may_stop_futile(3)
+    assert Schedule(3, 6, skew_bound=1.0).skew_bound == 1.0 and Schedule(3, 6, skew_bound=None).skew_bound is None
+
+
+def test_a_designs_levels_follow_its_own_spending_at_the_asked_alpha():
+    looks = (3, 4, 5, 6, 7, 8)
+    for spending in ("obrien_fleming", "pocock"):
+        design = Schedule(3, 8, spending=spending)
+        assert design.levels(looks, ALPHA) == nominal_levels(looks, ALPHA, spending)
+        assert design.levels(looks, ALPHA / 2) == nominal_levels(looks, ALPHA / 2, spending)
+        assert design.levels(looks, ALPHA)[-1] < design.levels(looks, 2 * ALPHA)[-1]
+    assert Schedule(3, 8).levels(looks, ALPHA) != Schedule(3, 8, spending="pocock").levels(looks, ALPHA)
+    assert Schedule(3, 8).levels((3, 8), ALPHA) == nominal_levels((3, 8), ALPHA)
+
+
+def test_a_design_with_a_skewness_bound_reads_its_calibrated_levels():
+    design = Schedule(3, 4, skew_bound=1.0)
+    calibrated = design.levels(design.looks, ALPHA)
+    assert calibrated == nominal_levels(design.looks, ALPHA, skew_bound=1.0)
+    assert calibrated != nominal_levels(design.looks, ALPHA)  # the normal-theory levels it replaces

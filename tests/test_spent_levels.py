@@ -16,7 +16,7 @@ import pytest
 from records import make_record
 
 from harness.analysis.decide.claims import last_look_premises
-from harness.analysis.decide.looks import spent_level
+from harness.analysis.decide.looks import claim_alpha, looks_taken, run_design, spent_level, stored_schedule
 from harness.analysis.decide.premises import HOLDS, OPEN, bound_status
 from harness.analysis.decide.verdicts import UNDETERMINED, VALID, evaluate_validity
 from harness.analysis.present.run_summary import validity_text
@@ -24,7 +24,7 @@ from harness.analysis.present.summary_json import summary_document
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.run_results import RunResults, index_results
 from harness.analysis.stats.paired_stats import mean_estimate
-from harness.analysis.stats.sequential_design import nominal_levels
+from harness.analysis.stats.sequential_design import Schedule, nominal_levels
 from harness.suite.stored import StoredSuite
 
 ALPHA = 0.025
@@ -33,7 +33,7 @@ METRICS = {"acc": {"direction": "higher", "unit": "fraction", "kind": "quality"}
 
 
 def run_of(arms: dict[str, dict[str, list[float]]], sequential: dict | None = None, premises: list | None = None,
-           validity: dict | None = None) -> RunResults:
+           validity: dict | None = None, confidence: float | None = None) -> RunResults:
     seeds = list(range(len(next(iter(next(iter(arms.values())).values())))))
     trials = [make_record(f"{arm}-{s}", arm, s, metrics={k: v[s] for k, v in values.items()})
               for arm, values in arms.items() for s in seeds]
@@ -44,6 +44,8 @@ def run_of(arms: dict[str, dict[str, list[float]]], sequential: dict | None = No
             "claims": [{"contrast": f"{next(a for a in arms if a != 'control')}-vs-control", "metric": "score",
                         "test": "superior"}],
             "sequential": sequential, "premises": premises or [], "validity": validity}
+    if confidence is not None:
+        meta["confidence"] = confidence
     return index_results(Path("."), StoredSuite.from_stored(meta), trials)
 
 
@@ -68,6 +70,47 @@ def test_a_sequential_look_reads_premises_at_its_spent_level():
     (premise,) = last_look_premises(results)
     assert premise.status == OPEN  # held at 0.025, still open at the look's own level
     assert premise.low < 1.0
+
+
+def test_a_claims_one_sided_level_is_the_two_sided_intervals_tail():
+    assert claim_alpha(0.95) == pytest.approx(0.025) and claim_alpha(0.9) == pytest.approx(0.05)
+    assert claim_alpha(0.99) == pytest.approx(0.005)
+
+
+def _scores(seeds: int, sequential: dict | None = None, confidence: float | None = None) -> RunResults:
+    return run_of({"control": {"score": [0.0] * seeds}, "treat": {"score": (SCORES * 2)[:seeds]}},
+                  sequential=sequential, confidence=confidence)
+
+
+def test_a_run_without_a_sequential_design_is_fixed_at_its_seeds():
+    results = _scores(6)
+    assert run_design(results) == Schedule(6, 6) and looks_taken(results, run_design(results)) == (6,)
+    assert stored_schedule(None, 5) == Schedule(5, 5)
+    assert stored_schedule(None, 1) == Schedule(1, 1) and stored_schedule(None, 0) == Schedule(1, 1)
+
+
+def test_a_sequential_run_takes_the_looks_its_seeds_reach():
+    sequential = {"first": 3, "max_seeds": 12, "batch": 2}
+    results = _scores(6, sequential)
+    design = run_design(results)
+    assert (design.first, design.max_seeds, design.batch, design.looks) == (3, 12, 2, (3, 5, 7, 9, 11, 12))
+    assert looks_taken(results, design) == (3, 5)  # the look at 7 seeds is not reached
+    reached = _scores(7, sequential)
+    assert looks_taken(reached, run_design(reached)) == (3, 5, 7)  # a look exactly at the seeds it has
+    early = _scores(2, sequential)
+    assert looks_taken(early, run_design(early)) == (2,)  # before the first look: what it has
+
+
+def test_the_spent_level_is_the_latest_looks_nominal_level_at_the_runs_confidence():
+    sequential = {"first": 3, "max_seeds": 12}
+    looks = tuple(range(3, 13))
+    assert spent_level(_scores(5, sequential)) == pytest.approx(nominal_levels(looks, ALPHA)[2], rel=1e-12)
+    assert spent_level(_scores(3, sequential)) == pytest.approx(nominal_levels(looks, ALPHA)[0], rel=1e-12)
+    assert spent_level(_scores(5, sequential, confidence=0.9)) == pytest.approx(nominal_levels(looks, 0.05)[2],
+                                                                              rel=1e-12)
+    assert spent_level(_scores(5, confidence=0.9)) == pytest.approx(0.05)  # a fixed design: the claim level
+    last = spent_level(_scores(12, sequential))
+    assert last == pytest.approx(nominal_levels(looks, ALPHA)[-1], rel=1e-12) and last < ALPHA
 
 
 def test_a_sequential_look_reads_validity_at_its_spent_level():
