@@ -191,3 +191,41 @@ def test_a_claim_left_vacuous_by_its_reference_reports_the_last_look_it_read() -
     (result,) = evaluate_claims(reference_run({"new": new, "old": old, "base": base}, NON_INFERIOR,
                                               {**ONLY_LOOK_5, "futility": None}))
     assert (result.status, result.n, result.look, result.looks) == ("vacuous", 6, 4, 4)
+
+
+def test_a_family_key_a_later_look_no_longer_tests_keeps_the_result_of_the_last_look_that_did() -> None:
+    """A claim on ``nmse`` reads the ``nmse@<size>`` keys only while the bare key is not reported; when later seeds
+    report ``nmse`` itself, the sequential run tests that from then on, and the family key's claim is still listed,
+    as tested on the seeds it last read (it is not dropped, and the run does not fail)."""
+    seeds = list(range(6))
+    noise = [0.02, -0.03, 0.01, 0.0, 0.02, -0.01]
+
+    def metrics(arm: str, s: int) -> dict[str, float]:
+        shift = noise[s] if arm == "treat" else 0.0
+        return {"nmse@64": 0.5 + 0.01 * s + shift, **({"nmse": 0.4 + 0.01 * s + shift} if s >= 3 else {})}
+
+    trials = [make_record(f"{arm}-{s}", arm, s, metrics=metrics(arm, s)) for arm in ("treat", "control") for s in seeds]
+    meta = {"suite": "fam", "profile": "default", "seeds": seeds, "sweep": {},
+            "metrics": {"nmse": {"direction": "lower", "unit": "", "kind": "quality"}},
+            "arms": {"treat": {"labels": ["treat"]}, "control": {"labels": ["control"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [claim("nmse")], "sequential": {"first": 3, "max_seeds": 6, "futility": None}, "premises": []}
+    family_key, bare = evaluate_claims(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+    assert (family_key.key, family_key.status, family_key.n, family_key.looks) == ("nmse@64", "inconclusive", 3, 4)
+    assert family_key.p_value == pytest.approx(0.5)  # three differences +0.02, -0.03, +0.01: mean 0, t = 0
+    assert (bare.key, bare.n, bare.look, bare.looks) == ("nmse", 3, 4, 4)
+
+
+def test_leaving_speed_claims_out_keeps_every_claim_declared_after_one() -> None:
+    """The gate's view without timings drops the speed claim only: the quality claim declared after it is still
+    decided, alone in its family."""
+    from test_decision_core_mutants import claims_run
+
+    control = {"score": [0.70 + 0.01 * s for s in range(6)], "seconds": [10.0 + 0.1 * s for s in range(6)]}
+    treat = {"score": [c + 0.05 + d for c, d in zip(control["score"], SPREAD)],
+             "seconds": [c - 1.0 + d for c, d in zip(control["seconds"], SPREAD)]}
+    claims = [{"contrast": "treat-vs-control", "metric": m, "test": "superior"} for m in ("seconds", "score")]
+    run = claims_run(treat, control, claims)
+    assert [r.key for r in evaluate_claims(run)] == ["seconds", "score"]
+    (score,) = evaluate_claims(run, include_speed=False)
+    assert (score.key, score.status) == ("score", PASS) and score.level == pytest.approx(0.025)

@@ -14,7 +14,7 @@ import scipy.stats
 
 from records import make_record
 
-from harness.analysis.claim_status import NO_ANSWER
+from harness.analysis.claim_status import INSUFFICIENT, NO_ANSWER, VACUOUS
 from harness.analysis.decide.claims import FAIL, INCONCLUSIVE, PASS, SHORT, evaluate_claims
 from harness.analysis.run_results import RunResults, index_results
 from harness.suite.stored import StoredSuite
@@ -61,6 +61,7 @@ def test_an_arm_identical_to_its_control_never_passes_a_claim():
     decided = evaluate_claims(results)
     assert [c.estimate for c in decided] == [0.0, 0.0, 0.0, 1.0]
     assert all(c.status == NO_ANSWER for c in decided), [(c.key, c.status) for c in decided]
+    assert all(c.detail.startswith("treatment and control bit-identical on every seed; ") for c in decided)
 
 
 SPREAD = (0.003, -0.002, 0.004, -0.001, 0.0, -0.004, 0.002, -0.002)
@@ -96,6 +97,7 @@ def test_an_inclusive_bound_passes_on_an_exact_tie():
     results = two_arm_run(IDENTICAL, treat, [claim("param_bytes", "ratio", min=1.0, max=1.0)])
     (ratio,) = evaluate_claims(results)
     assert ratio.status == PASS and ratio.estimate == 1.0
+    assert not ratio.in_family  # every ratio exactly 1: no sampling error, no Holm family to join
 
 
 def test_the_holm_family_leaves_out_only_a_zero_spread_claim_whatever_the_metric_kind():
@@ -116,6 +118,7 @@ def test_a_claim_whose_metric_is_missing_stays_in_the_family_at_p_1():
     assert alone[0].level == pytest.approx(ALPHA)
     acc, loss = with_missing
     assert loss.status == INCONCLUSIVE and loss.in_family and loss.p_value is None
+    assert loss.p_adjusted is None  # counted at p = 1 in the others' Holm, but shows no adjusted p of its own
     assert acc.level == pytest.approx(ALPHA / 2) and acc.p_adjusted == pytest.approx(min(1.0, 2 * acc.p_value))
 
 
@@ -219,3 +222,239 @@ def test_the_skew_guard_keeps_normal_data_at_its_level_and_only_ever_removes_fal
 def binomial_bound(runs: int, rate: float) -> int:
     """The count a binomial(runs, rate) exceeds with probability 0.001 at most."""
     return int(scipy.stats.binom.ppf(0.999, runs, rate))
+
+
+def test_a_sequential_claim_has_no_holm_adjusted_p_and_counts_the_designs_looks():
+    """Holm's adjusted p belongs to a fixed design; a sequential claim is decided by its spent levels, so it
+    shows none (the p_holm column stays empty) and says how many looks its design has."""
+    control = {"acc": [0.70 + 0.01 * i for i in range(8)]}
+    treat = {"acc": [c + 0.05 + d for c, d in zip(control["acc"], SPREAD)]}
+    design = Schedule(3, 8)
+    (fixed,) = evaluate_claims(two_arm_run(control, treat, [claim("acc")]))
+    (sequential,) = evaluate_claims(two_arm_run(control, treat, [claim("acc")], sequential=design.describe()))
+    assert (fixed.status, fixed.sequential, fixed.looks) == (PASS, False, 1)
+    assert fixed.p_adjusted == pytest.approx(fixed.p_value)  # alone in its family: Holm leaves it as it is
+    assert (sequential.status, sequential.sequential) == (PASS, True)
+    assert sequential.look < sequential.looks == len(design.looks)  # stopped early, out of the design's looks
+    assert sequential.p_value is not None and sequential.p_adjusted is None
+
+
+HOLM_CONTROL = {"acc": [0.70 + 0.01 * i for i in range(8)], "loss": [0.40 + 0.01 * i for i in range(8)]}
+
+
+def _holm_pair(loss_shift: float):
+    """acc surely better; loss moved by ``loss_shift`` (higher is worse): two claims of one Holm family."""
+    treat = {"acc": [c + 0.05 + d for c, d in zip(HOLM_CONTROL["acc"], SPREAD)],
+             "loss": [c + loss_shift + d for c, d in zip(HOLM_CONTROL["loss"], reversed(SPREAD))]}
+    return evaluate_claims(two_arm_run(HOLM_CONTROL, treat, [claim("acc"), claim("loss")]))
+
+
+def test_holm_tests_a_fail_at_the_step_it_failed_at_and_a_pass_at_its_own():
+    """Holm runs separately for passing and for failing: acc passes at its first step (alpha / 2), loss fails at
+    its first step (alpha / 2), and each claim's deciding interval is read at the level it was decided at."""
+    acc, loss = _holm_pair(0.05)
+    assert (acc.status, loss.status) == (PASS, FAIL)
+    assert acc.level == pytest.approx(ALPHA / 2) and loss.level == pytest.approx(ALPHA / 2)
+    for result in (acc, loss):
+        assert result.nominal_level == pytest.approx(result.level)  # a fixed design's one look spends it all
+        expected = result.mean_estimate.interval_at(result.level)
+        shown = result.decision_interval
+        assert (shown.low, shown.high) == pytest.approx((expected.low, expected.high))
+    assert loss.decision_interval.low > 0  # surely higher, so surely worse
+    assert acc.detail == "one-sided t vs 0 (better side)"  # the test's own account of what it computed
+
+
+def test_an_undecided_claim_beside_a_pass_is_tested_at_holms_next_step():
+    """acc passes at alpha / 2; loss, unmoved, is then compared at alpha (the family minus acc), and says so."""
+    acc, loss = _holm_pair(0.0)
+    assert (acc.status, loss.status) == (PASS, INCONCLUSIVE)
+    assert acc.level == pytest.approx(ALPHA / 2) and loss.level == pytest.approx(ALPHA)
+    assert not loss.skew_blocked and loss.result_text == "INCONCLUSIVE"
+
+
+def test_a_claim_without_spread_fails_exactly_when_surely_worse():
+    """A constant difference (exact in binary) has no sampling error: out of the Holm family, at the claim level,
+    a loss 0.125 higher on every seed FAILs (not better) and a gain of 0.125 PASSes."""
+    control = {"acc": [0.5, 0.75, 0.625, 0.5625, 0.6875, 0.59375], "loss": [0.25, 0.5, 0.375, 0.25, 0.5, 0.375]}
+    treat = {"acc": [v + 0.125 for v in control["acc"]], "loss": [v + 0.125 for v in control["loss"]]}
+    acc, loss = evaluate_claims(two_arm_run(control, treat, [claim("acc"), claim("loss")]))
+    assert not acc.in_family and not loss.in_family
+    assert (acc.status, loss.status) == (PASS, FAIL) and loss.result_text == "FAIL (not better)"
+    assert acc.level == pytest.approx(ALPHA) and loss.level == pytest.approx(ALPHA)
+
+
+def test_a_claim_with_a_dropped_pair_can_still_fail_but_not_pass():
+    """A missing (non-finite) pair cannot help a claim: a sure gain is left INCONCLUSIVE, a sure loss still FAILs."""
+    control = {"acc": [0.70 + 0.01 * i for i in range(8)]}
+    better = [c + 0.05 + d for c, d in zip(control["acc"], SPREAD)]
+    worse = [c - 0.05 + d for c, d in zip(control["acc"], SPREAD)]
+    (gain,) = evaluate_claims(two_arm_run(control, {"acc": better[:-1] + [float("nan")]}, [claim("acc")]))
+    (loss,) = evaluate_claims(two_arm_run(control, {"acc": worse[:-1] + [float("nan")]}, [claim("acc")]))
+    assert (gain.status, gain.dropped, gain.n) == (INCONCLUSIVE, 1, 7)
+    assert (loss.status, loss.dropped, loss.n) == (FAIL, 1, 7)
+    assert "1 pair(s) dropped" in loss.detail
+
+
+def test_two_pairs_decide_with_their_own_interval():
+    """Two pairs are enough for a t interval: a sure gain short of a large margin is SHORT OF MARGIN, read off the
+    deciding interval at the claim level (one degree of freedom)."""
+    control = {"acc": [0.5, 0.6]}
+    treat = {"acc": [0.55, 0.6501]}  # differences 0.05, 0.0501: sure, and far below the margin 1
+    (result,) = evaluate_claims(two_arm_run(control, treat, [claim("acc", margin=1.0)]))
+    assert result.n == 2 and result.status == SHORT
+    expected = scipy.stats.t.interval(1 - 2 * ALPHA, 1, loc=0.05005, scale=0.0001 / np.sqrt(2) / np.sqrt(2))
+    assert (result.decision_interval.low, result.decision_interval.high) == pytest.approx(expected, rel=1e-6)
+
+
+def test_summary_json_says_a_plain_claim_was_not_skew_blocked():
+    """``skew_blocked`` is a boolean in summary.json: false (not null) for a claim t and the sign-flip test agree on."""
+    from harness.analysis.decide.run_decisions import analyse
+    from harness.analysis.present.summary_json import summary_document
+
+    control = {"acc": [0.70 + 0.01 * i for i in range(8)]}
+    treat = {"acc": [c + 0.05 + d for c, d in zip(control["acc"], SPREAD)]}
+    (document_claim,) = summary_document(analyse(two_arm_run(control, treat, [claim("acc")])), ())["claims"]
+    assert document_claim["result"] == PASS and document_claim["skew_blocked"] is False
+
+
+def test_a_sequential_claim_left_open_is_decided_on_every_look_after_another_claim_stops():
+    """acc passes early and is not tested again; loss, unmoved, is still read at each later look, through to the
+    last, where it is decided on every seed at that look's level."""
+    design = Schedule(3, 8, futility=None)
+    treat = {"acc": [c + 0.05 + d for c, d in zip(HOLM_CONTROL["acc"], SPREAD)],
+             "loss": [c + d for c, d in zip(HOLM_CONTROL["loss"], reversed(SPREAD))]}
+    acc, loss = evaluate_claims(two_arm_run(HOLM_CONTROL, treat, [claim("acc"), claim("loss")],
+                                            sequential=design.describe()))
+    assert acc.status == PASS and acc.look < len(design.looks)
+    assert (loss.status, loss.n, loss.look, loss.looks) == (INCONCLUSIVE, 8, len(design.looks), len(design.looks))
+    assert loss.level == pytest.approx(ALPHA)  # Holm's next step: the family minus acc
+    assert loss.nominal_level == pytest.approx(design.levels(design.looks, ALPHA)[-1])
+
+
+FAMILY_CONTROL = {"acc": [0.70 + 0.01 * i for i in range(6)]}
+FAMILY_TREAT = {"acc": [c + 0.05 + d for c, d in zip(FAMILY_CONTROL["acc"], SPREAD)]}
+
+
+def test_a_claim_on_a_metric_without_a_direction_is_inconclusive_saying_so():
+    control = {**FAMILY_CONTROL, "size": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}
+    treat = {**FAMILY_TREAT, "size": [2.0, 2.5, 3.5, 5.0, 5.5, 7.0]}
+    (size,) = evaluate_claims(two_arm_run(control, treat, [claim("size")]))
+    assert (size.status, size.detail, size.p_value, size.n) == (INCONCLUSIVE, "metric has no direction", None, 6)
+
+
+@pytest.mark.parametrize("reporting", ["treat", "control"])
+def test_a_metric_one_arm_does_not_report_is_undecided_and_keeps_its_place_in_the_family(reporting):
+    """peak_bytes reported by one arm only: no claim on it can be tested, and it counts at p = 1 in the
+    Holm family, so acc is tested at alpha / 2."""
+    arms = {"treat": dict(FAMILY_TREAT), "control": dict(FAMILY_CONTROL)}
+    arms[reporting]["peak_bytes"] = [1000.0 + s for s in range(6)]
+    acc, peak = evaluate_claims(two_arm_run(arms["control"], arms["treat"], [claim("acc"), claim("peak_bytes")]))
+    assert (peak.status, peak.detail, peak.contrast, peak.key) == (
+        INCONCLUSIVE, "metric not reported by both arms", "treat-vs-control", "peak_bytes")
+    assert peak.in_family and peak.p_value is None and peak.n == 0
+    assert acc.status == PASS and acc.level == pytest.approx(ALPHA / 2)
+
+
+def test_a_metric_with_no_seed_finite_on_both_sides_is_undecided_and_keeps_its_place_in_the_family():
+    control = {**FAMILY_CONTROL, "peak_bytes": [1000.0, float("nan")] * 3}
+    treat = {**FAMILY_TREAT, "peak_bytes": [float("nan"), 990.0] * 3}
+    acc, peak = evaluate_claims(two_arm_run(control, treat, [claim("acc"), claim("peak_bytes")]))
+    assert (peak.status, peak.detail, peak.contrast, peak.key) == (
+        INCONCLUSIVE, "no seed finished on both sides", "treat-vs-control", "peak_bytes")
+    assert peak.in_family and peak.p_value is None and peak.family == acc.family
+    assert acc.status == PASS and acc.level == pytest.approx(ALPHA / 2)
+
+
+def test_a_claim_on_a_metric_family_tests_each_reported_key_in_numeric_order():
+    """``loss`` names loss@64, loss@256 and loss@1024: one result each, in the order of their sizes."""
+    sizes = (1024, 64, 256)
+    control = {f"loss@{size}": [0.4 + 0.01 * s for s in range(6)] for size in sizes}
+    treat = {key: [v - 0.05 + d for v, d in zip(values, SPREAD)] for key, values in control.items()}
+    decided = evaluate_claims(two_arm_run(control, treat, [claim("loss")]))
+    assert [r.key for r in decided] == ["loss@64", "loss@256", "loss@1024"]
+    assert all(r.status == PASS for r in decided)
+
+
+@pytest.mark.parametrize("n", [3, 6])
+def test_a_claims_skewness_is_scipys_bias_corrected_g1_of_its_differences(n):
+    control = {"acc": [0.5] * n}
+    differences = [0.3, 0.05, 0.1, 0.02, 0.4, 0.07][:n]
+    (result,) = evaluate_claims(two_arm_run(control, {"acc": [0.5 + d for d in differences]}, [claim("acc")]))
+    diffs = [t - 0.5 for t in (0.5 + d for d in differences)]
+    assert result.skewness == pytest.approx(scipy.stats.skew(diffs, bias=False))
+    assert abs(result.skewness - scipy.stats.skew(diffs, bias=True)) > 1e-3
+
+
+def test_no_skewness_below_three_pairs_or_without_spread():
+    two = evaluate_claims(two_arm_run({"acc": [0.5, 0.6]}, {"acc": [0.6, 0.65]}, [claim("acc")]))[0]
+    constant = evaluate_claims(two_arm_run({"acc": [0.5, 0.75, 0.625, 0.5]}, {"acc": [0.625, 0.875, 0.75, 0.625]},
+                                           [claim("acc")]))[0]
+    assert two.n == 2 and two.skewness is None
+    assert constant.n == 4 and constant.skewness is None and constant.status == PASS
+
+
+def test_a_claim_t_alone_would_fail_is_left_undecided_naming_the_skew():
+    """The mirror of the skewed pass: t alone fails the claim; the sign-flip test of failing does not reach."""
+    heavy = [10.0, 10.5, 9.5, 10.2, -0.1, -0.2, 0.1, 0.05]
+    (flagged,) = evaluate_claims(two_arm_run({"acc": [0.0] * 8}, {"acc": [-h for h in heavy]}, [claim("acc")]))
+    assert flagged.p_fail <= ALPHA < flagged.p_flip_fail
+    assert flagged.status == INCONCLUSIVE and flagged.skew_blocked
+
+
+def test_one_pair_is_insufficient_and_still_names_its_reference():
+    reference = claim("acc", "non_inferior", margin=0.01, reference="treat-vs-control")
+    (result,) = evaluate_claims(two_arm_run({"acc": [0.5]}, {"acc": [0.6]}, [reference]))
+    assert result.status == INSUFFICIENT and result.detail == "1 pair(s): a t interval needs at least 2"
+    assert result.reference is not None and result.reference.contrast == "treat-vs-control" and result.reference.n == 1
+
+
+def test_a_claim_whose_reference_is_not_established_is_vacuous_saying_why():
+    control = {"acc": [0.70 + 0.01 * i for i in range(6)]}
+    treat = {"acc": [c + d for c, d in zip(control["acc"], SPREAD)]}  # treat does not surely beat control
+    reference = claim("acc", "non_inferior", margin=0.01, reference="treat-vs-control")
+    (result,) = evaluate_claims(two_arm_run(control, treat, [reference]))
+    assert result.status == VACUOUS and not result.reference.established
+    assert result.detail == result.reference.reason and result.detail.startswith("vacuous: reference treat-vs-control")
+
+
+def test_an_untestable_claim_on_a_metric_without_a_direction_is_outside_the_family():
+    """A superiority claim on ``size`` (no better direction) could never be tested for sampling error: with no
+    seed finite on both sides it is undecided, and not counted in acc's Holm family (acc is tested at alpha)."""
+    control = {**FAMILY_CONTROL, "size": [1.0, float("nan")] * 3}
+    treat = {**FAMILY_TREAT, "size": [float("nan"), 2.0] * 3}
+    acc, size = evaluate_claims(two_arm_run(control, treat, [claim("acc"), claim("size")]))
+    assert (size.status, size.detail, size.in_family) == (INCONCLUSIVE, "no seed finished on both sides", False)
+    assert acc.status == PASS and acc.level == pytest.approx(ALPHA)
+
+
+def test_a_swept_metric_one_arm_reports_only_at_another_point_is_not_reported_at_this_one():
+    """At k=1 only the control reports peak_bytes (the treatment reports it at k=2): not reported by both arms
+    there; at k=2 both do, and the claim is tested."""
+    seeds = range(6)
+
+    def metrics(arm: str, k: int, s: int) -> dict[str, float]:
+        out = {"acc": 0.7 + 0.01 * s + (0.05 + SPREAD[s] if arm == "treat" else 0.0)}
+        if arm == "control" or k == 2:
+            out["peak_bytes"] = 1000.0 + s - (50.0 + SPREAD[s] if arm == "treat" else 0.0)
+        return out
+
+    trials = [make_record(f"{arm}-{k}-{s}", arm, s, point={"k": k}, metrics=metrics(arm, k, s))
+              for arm in ("treat", "control") for k in (1, 2) for s in seeds]
+    meta = {"suite": "swept", "profile": "default", "seeds": list(seeds), "sweep": {"k": [1, 2]}, "metrics": METRICS,
+            "arms": {"control": {"labels": ["control"]}, "treat": {"labels": ["treat"]}},
+            "contrasts": [{"treatment": "treat", "control": "control", "name": "treat-vs-control"}],
+            "claims": [claim("peak_bytes")], "sequential": None, "premises": []}
+    at_1, at_2 = evaluate_claims(index_results(Path("."), StoredSuite.from_stored(meta), trials))
+    assert (at_1.point, at_1.status, at_1.detail) == ("k=1", INCONCLUSIVE, "metric not reported by both arms")
+    assert (at_2.point, at_2.status, at_2.n) == ("k=2", PASS, 6)
+
+
+def test_a_reference_on_a_lower_is_better_metric_is_established_by_a_sure_drop():
+    """The reference contrast is read in better-is-positive units: a loss 0.05 lower on every seed (give or take)
+    establishes it beyond the 0.01 margin, and the non-inferiority claim is tested, not left vacuous."""
+    control = {"loss": [0.40 + 0.01 * i for i in range(8)]}
+    treat = {"loss": [c - 0.05 + d for c, d in zip(control["loss"], SPREAD)]}
+    reference = claim("loss", "non_inferior", margin=0.01, reference="treat-vs-control")
+    (result,) = evaluate_claims(two_arm_run(control, treat, [reference]))
+    assert result.reference.established and result.reference.estimate == pytest.approx(-0.05 + np.mean(SPREAD))
+    assert result.status == PASS
