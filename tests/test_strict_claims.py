@@ -427,14 +427,15 @@ def test_an_untestable_claim_on_a_metric_without_a_direction_is_outside_the_fami
     assert acc.status == PASS and acc.level == pytest.approx(ALPHA)
 
 
-def test_a_swept_metric_one_arm_reports_only_at_another_point_is_not_reported_at_this_one():
-    """At k=1 only the control reports peak_bytes (the treatment reports it at k=2): not reported by both arms
+@pytest.mark.parametrize("partial", ["treat", "control"])
+def test_a_swept_metric_one_arm_reports_only_at_another_point_is_not_reported_at_this_one(partial):
+    """At k=1 only one arm reports peak_bytes (the other reports it at k=2 only): not reported by both arms
     there; at k=2 both do, and the claim is tested."""
     seeds = range(6)
 
     def metrics(arm: str, k: int, s: int) -> dict[str, float]:
         out = {"acc": 0.7 + 0.01 * s + (0.05 + SPREAD[s] if arm == "treat" else 0.0)}
-        if arm == "control" or k == 2:
+        if arm != partial or k == 2:
             out["peak_bytes"] = 1000.0 + s - (50.0 + SPREAD[s] if arm == "treat" else 0.0)
         return out
 
@@ -458,3 +459,13 @@ def test_a_reference_on_a_lower_is_better_metric_is_established_by_a_sure_drop()
     (result,) = evaluate_claims(two_arm_run(control, treat, [reference]))
     assert result.reference.established and result.reference.estimate == pytest.approx(-0.05 + np.mean(SPREAD))
     assert result.status == PASS
+
+
+def test_a_ratio_claim_with_spread_is_tested_in_the_holm_family():
+    """Ratios that vary have sampling error: the ratio claim joins acc's Holm family, so acc is tested at alpha / 2."""
+    control = {**FAMILY_CONTROL, "peak_bytes": [1000.0, 1010, 990, 1005, 998, 1003]}
+    ratios = (0.9, 0.92, 0.88, 0.91, 0.9, 0.89)
+    treat = {**FAMILY_TREAT, "peak_bytes": [v * r for v, r in zip(control["peak_bytes"], ratios)]}
+    acc, ratio = evaluate_claims(two_arm_run(control, treat, [claim("acc"), claim("peak_bytes", "ratio", max=0.95)]))
+    assert ratio.in_family and ratio.status == PASS and ratio.estimate == pytest.approx(0.9)
+    assert acc.status == PASS and acc.level == pytest.approx(ALPHA / 2)
