@@ -166,3 +166,12 @@ def test_a_premise_at_its_bound_holds_no_more_often_than_the_claim_level_over_ev
     ceiling = ALPHA + 3 * np.sqrt(ALPHA * (1 - ALPHA) / paths)  # binomial bound at the nominal level
     assert spent <= ceiling, spent
     assert naive > ceiling, naive  # the unadjusted reading, on the same draws, does not hold its level
+
+
+def test_a_fixed_design_with_a_skewness_bound_reads_the_level_calibrated_to_the_seeds_it_has():
+    """A design whose first look is its last (first == max_seeds) is fixed; read at 4 of its 6 seeds, its
+    level is the one calibrated to 4 seeds, not to the 6 it would have had."""
+    results = _scores(4, {"first": 6, "max_seeds": 6, "skew_bound": 1.0})
+    assert not run_design(results).sequential
+    assert spent_level(results) == nominal_levels((4,), ALPHA, skew_bound=1.0)[0]
+    assert spent_level(results) != nominal_levels((6,), ALPHA, skew_bound=1.0)[0]
