@@ -262,6 +262,7 @@ def test_holm_tests_a_fail_at_the_step_it_failed_at_and_a_pass_at_its_own():
         assert (shown.low, shown.high) == pytest.approx((expected.low, expected.high))
     assert loss.decision_interval.low > 0  # surely higher, so surely worse
     assert acc.detail == "one-sided t vs 0 (better side)"  # the test's own account of what it computed
+    assert acc.interval is not None and acc.interval == acc.mean_estimate.interval  # the plain t interval shown
 
 
 def test_an_undecided_claim_beside_a_pass_is_tested_at_holms_next_step():
@@ -362,6 +363,7 @@ def test_a_metric_with_no_seed_finite_on_both_sides_is_undecided_and_keeps_its_p
     assert (peak.status, peak.detail, peak.contrast, peak.key) == (
         INCONCLUSIVE, "no seed finished on both sides", "treat-vs-control", "peak_bytes")
     assert peak.in_family and peak.p_value is None and peak.family == acc.family
+    assert peak.point == acc.point  # the run's one point, named as the tested claim names it
     assert acc.status == PASS and acc.level == pytest.approx(ALPHA / 2)
 
 
