@@ -196,7 +196,7 @@ def test_a_claim_left_vacuous_by_its_reference_reports_the_last_look_it_read() -
 def test_a_family_key_a_later_look_no_longer_tests_keeps_the_result_of_the_last_look_that_did() -> None:
     """A claim on ``nmse`` reads the ``nmse@<size>`` keys only while the bare key is not reported; when later seeds
     report ``nmse`` itself, the sequential run tests that from then on, and the family key's claim is still listed,
-    as tested on the seeds it last read (it is not dropped, and the run does not fail)."""
+    as decided at the last look that read it: its level, look and MDE, not the bare test before multiplicity."""
     seeds = list(range(6))
     noise = [0.02, -0.03, 0.01, 0.0, 0.02, -0.01]
 
@@ -213,6 +213,8 @@ def test_a_family_key_a_later_look_no_longer_tests_keeps_the_result_of_the_last_
     family_key, bare = evaluate_claims(index_results(Path("."), StoredSuite.from_stored(meta), trials))
     assert (family_key.key, family_key.status, family_key.n, family_key.looks) == ("nmse@64", "inconclusive", 3, 4)
     assert family_key.p_value == pytest.approx(0.5)  # three differences +0.02, -0.03, +0.01: mean 0, t = 0
+    assert (family_key.look, family_key.level) == (1, pytest.approx(0.025))
+    assert family_key.nominal_level is not None and family_key.mde is not None
     assert (bare.key, bare.n, bare.look, bare.looks) == ("nmse", 3, 4, 4)
 
 

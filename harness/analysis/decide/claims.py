@@ -399,6 +399,7 @@ def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, sch
     history: dict[tuple, list[ClaimResult | None]] = {}
     families: dict[str, list[tuple]] = {}
     decided: dict[tuple, ClaimResult] = {}
+    latest: dict[tuple, ClaimResult] = {}  # each claim as decided at the last look that tested it
     for k in range(looks):
         for result in tested_at(k):
             ident = _identity(result)
@@ -420,14 +421,15 @@ def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, sch
             chosen = _decide_one(result, ident in passes.levels, passes, fails, ident, alpha, schedule, design, k)
             if design.sequential:
                 chosen = _futile(chosen, schedule, design, k, alpha)
+            latest[ident] = chosen
             if chosen.status in DECIDED or k == looks - 1:
                 decided[ident] = chosen
         if all(ident in decided for ident in history):
             break
     out = []
     p_adjusted = _fixed_holm(families, history) if not design.sequential else {}
-    for ident, entries in history.items():
-        result = decided.get(ident) or next(r for r in reversed(entries) if r is not None)
+    for ident in history:
+        result = latest[ident]
         out.append(replace(result, looks=len(schedule), sequential=design.sequential, mde=_mde(result),
                            p_adjusted=p_adjusted.get(ident) if result.p_value is not None else None))
     return out
