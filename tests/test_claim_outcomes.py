@@ -57,6 +57,13 @@ def test_a_superiority_margin_has_three_decided_outcomes(gain, status, text):
         assert high <= 0
 
 
+def test_a_decided_claim_says_how_it_was_tested():
+    """The claims table's detail column names the test and its bound, whatever the outcome."""
+    passed, _ = _superior(0.05, 0.01)
+    failed, _ = _superior(-0.02, 0.01)
+    assert passed.detail == failed.detail == "one-sided t vs 0.01 (better side)"
+
+
 def test_without_a_margin_a_fail_says_not_better():
     result, _ = _superior(-0.02, 0.0)
     assert result.result_text == "FAIL (not better)"
