@@ -15,12 +15,13 @@ from click.testing import CliRunner
 from records import make_record
 
 from harness import api
-from harness.analysis.decide.claims import PASS, VACUOUS, evaluate_claims
+from harness.analysis.decide.claims import PASS, VACUOUS, evaluate_claims, last_look_premises
 from harness.analysis.decide.premises import FAILS, HOLDS, OPEN, evaluate_premises
 from harness.analysis.decide.run_decisions import analyse
 from harness.analysis.present.run_summary import SuiteSummary, render_summary
 from harness.analysis.present.summary_json import summary_document
 from harness.analysis.run_results import RunResults, index_results
+from harness.core.stored_fields import as_stored
 from harness.suite.stored import StoredSuite
 from harness.cli import main
 from harness.suite.loader import load_suites
@@ -310,3 +311,15 @@ def test_a_claim_answers_to_its_failed_premise_before_an_open_one():
     assert claim.status == VACUOUS and not claim.open
     assert claim.premise.name == "signal_strong"
     assert claim.result_text.startswith("VACUOUS (premise signal_strong not met")
+
+
+def test_a_sequential_run_stopped_between_looks_reads_its_premises_on_the_last_looks_seeds():
+    """Seeds past the last look (a run interrupted before its next look) are not read: the premises, like the
+    claims, stand on the seeds of the last look taken."""
+    results = run_results([SIGNAL], seeds=SEEDS[:5])
+    stored = {**as_stored(results.stored), "sequential": {"first": 3, "max_seeds": 9, "batch": 3, "futility": None}}
+    sequential = index_results(Path("."), StoredSuite.from_stored(stored), results.finished)
+    (premise,) = last_look_premises(sequential)
+    assert premise.n == 3
+    (fixed,) = last_look_premises(results)
+    assert fixed.n == 5

@@ -398,7 +398,7 @@ def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, sch
     Looks stop once every claim is decided: later seeds cannot change a decision."""
     history: dict[tuple, list[ClaimResult | None]] = {}
     families: dict[str, list[tuple]] = {}
-    decided: dict[tuple, ClaimResult] = {}
+    decided: set[tuple] = set()
     latest: dict[tuple, ClaimResult] = {}  # each claim as decided at the last look that tested it
     for k in range(looks):
         for result in tested_at(k):
@@ -422,8 +422,8 @@ def _decide_looks(tested_at: Callable[[int], list[ClaimResult]], looks: int, sch
             if design.sequential:
                 chosen = _futile(chosen, schedule, design, k, alpha)
             latest[ident] = chosen
-            if chosen.status in DECIDED or k == looks - 1:
-                decided[ident] = chosen
+            if chosen.status in DECIDED:
+                decided.add(ident)
         if all(ident in decided for ident in history):
             break
     out = []
