@@ -35,7 +35,20 @@ def test_a_journal_that_is_a_link_is_refused(tmp_path):
         open_store(tmp_path)
 
 
-def test_an_artifact_folder_that_is_a_link_is_refused_before_anything_is_logged(tmp_path, toy_suite):
+def test_an_artifact_folder_that_is_a_link_is_refused_before_anything_is_logged(tmp_path, toy_suite, monkeypatch,
+                                                                                 request):
+    # the cold path: no cached schema yet (the store is built by MLflow itself), and MLflow imported before
+    # harness could set its level, as in a test worker or a notebook; the refusal must still be one line
+    import logging
+
+    import mlflow  # noqa: F401
+
+    (tmp_path / "temp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
+    monkeypatch.delenv("MLFLOW_LOGGING_LEVEL", raising=False)
+    logger = logging.getLogger("mlflow")
+    request.addfinalizer(lambda level=logger.level: logger.setLevel(level))
+    logger.setLevel(logging.INFO)
     outside = tmp_path / "outside"
     outside.mkdir()
     results = tmp_path / "received"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import json
+import logging
 import os
 import re
 import socket
@@ -134,7 +135,7 @@ class MlflowTracker:
         return self._client
 
     def _connect(self):
-        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # keep store migrations out of the terminal
+        quiet_mlflow()
         from mlflow.tracking import MlflowClient
 
         return MlflowClient(tracking_uri=self.uri)
@@ -563,3 +564,13 @@ def open_parents(run_dir: Path, tracker: MlflowTracker) -> list[Path]:
         if isinstance(marker, dict) and marker.get("tracking_uri") == redacted(tracker.uri):
             found.append(path)
     return found
+
+
+def quiet_mlflow() -> None:
+    """Keep MLflow's store creation and migrations out of the terminal, where a refusal must be one line.
+
+    MLflow reads ``MLFLOW_LOGGING_LEVEL`` once, when it is first imported; in a process that imported it
+    earlier (a notebook, a test worker) only the logger's own level still counts. A level the user set is kept.
+    """
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    logging.getLogger("mlflow").setLevel(os.environ["MLFLOW_LOGGING_LEVEL"].upper())

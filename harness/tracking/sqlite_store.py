@@ -30,7 +30,7 @@ from typing import Callable
 from harness.core.files import linked_entry, open_trusted, private_folder, unused_path
 from harness.core.locks import FileLock
 from harness.store import _UMASK, read_json, write_checksum, write_json_atomic
-from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, redacted
+from harness.tracking.mlflow_tracker import MlflowTracker, TrackingError, quiet_mlflow, redacted
 
 DB_FILE = "mlflow.db"
 LOCK_FILE = ".mlflow.db.lock"
@@ -93,7 +93,7 @@ def prepare_named_store(uri: str) -> None:
     except OSError:
         return
     try:
-        _quiet_mlflow()
+        quiet_mlflow()
         import mlflow
 
         mlflow.MlflowClient(uri).search_experiments(max_results=1)  # builds or upgrades the schema
@@ -244,7 +244,7 @@ def _schema_facts(root: Path, full: bool = False) -> dict:
                 if cache != caches[0]:
                     _save_facts(caches[:1], facts)
                 return facts
-    _quiet_mlflow()
+    quiet_mlflow()
     from alembic.script import ScriptDirectory
     from mlflow.store.db import utils
     from mlflow.store.db.base_sql_model import Base
@@ -399,7 +399,7 @@ def _reconnect(uri: str) -> None:
 
 
 def _make_schema(uri: str, artifact_root: str, upgrade: bool) -> None:
-    _quiet_mlflow()
+    quiet_mlflow()
     from mlflow.store.db import utils
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
     from sqlalchemy import create_engine, event
@@ -456,10 +456,6 @@ def _clean_aside(root: Path) -> None:
     for path in root.glob(f".{SCHEMA_CACHE}.*.tmp"):
         if time.time() - path.stat().st_mtime > 60:
             path.unlink(missing_ok=True)
-
-
-def _quiet_mlflow() -> None:
-    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # keep store migrations out of the terminal
 
 
 # -- a copied, moved or received results folder ---------------------------------------------------
