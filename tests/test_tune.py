@@ -17,7 +17,7 @@ from harness.store import write_json_atomic
 from harness.suite.loader import load_suites
 from harness.suite.resolved_suite import SuiteError
 from harness.suite.stored import TunedArm
-from harness.suite.tuning_plan import tune_hash, tuning_suite
+from harness.suite.tuning_plan import best_point, tune_hash, tuning_suite
 from harness.suite.tuning_lock import LOCK_SUFFIX, TuningLock, lock_checksum, lock_path
 
 TOY_TUNE = Path(__file__).resolve().parent / "suites" / "toy_tune.yaml"
@@ -322,3 +322,12 @@ def test_registering_a_lock_whose_choice_is_on_its_grid_edge_is_refused(tmp_path
                                           r"of their grids \(sgd: lr=1 is the largest"):
         register(edge, Ledger.read(ledger))
     assert not ledger.exists()  # nothing registered, no seeds drawn
+
+
+def test_points_tied_at_the_best_give_the_middle_one_so_a_flat_arm_sits_inside_its_grid():
+    flat = [0.002, 0.002, 0.002, 0.002]  # a control at chance on every learning rate
+    assert best_point(flat, "higher") == 1 and best_point(flat + [0.002], "higher") == 2
+    assert best_point([0.5, 0.9, 0.9], "higher") == 1  # the first of two
+    assert best_point([0.3, 0.9, 0.1, 0.9, 0.9], "higher") == 3  # only the tied best count, in grid order
+    assert best_point([0.3, 0.1, 0.2, 0.1], "lower") == 1 and best_point([0.3, None, 0.2], "lower") == 2
+    assert best_point([None, None], "higher") is None and best_point([0.4, 0.7, 0.6], "higher") == 1

@@ -220,15 +220,24 @@ def point_mean(values: dict[int, float], failed: int, seeds: Sequence[int]) -> f
 
 
 def best_point(means: Sequence[float | None], direction: str) -> int | None:
-    """The index of the best mean by ``direction`` (the first of equals); None when no point has one."""
+    """The index of the best mean by ``direction`` (the middle of equals); None when no point has one."""
     return best_of(range(len(means)), means, direction)
 
 
 def best_of(points: Sequence[_Point], means: Sequence[float | None], direction: str) -> _Point | None:
-    """The point of the best mean by ``direction`` (the first of equals); None when no point has one."""
+    """The point of the best mean by ``direction``; None when no point has one.
+
+    Points tied at the best give the middle one in grid order (the first of two): an arm whose metric does
+    not move with the tuned param (a control at chance on every point) then sits inside its grid, where the
+    first of equals would put it on the edge and read as a grid that stopped too soon.
+    """
     sign = better_sign(direction)
     scored = [(point, mean) for point, mean in zip(points, means) if mean is not None]
-    return max(scored, key=lambda item: sign * item[1], default=(None, None))[0]  # max keeps the first of equals
+    if not scored:
+        return None
+    best = max(sign * mean for _, mean in scored)
+    tied = [point for point, mean in scored if sign * mean == best]
+    return tied[(len(tied) - 1) // 2]
 
 
 def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: ArmTuning, entry: LockedArm) -> None:
