@@ -59,14 +59,14 @@ def _unordered(statement: str) -> str:
 def test_a_store_from_the_template_is_the_store_the_migrations_make(private_tmp, tmp_path, monkeypatch):
     first = made(tmp_path / "a")
     assert private_tmp.is_file() and private_tmp.stat().st_mode & 0o077 == 0
-    quiet = sqlite_store._quiet_mlflow
+    quiet = sqlite_store.quiet_mlflow
 
     def schema_code_used() -> None:
         raise AssertionError("a second new store ran MLflow's schema code")
 
-    monkeypatch.setattr(sqlite_store, "_quiet_mlflow", schema_code_used)  # called before any of it runs
+    monkeypatch.setattr(sqlite_store, "quiet_mlflow", schema_code_used)  # called before any of it runs
     second = made(tmp_path / "b")  # the template copied, checked against the cached schema facts
-    monkeypatch.setattr(sqlite_store, "_quiet_mlflow", quiet)
+    monkeypatch.setattr(sqlite_store, "quiet_mlflow", quiet)
     monkeypatch.setattr(sqlite_store, "_schema_template", lambda: None)
     migrated = made(tmp_path / "c")
     assert dump(second) == dump(migrated) == dump(first)
