@@ -331,3 +331,20 @@ def test_points_tied_at_the_best_give_the_middle_one_so_a_flat_arm_sits_inside_i
     assert best_point([0.3, 0.9, 0.1, 0.9, 0.9], "higher") == 3  # only the tied best count, in grid order
     assert best_point([0.3, 0.1, 0.2, 0.1], "lower") == 1 and best_point([0.3, None, 0.2], "lower") == 2
     assert best_point([None, None], "higher") is None and best_point([0.4, 0.7, 0.6], "higher") == 1
+
+
+@pytest.mark.parametrize("chosen", [{"lr": 0.001}, {"lr": 0.1}, {"lr": 1.0}])
+def test_a_lock_may_choose_any_point_tied_at_the_best_but_not_a_worse_one(tmp_path, chosen):
+    """Locks written before ties gave the middle point chose the first of equals (sealed studies keep them);
+    every point tied at the best is as good a choice, and a point below the tie is still refused."""
+    path = suite_file(tmp_path)
+    flat = [{**point, "values": {"100": 0.5, "101": 0.5}} for point in grid({"lr": 1.0})]
+    write_lock(path, {"sgd": chosen, "momentum": {"lr": 0.1}}, grids={"sgd": flat})
+    (suite,) = load_suites(path)
+    assert suite.arms["sgd"].params["lr"] == chosen["lr"]
+    two_tied = [{**point, "values": {"100": 0.4 if point["params"]["lr"] == 0.001 else 0.5, "101": 0.5}}
+                for point in flat]
+    write_lock(path, {"sgd": {"lr": 0.001}, "momentum": {"lr": 0.1}}, grids={"sgd": two_tied})
+    with pytest.raises(SuiteError, match=r"arms.sgd: the lock chose \{\"lr\": 0.001\}, but its own per-seed values "
+                                         r"give \{\"lr\": 0.1\}"):
+        load_suites(path)

@@ -224,6 +224,16 @@ def best_point(means: Sequence[float | None], direction: str) -> int | None:
     return best_of(range(len(means)), means, direction)
 
 
+def tied_best(points: Sequence[_Point], means: Sequence[float | None], direction: str) -> list[_Point]:
+    """Every point whose mean is the best by ``direction``, in grid order; empty when no point has one."""
+    sign = better_sign(direction)
+    scored = [(point, mean) for point, mean in zip(points, means) if mean is not None]
+    if not scored:
+        return []
+    best = max(sign * mean for _, mean in scored)
+    return [point for point, mean in scored if sign * mean == best]
+
+
 def best_of(points: Sequence[_Point], means: Sequence[float | None], direction: str) -> _Point | None:
     """The point of the best mean by ``direction``; None when no point has one.
 
@@ -231,13 +241,8 @@ def best_of(points: Sequence[_Point], means: Sequence[float | None], direction: 
     not move with the tuned param (a control at chance on every point) then sits inside its grid, where the
     first of equals would put it on the edge and read as a grid that stopped too soon.
     """
-    sign = better_sign(direction)
-    scored = [(point, mean) for point, mean in zip(points, means) if mean is not None]
-    if not scored:
-        return None
-    best = max(sign * mean for _, mean in scored)
-    tied = [point for point, mean in scored if sign * mean == best]
-    return tied[(len(tied) - 1) // 2]
+    tied = tied_best(points, means, direction)
+    return tied[(len(tied) - 1) // 2] if tied else None
 
 
 def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: ArmTuning, entry: LockedArm) -> None:
@@ -256,8 +261,10 @@ def check_choice(lock: Path, spec: TuneSpec, suite: Suite, arm: str, tuning: Arm
     if not expected:
         return  # the arm sets every tuned key itself: nothing to choose
     means = [point_mean(_values(point, spec.seeds), point.failed, spec.seeds) for point in grid]
-    wanted = best_of(expected, means, suite.task.metric_for(spec.metric).direction)
-    if wanted is None or wanted != chosen:
+    direction = suite.task.metric_for(spec.metric).direction
+    wanted = best_of(expected, means, direction)
+    # any point tied at the best is a fair choice: locks written before ties gave the middle point chose the first
+    if chosen not in tied_best(expected, means, direction):
         rule = f"the best mean {spec.metric} over tuning seeds {', '.join(map(str, spec.seeds))}"
         gives = f"give {_shown(wanted)}" if wanted is not None else "give no point"
         raise SuiteError(f"{refuse}: the lock chose {_shown(chosen)}, but its own per-seed values {gives} by "
