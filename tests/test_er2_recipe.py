@@ -4,6 +4,7 @@ and the settings a suite may not give it."""
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import pydantic
@@ -361,3 +362,41 @@ def test_er2_mqar_rank_lock_chose_every_arm_inside_its_grid():
     assert {k: claims.arms["raw"].params[k] for k in chosen["raw"]} == chosen["raw"]
     assert {k: claims.arms["compressed"].params[k] for k in chosen["compressed_r16"]} == chosen["compressed_r16"]
     assert claims.arms["compressed"].params["code_rank"] == 16
+
+
+def _paired(bundle, treatment: str, control: str, metric: str) -> list[float]:
+    values = {(r.arm, r.seed): r.metrics.get(metric) for r in bundle.trials}
+    return [values[(treatment, s)] - values[(control, s)] for s in sorted(bundle.seeds)
+            if values.get((treatment, s)) is not None and values.get((control, s)) is not None]
+
+
+def test_the_noninferiority_suite_runs_at_er2_passkeys_points_with_margins_from_the_controls_sealed_lead():
+    """er2_passkey_noninferiority asks er2_passkey's exploratory question with the seeds it needs: the same
+    workload, budget, premises and points, and each margin half the lower 95% bound of raw's lead over none
+    pooled (DerSimonian-Laird, the programme's estimate) over er2_passkey's sealed seed sets, rounded down
+    to 0.005: no compressed value sets a margin."""
+    from harness.evidence.bundle import read_bundle
+    from harness.evidence.programme import pool
+    root = Path(__file__).parents[1]
+    (claims,) = load_suites(root / "suites" / "er2_passkey.yaml", apply_locks=False)
+    (suite,) = load_suites(root / "suites" / "er2_passkey_noninferiority.yaml", apply_locks=False)
+    assert suite.params == claims.params and set(suite.arms) == set(claims.arms)
+    for name, arm in suite.arms.items():
+        assert arm.params == claims.arms[name].params, name
+    assert {p.name for p in suite.premises} == {p.name for p in claims.premises}
+    nonlocal_ = next(p for p in suite.premises if p.name == "probe_is_nonlocal")
+    assert nonlocal_.at_least == 0.05
+    sealed = ("59e60c81", "394347e7", "a1cccab3", "ec41bc78")  # the seed sets the design names
+    bundles = [read_bundle(root / "evidence" / "er2_passkey" / f"{name}.jsonl.gz") for name in sealed]
+    margins = {c.metric: c.margin for c in suite.claims if c.test == "non_inferior"}
+    assert set(margins) == {"recall@128", "nll_delta@128"}
+    for metric, better in (("recall@128", 1.0), ("nll_delta@128", -1.0)):
+        leads = []
+        for bundle in bundles:
+            diffs = [better * d for d in _paired(bundle, "raw", "none", metric)]
+            leads.append((sum(diffs) / len(diffs), statistics.variance(diffs) / len(diffs)))
+        pooled = pool(leads)
+        assert pooled is not None and pooled.low > 0
+        assert margins[metric] == pytest.approx(math.floor(pooled.low / 2 / 0.005) * 0.005), metric
+    every_sealed = [read_bundle(path) for path in (root / "evidence").glob("er2*/*.jsonl.gz")]
+    assert not set(suite.seeds) & {s for b in every_sealed for s in b.seeds}
