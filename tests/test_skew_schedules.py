@@ -34,6 +34,7 @@ SCHEDULES = {  # the shipped suites' sequential designs (suites/*.yaml), and a l
     "routing_needle": Schedule(3, 8, batch=2, futility_from=0.5),
     "er2_mqar": Schedule(3, 10, futility_from=0.5),
     "er2_passkey": Schedule(3, 5, batch=2, futility_from=0.5),
+    "er2_passkey_noninferiority": Schedule(4, 16, batch=2, futility_from=0.5),
     "3..24": Schedule(3, 24),
 }
 
